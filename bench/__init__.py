@@ -1,0 +1,1 @@
+"""bench: benchmarks and the demo workload (never run as tests)."""

@@ -1,0 +1,1 @@
+"""bloom: Bloom filters, fingerprints and the bit-sliced routing index."""

@@ -1,0 +1,1 @@
+"""cluster_bus: the binary node-to-node protocol, membership and PUBLISH forwarding."""

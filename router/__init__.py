@@ -1,0 +1,1 @@
+"""router: the Redis-compatible pub/sub node (RESP server, subscriptions, routing)."""

@@ -1,0 +1,61 @@
+"""The ``bloomcast`` console script: one entry, one subcommand per job.
+
+Each subcommand lives in its own module, which exposes
+``configure(parser)`` (add its flags; must import nothing heavy) and
+``run(args) -> int`` (the exit code). Modules are imported only to build the
+parser, so ``bloomcast --help`` stays fast; heavy imports (pyspark) go inside
+``run``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+#: subcommand -> (module, one-line help)
+SUBCOMMANDS: dict[str, tuple[str, str]] = {
+    "node": ("router.node_command", "run one node agent (Redis protocol pub/sub)"),
+    "cluster": ("cluster_bus.cluster_command", "start a local cluster of node processes"),
+    "stats": ("spark.stats_command", "Spark statistics over the traffic spool"),
+    "demo": ("bench.demo", "the whole product end to end on a local cluster"),
+    "bench": ("bench.bench_command", "benchmarks side by side with Redis"),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="bloomcast",
+        description="Redis-protocol pub/sub cluster with Bloom-filter routing.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, (module_name, help_text) in SUBCOMMANDS.items():
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name != module_name:
+                raise
+            p.set_defaults(_missing=name)
+            continue
+        module.configure(p)
+        p.set_defaults(_run=module.run)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 0
+    if getattr(args, "_missing", None):
+        print(f"bloomcast {args._missing}: not yet built", file=sys.stderr)
+        return 2
+    code: int = args._run(args)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,112 @@
+"""NodeConfig: every setting of one node agent, from flags or a TOML file.
+
+One dataclass so the node, the cluster bus and the traffic tap read the same
+object. Defaults follow Redis 7 (``redis.conf``) where Redis has the setting.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tomllib
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+
+#: redis.conf ``client-output-buffer-limit pubsub 32mb 8mb 60``
+DEFAULT_PUBSUB_HARD_LIMIT = 32 * 1024 * 1024
+DEFAULT_PUBSUB_SOFT_LIMIT = 8 * 1024 * 1024
+DEFAULT_PUBSUB_SOFT_SECONDS = 60
+
+
+@dataclass
+class NodeConfig:
+    """Settings of one node agent.
+
+    Sizes are bytes, times are seconds unless the name says ms.
+    """
+
+    # client side (router/)
+    bind: str = "127.0.0.1"
+    port: int = 6379
+    requirepass: str | None = None
+    proto_max_bulk_len: int = 512 * 1024 * 1024  # redis.conf proto-max-bulk-len
+    max_multibulk_len: int = 1024 * 1024  # Redis rejects a multibulk count above this
+    pubsub_hard_limit: int = DEFAULT_PUBSUB_HARD_LIMIT
+    pubsub_soft_limit: int = DEFAULT_PUBSUB_SOFT_LIMIT
+    pubsub_soft_seconds: int = DEFAULT_PUBSUB_SOFT_SECONDS
+    maxclients: int = 10000
+    # filters (bloom/)
+    filter_capacity: int = 1024  # channels the first filter is sized for
+    filter_fp_rate: float = 0.01  # target false-positive rate per peer filter
+    # cluster bus (cluster_bus/)
+    cluster_port: int | None = None  # default: port + 10000, as Redis Cluster
+    join: list[str] = field(default_factory=list)  # seeds, "host:busport"
+    cluster_secret: str | None = None
+    node_timeout_ms: int = 15000  # redis.conf cluster-node-timeout
+    cluster_link_sendbuf_limit: int = 0  # bytes; 0 = no limit, as Redis
+    subscribe_visibility_timeout_ms: int = 0  # 0 = off
+    # traffic tap (spark/)
+    traffic_dir: str | None = None
+    traffic_sample: float = 1.0
+
+    @property
+    def bus_port(self) -> int:
+        """The cluster bus port: ``cluster_port`` or client port + 10000."""
+        return self.cluster_port if self.cluster_port is not None else self.port + 10000
+
+    @classmethod
+    def from_toml(cls, path: str | Path) -> NodeConfig:
+        """Read a TOML file whose keys are this class's field names (``-`` or ``_``).
+
+        Raises ValueError on an unknown key.
+        """
+        with open(path, "rb") as fh:
+            raw = tomllib.load(fh)
+        known = {f.name for f in fields(cls)}
+        values = {}
+        for key, value in raw.items():
+            name = key.replace("-", "_")
+            if name not in known:
+                raise ValueError(f"unknown setting {key!r} in {path}")
+            values[name] = value
+        return cls(**values)
+
+
+def add_node_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add every NodeConfig flag to ``parser`` (defaults left as None = not given)."""
+    add = parser.add_argument
+    add("--config", help="TOML file with node settings (flags override it)")
+    add("--bind", help="address to listen on (default 127.0.0.1)")
+    add("--port", type=int, help="client port (default 6379)")
+    add("--requirepass", help="password clients must AUTH with")
+    add("--proto-max-bulk-len", type=int, help="largest bulk string accepted, bytes")
+    add("--max-multibulk-len", type=int, help="largest multibulk count accepted")
+    add("--pubsub-hard-limit", type=int, help="pubsub output buffer hard limit, bytes")
+    add("--pubsub-soft-limit", type=int, help="pubsub output buffer soft limit, bytes")
+    add("--pubsub-soft-seconds", type=int, help="seconds over the soft limit before cut")
+    add("--maxclients", type=int, help="most clients connected at once")
+    add("--filter-capacity", type=int, help="channels the first filter is sized for")
+    add("--filter-fp-rate", type=float, help="target false-positive rate per filter")
+    add("--cluster-port", type=int, help="cluster bus port (default port+10000)")
+    add("--join", action="append", help="seed node bus address host:port (repeatable)")
+    add("--cluster-secret", help="shared secret: HMAC on the bus handshake")
+    add("--node-timeout-ms", type=int, help="PING timeout before a peer is suspected")
+    add("--cluster-link-sendbuf-limit", type=int, help="per-link send buffer limit, bytes")
+    add(
+        "--subscribe-visibility-timeout",
+        dest="subscribe_visibility_timeout_ms",
+        type=int,
+        metavar="MS",
+        help="delay SUBSCRIBE replies until every live peer has the filter change",
+    )
+    add("--traffic-dir", help="spool directory for traffic events (NDJSON)")
+    add("--traffic-sample", type=float, help="share of PUBLISH events recorded (0..1)")
+
+
+def config_from_args(args: argparse.Namespace) -> NodeConfig:
+    """Build a NodeConfig: TOML file first (if ``--config``), then flags given."""
+    config = NodeConfig.from_toml(args.config) if getattr(args, "config", None) else NodeConfig()
+    for f in fields(NodeConfig):
+        value = getattr(args, f.name, None)
+        if value is not None:
+            setattr(config, f.name, value)
+    return config

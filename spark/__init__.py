@@ -1,0 +1,1 @@
+"""spark: the traffic tap's event schema and the decay-based (Forget Table) statistics job."""
