@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
+
+if TYPE_CHECKING:
+    from spark.tap import TrafficTap
 
 FilterName = Literal["channels", "patterns"]
 
@@ -34,7 +37,8 @@ class FilterChange:
 class LocalDelivery(Protocol):
     """What the node offers the cluster bus."""
 
-    node_id: str
+    node_id: str  # 40 lowercase hex characters, as a Redis Cluster node id
+    tap: TrafficTap | None  # the traffic tap, when --traffic-dir is given
 
     def deliver(self, channel: bytes, message: bytes, shard: bool) -> int:
         """Deliver a PUBLISH to local subscribers (channels, patterns, or shard
@@ -45,9 +49,13 @@ class LocalDelivery(Protocol):
 class ClusterLink(Protocol):
     """What the cluster bus offers the node."""
 
-    def forward_publish(self, channel: bytes, message: bytes, shard: bool) -> int:
+    def forward_publish(self, channel: bytes, message: bytes, shard: bool, origin_seq: int) -> int:
         """Send a client's PUBLISH to every peer whose filters may match; return
-        how many peers it was sent to. Never blocks; never re-forwards."""
+        how many peers it was sent to. Never blocks; never re-forwards.
+
+        ``origin_seq`` is the node's own PUBLISH counter; it travels with the
+        forward so receivers' traffic events carry the same event id
+        ``"<origin node id>-<origin_seq>"`` as the origin's."""
         ...
 
     def filters_changed(self, changes: list[FilterChange]) -> asyncio.Future[None] | None:
@@ -77,7 +85,7 @@ class NoPeers:
         self._host = host
         self._port = port
 
-    def forward_publish(self, channel: bytes, message: bytes, shard: bool) -> int:
+    def forward_publish(self, channel: bytes, message: bytes, shard: bool, origin_seq: int) -> int:
         return 0
 
     def filters_changed(self, changes: list[FilterChange]) -> asyncio.Future[None] | None:
