@@ -1,0 +1,248 @@
+"""TrafficTap: real files in a temp spool, a real asyncio loop."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import threading
+import time
+
+import pytest
+
+from spark.events import SCHEMA_FIELDS, TrafficEvent
+from spark.tap import TrafficTap, sampled, spool_file_name
+
+NODE = "a" * 40
+PEER = "b" * 40
+
+
+def event(seq: int, node: str = NODE, role: str = "origin", origin: str = NODE) -> TrafficEvent:
+    return TrafficEvent(
+        event_id=f"{origin}-{seq}",
+        time=1_700_000_000.0 + seq / 1000,
+        node=node,
+        role=role,  # type: ignore[arg-type]
+        channel=f"news.{seq % 7}",
+        bytes=100 + seq % 13,
+        receivers=seq % 3,
+        forwarded=0 if role == "receiver" else seq % 4,
+        peers=5,
+        false_positive=role == "receiver" and seq % 3 == 0,
+    )
+
+
+def read_spool(directory) -> list[dict]:
+    rows = []
+    for name in sorted(os.listdir(directory)):
+        if name.endswith(".ndjson"):
+            with open(os.path.join(directory, name)) as fh:
+                rows.extend(json.loads(line) for line in fh)
+    return rows
+
+
+def test_events_roundtrip_through_files(tmp_path):
+    async def main():
+        tap = TrafficTap(tmp_path, flush_interval=0.01)
+        tap.start()
+        for i in range(500):
+            tap.record(event(i))
+        await asyncio.sleep(0.1)
+        assert tap.written == 500  # flushed by the timer, before close
+        tap.close()
+        return tap
+
+    tap = asyncio.run(main())
+    rows = read_spool(tmp_path)
+    assert [r["event_id"] for r in rows] == [f"{NODE}-{i}" for i in range(500)]
+    assert list(rows[0]) == [name for name, _ in SCHEMA_FIELDS]
+    assert TrafficEvent.from_dict(rows[42]) == event(42)
+    assert tap.files == 1 and tap.dropped == 0
+    assert not list(tmp_path.glob("*.tmp"))
+    assert os.listdir(tmp_path) == [spool_file_name(NODE, 0)]
+
+
+def test_rotation_by_size(tmp_path):
+    line_len = len(event(0).to_json()) + 1
+    tap = TrafficTap(tmp_path, max_file_bytes=line_len * 10, node=NODE)
+    for i in range(95):
+        tap.record(event(i))
+    tap.flush()
+    tap.close()
+    files = sorted(p.name for p in tmp_path.glob("*.ndjson"))
+    assert len(files) == tap.files >= 10
+    for p in tmp_path.glob("*.ndjson"):
+        assert p.stat().st_size <= line_len * 10
+    assert [r["event_id"] for r in read_spool(tmp_path)] == [f"{NODE}-{i}" for i in range(95)]
+
+
+def test_rotation_by_time_without_new_events(tmp_path):
+    async def main():
+        tap = TrafficTap(tmp_path, rotate_seconds=0.15, flush_interval=0.02)
+        tap.start()
+        tap.record(event(1))
+        await asyncio.sleep(0.05)
+        assert list(tmp_path.glob("*.ndjson.tmp")) and not list(tmp_path.glob("*.ndjson"))
+        await asyncio.sleep(0.4)
+        # a quiet node's events become visible within rotate_seconds + flush_interval
+        assert len(list(tmp_path.glob("*.ndjson"))) == 1
+        tap.record(event(2))
+        await asyncio.sleep(0.4)
+        assert len(list(tmp_path.glob("*.ndjson"))) == 2
+        tap.close()
+
+    asyncio.run(main())
+
+
+def test_reader_never_sees_partial_ndjson(tmp_path):
+    """A concurrent reader polling *.ndjson only ever sees complete, final files."""
+    seen: dict[str, bytes] = {}
+    problems: list[str] = []
+    stop = threading.Event()
+
+    def reader():
+        while not stop.is_set():
+            for p in tmp_path.glob("*.ndjson"):
+                try:
+                    data = p.read_bytes()
+                except FileNotFoundError:
+                    continue
+                if not data.endswith(b"\n"):
+                    problems.append(f"{p.name} ends mid-line")
+                for line in data.splitlines():
+                    json.loads(line)
+                if p.name in seen and seen[p.name] != data:
+                    problems.append(f"{p.name} changed after it appeared")
+                seen[p.name] = data
+
+    async def main():
+        tap = TrafficTap(tmp_path, max_file_bytes=4000, rotate_seconds=0.05, flush_interval=0.005)
+        tap.start()
+        for i in range(3000):
+            tap.record(event(i))
+            if i % 50 == 0:
+                await asyncio.sleep(0.002)
+        tap.close()
+        return tap
+
+    t = threading.Thread(target=reader, daemon=True)
+    t.start()
+    try:
+        tap = asyncio.run(main())
+    finally:
+        stop.set()
+        t.join(timeout=10)
+    assert problems == []
+    assert len(seen) >= 5
+    assert tap.written == 3000 and len(read_spool(tmp_path)) == 3000
+
+
+def test_drops_and_counts_at_spool_limit(tmp_path):
+    line_len = len(event(0).to_json()) + 1
+    tap = TrafficTap(tmp_path, max_file_bytes=line_len * 5, max_spool_bytes=line_len * 20)
+    for i in range(100):
+        tap.record(event(i))
+    tap.flush()
+    tap.close()
+    rows = read_spool(tmp_path)
+    assert tap.written == len(rows)
+    assert tap.written + tap.dropped == 100
+    assert 15 <= tap.written <= 20
+    assert sum(p.stat().st_size for p in tmp_path.glob("*.ndjson")) <= line_len * 20
+    # once full, record() itself refuses new events without touching the disk
+    before = tap.dropped
+    tap2 = TrafficTap(tmp_path, max_spool_bytes=line_len * 20, node=NODE)
+    tap2.record(event(1000))
+    tap2.flush()
+    tap2.close()
+    assert tap.dropped == before
+
+
+def test_room_freed_by_consumer_is_reused(tmp_path):
+    line_len = len(event(0).to_json()) + 1
+    tap = TrafficTap(tmp_path, max_file_bytes=line_len * 5, max_spool_bytes=line_len * 10)
+    for i in range(30):
+        tap.record(event(i))
+    tap.flush()
+    full = tap.written
+    assert tap.dropped > 0
+    for p in tmp_path.glob("*.ndjson"):
+        p.unlink()  # a consumer deleted what it processed
+    tap._complete_file()  # rotation re-measures the spool
+    tap.record(event(99))
+    tap.flush()
+    tap.close()
+    assert tap.written == full + 1
+
+
+def test_disk_error_drops_never_raises(tmp_path):
+    spool = tmp_path / "spool"
+    tap = TrafficTap(spool, node=NODE)
+    spool.rmdir()
+    spool.write_text("not a directory")  # every open() in the spool now fails
+    for i in range(10):
+        tap.record(event(i))
+    tap.flush()  # must not raise
+    tap.close()
+    assert tap.dropped == 10 and tap.written == 0
+
+
+def test_write_failure_on_full_disk_drops(tmp_path):
+    if not os.path.exists("/dev/full"):
+        pytest.skip("/dev/full (a disk that is always full) is Linux-only")
+    tap = TrafficTap(tmp_path, node=NODE)
+    tap.record(event(0))
+    tap.flush()
+    tap._complete_file()
+    tap._fd = os.open("/dev/full", os.O_WRONLY)  # next write fails with ENOSPC
+    tap._file_size = 0
+    tap._file_opened = time.monotonic()
+    tap.record(event(1))
+    tap.record(event(2))
+    tap.flush()
+    assert tap.dropped == 2 and tap.written == 1
+    tap.record(event(3))
+    tap.flush()
+    tap.close()
+    assert tap.written == 2
+    assert [r["event_id"] for r in read_spool(tmp_path)] == [f"{NODE}-0", f"{NODE}-3"]
+
+
+def test_record_never_raises_on_bad_event(tmp_path):
+    tap = TrafficTap(tmp_path, sample=0.5)
+    tap.record(None)  # type: ignore[arg-type]
+    assert tap.dropped == 1
+    tap.close()
+    tap.record(event(1))  # after close: counted, not raised
+    assert tap.dropped == 2
+
+
+def test_sampling_is_deterministic_per_event_id(tmp_path):
+    origin_dir, receiver_dir = tmp_path / "o", tmp_path / "r"
+    a = TrafficTap(origin_dir, sample=0.3)
+    b = TrafficTap(receiver_dir, sample=0.3)
+    for i in range(4000):
+        a.record(event(i))
+        b.record(event(i, node=PEER, role="receiver"))
+    a.close()
+    b.close()
+    kept_a = {r["event_id"] for r in read_spool(origin_dir)}
+    kept_b = {r["event_id"] for r in read_spool(receiver_dir)}
+    assert kept_a == kept_b  # origin and receiver events of one PUBLISH together
+    # binomial(4000, 0.3): sd ~ 29; 5 sigma bounds
+    assert abs(len(kept_a) - 1200) < 150
+    assert a.sampled_out == 4000 - len(kept_a)
+    assert kept_a == {f"{NODE}-{i}" for i in range(4000) if sampled(f"{NODE}-{i}", 0.3)}
+    assert sampled("x", 1.0) and not sampled("x", 0.0)
+
+
+def test_restart_recovers_tmp_and_continues_numbering(tmp_path):
+    good = event(1).to_json() + "\n"
+    (tmp_path / spool_file_name(NODE, 3, tmp=True)).write_text(good + '{"event_id": "tru')
+    (tmp_path / spool_file_name(NODE, 1)).write_text(good)
+    tap = TrafficTap(tmp_path)
+    tap.record(event(2))
+    tap.close()
+    names = sorted(os.listdir(tmp_path))
+    assert names == [spool_file_name(NODE, n) for n in (1, 3, 4)]
+    assert (tmp_path / spool_file_name(NODE, 3)).read_text() == good
