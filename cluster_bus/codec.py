@@ -1,0 +1,507 @@
+"""Sans-IO codec of the cluster bus: bytes in, :mod:`cluster_bus.frames` out, and back.
+
+Like h11, nothing here touches a socket: :func:`encode` turns a message into
+bytes and :class:`FrameDecoder` turns a byte stream (fed in arbitrary pieces)
+into messages, raising :class:`BusProtocolError` on anything malformed. The
+caller closes the link on that error and counts it.
+
+Wire format (all integers big-endian, network order)
+----------------------------------------------------
+Every frame starts with a 14-byte header::
+
+    offset size field
+    0      2    magic      b"bc"
+    2      1    version    1 (also fixes the Bloom hashing scheme: mmh3 x64 128,
+                           enhanced double hashing, seed 0)
+    3      1    type       MsgType
+    4      2    flags      FLAG_SHARD | FLAG_REPLY | FLAG_COMPRESSED
+    6      4    length     body bytes that follow the header (<= max_body)
+    10     4    sender     the sender's short id: the first 32 bits of its node
+                           id; checked against the link's peer after the handshake
+
+PUBLISH body (so the whole PUBLISH frame header is 14 + 16 = 30 bytes, against
+Redis Cluster's 2256-byte ``clusterMsg`` header and Valkey's 16-byte light header
+which carries no sequence numbers)::
+
+    14     4    link_seq     per-link sequence number (u32, wraps)
+    18     8    origin_seq   the origin node's PUBLISH counter
+    26     4    channel_len
+    30     ..   channel, then the payload (the rest of the body)
+
+Other bodies (``20s`` = a node id as 20 raw bytes)::
+
+    HELLO       20s node_id, 16s nonce, u8 mac_len, mac   (FLAG_REPLY on the answer)
+    HELLO_AUTH  mac (the whole body: 0 or 32 bytes)
+    MEET/PING/PONG
+                20s node_id, u16 client_port, u16 bus_port, u64 channel_fp,
+                u64 pattern_fp, u64 filter_epoch, u64 prefix_mask, u8 match_all,
+                u16 flags, u8 host_len, u8 gossip_count, host,
+                then gossip_count x (20s node_id, u16 client_port, u16 bus_port,
+                u16 flags, u64 last_pong_ms, u8 host_len, host)
+    FILTER_REQUEST  u8 kind
+    FILTER_FULL u8 kind, u8 k, u8 match_all, u64 m, u64 fingerprint, u64 epoch,
+                u64 prefix_mask, bits (m/8 raw bytes, or sc_encode output when
+                FLAG_COMPRESSED)
+    FILTER_DELTA u8 kind, u8 match_all, u32 delta_id, u64 m, u64 base_fp,
+                u64 new_fp, u64 epoch, u64 prefix_mask, u32 n_set, u32 n_clear,
+                (n_set + n_clear) x u32 positions
+    FAIL        20s node_id
+    LEAVE       (empty)
+    ACK         u32 delta_id
+
+Errors: bad magic, unknown version, unknown type, a length above ``max_body``,
+a body shorter than its fields say (truncated) or longer (trailing bytes), a
+position >= m, an m that is not a power of two, or a compressed filter whose
+declared length is not m. Each raises :class:`BusProtocolError`; a decoder
+that raised stays broken (the link is to be closed).
+"""
+
+from __future__ import annotations
+
+from struct import Struct
+from struct import error as StructError
+
+from bitarray import bitarray
+from bitarray.util import sc_decode, sc_encode
+
+from cluster_bus.frames import (
+    FLAG_COMPRESSED,
+    FLAG_REPLY,
+    FLAG_SHARD,
+    Ack,
+    Fail,
+    FilterDelta,
+    FilterFull,
+    FilterKind,
+    FilterRequest,
+    GossipEntry,
+    Heartbeat,
+    Hello,
+    HelloAuth,
+    Leave,
+    Meet,
+    Message,
+    MsgType,
+    Ping,
+    Pong,
+    Publish,
+)
+
+MAGIC = b"bc"
+VERSION = 1
+HEADER = Struct(">2sBBHII")
+HEADER_SIZE = HEADER.size  # 14
+_PUBLISH_FIXED = Struct(">IQI")
+PUBLISH_HEAD = Struct(">2sBBHIIIQI")
+PUBLISH_HEADER_SIZE = PUBLISH_HEAD.size  # 30
+_HELLO = Struct(">20s16sB")
+_HEARTBEAT = Struct(">20sHHQQQQBHBB")
+_GOSSIP = Struct(">20sHHHQB")
+_FULL = Struct(">BBBQQQQ")
+_DELTA = Struct(">BBIQQQQQII")
+_U8 = Struct(">B")
+_U32 = Struct(">I")
+_NODE = Struct(">20s")
+
+#: default largest body: two 512 MiB bulk strings (channel and payload) + slack
+DEFAULT_MAX_BODY = 2 * 512 * 1024 * 1024 + 64 * 1024
+MAX_FILTER_BITS = 1 << 28  # 32 MiB of bits: ~28M channels at 1%; bounds decode memory
+MAX_GOSSIP = 255
+
+_TYPES = frozenset(int(t) for t in MsgType)
+_T_PUBLISH = int(MsgType.PUBLISH)
+
+
+class BusProtocolError(Exception):
+    """A malformed frame: close the link and count it."""
+
+
+def short_id(node_id: str) -> int:
+    """The 32-bit short id of a node id (its first 8 hex characters)."""
+    return int(node_id[:8], 16)
+
+
+def _node_bytes(node_id: str) -> bytes:
+    raw = bytes.fromhex(node_id)
+    if len(raw) != 20:
+        raise ValueError(f"node id must be 40 hex characters: {node_id!r}")
+    return raw
+
+
+def _host_bytes(host: str) -> bytes:
+    raw = host.encode()
+    if len(raw) > 255:
+        raise ValueError("host longer than 255 bytes")
+    return raw
+
+
+def _frame(mtype: MsgType, flags: int, sender: int, body: bytes) -> bytes:
+    return HEADER.pack(MAGIC, VERSION, mtype, flags, len(body), sender) + body
+
+
+def encode_publish(
+    sender: int, link_seq: int, origin_seq: int, shard: bool, channel: bytes, payload: bytes
+) -> bytes:
+    """The PUBLISH frame without building a :class:`Publish` (the hot path)."""
+    return b"".join(
+        (
+            PUBLISH_HEAD.pack(
+                MAGIC,
+                VERSION,
+                _T_PUBLISH,
+                FLAG_SHARD if shard else 0,
+                16 + len(channel) + len(payload),
+                sender,
+                link_seq & 0xFFFFFFFF,
+                origin_seq,
+                len(channel),
+            ),
+            channel,
+            payload,
+        )
+    )
+
+
+def _encode_heartbeat(mtype: MsgType, msg: Heartbeat, sender: int) -> bytes:
+    host = _host_bytes(msg.host)
+    if len(msg.gossip) > MAX_GOSSIP:
+        raise ValueError("at most 255 gossip entries")
+    parts = [
+        _HEARTBEAT.pack(
+            _node_bytes(msg.node_id),
+            msg.client_port,
+            msg.bus_port,
+            msg.channel_fp,
+            msg.pattern_fp,
+            msg.filter_epoch,
+            msg.prefix_mask,
+            1 if msg.match_all else 0,
+            msg.flags,
+            len(host),
+            len(msg.gossip),
+        ),
+        host,
+    ]
+    for g in msg.gossip:
+        ghost = _host_bytes(g.host)
+        parts.append(
+            _GOSSIP.pack(
+                _node_bytes(g.node_id),
+                g.client_port,
+                g.bus_port,
+                g.flags,
+                g.last_pong_ms,
+                len(ghost),
+            )
+        )
+        parts.append(ghost)
+    return _frame(mtype, 0, sender, b"".join(parts))
+
+
+def encode(msg: Message, sender: int = 0) -> bytes:
+    """One frame for ``msg``; ``sender`` is the sender's :func:`short_id`.
+
+    Raises ValueError for a message that cannot be encoded (bad node id, host
+    longer than 255 bytes, position >= m, ...)."""
+    if isinstance(msg, Publish):
+        return encode_publish(
+            sender, msg.link_seq, msg.origin_seq, msg.shard, msg.channel, msg.payload
+        )
+    if isinstance(msg, Meet):
+        return _encode_heartbeat(MsgType.MEET, msg, sender)
+    if isinstance(msg, Ping):
+        return _encode_heartbeat(MsgType.PING, msg, sender)
+    if isinstance(msg, Pong):
+        return _encode_heartbeat(MsgType.PONG, msg, sender)
+    if isinstance(msg, Hello):
+        if len(msg.nonce) != 16 or len(msg.mac) > 255:
+            raise ValueError("nonce must be 16 bytes, mac at most 255")
+        body = _HELLO.pack(_node_bytes(msg.node_id), msg.nonce, len(msg.mac)) + msg.mac
+        return _frame(MsgType.HELLO, FLAG_REPLY if msg.reply else 0, sender, body)
+    if isinstance(msg, HelloAuth):
+        return _frame(MsgType.HELLO_AUTH, 0, sender, msg.mac)
+    if isinstance(msg, FilterRequest):
+        return _frame(MsgType.FILTER_REQUEST, 0, sender, _U8.pack(msg.kind))
+    if isinstance(msg, FilterFull):
+        _check_m(msg.m)
+        if len(msg.bits) * 8 != msg.m:
+            raise ValueError("bits must be m/8 bytes")
+        bits: bytes = msg.bits
+        flags = 0
+        packed = sc_encode(_bits_from_bytes(msg.bits))
+        if len(packed) < len(bits):
+            bits, flags = packed, FLAG_COMPRESSED
+        head = _FULL.pack(
+            msg.kind,
+            msg.k,
+            1 if msg.match_all else 0,
+            msg.m,
+            msg.fingerprint,
+            msg.epoch,
+            msg.prefix_mask,
+        )
+        return _frame(MsgType.FILTER_FULL, flags, sender, head + bits)
+    if isinstance(msg, FilterDelta):
+        _check_m(msg.m)
+        positions = msg.set_positions + msg.cleared_positions
+        if any(p < 0 or p >= msg.m for p in positions):
+            raise ValueError("position outside 0..m-1")
+        head = _DELTA.pack(
+            msg.kind,
+            1 if msg.match_all else 0,
+            msg.delta_id,
+            msg.m,
+            msg.base_fp,
+            msg.new_fp,
+            msg.epoch,
+            msg.prefix_mask,
+            len(msg.set_positions),
+            len(msg.cleared_positions),
+        )
+        body = head + Struct(f">{len(positions)}I").pack(*positions)
+        return _frame(MsgType.FILTER_DELTA, 0, sender, body)
+    if isinstance(msg, Fail):
+        return _frame(MsgType.FAIL, 0, sender, _node_bytes(msg.node_id))
+    if isinstance(msg, Leave):
+        return _frame(MsgType.LEAVE, 0, sender, b"")
+    if isinstance(msg, Ack):
+        return _frame(MsgType.ACK, 0, sender, _U32.pack(msg.delta_id))
+    raise TypeError(f"not a bus message: {msg!r}")
+
+
+def _check_m(m: int) -> None:
+    if m < 8 or m > MAX_FILTER_BITS or m & (m - 1):
+        raise ValueError(f"filter size m must be a power of two in 8..2^28: {m}")
+
+
+def _bits_from_bytes(raw: bytes) -> bitarray:
+    bits = bitarray(endian="big")
+    bits.frombytes(raw)
+    return bits
+
+
+class FrameDecoder:
+    """Incremental decoder: ``feed(bytes) -> list[Message]``.
+
+    ``max_body`` bounds the bytes buffered for one frame (memory is at most one
+    partial frame plus one ``feed`` call). ``expect_sender``, once set, is the
+    short id every frame's header must carry. ``last_senders`` is not kept: on
+    a TCP link the peer is the sender.
+    """
+
+    __slots__ = ("_broken", "_buf", "_need", "expect_sender", "max_body")
+
+    def __init__(self, max_body: int = DEFAULT_MAX_BODY, expect_sender: int | None = None) -> None:
+        self.max_body = max_body
+        self.expect_sender = expect_sender
+        self._buf = bytearray()
+        self._need = HEADER_SIZE
+        self._broken = False
+
+    @property
+    def buffered(self) -> int:
+        """Bytes held for a frame not yet complete."""
+        return len(self._buf)
+
+    def feed(self, data: bytes) -> list[Message]:
+        """Decode every complete frame in the stream so far.
+
+        Raises BusProtocolError on a malformed frame (and on every later call)."""
+        if self._broken:
+            raise BusProtocolError("decoder already failed")
+        buf = self._buf
+        if buf:
+            buf += data
+            if len(buf) < self._need:
+                return []
+            view = bytes(buf)
+            buf.clear()
+        else:
+            view = data
+        try:
+            out, pos = self._parse(view)
+        except BusProtocolError:
+            self._broken = True
+            raise
+        if pos < len(view):
+            buf += view[pos:]
+        return out
+
+    def _parse(self, data: bytes) -> tuple[list[Message], int]:
+        out: list[Message] = []
+        end = len(data)
+        pos = 0
+        unpack_header = HEADER.unpack_from
+        expect = self.expect_sender
+        max_body = self.max_body
+        while end - pos >= HEADER_SIZE:
+            magic, version, mtype, flags, length, sender = unpack_header(data, pos)
+            if magic != MAGIC:
+                raise BusProtocolError(f"bad magic {magic!r}")
+            if version != VERSION:
+                raise BusProtocolError(f"unknown protocol version {version}")
+            if mtype not in _TYPES:
+                raise BusProtocolError(f"unknown message type {mtype}")
+            if length > max_body:
+                raise BusProtocolError(f"frame length {length} above limit {max_body}")
+            if expect is not None and sender != expect:
+                raise BusProtocolError(f"sender {sender:08x} is not the link's peer")
+            start = pos + HEADER_SIZE
+            stop = start + length
+            if stop > end:
+                self._need = stop - pos
+                return out, pos
+            if mtype == _T_PUBLISH:
+                if length < 16:
+                    raise BusProtocolError("truncated PUBLISH")
+                link_seq, origin_seq, clen = _PUBLISH_FIXED.unpack_from(data, start)
+                cstart = start + 16
+                if cstart + clen > stop:
+                    raise BusProtocolError("truncated PUBLISH channel")
+                out.append(
+                    Publish(
+                        link_seq,
+                        origin_seq,
+                        bool(flags & FLAG_SHARD),
+                        data[cstart : cstart + clen],
+                        data[cstart + clen : stop],
+                    )
+                )
+            else:
+                try:
+                    out.append(_decode_body(mtype, flags, data[start:stop]))
+                except (StructError, ValueError, IndexError) as exc:
+                    raise BusProtocolError(f"bad {MsgType(mtype).name} body: {exc}") from None
+            pos = stop
+        self._need = HEADER_SIZE
+        return out, pos
+
+
+def _done(body: bytes, at: int, what: str) -> None:
+    if at != len(body):
+        raise BusProtocolError(f"{what}: {len(body) - at} trailing bytes")
+
+
+def _decode_heartbeat(mtype: int, body: bytes) -> Meet | Ping | Pong:
+    (node, cport, bport, cfp, pfp, epoch, mask, match_all, nflags, hlen, ng) = (
+        _HEARTBEAT.unpack_from(body, 0)
+    )
+    at = _HEARTBEAT.size
+    host = body[at : at + hlen]
+    if len(host) != hlen:
+        raise BusProtocolError("truncated host")
+    at += hlen
+    gossip = []
+    for _ in range(ng):
+        gnode, gc, gb, gflags, gpong, ghlen = _GOSSIP.unpack_from(body, at)
+        at += _GOSSIP.size
+        ghost = body[at : at + ghlen]
+        if len(ghost) != ghlen:
+            raise BusProtocolError("truncated gossip host")
+        at += ghlen
+        gossip.append(GossipEntry(gnode.hex(), ghost.decode(), gc, gb, gflags, gpong))
+    _done(body, at, "heartbeat")
+    cls = Meet if mtype == MsgType.MEET else Ping if mtype == MsgType.PING else Pong
+    return cls(
+        node.hex(),
+        host.decode(),
+        cport,
+        bport,
+        cfp,
+        pfp,
+        epoch,
+        mask,
+        bool(match_all),
+        nflags,
+        tuple(gossip),
+    )
+
+
+def _decode_m(m: int) -> None:
+    if m < 8 or m > MAX_FILTER_BITS or m & (m - 1):
+        raise BusProtocolError(f"filter size m={m} is not a power of two in 8..2^28")
+
+
+def _decode_body(mtype: int, flags: int, body: bytes) -> Message:
+    if mtype in (MsgType.MEET, MsgType.PING, MsgType.PONG):
+        return _decode_heartbeat(mtype, body)
+    if mtype == MsgType.HELLO:
+        node, nonce, mlen = _HELLO.unpack_from(body, 0)
+        mac = body[_HELLO.size :]
+        if len(mac) != mlen:
+            raise BusProtocolError("HELLO mac length mismatch")
+        return Hello(node.hex(), nonce, mac, bool(flags & FLAG_REPLY))
+    if mtype == MsgType.HELLO_AUTH:
+        return HelloAuth(body)
+    if mtype == MsgType.FILTER_REQUEST:
+        (kind,) = _U8.unpack_from(body, 0)
+        _done(body, 1, "FILTER_REQUEST")
+        return FilterRequest(FilterKind(kind))
+    if mtype == MsgType.FILTER_FULL:
+        kind, k, match_all, m, fp, epoch, mask = _FULL.unpack_from(body, 0)
+        _decode_m(m)
+        raw = body[_FULL.size :]
+        if flags & FLAG_COMPRESSED:
+            bits = _sc_decode_checked(raw, m)
+        else:
+            if len(raw) * 8 != m:
+                raise BusProtocolError("FILTER_FULL bits are not m/8 bytes")
+            bits = raw
+        return FilterFull(FilterKind(kind), m, k, bits, fp, epoch, mask, bool(match_all))
+    if mtype == MsgType.FILTER_DELTA:
+        (kind, match_all, delta_id, m, base, new, epoch, mask, nset, nclear) = _DELTA.unpack_from(
+            body, 0
+        )
+        _decode_m(m)
+        n = nset + nclear
+        if len(body) != _DELTA.size + 4 * n:
+            raise BusProtocolError("FILTER_DELTA length does not match its position count")
+        positions = Struct(f">{n}I").unpack_from(body, _DELTA.size)
+        if n and max(positions) >= m:
+            raise BusProtocolError("FILTER_DELTA position >= m")
+        return FilterDelta(
+            FilterKind(kind),
+            delta_id,
+            m,
+            base,
+            new,
+            positions[:nset],
+            positions[nset:],
+            epoch,
+            mask,
+            bool(match_all),
+        )
+    if mtype == MsgType.FAIL:
+        _done(body, 20, "FAIL")
+        (node,) = _NODE.unpack_from(body, 0)
+        return Fail(node.hex())
+    if mtype == MsgType.LEAVE:
+        _done(body, 0, "LEAVE")
+        return Leave()
+    if mtype == MsgType.ACK:
+        _done(body, 4, "ACK")
+        (delta_id,) = _U32.unpack_from(body, 0)
+        return Ack(delta_id)
+    raise BusProtocolError(f"unknown message type {mtype}")  # pragma: no cover
+
+
+def _sc_decode_checked(raw: bytes, m: int) -> bytes:
+    """sc_decode after checking the declared length is m (so no allocation bomb)."""
+    if not raw:
+        raise BusProtocolError("empty compressed filter")
+    head = raw[0]
+    nbytes = head & 0x0F
+    if head & 0xE0 or nbytes > 8 or len(raw) < 1 + nbytes:
+        raise BusProtocolError("bad compressed filter header")
+    length = int.from_bytes(raw[1 : 1 + nbytes], "little")
+    if length != m:
+        raise BusProtocolError(f"compressed filter holds {length} bits, expected m={m}")
+    try:
+        bits = sc_decode(raw)
+    except (ValueError, TypeError, StopIteration) as exc:
+        raise BusProtocolError(f"bad compressed filter: {exc}") from None
+    if len(bits) != m:
+        raise BusProtocolError("compressed filter length mismatch")
+    if bits.endian != "big":
+        bits = bitarray(bits, endian="big")
+    return bits.tobytes()

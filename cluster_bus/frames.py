@@ -1,0 +1,205 @@
+"""Cluster bus messages: one frozen dataclass per frame type.
+
+These are the events of the sans-IO codec (:mod:`cluster_bus.codec`): bytes
+decode to these objects and these objects encode to bytes. The byte layout of
+each is documented in the codec's module docstring.
+
+Node ids are 40 lowercase hex characters (Redis Cluster's node id form); on
+the wire they travel as 20 raw bytes. Fingerprints are Redis's CRC64 of a
+filter's bits (bloom.crc64). Times are milliseconds since the Unix epoch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import IntEnum, IntFlag
+
+
+class MsgType(IntEnum):
+    """The frame type byte."""
+
+    HELLO = 1  # handshake: node id + nonce (+ HMAC when a secret is set)
+    HELLO_AUTH = 2  # handshake: initiator's HMAC over the acceptor's nonce
+    MEET = 3
+    PING = 4
+    PONG = 5
+    FILTER_REQUEST = 6
+    FILTER_FULL = 7
+    FILTER_DELTA = 8
+    PUBLISH = 9
+    FAIL = 10
+    LEAVE = 11
+    ACK = 12
+
+
+class FilterKind(IntEnum):
+    """Which of a node's two filters a filter message is about."""
+
+    CHANNELS = 0  # channels and shard channels (CountingBloomFilter export)
+    PATTERNS = 1  # literal prefixes of glob patterns (PatternFilter)
+
+
+class NodeFlags(IntFlag):
+    """Node state flags, as Redis Cluster's ``CLUSTER_NODE_*`` (names in CLUSTER NODES)."""
+
+    NONE = 0
+    MYSELF = 1
+    PFAIL = 2  # "suspected": no PONG within node_timeout_ms
+    FAIL = 4  # agreed failed (majority of failure reports, or FAIL received)
+    HANDSHAKE = 8  # met, identity not yet confirmed
+    NOADDR = 16
+    LEAVING = 32  # sent LEAVE: shutting down on purpose
+
+
+#: flag bit in a frame header
+FLAG_SHARD = 1  # PUBLISH: SPUBLISH (shard channel) rather than PUBLISH
+FLAG_REPLY = 2  # HELLO: the acceptor's answer
+FLAG_COMPRESSED = 4  # FILTER_FULL: bits are bitarray.util.sc_encode output
+
+
+@dataclass(frozen=True, slots=True)
+class GossipEntry:
+    """What the sender knows about one other node (Redis's ``clusterMsgDataGossip``)."""
+
+    node_id: str
+    host: str
+    client_port: int
+    bus_port: int
+    flags: int  # NodeFlags as the sender sees that node
+    last_pong_ms: int  # when the sender last got a PONG from it (0 = never)
+
+
+@dataclass(frozen=True, slots=True)
+class Hello:
+    """First frame each way on a new link. ``mac`` is HMAC-SHA256 (empty without a secret)."""
+
+    node_id: str
+    nonce: bytes  # 16 random bytes
+    mac: bytes = b""
+    reply: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class HelloAuth:
+    """Initiator's proof it knows the secret: HMAC over both nonces (empty without one)."""
+
+    mac: bytes = b""
+
+
+@dataclass(frozen=True, slots=True)
+class Heartbeat:
+    """Body shared by MEET, PING and PONG: the sender's identity and filter summary."""
+
+    node_id: str
+    host: str
+    client_port: int
+    bus_port: int
+    channel_fp: int  # CRC64 of the channel filter bits
+    pattern_fp: int  # CRC64 of the pattern filter bits
+    filter_epoch: int  # bumped by the sender on every filter change or rebuild
+    prefix_mask: int  # bit L-1 set = pattern prefixes of length L are in use
+    match_all: bool  # some pattern starts with a glob: send this node everything
+    flags: int = 0  # NodeFlags of the sender about itself
+    gossip: tuple[GossipEntry, ...] = field(default_factory=tuple)
+
+
+@dataclass(frozen=True, slots=True)
+class Meet(Heartbeat):
+    """Sent on a link to a seed (``--join``) or to a node learned by gossip."""
+
+
+@dataclass(frozen=True, slots=True)
+class Ping(Heartbeat):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class Pong(Heartbeat):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class FilterRequest:
+    """Ask the peer for its whole filter (fingerprint mismatch or unknown filter)."""
+
+    kind: FilterKind
+
+
+@dataclass(frozen=True, slots=True)
+class FilterFull:
+    """A whole filter. ``bits`` are the raw bits (bitarray, big-endian bit order,
+    m bits); the codec compresses them with ``sc_encode`` when that is smaller."""
+
+    kind: FilterKind
+    m: int  # bits, a power of two
+    k: int  # hash functions
+    bits: bytes  # m // 8 bytes (m >= 8)
+    fingerprint: int  # CRC64 of ``bits``
+    epoch: int
+    prefix_mask: int = 0  # patterns only
+    match_all: bool = False  # patterns only
+
+
+@dataclass(frozen=True, slots=True)
+class FilterDelta:
+    """Explicit bit changes against ``base_fp`` (idempotent: setting a set bit or
+    clearing a clear bit is a no-op, per Summary Cache). ``delta_id`` is echoed in
+    an :class:`Ack` for subscribe visibility."""
+
+    kind: FilterKind
+    delta_id: int
+    m: int
+    base_fp: int
+    new_fp: int
+    set_positions: tuple[int, ...]
+    cleared_positions: tuple[int, ...]
+    epoch: int
+    prefix_mask: int = 0
+    match_all: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Publish:
+    """A forwarded client PUBLISH/SPUBLISH. The origin is the link's peer (a
+    forwarded message is never forwarded again)."""
+
+    link_seq: int  # per-link sequence, u32 wrapping; gaps are counted
+    origin_seq: int  # the origin node's PUBLISH counter (traffic event id)
+    shard: bool
+    channel: bytes
+    payload: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Fail:
+    """The sender agreed that ``node_id`` has failed (Redis's FAIL message)."""
+
+    node_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class Leave:
+    """The sender is shutting down on purpose: forget it, do not count it failed."""
+
+
+@dataclass(frozen=True, slots=True)
+class Ack:
+    """The sender applied filter delta ``delta_id`` (or is sending us everything)."""
+
+    delta_id: int
+
+
+Message = (
+    Hello
+    | HelloAuth
+    | Meet
+    | Ping
+    | Pong
+    | FilterRequest
+    | FilterFull
+    | FilterDelta
+    | Publish
+    | Fail
+    | Leave
+    | Ack
+)
