@@ -1,0 +1,424 @@
+"""The Spark Structured Streaming job: traffic spool -> forward-decayed statistics.
+
+Pipeline (one streaming query, checkpointed):
+
+1. File source (``text``) over ``<spool>/*.ndjson`` (``pathGlobFilter``; the
+   tap's ``.tmp`` files are never read), ``maxFilesPerTrigger`` files per
+   micro-batch.
+2. ``from_json`` with the schema of :data:`spark.events.SCHEMA_FIELDS`. A line
+   that is not JSON, or lacks a usable ``event_id``/``time``/``node``/``role``/
+   ``channel``, is *malformed*: it is kept with a null event time (so it never
+   moves the watermark) and a key of its own, counted per batch, and skipped.
+3. ``withWatermark(event_time, dedup_window)`` +
+   ``dropDuplicatesWithinWatermark(event_id, node)``: a re-delivered event (a
+   file copied twice, a replayed spool) is counted once.
+4. ``foreachBatch``: per half-life ``h`` (``a = ln 2 / h``) and distribution,
+   ``S_b[bin] = sum w exp(a (t - T_b))`` against the batch landmark ``T_b =
+   ceil(max t)`` (see :mod:`spark.decay`), collected to the driver (one row per
+   distribution bin), then written idempotently by the sinks: Redis (goforget
+   layout, the batch id committed in the same MULTI/EXEC) and/or files (one
+   file per batch id, renamed into place).
+
+Distributions (``<stat>:<half-life label>``, e.g. ``channels:1m``):
+
+- ``channels``       bin = channel, weight 1 per origin event (cluster-wide publish rate);
+- ``forwarded``      bin = node, weight ``forwarded`` per origin event (traffic sent to peers);
+- ``receiver``       bin = node, weight 1 per receiver event;
+- ``false_positive`` bin = node, weight 1 per receiver event with ``false_positive``
+  (``false_positive / receiver`` per node is the false-positive rate);
+- ``forwards``       bins ``sent`` (weight ``forwarded``) and ``saved`` (weight
+  ``peers - forwarded``) per origin event: forwards saved versus broadcast.
+
+Trending channels (short vs long half-life share) are derived at read time
+from two ``channels`` distributions (:mod:`spark.stats_command`).
+
+Nothing here assumes local mode: all work is DataFrame operations (no Python
+UDFs, so executors need no bloomcast code); only the per-bin aggregates reach
+the driver, which writes the sinks.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from spark.decay import decay_rate, half_life_label, merge
+from spark.events import SCHEMA_FIELDS
+
+if TYPE_CHECKING:
+    import redis
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.streaming import StreamingQuery
+
+STATS = ("channels", "forwarded", "receiver", "false_positive", "forwards")
+
+#: Redis keys of the job's own bookkeeping (next to the distributions)
+BATCH_KEY = "bloomcast:stats:_batch"
+MALFORMED_KEY = "bloomcast:stats:_malformed"
+EVENTS_KEY = "bloomcast:stats:_events"
+
+#: file-sink layout under --out
+BATCH_DIR = "batches"
+
+
+def dist_name(stat: str, half_life: float) -> str:
+    """Distribution name: ``channels:1m``."""
+    return f"{stat}:{half_life_label(half_life)}"
+
+
+def spark_schema() -> str:
+    """DDL schema string built from :data:`SCHEMA_FIELDS`."""
+    return ", ".join(f"`{name}` {kind}" for name, kind in SCHEMA_FIELDS)
+
+
+@dataclass(frozen=True)
+class JobConfig:
+    """One run of the job. Times are seconds; ``dedup_window`` and
+    ``trigger_interval`` are Spark interval strings."""
+
+    spool: str
+    checkpoint: str
+    half_lives: tuple[float, ...] = (60.0, 3600.0)
+    redis_url: str | None = None
+    out: str | None = None
+    once: bool = True
+    max_files_per_trigger: int = 100
+    dedup_window: str = "10 minutes"
+    trigger_interval: str = "5 seconds"
+    clean_source: str = "off"  # Spark file source cleanSource: off | delete | archive
+    query_name: str = "bloomcast_stats"
+
+
+@dataclass
+class BatchResult:
+    """What one micro-batch adds: ``dists[dist][bin] = S_b`` against landmark ``time``."""
+
+    time: float | None
+    events: int
+    malformed: int
+    half_lives: dict[str, float] = field(default_factory=dict)  # dist -> half-life s
+    dists: dict[str, dict[str, float]] = field(default_factory=dict)
+
+    def to_json(self, batch_id: int) -> dict[str, Any]:
+        return {
+            "batch_id": batch_id,
+            "time": self.time,
+            "events": self.events,
+            "malformed": self.malformed,
+            "dists": {
+                d: {"half_life": self.half_lives[d], "bins": bins} for d, bins in self.dists.items()
+            },
+        }
+
+
+# -- the streaming DataFrame ----------------------------------------------------------
+
+
+def event_stream(spark: SparkSession, config: JobConfig) -> DataFrame:
+    """Parsed, deduplicated events with a boolean ``malformed`` column."""
+    from pyspark.sql import functions as F
+
+    reader = (
+        spark.readStream.format("text")
+        .option("pathGlobFilter", "*.ndjson")
+        .option("maxFilesPerTrigger", config.max_files_per_trigger)
+    )
+    if config.clean_source != "off":
+        reader = reader.option("cleanSource", config.clean_source)
+        if config.clean_source == "archive":
+            reader = reader.option("sourceArchiveDir", str(Path(config.spool) / "_archive"))
+    raw = reader.load(config.spool).filter(F.length("value") > 0)
+    parsed = raw.select(F.col("value"), F.from_json("value", spark_schema()).alias("e")).select(
+        "value", "e.*"
+    )
+    valid = (
+        F.col("event_id").isNotNull()
+        & F.col("time").isNotNull()
+        & ~F.isnan("time")
+        & F.col("node").isNotNull()
+        & F.col("channel").isNotNull()
+        & F.col("role").isin("origin", "receiver")
+    )
+    parsed = parsed.select(
+        # a malformed line keys on its file and text, so it is not merged with others
+        F.when(valid, F.col("event_id"))
+        .otherwise(F.concat(F.lit("malformed:"), F.input_file_name(), F.lit(":"), F.col("value")))
+        .alias("event_id"),
+        F.when(valid, F.col("node")).otherwise(F.lit("")).alias("node"),
+        F.when(valid, F.timestamp_seconds("time")).alias("event_time"),
+        "time",
+        "role",
+        "channel",
+        F.coalesce("forwarded", F.lit(0)).alias("forwarded"),
+        F.coalesce("peers", F.lit(0)).alias("peers"),
+        F.coalesce("false_positive", F.lit(False)).alias("false_positive"),
+        (~F.coalesce(valid, F.lit(False))).alias("malformed"),
+    )
+    return parsed.withWatermark("event_time", config.dedup_window).dropDuplicatesWithinWatermark(
+        ["event_id", "node"]
+    )
+
+
+def batch_aggregates(df: DataFrame, half_lives: Sequence[float]) -> BatchResult:
+    """Forward-decay sums of one micro-batch (two Spark jobs; rows per bin to the driver)."""
+    from pyspark.sql import functions as F
+
+    summary = df.agg(
+        F.count(F.lit(1)).alias("rows"),
+        F.sum(F.col("malformed").cast("long")).alias("malformed"),
+        F.max(F.when(~F.col("malformed"), F.col("time"))).alias("max_time"),
+    ).first()
+    assert summary is not None
+    rows, malformed = int(summary["rows"]), int(summary["malformed"] or 0)
+    result = BatchResult(time=None, events=rows - malformed, malformed=malformed)
+    if summary["max_time"] is None:
+        return result
+    landmark = float(math.ceil(summary["max_time"]))
+    result.time = landmark
+
+    def item(stat: str, key: Any, weight: Any) -> Any:
+        return F.struct(
+            F.lit(stat).alias("stat"), key.alias("bin"), weight.cast("double").alias("w")
+        )
+
+    fwd = F.col("forwarded")
+    origin = F.array(
+        item("channels", F.col("channel"), F.lit(1)),
+        item("forwarded", F.col("node"), fwd),
+        item("forwards", F.lit("sent"), fwd),
+        item("forwards", F.lit("saved"), F.greatest(F.col("peers") - fwd, F.lit(0))),
+    )
+    receiver = F.array(
+        item("receiver", F.col("node"), F.lit(1)),
+        item("false_positive", F.col("node"), F.col("false_positive").cast("int")),
+    )
+    items = (
+        df.filter(~F.col("malformed"))
+        .select(
+            "time",
+            F.explode(F.when(F.col("role") == "origin", origin).otherwise(receiver)).alias("i"),
+        )
+        .select("time", "i.stat", "i.bin", "i.w")
+        .filter(F.col("w") > 0)
+    )
+    sums = [
+        F.sum(F.col("w") * F.exp(F.lit(decay_rate(h)) * (F.col("time") - F.lit(landmark)))).alias(
+            f"s{j}"
+        )
+        for j, h in enumerate(half_lives)
+    ]
+    for r in items.groupBy("stat", "bin").agg(*sums).collect():
+        for j, h in enumerate(half_lives):
+            name = dist_name(r["stat"], h)
+            result.half_lives[name] = h
+            value = float(r[f"s{j}"])
+            if value > 0:
+                result.dists.setdefault(name, {})[r["bin"]] = value
+    return result
+
+
+# -- sinks ----------------------------------------------------------------------------
+
+
+class RedisSink:
+    """goforget layout, one MULTI/EXEC per batch, replays skipped by batch id.
+
+    Per distribution ``d``: ``d`` is a sorted set bin -> decayed count at
+    ``d._T`` (integer Unix seconds), ``d._Z`` the sum of its scores. The
+    transaction WATCHes the batch-id key and every key it rewrites; the new
+    batch id is SET inside the same MULTI, so a batch is applied exactly once
+    even if Spark replays it after a crash.
+    """
+
+    def __init__(self, client: redis.Redis) -> None:
+        self.client = client
+
+    def write(self, batch_id: int, result: BatchResult) -> bool:
+        """Apply the batch; False when it was already applied (a replay)."""
+        import redis as redis_mod
+
+        watched = [BATCH_KEY]
+        for d in result.dists:
+            watched += [d, f"{d}._T"]
+        with self.client.pipeline(transaction=True) as pipe:
+            while True:
+                try:
+                    pipe.watch(*watched)
+                    last = pipe.get(BATCH_KEY)
+                    if last is not None and int(last) >= batch_id:
+                        pipe.unwatch()
+                        return False
+                    updates = {}
+                    for d, bins in result.dists.items():
+                        assert result.time is not None
+                        old = {
+                            _text(k): float(v) for k, v in pipe.zrange(d, 0, -1, withscores=True)
+                        }
+                        raw_t = pipe.get(f"{d}._T")
+                        old_t = float(raw_t) if raw_t is not None and old else None
+                        rate = decay_rate(result.half_lives[d])
+                        updates[d] = merge(old, old_t, bins, result.time, rate)
+                    pipe.multi()
+                    for d, (scores, t) in updates.items():
+                        pipe.delete(d)
+                        pipe.zadd(d, scores)  # type: ignore[arg-type]
+                        pipe.set(f"{d}._Z", repr(math.fsum(scores.values())))
+                        pipe.set(f"{d}._T", str(int(t)))
+                    pipe.incrby(EVENTS_KEY, result.events)
+                    pipe.incrby(MALFORMED_KEY, result.malformed)
+                    pipe.set(BATCH_KEY, batch_id)
+                    pipe.execute()
+                    return True
+                except redis_mod.WatchError:
+                    continue
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+class FileSink:
+    """One JSON (and one Parquet) file per batch id under ``<out>/batches/``.
+
+    ``<out>/batches/<batch id, 12 digits>.json``: :meth:`BatchResult.to_json`.
+    ``<out>/batches/<batch id>.parquet``: rows (dist, bin, half_life, time, s).
+    Each is written to a ``.tmp`` name and renamed, so a replayed batch
+    overwrites its own file and a reader never sees half a file. Readers fold
+    all batches with :func:`spark.decay.merge` (forward decay is additive).
+    """
+
+    def __init__(self, out: str | os.PathLike[str]) -> None:
+        self.directory = Path(out) / BATCH_DIR
+        self.directory.mkdir(parents=True, exist_ok=True)
+
+    def write(self, batch_id: int, result: BatchResult) -> bool:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        stem = self.directory / f"{batch_id:012d}"
+        tmp = stem.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(result.to_json(batch_id), sort_keys=True))
+        os.replace(tmp, stem.with_suffix(".json"))
+        rows: dict[str, list[Any]] = {"dist": [], "bin": [], "half_life": [], "time": [], "s": []}
+        for d, bins in result.dists.items():
+            for b, s in bins.items():
+                rows["dist"].append(d)
+                rows["bin"].append(b)
+                rows["half_life"].append(result.half_lives[d])
+                rows["time"].append(result.time)
+                rows["s"].append(s)
+        ptmp = stem.with_suffix(".parquet.tmp")
+        pq.write_table(pa.table(rows), ptmp)
+        os.replace(ptmp, stem.with_suffix(".parquet"))
+        return True
+
+
+def read_file_distributions(
+    out: str | os.PathLike[str],
+) -> dict[str, tuple[dict[str, float], float, float]]:
+    """Fold every batch file under ``out``: dist -> (bin -> count at T, T, half-life)."""
+    state: dict[str, tuple[dict[str, float], float, float]] = {}
+    directory = Path(out) / BATCH_DIR
+    for path in sorted(directory.glob("*.json")):
+        batch = json.loads(path.read_text())
+        for d, entry in batch["dists"].items():
+            h = float(entry["half_life"])
+            old, old_t, _ = state.get(d, ({}, None, h))
+            scores, t = merge(old, old_t, entry["bins"], float(batch["time"]), decay_rate(h))
+            state[d] = (scores, t, h)
+    return state
+
+
+def read_file_counters(out: str | os.PathLike[str]) -> dict[str, int]:
+    """Totals over all batch files: events, malformed, batches."""
+    totals = {"events": 0, "malformed": 0, "batches": 0}
+    for path in (Path(out) / BATCH_DIR).glob("*.json"):
+        batch = json.loads(path.read_text())
+        totals["events"] += batch["events"]
+        totals["malformed"] += batch["malformed"]
+        totals["batches"] += 1
+    return totals
+
+
+# -- running it -----------------------------------------------------------------------
+
+Sink = RedisSink | FileSink
+#: test hook: called with (batch id, "before" | "after") around the sink writes
+FaultHook = Callable[[int, str], None]
+
+
+def make_sinks(config: JobConfig) -> list[Sink]:
+    """Redis sink when ``redis_url``; file sink when ``out`` (at least one is required)."""
+    sinks: list[Sink] = []
+    if config.redis_url:
+        import redis
+
+        sinks.append(RedisSink(redis.Redis.from_url(config.redis_url)))
+    if config.out:
+        sinks.append(FileSink(config.out))
+    if not sinks:
+        raise ValueError("give --redis URL or --out DIR")
+    return sinks
+
+
+def start_query(
+    spark: SparkSession,
+    config: JobConfig,
+    sinks: Sequence[Sink],
+    *,
+    fault: FaultHook | None = None,
+    on_batch: Callable[[int, BatchResult], None] | None = None,
+) -> StreamingQuery:
+    """Start the streaming query (``--once``: availableNow; else every trigger_interval)."""
+    stream = event_stream(spark, config)
+
+    def write_batch(df: DataFrame, batch_id: int) -> None:
+        df.persist()
+        try:
+            result = batch_aggregates(df, config.half_lives)
+        finally:
+            df.unpersist()
+        if fault:
+            fault(batch_id, "before")
+        for sink in sinks:
+            sink.write(batch_id, result)
+        if on_batch:
+            on_batch(batch_id, result)
+        if fault:
+            fault(batch_id, "after")
+
+    writer = (
+        stream.writeStream.queryName(config.query_name)
+        .foreachBatch(write_batch)
+        .option("checkpointLocation", config.checkpoint)
+    )
+    if config.once:
+        writer = writer.trigger(availableNow=True)
+    else:
+        writer = writer.trigger(processingTime=config.trigger_interval)
+    return writer.start()
+
+
+def run_once(
+    spark: SparkSession,
+    config: JobConfig,
+    *,
+    fault: FaultHook | None = None,
+    on_batch: Callable[[int, BatchResult], None] | None = None,
+) -> None:
+    """Process everything in the spool now (availableNow) and return. Raises the
+    query's exception if a batch failed (the checkpoint then replays it)."""
+    from dataclasses import replace
+
+    query = start_query(
+        spark, replace(config, once=True), make_sinks(config), fault=fault, on_batch=on_batch
+    )
+    query.awaitTermination()
+    error = query.exception()
+    if error is not None:
+        raise RuntimeError(f"stats query failed: {error}")
