@@ -45,7 +45,7 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from spark.decay import decay_rate, half_life_label, merge
 from spark.events import SCHEMA_FIELDS
@@ -256,9 +256,10 @@ class RedisSink:
                     updates = {}
                     for d, bins in result.dists.items():
                         assert result.time is not None
-                        old = {
-                            _text(k): float(v) for k, v in pipe.zrange(d, 0, -1, withscores=True)
-                        }
+                        pairs = cast(
+                            "list[tuple[bytes, float]]", pipe.zrange(d, 0, -1, withscores=True)
+                        )
+                        old = {_text(k): float(v) for k, v in pairs}
                         raw_t = pipe.get(f"{d}._T")
                         old_t = float(raw_t) if raw_t is not None and old else None
                         rate = decay_rate(result.half_lives[d])
@@ -266,7 +267,7 @@ class RedisSink:
                     pipe.multi()
                     for d, (scores, t) in updates.items():
                         pipe.delete(d)
-                        pipe.zadd(d, scores)  # type: ignore[arg-type]
+                        pipe.zadd(d, dict(scores))
                         pipe.set(f"{d}._Z", repr(math.fsum(scores.values())))
                         pipe.set(f"{d}._T", str(int(t)))
                     pipe.incrby(EVENTS_KEY, result.events)
