@@ -99,6 +99,8 @@ def _run_job(args: argparse.Namespace) -> int:
         trigger_interval=args.trigger_interval,
         clean_source=args.clean_source,
     )
+    # an embedding process (tests, a notebook) may already run a session: reuse, don't stop it
+    owned = SparkSession.getActiveSession() is None
     spark = (
         SparkSession.builder.master(args.master)
         .appName("bloomcast-stats")
@@ -131,7 +133,8 @@ def _run_job(args: argparse.Namespace) -> int:
             print(f"bloomcast stats run: query failed: {error}", file=sys.stderr)
             return 1
     finally:
-        spark.stop()
+        if owned:
+            spark.stop()
     elapsed = time.perf_counter() - started
     where = " and ".join(x for x in (args.redis, out and str(Path(out) / "batches")) if x)
     print(
