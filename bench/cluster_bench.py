@@ -27,7 +27,7 @@ import contextlib
 import subprocess
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
@@ -83,12 +83,14 @@ class ClusterPlan:
 
 
 @contextlib.contextmanager
-def start_cluster(system: str, n: int) -> Iterator[BusCluster]:
-    """A running cluster of ``n`` nodes of ``system`` (NODE, VALKEY or REDIS), ready."""
+def start_cluster(system: str, n: int, extra_args: Sequence[str] = ()) -> Iterator[BusCluster]:
+    """A running cluster of ``n`` nodes of ``system`` (NODE, VALKEY or REDIS), ready.
+
+    ``extra_args`` go to every bloomcast node (ignored for Redis)."""
     if system == NODE:
         from cluster_bus.local_cluster import LocalCluster
 
-        with LocalCluster(n) as cluster:
+        with LocalCluster(n, extra_args=extra_args) as cluster:
             yield cluster
     else:
         binary = redis_server_path() if system == REDIS else None

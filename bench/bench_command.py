@@ -1,0 +1,207 @@
+"""``bloomcast bench``: every benchmark side by side with its anchor, in one run.
+
+    bloomcast bench [all|single|cluster|simulate|convergence] [--nodes 3,6,12]
+                    [--quick] [--out docs/]
+
+Writes ``<out>/benchmarks.json`` (merged key by key) and the sections it owns
+in ``<out>/benchmarks.md`` ("How these numbers were taken", "single node",
+"cluster", "convergence"), leaving other sections as they are; plots go to
+``<out>/*.png``. redis-benchmark (Debian's redis-tools) is required; the
+command says how to install it when missing. Speed is reported, never
+asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+PARTS = ("single", "cluster", "simulate", "convergence")
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    """Flags of ``bloomcast bench``."""
+    parser.add_argument(
+        "part",
+        nargs="?",
+        default="all",
+        choices=("all", *PARTS),
+        help="which benchmark to run (default: all)",
+    )
+    parser.add_argument(
+        "--nodes",
+        default=None,
+        help="cluster sizes, comma separated (default 3,6,12; simulate: 100,1000)",
+    )
+    parser.add_argument("--quick", action="store_true", help="tiny sizes: checks the bench runs")
+    parser.add_argument("--out", default="docs", help="directory for benchmarks.md/.json/.png")
+    parser.add_argument(
+        "--repeats", type=int, default=None, help="single node: runs per case, best kept"
+    )
+    parser.add_argument("--no-profile", action="store_true", help="skip the py-spy profile")
+    parser.add_argument(
+        "--profile-seconds", type=float, default=10.0, help="py-spy sampling time, seconds"
+    )
+
+
+def parse_sizes(text: str | None, default: tuple[int, ...]) -> tuple[int, ...]:
+    """``"3,6,12"`` -> (3, 6, 12); raises ValueError on a size below 2."""
+    if not text:
+        return default
+    sizes = tuple(int(x) for x in text.split(",") if x.strip())
+    if not sizes or min(sizes) < 2:
+        raise ValueError("--nodes needs sizes of at least 2")
+    return sizes
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the chosen parts; write JSON, markdown and plots. Exit code 0/1/2."""
+    from bench.loadgen import MissingTool, redis_benchmark_version
+
+    try:
+        rb_version = redis_benchmark_version()
+    except MissingTool as exc:
+        print(f"bloomcast bench: {exc}", file=sys.stderr)
+        return 1
+    try:
+        sizes_arg = args.nodes
+        parts = PARTS if args.part == "all" else (args.part,)
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        results = run_parts(parts, args, sizes_arg, out)
+    except ValueError as exc:
+        print(f"bloomcast bench: {exc}", file=sys.stderr)
+        return 2
+    meta = write_outputs(results, args, out, rb_version)
+    print(f"bloomcast bench: wrote {out / 'benchmarks.json'} and {out / 'benchmarks.md'}")
+    print(f"  {meta['command']}")
+    return 0
+
+
+def run_parts(
+    parts: tuple[str, ...], args: argparse.Namespace, sizes_arg: str | None, out: Path
+) -> dict[str, Any]:
+    """Run each part; return ``{json key: result}``."""
+    results: dict[str, Any] = {}
+    if "single" in parts:
+        from bench.single_node import SingleNodePlan, profile_node, run_single_node
+
+        plan = SingleNodePlan.quick() if args.quick else SingleNodePlan()
+        if args.repeats:
+            plan.repeats = args.repeats
+        print("bench: single node ...", flush=True)
+        single = run_single_node(plan)
+        if not args.no_profile:
+            seconds = 2.0 if args.quick else args.profile_seconds
+            single["profile"] = profile_node(seconds=seconds)
+        results["single_node"] = single
+    if "cluster" in parts:
+        from bench.cluster_bench import ClusterPlan, run_cluster
+
+        cplan = ClusterPlan.quick() if args.quick else ClusterPlan()
+        cplan.sizes = parse_sizes(sizes_arg, cplan.sizes)
+        print(f"bench: cluster {cplan.sizes} ...", flush=True)
+        results["cluster"] = run_cluster(cplan)
+    if "convergence" in parts:
+        from bench.convergence import ConvergencePlan, run_convergence
+
+        vplan = ConvergencePlan.quick() if args.quick else ConvergencePlan()
+        vplan.sizes = parse_sizes(sizes_arg, vplan.sizes)
+        print(f"bench: convergence {vplan.sizes} ...", flush=True)
+        results["convergence"] = run_convergence(vplan)
+    if "simulate" in parts:
+        results["simulation"] = run_simulate(args, sizes_arg if args.part == "simulate" else None)
+    return results
+
+
+def run_simulate(args: argparse.Namespace, sizes_arg: str | None) -> dict[str, Any]:
+    """Call the bloom part's ``bench.simulate.run_simulation`` for each size."""
+    try:
+        from bench.simulate import run_simulation
+    except ImportError as exc:
+        return {"error": f"bench.simulate not available: {exc}"}
+    default = (20, 50) if args.quick else (100, 1000)
+    sizes = parse_sizes(sizes_arg, default)
+    print(f"bench: simulation {sizes} ...", flush=True)
+    out: dict[str, Any] = {}
+    for n in sizes:
+        try:
+            out[str(n)] = run_simulation(n, quick=args.quick)
+        except TypeError:
+            out[str(n)] = run_simulation(n)
+    return out
+
+
+def write_outputs(
+    results: dict[str, Any], args: argparse.Namespace, out: Path, rb_version: str
+) -> dict[str, Any]:
+    """benchmarks.json (merged), the owned sections of benchmarks.md, the plots."""
+    from bench.results import (
+        cluster_markdown,
+        convergence_markdown,
+        machine_info,
+        plot_cluster,
+        single_node_markdown,
+        update_json,
+        update_markdown,
+    )
+    from bench.servers import bloomcast_version
+
+    argv = ["bloomcast", "bench", args.part]
+    if args.nodes:
+        argv += ["--nodes", args.nodes]
+    if args.quick:
+        argv.append("--quick")
+    if args.out != "docs":
+        argv += ["--out", args.out]
+    versions: dict[str, str] = {"redis-benchmark": rb_version, "bloomcast": bloomcast_version()}
+    for part in results.values():
+        if isinstance(part, dict):
+            versions.update(part.get("versions", {}))
+    meta = {
+        "command": shlex.join(argv),
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "parts": sorted(results),
+        "versions": versions,
+        "machine": machine_info(),
+    }
+    update_json(out / "benchmarks.json", {"meta": meta, **results})
+
+    sections: dict[str, str] = {"How these numbers were taken": meta_markdown(meta)}
+    if "single_node" in results:
+        sections["single node"] = _with_command(single_node_markdown(results["single_node"]), meta)
+    if "cluster" in results:
+        png = plot_cluster(results["cluster"], out / "cluster_bus_messages.png")
+        body = cluster_markdown(results["cluster"])
+        if png is not None:
+            body += f"\n\n![bus messages per PUBLISH]({png.name})"
+        sections["cluster"] = _with_command(body, meta)
+    if "convergence" in results:
+        sections["convergence"] = _with_command(convergence_markdown(results["convergence"]), meta)
+    update_markdown(out / "benchmarks.md", sections)
+    return meta
+
+
+def _with_command(body: str, meta: dict[str, Any]) -> str:
+    return f"Command: `{meta['command']}` ({meta['date']}).\n\n{body}"
+
+
+def meta_markdown(meta: dict[str, Any]) -> str:
+    """Versions, machine and the exact command."""
+    m = meta["machine"]
+    lines = [
+        f"Last run: `{meta['command']}` at {meta['date']} (parts: {', '.join(meta['parts'])}).",
+        "",
+        f"Machine: {m['cpu']}, {m['cores']} cores, Linux {m['kernel']}, Python {m['python']}; "
+        f"load average at the end {', '.join(f'{x:.2f}' for x in m['loadavg'])}. "
+        "The machine is shared with other work, so absolute figures move between runs; "
+        "every figure is taken side by side with its anchor in the same run, and the "
+        "ratios are what to compare.",
+        "",
+        "Versions: " + ", ".join(f"{k} = {v}" for k, v in sorted(meta["versions"].items())) + ".",
+    ]
+    return "\n".join(lines)
