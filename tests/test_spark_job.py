@@ -28,6 +28,7 @@ from spark.job import (
     run_once,
     start_query,
 )
+from spark.tap import TrafficTap
 from tests.spark_fixtures import spark, valkey_url  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.spark
@@ -375,8 +376,13 @@ def test_streaming_job_skips_bad_input_and_keeps_running(spark, tmp_path):  # no
         (spool / "half.ndjson.tmp").write_text('{"event_id": "a-1", "ti')
         wait_for(lambda: seen["malformed"] == 3, "the malformed lines to be counted")
         assert query.isActive
+        # the node's own writer: the tap's files are what the job reads
         good = make_events(3, n=20)
-        write_file(spool / "good.ndjson", lines_of(good), time.time())
+        tap = TrafficTap(spool, node="tapnode")
+        for e in good:
+            tap.record(e)
+        tap.close()
+        assert tap.written == len(good) and tap.files == 1
         wait_for(lambda: seen["events"] == len(good), "the good file after the bad one")
         assert query.isActive and query.exception() is None
     finally:
