@@ -127,13 +127,15 @@ def run_simulate(args: argparse.Namespace, sizes_arg: str | None) -> dict[str, A
     default = (20, 50) if args.quick else (100, 1000)
     sizes = parse_sizes(sizes_arg, default)
     print(f"bench: simulation {sizes} ...", flush=True)
-    out: dict[str, Any] = {}
-    for n in sizes:
-        try:
-            out[str(n)] = run_simulation(n, quick=args.quick)
-        except TypeError:
-            out[str(n)] = run_simulation(n)
-    return out
+    import inspect
+
+    # pass --quick through when the simulation takes it
+    kwargs = (
+        {"quick": True}
+        if args.quick and "quick" in inspect.signature(run_simulation).parameters
+        else {}
+    )
+    return {str(n): run_simulation(n, **kwargs) for n in sizes}
 
 
 def write_outputs(

@@ -90,6 +90,10 @@ def _launch(
     server = Server(name, version, port, proc, workdir)
     try:
         wait_for_ping(port, timeout=30, proc=proc)
+    except (RuntimeError, TimeoutError) as exc:
+        tail = (workdir / "server.log").read_text(errors="replace")[-600:]
+        server.stop()
+        raise RuntimeError(f"{name} did not start ({exc}); its log ends:\n{tail}") from exc
     except BaseException:
         server.stop()
         raise

@@ -13,6 +13,7 @@ drives PUBLISH at it, and reduces the samples to where the time goes.
 from __future__ import annotations
 
 import contextlib
+import re
 import shutil
 import subprocess
 import sys
@@ -183,9 +184,29 @@ def py_spy_path() -> str | None:
     return str(local) if local.exists() else shutil.which("py-spy")
 
 
+_FRAME = re.compile(r"^(?P<func>.*) \((?P<file>.*?)(?::\d+)?\)$")
+
+
+def short_frame(frame: str) -> str:
+    """``"handle (/…/site-packages/redis/x.py:12)"`` -> ``"handle (redis/x.py)"``:
+    line numbers dropped (time is summed per function), paths shortened."""
+    m = _FRAME.match(frame)
+    if m is None:
+        return frame
+    path = m.group("file")
+    root = str(Path(__file__).resolve().parent.parent) + "/"
+    if "/site-packages/" in path:
+        path = path.split("/site-packages/", 1)[1]
+    elif path.startswith(root):
+        path = path[len(root) :]
+    elif "/lib/python3" in path:
+        path = "stdlib/" + path.rsplit("/lib/python3", 1)[1].split("/", 1)[-1]
+    return f"{m.group('func')} ({path})"
+
+
 def parse_collapsed(text: str) -> tuple[Counter[str], Counter[str], int]:
     """py-spy ``--format raw`` (collapsed stacks: ``f1;f2;leaf count``) ->
-    (self samples per frame, inclusive samples per frame, total samples)."""
+    (self samples per function, inclusive samples per function, total samples)."""
     own: Counter[str] = Counter()
     inclusive: Counter[str] = Counter()
     total = 0
@@ -194,7 +215,7 @@ def parse_collapsed(text: str) -> tuple[Counter[str], Counter[str], int]:
         if not stack or not count_text.isdigit():
             continue
         count = int(count_text)
-        frames = stack.split(";")
+        frames = [short_frame(f) for f in stack.split(";")]
         total += count
         own[frames[-1]] += count
         for frame in set(frames):
