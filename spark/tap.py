@@ -31,15 +31,18 @@ from pathlib import Path
 
 import mmh3
 
-from spark.events import SCHEMA_FIELDS, TrafficEvent
+from spark.events import TrafficEvent
 
-_FIELD_NAMES = tuple(name for name, _ in SCHEMA_FIELDS)
+_BOOL = ("false", "true")
+_encode_str = json.encoder.encode_basestring
 _FILE_RE = re.compile(r"^(?P<node>.+)-(?P<n>\d+)\.ndjson(?P<tmp>\.tmp)?$")
 
 DEFAULT_MAX_FILE_BYTES = 8 * 1024 * 1024
 DEFAULT_ROTATE_SECONDS = 5.0
 DEFAULT_MAX_SPOOL_BYTES = 1024 * 1024 * 1024
 DEFAULT_MAX_BUFFER_EVENTS = 200_000
+#: events serialised per loop turn by the periodic flush (~10 ms of work)
+FLUSH_SLICE_EVENTS = 5_000
 
 
 def sampled(event_id: str, sample: float) -> bool:
@@ -56,9 +59,22 @@ def sampled(event_id: str, sample: float) -> bool:
 
 
 def event_line(event: TrafficEvent) -> bytes:
-    """One NDJSON line (with the trailing newline) for ``event``, keys in schema order."""
-    raw = {name: getattr(event, name) for name in _FIELD_NAMES}
-    return (json.dumps(raw, separators=(",", ":"), ensure_ascii=False) + "\n").encode()
+    """One NDJSON line (with the trailing newline) for ``event``, keys in schema order.
+
+    Formatted by hand rather than through ``json.dumps(dict)``: the flush runs on
+    the node's loop, and this is ~4x cheaper. Strings go through the json
+    module's own (C) string encoder, so the line is JSON that
+    :meth:`TrafficEvent.from_dict` (and Spark's ``from_json``) reads back.
+    """
+    s = _encode_str
+    return (
+        f'{{"event_id":{s(event.event_id)},"time":{float(event.time)!r},'
+        f'"node":{s(event.node)},"role":{s(event.role)},"channel":{s(event.channel)},'
+        f'"bytes":{int(event.bytes)},"receivers":{int(event.receivers)},'
+        f'"forwarded":{int(event.forwarded)},"peers":{int(event.peers)},'
+        f'"false_positive":{_BOOL[bool(event.false_positive)]},'
+        f'"shard":{_BOOL[bool(event.shard)]}}}\n'
+    ).encode()
 
 
 def spool_file_name(node: str, n: int, *, tmp: bool = False) -> str:
@@ -146,6 +162,11 @@ class TrafficTap:
         except Exception:  # the tap must never break PUBLISH
             self.dropped += 1
 
+    def keeps(self, event_id: str) -> bool:
+        """Whether sampling keeps the event with this id: a hot path may skip
+        building a TrafficEvent that :meth:`record` would discard anyway."""
+        return self.sample >= 1.0 or sampled(event_id, self.sample)
+
     # -- lifecycle --------------------------------------------------------------------
 
     def start(self, loop: asyncio.AbstractEventLoop | None = None) -> None:
@@ -182,7 +203,7 @@ class TrafficTap:
 
     def _tick(self) -> None:
         try:
-            self.flush()
+            self._flush_slice()
             if self._fd is not None and time.monotonic() - self._file_opened >= self.rotate_seconds:
                 self._complete_file()
         except Exception:  # keep the timer alive whatever happens on disk
@@ -190,17 +211,36 @@ class TrafficTap:
         finally:
             self._schedule()
 
+    def _flush_slice(self) -> None:
+        """Write at most ``FLUSH_SLICE_EVENTS``; the rest in a later loop turn
+        (``call_soon``), so one flush never holds the loop for long."""
+        if len(self._pending) <= FLUSH_SLICE_EVENTS:
+            self.flush()
+            return
+        head = self._pending[:FLUSH_SLICE_EVENTS]
+        del self._pending[:FLUSH_SLICE_EVENTS]
+        self._write_events(head)
+        if self._loop is not None and not self._closed:
+            self._loop.call_soon(self._continue_flush)
+
+    def _continue_flush(self) -> None:
+        with contextlib.suppress(Exception):  # never raise into the loop
+            self._flush_slice()
+
     def flush(self) -> None:
-        """Write the queued events now (rotating by size). Errors become drops."""
+        """Write every queued event now (rotating by size). Errors become drops."""
         while self._pending:
             batch, self._pending = self._pending, []
-            lines: list[bytes] = []
-            for event in batch:
-                try:
-                    lines.append(event_line(event))
-                except (TypeError, ValueError):
-                    self.dropped += 1
-            self._write_lines(lines)
+            self._write_events(batch)
+
+    def _write_events(self, batch: list[TrafficEvent]) -> None:
+        lines: list[bytes] = []
+        for event in batch:
+            try:
+                lines.append(event_line(event))
+            except (TypeError, ValueError, AttributeError):
+                self.dropped += 1
+        self._write_lines(lines)
 
     def _write_lines(self, lines: list[bytes]) -> None:
         start = 0

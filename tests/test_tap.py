@@ -11,7 +11,7 @@ import time
 import pytest
 
 from spark.events import SCHEMA_FIELDS, TrafficEvent
-from spark.tap import TrafficTap, sampled, spool_file_name
+from spark.tap import TrafficTap, event_line, sampled, spool_file_name
 
 NODE = "a" * 40
 PEER = "b" * 40
@@ -234,6 +234,9 @@ def test_sampling_is_deterministic_per_event_id(tmp_path):
     assert a.sampled_out == 4000 - len(kept_a)
     assert kept_a == {f"{NODE}-{i}" for i in range(4000) if sampled(f"{NODE}-{i}", 0.3)}
     assert sampled("x", 1.0) and not sampled("x", 0.0)
+    assert all(a.keeps(e) for e in kept_a) and not any(
+        a.keeps(f"{NODE}-{i}") for i in range(4000) if f"{NODE}-{i}" not in kept_a
+    )
 
 
 def test_restart_recovers_tmp_and_continues_numbering(tmp_path):
@@ -246,3 +249,46 @@ def test_restart_recovers_tmp_and_continues_numbering(tmp_path):
     names = sorted(os.listdir(tmp_path))
     assert names == [spool_file_name(NODE, n) for n in (1, 3, 4)]
     assert (tmp_path / spool_file_name(NODE, 3)).read_text() == good
+
+
+@pytest.mark.parametrize(
+    "channel",
+    ["plain", 'quo"te', "back\\slash", "tab\tnew\nline", "ünïcødé ☃", "\x00\x1f", "a\\xff"],
+)
+def test_event_line_is_the_schema_json(channel):
+    ev = TrafficEvent(
+        f"{NODE}-7", 1_700_000_000.123456789, NODE, "receiver", channel, 5, 0, 0, 3, True, True
+    )
+    line = event_line(ev)
+    assert line.endswith(b"\n") and line.count(b"\n") == 1
+    raw = json.loads(line)
+    assert list(raw) == [name for name, _ in SCHEMA_FIELDS]
+    assert TrafficEvent.from_dict(raw) == ev
+    assert raw == json.loads(ev.to_json())
+
+
+def test_periodic_flush_is_sliced_across_loop_turns(tmp_path):
+    """A large backlog is written in slices, letting other callbacks run in between."""
+    from spark import tap as tap_module
+
+    async def main():
+        tap = TrafficTap(tmp_path, flush_interval=0.01)
+        n = tap_module.FLUSH_SLICE_EVENTS * 3 + 10
+        for i in range(n):
+            tap.record(event(i))
+        tap.start()
+        progress = []
+
+        async def observer():
+            while tap.written < n:  # bounded by wait_for below
+                progress.append(tap.written)
+                await asyncio.sleep(0)
+
+        await asyncio.wait_for(observer(), timeout=30)
+        tap.close()
+        return n, progress
+
+    n, progress = asyncio.run(main())
+    partial = {p for p in progress if 0 < p < n}
+    assert len(partial) >= 2  # the loop ran between slices
+    assert len(read_spool(tmp_path)) == n
