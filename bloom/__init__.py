@@ -1,1 +1,48 @@
-"""bloom: Bloom filters, fingerprints and the bit-sliced routing index."""
+"""bloom: Bloom filters, fingerprints and the bit-sliced routing index (DESIGN §3).
+
+Public API (import from ``bloom``):
+
+- :func:`crc64` — Redis CRC64 (Jones), the filter fingerprint.
+- :data:`DEFAULT_K`, :func:`key_positions` (alias :func:`key_hashes`) — one
+  mmh3 128-bit hash, enhanced double hashing, unreduced 64-bit positions.
+- :class:`BloomFilter`, :class:`CountingBloomFilter` — bits and counters.
+- :func:`literal_prefix`, :class:`PatternFilter`, :class:`RemotePatternFilter`,
+  :func:`pattern_probe_positions` — filters of PSUBSCRIBE patterns.
+- :class:`OppositeBloomFilter` — duplicate check with no false positives.
+- :class:`BitSlicedIndex` — peers' filters as rows of peer bitmasks.
+"""
+
+from bloom.bitsliced import BitSlicedIndex
+from bloom.bloom_filter import BloomFilter, m_for_capacity, theoretical_fp_rate
+from bloom.counting import CountingBloomFilter
+from bloom.crc64 import crc64
+from bloom.hashing import DEFAULT_K, key_hashes, key_positions, reduce_positions
+from bloom.opposite import OppositeBloomFilter
+from bloom.pattern import (
+    DEFAULT_MAX_PREFIX,
+    PatternFilter,
+    RemotePatternFilter,
+    literal_prefix,
+    mask_lengths,
+    pattern_probe_positions,
+)
+
+__all__ = [
+    "DEFAULT_K",
+    "DEFAULT_MAX_PREFIX",
+    "BitSlicedIndex",
+    "BloomFilter",
+    "CountingBloomFilter",
+    "OppositeBloomFilter",
+    "PatternFilter",
+    "RemotePatternFilter",
+    "crc64",
+    "key_hashes",
+    "key_positions",
+    "literal_prefix",
+    "m_for_capacity",
+    "mask_lengths",
+    "pattern_probe_positions",
+    "reduce_positions",
+    "theoretical_fp_rate",
+]

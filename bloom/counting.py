@@ -1,0 +1,185 @@
+"""CountingBloomFilter: one saturating 8-bit counter per position, exported as bits.
+
+The exported bit filter is ``counter > 0`` (DESIGN §3). It is kept up to date
+incrementally: each add/remove reports the reduced positions whose exported
+bit flipped (0 -> 1 on add, 1 -> 0 on remove), which is exactly the material
+of a FILTER_DELTA (Summary Cache, Fan et al. 2000).
+
+Counters saturate at 255 and a saturated counter is never decremented (its
+true count is unknown, so decrementing could create a false negative; the bit
+then stays set until the filter is rebuilt). With ~10 bits per key a counter
+reaches 255 only with astronomically small probability (Fan et al.: 4 bits
+already suffice in practice).
+
+Contract: callers add each DISTINCT key once (when its first local subscriber
+appears) and remove it once (when the last one leaves); the per-key reference
+count lives outside the filter (the node's registry). Removing a key that was
+never added raises KeyError when it is detectably absent (a zero counter) and
+otherwise corrupts the counts, as with any counting filter.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from bloom.bloom_filter import BloomFilter, check_geometry, estimate_count, m_for_capacity
+from bloom.hashing import DEFAULT_K, key_positions
+
+SATURATED: Final = 255
+
+
+class CountingBloomFilter:
+    """Counting Bloom filter of ``m`` counters (power of two >= 8), ``k`` positions."""
+
+    __slots__ = ("_bloom", "_counters", "_fp", "_k", "_last_cleared", "_last_set", "_m", "_mask")
+
+    def __init__(self, m: int, k: int = DEFAULT_K) -> None:
+        """Raises ValueError unless m is a power of two >= 8 and 1 <= k <= 255."""
+        check_geometry(m, k)
+        self._m = m
+        self._k = k
+        self._mask = m - 1
+        self._counters = bytearray(m)
+        self._bloom = BloomFilter(m, k)
+        self._last_set: tuple[int, ...] = ()
+        self._last_cleared: tuple[int, ...] = ()
+        self._fp: int | None = None
+
+    @classmethod
+    def for_capacity(cls, n: int, p: float, k: int = DEFAULT_K) -> CountingBloomFilter:
+        """Sized so the exported filter's FP rate stays <= p up to n keys."""
+        return cls(m_for_capacity(n, p, k), k)
+
+    @property
+    def m(self) -> int:
+        """Number of counters (= exported bits)."""
+        return self._m
+
+    @property
+    def k(self) -> int:
+        """Hash positions per key."""
+        return self._k
+
+    # -- updates ----------------------------------------------------------------------
+
+    def add(self, key: bytes) -> tuple[int, ...]:
+        """Insert a distinct key; returns the reduced positions whose bit went 0 -> 1."""
+        return self.add_positions(key_positions(key, self._k))
+
+    def add_positions(self, positions: tuple[int, ...]) -> tuple[int, ...]:
+        """:meth:`add` by unreduced positions (first k used)."""
+        counters = self._counters
+        mask = self._mask
+        flipped: list[int] = []
+        for p in positions[: self._k]:
+            j = p & mask
+            c = counters[j]
+            if c == 0:
+                counters[j] = 1
+                flipped.append(j)
+            elif c < SATURATED:
+                counters[j] = c + 1
+        if flipped:
+            bits = self._bloom.bits
+            for j in flipped:
+                bits[j] = 1
+            self._fp = None
+        self._last_set = out = tuple(flipped)
+        self._last_cleared = ()
+        return out
+
+    def remove(self, key: bytes) -> tuple[int, ...]:
+        """Remove a key added once; returns the reduced positions whose bit went 1 -> 0.
+
+        Raises KeyError (and changes nothing) if a counter of the key is zero."""
+        return self.remove_positions(key_positions(key, self._k), key)
+
+    def remove_positions(self, positions: tuple[int, ...], key: object = None) -> tuple[int, ...]:
+        """:meth:`remove` by unreduced positions (first k used)."""
+        counters = self._counters
+        mask = self._mask
+        reduced = [p & mask for p in positions[: self._k]]
+        for j in reduced:
+            if counters[j] == 0:
+                raise KeyError(key if key is not None else "positions not in filter")
+        flipped: list[int] = []
+        for j in reduced:
+            c = counters[j]
+            if c == SATURATED:
+                continue  # unknown true count: never decrement
+            if c == 1:
+                counters[j] = 0
+                flipped.append(j)
+            elif c:  # 0 only if the counts were already corrupted by a bad remove
+                counters[j] = c - 1
+        if flipped:
+            bits = self._bloom.bits
+            for j in flipped:
+                bits[j] = 0
+            self._fp = None
+        self._last_cleared = out = tuple(flipped)
+        self._last_set = ()
+        return out
+
+    @property
+    def last_set(self) -> tuple[int, ...]:
+        """Positions that went 0 -> 1 in the last operation (empty after a remove)."""
+        return self._last_set
+
+    @property
+    def last_cleared(self) -> tuple[int, ...]:
+        """Positions that went 1 -> 0 in the last operation (empty after an add)."""
+        return self._last_cleared
+
+    # -- queries --------------------------------------------------------------------------
+
+    def __contains__(self, key: bytes) -> bool:
+        return self._bloom.contains_positions(key_positions(key, self._k))
+
+    def contains_positions(self, positions: tuple[int, ...]) -> bool:
+        """True when every one of the first k positions has a nonzero counter."""
+        return self._bloom.contains_positions(positions)
+
+    def count_at(self, j: int) -> int:
+        """The counter at reduced position j (0..255, 255 = saturated)."""
+        return self._counters[j]
+
+    @property
+    def exported(self) -> BloomFilter:
+        """The live exported bit filter (do not modify it; use :meth:`to_bloom` for a copy)."""
+        return self._bloom
+
+    def to_bloom(self) -> BloomFilter:
+        """A snapshot copy of the exported bits (``counter > 0``), maintained
+        incrementally by add/remove, not recomputed from the counters."""
+        return self._bloom.copy()
+
+    def fingerprint(self) -> int:
+        """CRC64 of the exported bits (cached until the next flip)."""
+        fp = self._fp
+        if fp is None:
+            fp = self._fp = self._bloom.fingerprint()
+        return fp
+
+    @property
+    def set_bits(self) -> int:
+        """Exported bits set (= nonzero counters)."""
+        return self._bloom.bits.count()
+
+    @property
+    def fill_ratio(self) -> float:
+        """Set bits / m."""
+        return self.set_bits / self._m
+
+    @property
+    def estimated_count(self) -> float:
+        """Distinct keys, estimated from the exported bits (Swamidass & Baldi)."""
+        return estimate_count(self._m, self._k, self.set_bits)
+
+    @property
+    def estimated_fp_rate(self) -> float:
+        """(X/m)^k of the exported bits."""
+        return float(self.fill_ratio**self._k)
+
+    def __repr__(self) -> str:
+        return f"CountingBloomFilter(m={self._m}, k={self._k}, set_bits={self.set_bits})"

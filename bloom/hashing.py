@@ -1,0 +1,70 @@
+"""Key hashing shared by every filter: one mmh3 128-bit hash, enhanced double hashing.
+
+``key_positions(key, k)`` returns k unreduced 64-bit positions
+
+    g_i = h1 + i*h2 + (i^3 - i)/6  (mod 2^64),  i = 0..k-1
+
+where (h1, h2) are the two 64-bit halves of MurmurHash3_x64_128(key, seed 0)
+(Dillinger & Manolios, "Bloom Filters in Probabilistic Verification", 2004,
+enhanced double hashing). A filter of size m (a power of two) reduces a
+position with ``g & (m - 1)``, so the positions of a key are computed once
+and reused for every filter size (and folding a filter of size 2m to m keeps
+them consistent). The first j positions for k are the positions for j < k,
+so a caller may hash once with the largest k in use and slice.
+
+k, the seed and the scheme are cluster-wide constants (DESIGN §3): a change
+is a protocol version change.
+"""
+
+from __future__ import annotations
+
+import mmh3
+
+DEFAULT_K = 7
+"""Hash functions per key, cluster-wide (carried by the protocol version)."""
+
+SEED = 0
+"""mmh3 seed, cluster-wide."""
+
+_M64 = (1 << 64) - 1
+_hash = mmh3.mmh3_x64_128_utupledigest  # (h1, h2) as unsigned 64-bit ints
+
+
+def key_positions(key: bytes, k: int = DEFAULT_K) -> tuple[int, ...]:
+    """The k unreduced positions (unsigned 64-bit ints) of ``key`` (bytes-like)."""
+    h1, h2 = _hash(key, SEED)
+    if k == 7:  # DEFAULT_K, unrolled: the hot path of every add and query
+        return (
+            h1,
+            (h1 + h2) & _M64,
+            (h1 + 2 * h2 + 1) & _M64,
+            (h1 + 3 * h2 + 4) & _M64,
+            (h1 + 4 * h2 + 10) & _M64,
+            (h1 + 5 * h2 + 20) & _M64,
+            (h1 + 6 * h2 + 35) & _M64,
+        )
+    if k < 1:
+        raise ValueError(f"k must be >= 1, got {k}")
+    # incremental form of the same sequence: x_{i+1} = x_i + y_i, y_{i+1} = y_i + i + 1
+    out = [h1]
+    x, y = h1, h2
+    for i in range(1, k):
+        x = (x + y) & _M64
+        y = (y + i) & _M64
+        out.append(x)
+    return tuple(out)
+
+
+key_hashes = key_positions
+"""Alias of :func:`key_positions` (the name the cluster bus imports)."""
+
+
+def reduce_positions(positions: tuple[int, ...], m: int) -> tuple[int, ...]:
+    """Positions reduced to a filter of size ``m`` (a power of two): ``g & (m - 1)``."""
+    mask = m - 1
+    return tuple(p & mask for p in positions)
+
+
+def is_power_of_two(m: int) -> bool:
+    """True when ``m`` is a positive power of two."""
+    return m > 0 and m & (m - 1) == 0
