@@ -101,9 +101,14 @@ def _run_job(args: argparse.Namespace) -> int:
     )
     # an embedding process (tests, a notebook) may already run a session: reuse, don't stop it
     owned = SparkSession.getActiveSession() is None
+    builder = SparkSession.builder.master(args.master)
+    if args.master.startswith("local") and "SPARK_LOCAL_IP" not in os.environ:
+        # local mode needs no network: keep the driver on loopback
+        builder = builder.config("spark.driver.host", "127.0.0.1").config(
+            "spark.driver.bindAddress", "127.0.0.1"
+        )
     spark = (
-        SparkSession.builder.master(args.master)
-        .appName("bloomcast-stats")
+        builder.appName("bloomcast-stats")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", str(args.shuffle_partitions))
         .getOrCreate()

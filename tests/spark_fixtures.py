@@ -35,12 +35,10 @@ def spark():
         SparkSession.builder.master("local[2]")
         .appName("bloomcast-tests")
         .config("spark.ui.enabled", "false")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "2")
-        .config(
-            "spark.sql.streaming.stateStore.providerClass",
-            "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider",
-        )
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")
