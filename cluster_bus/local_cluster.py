@@ -1,0 +1,262 @@
+"""LocalCluster: N ``bloomcast node`` processes on loopback, joined, for tests,
+the demo, the benchmarks and ``bloomcast cluster up``.
+
+    with LocalCluster(5, extra_args=["--node-timeout-ms", "2000"]) as cluster:
+        r = cluster.client(0)              # redis.Redis to node 0
+        cluster.kill(2); cluster.restart(2)
+        cluster.wait_ready()
+
+Readiness: a node is ready when its CLUSTER INFO (same fields in INFO) shows
+``cluster_known_nodes`` = N and ``cluster_filters_converged:1``: it has a live
+authenticated link to every other node and holds a verified copy of every
+other node's channel and pattern filters. The cluster is ready when every node is.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import redis
+
+READY_FIELD = "cluster_filters_converged"
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port free on ``host`` right now (bind to 0; racy but fine for tests)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def parse_info(text: str | bytes) -> dict[str, str]:
+    """``key:value`` lines (INFO / CLUSTER INFO) to a dict of strings."""
+    if isinstance(text, bytes):
+        text = text.decode()
+    out = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#") and ":" in line:
+            key, _, value = line.partition(":")
+            out[key.strip()] = value.strip()
+    return out
+
+
+class LocalCluster:
+    """N node processes (``python -m router.cli node``), node 0 the seed of the others.
+
+    ``base_port``: client ports base_port..base_port+N-1 and bus ports +10000
+    (Redis's rule); None picks free ports. ``extra_args`` go to every node.
+    ``traffic_dir`` gives every node ``--traffic-dir``. ``log_dir`` keeps each
+    node's stderr in ``node-<i>.log`` (default: discarded unless ``keep_logs``).
+    """
+
+    def __init__(
+        self,
+        nodes: int,
+        *,
+        base_port: int | None = None,
+        extra_args: Sequence[str] = (),
+        traffic_dir: str | os.PathLike[str] | None = None,
+        host: str = "127.0.0.1",
+        log_dir: str | os.PathLike[str] | None = None,
+        python: str = sys.executable,
+    ) -> None:
+        if nodes < 1:
+            raise ValueError("a cluster needs at least one node")
+        self.size = nodes
+        self.host = host
+        self.extra_args = list(extra_args)
+        self.traffic_dir = str(traffic_dir) if traffic_dir is not None else None
+        self.log_dir = Path(log_dir) if log_dir is not None else None
+        self.python = python
+        if base_port is not None:
+            self.ports = [base_port + i for i in range(nodes)]
+            self.bus_ports = [p + 10000 for p in self.ports]
+        else:
+            self.ports = [free_port(host) for _ in range(nodes)]
+            self.bus_ports = [free_port(host) for _ in range(nodes)]
+        self.processes: list[subprocess.Popen[bytes] | None] = [None] * nodes
+        self._logs: list[Any] = [None] * nodes
+
+    # -- lifecycle -----------------------------------------------------------------
+
+    def __enter__(self) -> LocalCluster:
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    def node_args(self, i: int) -> list[str]:
+        """The command line of node ``i``."""
+        args = [
+            self.python, "-m", "router.cli", "node",
+            "--bind", self.host,
+            "--port", str(self.ports[i]),
+            "--cluster-port", str(self.bus_ports[i]),
+        ]  # fmt: skip
+        # two seeds each, so a node still joins when one seed is down
+        seeds = [j for j in range(self.size) if j != i][:2]
+        for j in seeds:
+            args += ["--join", f"{self.host}:{self.bus_ports[j]}"]
+        if self.traffic_dir is not None:
+            args += ["--traffic-dir", self.traffic_dir]
+        return args + self.extra_args
+
+    def start(self, timeout: float = 60.0) -> None:
+        """Start every node and wait until the cluster is ready."""
+        for i in range(self.size):
+            self.start_node(i)
+        self.wait_ready(timeout)
+
+    def start_node(self, i: int, args: Sequence[str] | None = None) -> None:
+        """Start (or restart) node ``i`` without waiting (``args``: a whole command
+        line instead of :meth:`node_args`)."""
+        if self.processes[i] is not None and self.processes[i].poll() is None:  # type: ignore[union-attr]
+            raise RuntimeError(f"node {i} is running")
+        stderr: Any = subprocess.DEVNULL
+        if self.log_dir is not None:
+            self.log_dir.mkdir(parents=True, exist_ok=True)
+            if self._logs[i] is not None:
+                self._logs[i].close()
+            self._logs[i] = open(self.log_dir / f"node-{i}.log", "ab")  # noqa: SIM115
+            stderr = self._logs[i]
+        self.processes[i] = subprocess.Popen(
+            list(args) if args is not None else self.node_args(i),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+            start_new_session=True,  # Ctrl-C in a terminal goes to the parent only
+        )
+
+    def kill(self, i: int) -> None:
+        """SIGKILL node ``i`` (a crash: no LEAVE) and reap it."""
+        proc = self.processes[i]
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+
+    def restart(self, i: int, timeout: float = 60.0) -> None:
+        """Start node ``i`` again (after kill/stop) and wait until the cluster is ready."""
+        self.kill(i)
+        self._wait_port_free(self.ports[i], timeout)
+        self.start_node(i)
+        self.wait_ready(timeout)
+
+    def stop_node(self, i: int, timeout: float = 10.0) -> None:
+        """SIGTERM node ``i`` (graceful: it sends LEAVE), SIGKILL after ``timeout``."""
+        proc = self.processes[i]
+        if proc is None:
+            return
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(10)
+        if self._logs[i] is not None:
+            self._logs[i].close()
+            self._logs[i] = None
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop every node (SIGTERM all, then wait; SIGKILL the stragglers)."""
+        for proc in self.processes:
+            if proc is not None and proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        for i in range(self.size):
+            proc = self.processes[i]
+            if proc is not None:
+                try:
+                    proc.wait(max(0.1, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait(10)
+            if self._logs[i] is not None:
+                self._logs[i].close()
+                self._logs[i] = None
+
+    def alive(self, i: int) -> bool:
+        proc = self.processes[i]
+        return proc is not None and proc.poll() is None
+
+    # -- clients and readiness -----------------------------------------------------
+
+    def client(self, i: int, **kwargs: Any) -> redis.Redis:
+        """A redis-py client to node ``i`` (caller closes it)."""
+        kwargs.setdefault("socket_timeout", 10)
+        return redis.Redis(host=self.host, port=self.ports[i], **kwargs)
+
+    def cluster_info(self, i: int) -> dict[str, str]:
+        """Node ``i``'s CLUSTER INFO as strings."""
+        with self.client(i, socket_timeout=2, socket_connect_timeout=2) as r:
+            raw = r.execute_command("CLUSTER", "INFO")
+        if isinstance(raw, dict):
+            return {str(k): str(v) for k, v in raw.items()}
+        return parse_info(raw)
+
+    def ready(self, i: int, expected_nodes: int | None = None) -> bool:
+        """Node ``i`` knows ``expected_nodes`` (default N) nodes and holds all their filters."""
+        try:
+            info = self.cluster_info(i)
+        except (redis.RedisError, OSError):
+            return False
+        want = expected_nodes if expected_nodes is not None else self.size
+        return info.get("cluster_known_nodes") == str(want) and info.get(READY_FIELD) == "1"
+
+    def live_count(self) -> int:
+        return sum(1 for i in range(self.size) if self.alive(i))
+
+    def wait_ready(self, timeout: float = 60.0, nodes: int | None = None) -> None:
+        """Until every running node is ready (knows ``nodes`` nodes, default N, and
+        holds their filters); TimeoutError naming the laggards."""
+        deadline = time.monotonic() + timeout
+        while True:
+            for i in range(self.size):
+                proc = self.processes[i]
+                if (
+                    proc is not None
+                    and proc.poll() is not None
+                    and proc.returncode
+                    not in (
+                        0,
+                        -signal.SIGKILL,
+                        -signal.SIGTERM,
+                    )
+                ):
+                    raise RuntimeError(f"node {i} exited with {proc.returncode}")
+            waiting = [i for i in range(self.size) if self.alive(i) and not self.ready(i, nodes)]
+            if not waiting:
+                return
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"nodes {waiting} not ready after {timeout} s")
+            time.sleep(0.1)
+
+    def _wait_port_free(self, port: int, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with socket.socket() as sock, contextlib.suppress(OSError):
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                sock.bind((self.host, port))
+                return
+            time.sleep(0.05)

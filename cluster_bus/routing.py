@@ -1,0 +1,329 @@
+"""PeerTable: which peers may have a subscriber for a channel.
+
+Every peer gets a small slot number; a set of peers is an int bitmask over
+slots. Peer channel filters of one size m live in one bit-sliced index (row j
+= the peers whose bit j is set), so routing a channel is: hash it once, reduce
+the positions per filter size in use, AND k rows per size (cost independent of
+the number of peers; redis/redis #122 and DESIGN §5). Pattern filters: for
+each prefix length L in use by some peer, the channel's first L bytes are
+tested the same way against the pattern index, restricted to the peers that
+use length L. The peers with a match-all pattern and the peers whose filter
+we do not hold (or could not verify) are ORed in: fail open.
+
+Shard channels (SPUBLISH) are in the channel filter; patterns never match them
+(Redis: PSUBSCRIBE does not see SPUBLISH), so a shard route skips patterns.
+
+A route is cached per (channel, shard) until the table next changes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from bitarray import bitarray
+
+from bloom import BitSlicedIndex, BloomFilter, crc64, key_hashes
+from cluster_bus.frames import FilterKind
+
+ROUTE_CACHE_SIZE = 65536
+
+
+@dataclass(slots=True)
+class PeerFilter:
+    """Our copy of one peer filter. ``bits`` is None while unknown (fail open)."""
+
+    m: int = 0
+    k: int = 0
+    bits: bitarray | None = None
+    fingerprint: int | None = None
+    epoch: int = 0
+    prefix_mask: int = 0
+    match_all: bool = False
+
+
+def filter_fingerprint(kind: FilterKind, bits: bytes, prefix_mask: int, match_all: bool) -> int:
+    """The fingerprint a node announces for a filter: Redis CRC64 of the bit bytes
+    (``CountingBloomFilter.fingerprint``); for patterns continued over the prefix
+    mask (8 bytes big-endian) and the match-all byte (``PatternFilter.fingerprint``),
+    so a change of any of the three shows in PING/PONG."""
+    crc = crc64(bits)
+    if kind is FilterKind.CHANNELS:
+        return crc
+    return crc64(prefix_mask.to_bytes(8, "big") + (b"\x01" if match_all else b"\x00"), crc)
+
+
+class PeerTable:
+    """Peer filters and the routing decision of a node."""
+
+    def __init__(self) -> None:
+        self._slot: dict[str, int] = {}
+        self._node: list[str | None] = []
+        self._filters: dict[tuple[str, FilterKind], PeerFilter] = {}
+        self._chan_index: dict[tuple[int, int], BitSlicedIndex] = {}
+        self._pat_index: dict[tuple[int, int], BitSlicedIndex] = {}
+        self._chan_open = 0  # peers whose channel filter is unknown
+        self._pat_open = 0  # peers whose pattern filter is unknown
+        self._match_all = 0
+        self._by_length: dict[int, int] = {}  # prefix length -> peers using it
+        self._k_max = 0
+        self._cache: dict[tuple[bytes, bool], int] = {}
+        self._nodes_cache: dict[int, tuple[str, ...]] = {}
+
+    # -- peers ---------------------------------------------------------------------
+
+    @property
+    def peer_count(self) -> int:
+        return len(self._slot)
+
+    def node_ids(self) -> set[str]:
+        return set(self._slot)
+
+    def has_peer(self, node_id: str) -> bool:
+        return node_id in self._slot
+
+    def add_peer(self, node_id: str) -> int:
+        """Add a peer with unknown filters (it gets everything until we hold them)."""
+        if node_id in self._slot:
+            return self._slot[node_id]
+        try:
+            slot = self._node.index(None)
+            self._node[slot] = node_id
+        except ValueError:
+            slot = len(self._node)
+            self._node.append(node_id)
+        self._slot[node_id] = slot
+        bit = 1 << slot
+        self._chan_open |= bit
+        self._pat_open |= bit
+        for kind in FilterKind:
+            self._filters[(node_id, kind)] = PeerFilter()
+        self._changed()
+        return slot
+
+    def remove_peer(self, node_id: str) -> None:
+        slot = self._slot.pop(node_id, None)
+        if slot is None:
+            return
+        bit = 1 << slot
+        for kind in FilterKind:
+            self._drop_from_index(node_id, kind, slot)
+            self._filters.pop((node_id, kind), None)
+        self._chan_open &= ~bit
+        self._pat_open &= ~bit
+        self._match_all &= ~bit
+        for length in list(self._by_length):
+            self._by_length[length] &= ~bit
+            if not self._by_length[length]:
+                del self._by_length[length]
+        self._node[slot] = None
+        self._changed()
+
+    def nodes_of(self, mask: int) -> tuple[str, ...]:
+        """The node ids of a peer bitmask."""
+        cached = self._nodes_cache.get(mask)
+        if cached is not None:
+            return cached
+        out = []
+        m = mask
+        while m:
+            low = m & -m
+            node = self._node[low.bit_length() - 1]
+            if node is not None:
+                out.append(node)
+            m ^= low
+        result = tuple(out)
+        if len(self._nodes_cache) < 4096:
+            self._nodes_cache[mask] = result
+        return result
+
+    # -- filter copies -------------------------------------------------------------
+
+    def fingerprint(self, node_id: str, kind: FilterKind) -> int | None:
+        pf = self._filters.get((node_id, kind))
+        return None if pf is None or pf.bits is None else pf.fingerprint
+
+    def epoch(self, node_id: str, kind: FilterKind) -> int:
+        pf = self._filters.get((node_id, kind))
+        return 0 if pf is None else pf.epoch
+
+    def holds_filters(self, node_id: str) -> bool:
+        """Both of the peer's filters are held and verified."""
+        return all(self.fingerprint(node_id, kind) is not None for kind in FilterKind)
+
+    def mark_unknown(self, node_id: str, kind: FilterKind) -> None:
+        """Forget our copy: the peer gets every PUBLISH until a verified copy arrives."""
+        slot = self._slot.get(node_id)
+        if slot is None:
+            return
+        bit = 1 << slot
+        pf = self._filters[(node_id, kind)]
+        if pf.bits is None:
+            return
+        self._drop_from_index(node_id, kind, slot)
+        pf.bits = None
+        pf.fingerprint = None
+        if kind is FilterKind.CHANNELS:
+            self._chan_open |= bit
+        else:
+            self._pat_open |= bit
+        self._changed()
+
+    def set_filter(
+        self,
+        node_id: str,
+        kind: FilterKind,
+        m: int,
+        k: int,
+        bits: bytes,
+        fingerprint: int,
+        epoch: int,
+        prefix_mask: int = 0,
+        match_all: bool = False,
+    ) -> bool:
+        """Install a whole filter; False (and fail open) if its CRC64 is not ``fingerprint``."""
+        slot = self._slot.get(node_id)
+        if slot is None:
+            return False
+        if (
+            len(bits) * 8 != m
+            or not 1 <= k <= 255
+            or filter_fingerprint(kind, bits, prefix_mask, match_all) != fingerprint
+        ):
+            self.mark_unknown(node_id, kind)
+            return False
+        bit = 1 << slot
+        self._drop_from_index(node_id, kind, slot)
+        arr = bitarray(endian="big")
+        arr.frombytes(bits)
+        pf = self._filters[(node_id, kind)]
+        pf.m, pf.k, pf.bits, pf.fingerprint, pf.epoch = m, k, arr, fingerprint, epoch
+        self._index_for(kind, m, k).set(slot, BloomFilter(m, k, arr))
+        if kind is FilterKind.CHANNELS:
+            self._chan_open &= ~bit
+        else:
+            self._pat_open &= ~bit
+            self._set_pattern_meta(bit, prefix_mask, match_all)
+            pf.prefix_mask, pf.match_all = prefix_mask, match_all
+        self._changed()
+        return True
+
+    def apply_delta(
+        self,
+        node_id: str,
+        kind: FilterKind,
+        m: int,
+        base_fp: int,
+        new_fp: int,
+        set_positions: Iterable[int],
+        cleared_positions: Iterable[int],
+        epoch: int,
+        prefix_mask: int = 0,
+        match_all: bool = False,
+    ) -> bool:
+        """Apply explicit bit changes (idempotent). True when our copy now has
+        CRC64 ``new_fp``; False when we hold no copy, the size differs, or the
+        result does not verify (the caller then marks it unknown and asks)."""
+        slot = self._slot.get(node_id)
+        pf = self._filters.get((node_id, kind))
+        if slot is None or pf is None:
+            return False
+        if kind is FilterKind.PATTERNS:
+            self._set_pattern_meta(1 << slot, prefix_mask, match_all)
+            pf.prefix_mask, pf.match_all = prefix_mask, match_all
+        bits = pf.bits
+        if bits is None or pf.m != m:
+            self._changed()
+            return False
+        set_positions = tuple(set_positions)
+        cleared_positions = tuple(cleared_positions)
+        self._index_for(kind, pf.m, pf.k).apply_delta(slot, set_positions, cleared_positions)
+        for p in set_positions:
+            bits[p] = 1
+        for p in cleared_positions:
+            bits[p] = 0
+        pf.epoch = max(pf.epoch, epoch)
+        fp = filter_fingerprint(kind, bits.tobytes(), pf.prefix_mask, pf.match_all)
+        pf.fingerprint = fp
+        self._changed()
+        return fp == new_fp
+
+    def set_pattern_meta(self, node_id: str, prefix_mask: int, match_all: bool, epoch: int) -> None:
+        """Prefix-length mask and match-all flag from a heartbeat (newest wins)."""
+        slot = self._slot.get(node_id)
+        pf = self._filters.get((node_id, FilterKind.PATTERNS))
+        if slot is None or pf is None or epoch < pf.epoch:
+            return
+        if pf.prefix_mask == prefix_mask and pf.match_all == match_all:
+            return
+        pf.prefix_mask, pf.match_all = prefix_mask, match_all
+        self._set_pattern_meta(1 << slot, prefix_mask, match_all)
+        self._changed()
+
+    # -- routing -------------------------------------------------------------------
+
+    def route(self, channel: bytes, shard: bool = False) -> int:
+        """Bitmask of the peers that may have a subscriber for ``channel``."""
+        key = (channel, shard)
+        cached = self._cache.get(key)
+        if cached is not None:
+            return cached
+        mask = self._chan_open
+        if self._chan_index:
+            hashes = key_hashes(channel, self._k_max)
+            for index in self._chan_index.values():
+                mask |= index.query(hashes)
+        if not shard:
+            mask |= self._pat_open | self._match_all
+            if self._pat_index:
+                n = len(channel)
+                for length, users in self._by_length.items():
+                    if length > n or not users & ~mask:
+                        continue
+                    hashes = key_hashes(channel[:length], self._k_max)
+                    for index in self._pat_index.values():
+                        mask |= index.query(hashes) & users
+        if len(self._cache) >= ROUTE_CACHE_SIZE:
+            self._cache.clear()
+        self._cache[key] = mask
+        return mask
+
+    # -- internals -----------------------------------------------------------------
+
+    def _changed(self) -> None:
+        self._cache.clear()
+
+    def _index_for(self, kind: FilterKind, m: int, k: int) -> BitSlicedIndex:
+        table = self._chan_index if kind is FilterKind.CHANNELS else self._pat_index
+        index = table.get((m, k))
+        if index is None:
+            index = table[(m, k)] = BitSlicedIndex(m, k)
+            self._k_max = max(self._k_max, k)
+        return index
+
+    def _drop_from_index(self, node_id: str, kind: FilterKind, slot: int) -> None:
+        pf = self._filters.get((node_id, kind))
+        if pf is None or pf.bits is None:
+            return
+        table = self._chan_index if kind is FilterKind.CHANNELS else self._pat_index
+        index = table.get((pf.m, pf.k))
+        if index is not None:
+            index.remove(slot)
+            if not index.peers:
+                del table[(pf.m, pf.k)]
+
+    def _set_pattern_meta(self, bit: int, prefix_mask: int, match_all: bool) -> None:
+        if match_all:
+            self._match_all |= bit
+        else:
+            self._match_all &= ~bit
+        for length in list(self._by_length):
+            self._by_length[length] &= ~bit
+            if not self._by_length[length]:
+                del self._by_length[length]
+        m = prefix_mask & ~1  # bit L = prefixes of length L in use (bloom.PatternFilter)
+        while m:
+            low = m & -m
+            length = low.bit_length() - 1
+            self._by_length[length] = self._by_length.get(length, 0) | bit
+            m ^= low
