@@ -13,8 +13,9 @@ fallback is refused at import time.
 
 from __future__ import annotations
 
+import sys
+
 import crcmod
-import crcmod.crcmod
 
 try:  # the C extension; crcmod imports it lazily and hides its absence
     import crcmod._crcfunext
@@ -24,7 +25,8 @@ except ImportError as exc:  # pragma: no cover - depends on the installed wheel
         "reinstall crcmod from a wheel or with a C compiler available"
     ) from exc
 
-if not getattr(crcmod.crcmod, "_usingExtension", True):  # pragma: no cover
+# crcmod's package namespace shadows its ``crcmod.crcmod`` module; read the module itself
+if not sys.modules["crcmod.crcmod"]._usingExtension:  # pragma: no cover
     raise ImportError("crcmod is not using its C extension; reinstall crcmod")
 
 _POLY = 0x1AD93D23594C935A9
