@@ -11,106 +11,67 @@ import os
 import time
 
 import pytest
-from bitarray import bitarray
 
-from bloom import crc64, key_hashes
-from cluster_bus.bus import ClusterBus, FilterSnapshot
+from bloom import CountingBloomFilter, PatternFilter
+from cluster_bus.bus import ClusterBus
 from cluster_bus.codec import encode
 from cluster_bus.frames import FilterKind, Leave, NodeFlags
-from cluster_bus.routing import filter_fingerprint
+from cluster_bus.local_filters import BloomLocalFilters
 from router.cluster_link import FilterChange
 from router.config import NodeConfig
 
 pytestmark = pytest.mark.timeout(60)
 
-M, K = 1024, 7
-
-
-class Filter:
-    def __init__(self, m: int = M) -> None:
-        self.m = m
-        self.counts = [0] * m
-        self.bits = bitarray(m, endian="big")
-        self.bits.setall(0)
-
-    def positions(self, key: bytes) -> set[int]:
-        return {h & (self.m - 1) for h in key_hashes(key, K)}
-
-    def change(self, key: bytes, delta: int, name) -> FilterChange:
-        flipped_on, flipped_off = [], []
-        for p in self.positions(key):
-            self.counts[p] += delta
-            on = self.counts[p] > 0
-            if on != self.bits[p]:
-                self.bits[p] = on
-                (flipped_on if on else flipped_off).append(p)
-        return FilterChange(name, tuple(flipped_on), tuple(flipped_off), self.fp())
-
-    def fp(self) -> int:
-        return crc64(self.bits.tobytes())
-
 
 class BusTestNode:
-    __test__ = False
-    """A node: exact channel/prefix subscriptions, Bloom exports, deliveries."""
+    """A node: exact subscriptions (patterns are ``prefix*`` or ``*`` here) plus the
+    real bloom filters the router keeps, read through BloomLocalFilters."""
 
-    def __init__(self) -> None:
+    __test__ = False
+
+    def __init__(self, m: int = 1024) -> None:
         self.node_id = os.urandom(20).hex()
         self.tap = None
         self.channels: set[bytes] = set()
-        self.prefixes: set[bytes] = set()
-        self.match_all = False
+        self.patterns: set[bytes] = set()
         self.delivered: list[tuple[bytes, bytes, bool]] = []
-        self.chan = Filter()
-        self.pat = Filter()
+        self.chan = CountingBloomFilter(m)
+        self.pat = PatternFilter(256)
         self.resizes = 0
+        self.filters = BloomLocalFilters(lambda: self.chan, lambda: self.pat, self.rebuild)
 
     # LocalDelivery
     def deliver(self, channel: bytes, message: bytes, shard: bool) -> int:
         hit = channel in self.channels or (
-            not shard and (self.match_all or any(channel.startswith(p) for p in self.prefixes))
+            not shard and any(channel.startswith(p[:-1]) for p in self.patterns)
         )
         if hit:
             self.delivered.append((channel, message, shard))
         return int(hit)
 
-    # LocalFilters
-    def summary(self, kind):
-        f = self.chan if kind is FilterKind.CHANNELS else self.pat
-        mask = 0
-        for p in self.prefixes:
-            mask |= 1 << len(p)
-        if kind is FilterKind.CHANNELS:
-            return f.m, f.fp(), 0, False
-        fp = filter_fingerprint(kind, f.bits.tobytes(), mask, self.match_all)
-        return f.m, fp, mask, self.match_all
-
-    def snapshot(self, kind):
-        m, fp, mask, match_all = self.summary(kind)
-        f = self.chan if kind is FilterKind.CHANNELS else self.pat
-        return FilterSnapshot(m, K, f.bits.tobytes(), fp, mask, match_all)
-
-    def resize(self) -> bool:
+    def rebuild(self, m: int) -> bool:
+        new = CountingBloomFilter(m)
+        for ch in self.channels:
+            new.add(ch)
+        self.chan = new
         self.resizes += 1
-        return False
-
-    def estimated_fp_rate(self) -> float:
-        return 0.0
+        return True
 
     # what router does on (un)subscribe
     def subscribe(self, channel: bytes) -> FilterChange:
         self.channels.add(channel)
-        return self.chan.change(channel, +1, "channels")
+        flipped = self.chan.add(channel)
+        return FilterChange("channels", flipped, (), self.chan.fingerprint())
 
     def unsubscribe(self, channel: bytes) -> FilterChange:
         self.channels.discard(channel)
-        return self.chan.change(channel, -1, "channels")
+        flipped = self.chan.remove(channel)
+        return FilterChange("channels", (), flipped, self.chan.fingerprint())
 
-    def psubscribe_prefix(self, prefix: bytes) -> FilterChange:
-        self.prefixes.add(prefix)
-        change = self.pat.change(prefix, +1, "patterns")
-        fp = self.summary(FilterKind.PATTERNS)[1]
-        return FilterChange("patterns", change.set_positions, change.cleared_positions, fp)
+    def psubscribe(self, pattern: bytes) -> FilterChange:
+        self.patterns.add(pattern)
+        flipped = self.pat.add(pattern)
+        return FilterChange("patterns", flipped, (), self.pat.fingerprint())
 
 
 def config(**kw) -> NodeConfig:
@@ -125,7 +86,7 @@ async def start_cluster(n: int, **kw) -> list[tuple[BusTestNode, ClusterBus]]:
     for _ in range(n):
         node = BusTestNode()
         cfg = config(join=[seed] if seed else [], **kw)
-        bus = ClusterBus(node, cfg, node, client_port=1000 + len(out))
+        bus = ClusterBus(node, cfg, node.filters, client_port=1000 + len(out))
         await bus.start()
         seed = seed or f"127.0.0.1:{bus.port}"
         out.append((node, bus))
@@ -168,12 +129,11 @@ def test_gossip_full_mesh_and_interest_routing():
             assert len(buses[3].membership.peers) == 3
             for change_node, ch in ((1, b"news"), (3, b"sport")):
                 buses[change_node].filters_changed([nodes[change_node].subscribe(ch)])
-            fut = nodes[2].psubscribe_prefix(b"log.")
-            buses[2].filters_changed([fut])
+            buses[2].filters_changed([nodes[2].psubscribe(b"log.*")])
             await until(
                 lambda: all(
                     b.routing.fingerprint(nodes[1].node_id, FilterKind.CHANNELS)
-                    == nodes[1].chan.fp()
+                    == nodes[1].chan.fingerprint()
                     for b in (buses[0], buses[2], buses[3])
                 ),
                 what="delta applied",
@@ -236,7 +196,7 @@ def test_stale_filter_detected_by_fingerprint_and_resynced():
             await until(
                 lambda: (
                     buses[0].routing.fingerprint(nodes[1].node_id, FilterKind.CHANNELS)
-                    == nodes[1].chan.fp()
+                    == nodes[1].chan.fingerprint()
                 ),
                 what="resync",
             )
@@ -301,12 +261,14 @@ def test_leave_forgets_and_crash_is_agreed_failed():
 def test_secret_mismatch_cannot_join():
     async def main():
         a = BusTestNode()
-        bus_a = ClusterBus(a, config(cluster_secret="s"), a)
+        bus_a = ClusterBus(a, config(cluster_secret="s"), a.filters)
         await bus_a.start()
         b = BusTestNode()
-        bus_b = ClusterBus(b, config(cluster_secret="s", join=[f"127.0.0.1:{bus_a.port}"]), b)
+        bus_b = ClusterBus(
+            b, config(cluster_secret="s", join=[f"127.0.0.1:{bus_a.port}"]), b.filters
+        )
         c = BusTestNode()
-        bus_c = ClusterBus(c, config(join=[f"127.0.0.1:{bus_a.port}"]), c)
+        bus_c = ClusterBus(c, config(join=[f"127.0.0.1:{bus_a.port}"]), c.filters)
         await bus_b.start()
         await bus_c.start()
         try:
@@ -360,6 +322,46 @@ def test_send_buffer_limit_drops_link():
             info = buses[0].info_fields()
             assert info["total_cluster_links_buffer_limit_exceeded"] >= 1
             await until(lambda: converged(buses), what="link back")
+        finally:
+            await stop_all(pairs)
+
+    run(main())
+
+
+def test_false_positives_trigger_resize_and_full_announce():
+    async def main():
+        pairs = await start_cluster(2)
+        nodes = [p[0] for p in pairs]
+        buses = [p[1] for p in pairs]
+        try:
+            # node 1: a deliberately tiny filter, crowded: most probes are false positives
+            nodes[1].chan = CountingBloomFilter(64)
+            nodes[1].channels.clear()
+            buses[1].filters_changed([nodes[1].subscribe(b"sub%d" % i) for i in range(12)])
+            await until(lambda: converged(buses))
+            await until(
+                lambda: (
+                    buses[0].routing.fingerprint(nodes[1].node_id, FilterKind.CHANNELS)
+                    == nodes[1].chan.fingerprint()
+                )
+            )
+            for i in range(2000):
+                buses[0].forward_publish(b"other%d" % i, b"x", False, i)
+            await until(lambda: nodes[1].resizes >= 1, what="resize")
+            info = buses[1].info_fields()
+            assert info["cluster_stats_false_positives_received"] > 0
+            assert info["cluster_stats_filter_resizes"] >= 1
+            assert nodes[1].chan.m >= 128
+            # node 0 got the rebuilt filter whole and routes with it
+            await until(
+                lambda: (
+                    buses[0].routing.fingerprint(nodes[1].node_id, FilterKind.CHANNELS)
+                    == nodes[1].chan.fingerprint()
+                ),
+                what="full filter announced",
+            )
+            for i in range(12):
+                assert buses[0].forward_publish(b"sub%d" % i, b"y", False, 5000 + i) == 1
         finally:
             await stop_all(pairs)
 
