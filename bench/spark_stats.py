@@ -92,6 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--events", type=int, default=1_000_000)
     parser.add_argument("--files", type=int, default=20)
     parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--conf", action="append", default=[], help="passed to stats run")
     args = parser.parse_args(argv)
     root = Path(tempfile.mkdtemp(prefix="bloomcast-bench-spark-"))
     try:
@@ -114,6 +115,7 @@ def main(argv: list[str] | None = None) -> int:
             "2",
             "--half-life",
             "1m,1h",
+            *(f"--conf={c}" for c in args.conf),
         ]
         startup, _ = timed([*stats, "--spool", str(empty), "--out", str(root / "o0")])
         job, out = timed([*stats, "--spool", str(spool), "--out", str(root / "o1")])

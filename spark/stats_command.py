@@ -45,6 +45,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
     r.add_argument("--trigger-interval", default="5 seconds", help="micro-batch interval")
     r.add_argument("--shuffle-partitions", type=int, default=8)
     r.add_argument(
+        "--conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="extra Spark configuration (repeatable), as spark-submit --conf",
+    )
+    r.add_argument(
         "--clean-source",
         choices=("off", "delete", "archive"),
         default="off",
@@ -107,6 +114,12 @@ def _run_job(args: argparse.Namespace) -> int:
         builder = builder.config("spark.driver.host", "127.0.0.1").config(
             "spark.driver.bindAddress", "127.0.0.1"
         )
+    for item in args.conf:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            print(f"bloomcast stats run: --conf expects KEY=VALUE, got {item!r}", file=sys.stderr)
+            return 2
+        builder = builder.config(key, value)
     spark = (
         builder.appName("bloomcast-stats")
         .config("spark.ui.showConsoleProgress", "false")
