@@ -683,7 +683,9 @@ class ClusterBus:
         self.received[MsgType.PUBLISH] += 1
         expected = link.recv_seq
         if expected is not None and msg.link_seq != expected:
-            self.sequence_gaps += (msg.link_seq - expected) & 0xFFFFFFFF
+            lost = (msg.link_seq - expected) & 0xFFFFFFFF
+            self.sequence_gaps += lost
+            log.warning("bus link from %s: %d forwarded PUBLISH lost", link.peer_id, lost)
         link.recv_seq = (msg.link_seq + 1) & 0xFFFFFFFF
         receivers = self.node.deliver(msg.channel, msg.payload, msg.shard)
         if receivers == 0:

@@ -2,9 +2,12 @@
 
     bloomcast cluster up --nodes 3 --base-port 7001 [--traffic-dir DIR] [node flags...]
 
-Client ports are base-port .. base-port+N-1, bus ports those + 10000. Unknown
-flags after the known ones are passed to every node (e.g. ``--node-timeout-ms
-2000``). Ctrl-C or SIGTERM stops every node (SIGTERM, then SIGKILL after 10 s).
+Client ports are base-port .. base-port+N-1, bus ports those + 10000. Every
+``bloomcast node`` flag (``--node-timeout-ms``, ``--cluster-secret``,
+``--subscribe-visibility-timeout``, ...) is accepted and passed to every node,
+except the per-node ones (``--port``, ``--cluster-port``, ``--join``), which
+this command sets. Ctrl-C or SIGTERM stops every node (SIGTERM, then SIGKILL
+after 10 s).
 """
 
 from __future__ import annotations
@@ -14,6 +17,9 @@ import signal
 import sys
 import time
 from types import FrameType
+from typing import Any
+
+from router.config import add_node_arguments
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -25,7 +31,33 @@ def configure(parser: argparse.ArgumentParser) -> None:
     up.add_argument("--traffic-dir", help="traffic spool directory for every node")
     up.add_argument("--log-dir", help="keep each node's log in DIR/node-<i>.log")
     up.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for readiness")
-    up.add_argument("node_args", nargs=argparse.REMAINDER, help="extra flags for every node")
+    node_flags = argparse.ArgumentParser(add_help=False)
+    add_node_arguments(node_flags)
+    for action in node_flags._actions:
+        if action.dest in _PER_NODE or not action.option_strings:
+            continue
+        kwargs: dict[str, Any] = {"dest": f"node_{action.dest}", "help": action.help}
+        if action.metavar is not None:
+            kwargs["metavar"] = action.metavar
+        if action.type is not None:
+            kwargs["type"] = action.type
+        up.add_argument(*action.option_strings, **kwargs)
+
+
+#: node settings this command sets per node itself
+_PER_NODE = {"port", "cluster_port", "join", "bind", "traffic_dir", "help"}
+
+
+def node_flags_from(args: argparse.Namespace) -> list[str]:
+    """The ``bloomcast node`` flags given to ``cluster up``, as a command line."""
+    node_flags = argparse.ArgumentParser(add_help=False)
+    add_node_arguments(node_flags)
+    out: list[str] = []
+    for action in node_flags._actions:
+        value = getattr(args, f"node_{action.dest}", None)
+        if value is not None and action.option_strings:
+            out += [action.option_strings[0], str(value)]
+    return out
 
 
 class _Stop(Exception):
@@ -42,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     from cluster_bus.local_cluster import LocalCluster
 
-    extra = [a for a in args.node_args if a != "--"]
+    extra = node_flags_from(args)
     cluster = LocalCluster(
         args.nodes,
         base_port=args.base_port,
