@@ -313,7 +313,7 @@ def test_counting_remove_of_absent_key_raises_and_changes_nothing():
 
 def test_counting_saturated_counter_is_never_decremented():
     c = CountingBloomFilter(8, 1)
-    keys = []
+    keys: list[bytes] = []
     i = 0
     while len(keys) < 300:  # every key of k=1 lands on one of 8 counters
         key = b"s%d" % i

@@ -177,11 +177,11 @@ def test_probe_positions(channel, mask):
 
 def test_probe_positions_route_like_may_match():
     """A router's use: probe once, test each remote filter by its own mask."""
-    peers = []
+    peers: list[RemotePatternFilter] = []
     for pats in ([b"news.*"], [b"n*", b"orders.eu.*"], [b"x?"]):
         f = PatternFilter(1 << 10)
-        for p in pats:
-            f.add(p)
+        for pat in pats:
+            f.add(pat)
         peers.append(PatternFilter.from_bytes(f.to_bytes()))
     union = 0
     for p in peers:
