@@ -1,0 +1,152 @@
+"""compose/docker-compose.yml cannot rot: every bloomcast service's command is
+parsed by the real ``bloomcast`` argument parser, and the wiring between the
+services (bus ports, spool volume, Spark master, Redis URL, Spark version) is
+checked. No Docker engine runs here, so nothing is started."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+from pathlib import Path
+from urllib.parse import urlparse
+
+import pyspark
+import pytest
+import yaml
+
+from router.cli import build_parser
+from router.config import NodeConfig, add_node_arguments, config_from_args
+
+ROOT = Path(__file__).resolve().parent.parent
+COMPOSE = ROOT / "compose" / "docker-compose.yml"
+
+
+@pytest.fixture(scope="module")
+def services() -> dict:
+    return yaml.safe_load(COMPOSE.read_text())["services"]
+
+
+def _argv(service: dict) -> list[str]:
+    cmd = service["command"]
+    return shlex.split(cmd) if isinstance(cmd, str) else list(cmd)
+
+
+def _is_bloomcast(service: dict) -> bool:
+    return str(service.get("image", "")).startswith("bloomcast")
+
+
+def parse(argv: list[str], capsys) -> argparse.Namespace:
+    """Parse with the real CLI parser; a parse error fails with argparse's message."""
+    parser = build_parser()
+    known, _rest = parser.parse_known_args(argv[:1])
+    if getattr(known, "_missing", None) == "node":
+        # router/node_command.py not built yet: its flags are NodeConfig's
+        # (add_node_arguments), so check against those until it lands
+        node = argparse.ArgumentParser(prog="bloomcast node", exit_on_error=False)
+        add_node_arguments(node)
+        try:
+            return node.parse_args(argv[1:])
+        except (argparse.ArgumentError, SystemExit) as exc:
+            pytest.fail(f"bloomcast {' '.join(argv)}: {exc} {capsys.readouterr().err.strip()}")
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit:
+        pytest.fail(f"bloomcast {' '.join(argv)}: {capsys.readouterr().err.strip()}")
+    assert not getattr(args, "_missing", None), f"bloomcast {argv[0]} is not built"
+    return args
+
+
+def _node_services(services: dict) -> dict[str, dict]:
+    return {n: s for n, s in services.items() if _is_bloomcast(s) and _argv(s)[0] == "node"}
+
+
+def test_every_bloomcast_command_parses(services, capsys):
+    bloomcast = {n: s for n, s in services.items() if _is_bloomcast(s)}
+    assert {_argv(s)[0] for s in bloomcast.values()} == {"node", "stats"}
+    for s in bloomcast.values():
+        parse(_argv(s), capsys)
+
+
+def test_a_renamed_flag_would_fail(capsys):
+    # the check above is real: a flag the CLI does not know fails the parse
+    with pytest.raises(pytest.fail.Exception):
+        parse(["node", "--port", "6379", "--no-such-flag", "1"], capsys)
+    with pytest.raises(pytest.fail.Exception):
+        parse(["stats", "run", "--spool", "/spool", "--no-such-flag"], capsys)
+
+
+def test_nodes_form_a_mesh_on_bus_ports(services, capsys):
+    nodes = _node_services(services)
+    assert len(nodes) >= 3
+    configs: dict[str, NodeConfig] = {}
+    for name, s in nodes.items():
+        args = parse(_argv(s), capsys)
+        configs[name] = config_from_args(args)
+        assert s.get("hostname", name) == name
+    for name, cfg in configs.items():
+        assert cfg.bind == "0.0.0.0"  # reachable from the other containers
+        assert cfg.join, f"{name} joins nobody"
+        for seed in cfg.join:
+            host, _, port = seed.rpartition(":")
+            assert host in configs and host != name, f"{name} joins unknown {seed}"
+            assert int(port) == configs[host].bus_port, f"{seed} is not {host}'s bus port"
+        # published client ports stay on loopback
+        for mapping in nodes[name].get("ports", []):
+            published = mapping.split(":")
+            assert published[0] == "127.0.0.1" and int(published[-1]) == cfg.port
+
+
+def _mounts(service: dict) -> dict[str, str]:
+    """container path -> volume name."""
+    out = {}
+    for v in service.get("volumes", []):
+        volume, _, path = v.partition(":")
+        out[path.split(":")[0]] = volume
+    return out
+
+
+def test_stats_job_wiring(services, capsys):
+    stats = [s for s in services.values() if _is_bloomcast(s) and _argv(s)[0] == "stats"]
+    assert len(stats) == 1
+    job = stats[0]
+    args = parse(_argv(job), capsys)
+    assert args.stats_command == "run" and args.stream
+    # the spool the job reads is the volume every node's tap writes, at the same
+    # path on the Spark worker (executors read the files)
+    spool_volume = _mounts(job)[args.spool]
+    for s in _node_services(services).values():
+        cfg = config_from_args(parse(_argv(s), capsys))
+        assert _mounts(s)[cfg.traffic_dir] == spool_volume
+    worker = services["spark-worker"]
+    assert _mounts(worker)[args.spool] == spool_volume
+    checkpoint_dir = str(Path(args.checkpoint).parent)
+    assert _mounts(worker)[checkpoint_dir] == _mounts(job)[checkpoint_dir]
+    # the master URL names the master service and the port its command listens on
+    master = urlparse(args.master)
+    assert master.scheme == "spark" and master.hostname in services
+    master_argv = _argv(services[master.hostname])
+    assert "org.apache.spark.deploy.master.Master" in master_argv
+    assert master_argv[master_argv.index("--port") + 1] == str(master.port)
+    assert f"spark://{master.hostname}:{master.port}" in _argv(worker)
+    # Redis for statistics is a service of its own
+    redis_url = urlparse(args.redis)
+    assert redis_url.scheme == "redis" and redis_url.hostname in services
+    assert "redis" in services[redis_url.hostname]["image"]
+    conf = dict(c.split("=", 1) for c in args.conf)
+    assert conf["spark.driver.host"] == job.get("hostname")
+
+
+def test_spark_image_matches_pyspark(services):
+    # classic (non-Connect) Spark needs the driver and the cluster on one version
+    tags = {
+        s["image"] for s in services.values() if str(s.get("image", "")).startswith("apache/spark")
+    }
+    assert tags == {f"apache/spark:{pyspark.__version__}"}
+
+
+def test_dockerfile_builds_from_the_lock():
+    dockerfile = (ROOT / "compose" / "Dockerfile").read_text()
+    assert "uv sync --frozen --no-dev" in dockerfile
+    for folder in ("router", "bloom", "cluster_bus", "spark", "bench"):
+        assert f"COPY {folder} {folder}" in dockerfile
+    assert 'ENTRYPOINT ["bloomcast"]' in dockerfile
