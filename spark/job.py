@@ -7,11 +7,14 @@ Pipeline (one streaming query, checkpointed):
    micro-batch.
 2. ``from_json`` with the schema of :data:`spark.events.SCHEMA_FIELDS`. A line
    that is not JSON, or lacks a usable ``event_id``/``time``/``node``/``role``/
-   ``channel``, is *malformed*: it is kept with a null event time (so it never
+   ``channel``, or is stamped more than ``max_clock_skew`` after the batch's
+   time, is *malformed*: it is kept with a null event time (so it never
    moves the watermark) and a key of its own, counted per batch, and skipped.
 3. ``withWatermark(event_time, dedup_window)`` +
    ``dropDuplicatesWithinWatermark(event_id, node)``: a re-delivered event (a
-   file copied twice, a replayed spool) is counted once.
+   file copied twice, a replayed spool) is counted once. The window is also the
+   allowed lateness: Spark drops events older than the watermark (latest
+   event time seen minus ``dedup_window``).
 4. ``foreachBatch``: per half-life ``h`` (``a = ln 2 / h``) and distribution,
    ``S_b[bin] = sum w exp(a (t - T_b))`` against the batch landmark ``T_b =
    ceil(max t)`` (see :mod:`spark.decay`), collected to the driver (one row per
@@ -91,6 +94,7 @@ class JobConfig:
     dedup_window: str = "10 minutes"
     trigger_interval: str = "5 seconds"
     clean_source: str = "off"  # Spark file source cleanSource: off | delete | archive
+    max_clock_skew: float = 3600.0  # events stamped later than batch time + this are malformed
     query_name: str = "bloomcast_stats"
 
 
@@ -143,6 +147,9 @@ def event_stream(spark: SparkSession, config: JobConfig) -> DataFrame:
         & F.col("node").isNotNull()
         & F.col("channel").isNotNull()
         & F.col("role").isin("origin", "receiver")
+        # an event stamped far in the future would push the watermark past every
+        # real event (all later ones would be dropped as late): treat it as malformed
+        & (F.col("time") <= F.unix_timestamp(F.current_timestamp()) + F.lit(config.max_clock_skew))
     )
     parsed = parsed.select(
         # a malformed line keys on its file and text, so it is not merged with others

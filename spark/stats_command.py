@@ -43,6 +43,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
     r.add_argument("--max-files-per-trigger", type=int, default=100)
     r.add_argument("--dedup-window", default="10 minutes", help="watermark delay for dedup")
     r.add_argument("--trigger-interval", default="5 seconds", help="micro-batch interval")
+    r.add_argument(
+        "--max-clock-skew",
+        type=float,
+        default=3600.0,
+        help="seconds an event may be stamped ahead of the batch time (later: malformed)",
+    )
     r.add_argument("--shuffle-partitions", type=int, default=8)
     r.add_argument(
         "--conf",
@@ -105,6 +111,7 @@ def _run_job(args: argparse.Namespace) -> int:
         dedup_window=args.dedup_window,
         trigger_interval=args.trigger_interval,
         clean_source=args.clean_source,
+        max_clock_skew=args.max_clock_skew,
     )
     # an embedding process (tests, a notebook) may already run a session: reuse, don't stop it
     owned = SparkSession.getActiveSession() is None
