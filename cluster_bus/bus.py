@@ -864,9 +864,9 @@ class ClusterBus:
         before = set(ms.peers)
         rec = ms.peers.get(peer)
         if rec is None:
-            rec = ms.learn(peer, host, hb.client_port, hb.bus_port, now)
+            rec = ms.learn(peer, host, hb.client_port, hb.bus_port, now, direct=True)
             if rec is None:
-                return  # a forgotten id (left or replaced): ignore
+                return
         else:
             rec.host, rec.client_port, rec.bus_port = host, hb.client_port, hb.bus_port
         rec.connected = True

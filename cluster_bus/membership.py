@@ -87,13 +87,24 @@ class Membership:
     # -- learning nodes ----------------------------------------------------------
 
     def learn(
-        self, node_id: str, host: str, client_port: int, bus_port: int, now_ms: int
+        self,
+        node_id: str,
+        host: str,
+        client_port: int,
+        bus_port: int,
+        now_ms: int,
+        direct: bool = False,
     ) -> NodeRecord | None:
         """Add or update a node; return the record when it is new, else None.
 
         A node with a new id at the bus address of a known one replaces it (the
-        node restarted with a new id); the old id is forgotten."""
-        if node_id == self.my_id or self._is_forgotten(node_id, now_ms):
+        node restarted with a new id); the old id is forgotten. ``direct``: the
+        node itself spoke to us (authenticated link), which overrides a forget."""
+        if node_id == self.my_id:
+            return None
+        if direct:
+            self._forgotten.pop(node_id, None)
+        elif self._is_forgotten(node_id, now_ms):
             return None
         rec = self.peers.get(node_id)
         if rec is not None:

@@ -118,3 +118,10 @@ def test_gossip_sample_puts_failing_nodes_first():
     sample = m.gossip_sample(nid(1), 2)
     assert sample[0].node_id == nid(5) and sample[0].flags & NodeFlags.FAIL
     assert all(g.node_id != nid(1) for g in m.gossip_sample(nid(1), 10))
+
+
+def test_forgotten_node_speaking_directly_is_learned_again():
+    m = cluster(3)
+    m.forget(nid(1), 0)
+    assert m.learn(nid(1), "127.0.0.1", 7001, 17001, 10) is None  # gossip: ignored
+    assert m.learn(nid(1), "127.0.0.1", 7001, 17001, 10, direct=True) is not None
