@@ -26,6 +26,10 @@ from bloom.hashing import DEFAULT_K, is_power_of_two, key_positions
 MIN_M: Final = 8
 """Smallest filter size: whole bytes on the wire."""
 
+MAX_DECODE_M: Final = 1 << 28
+"""Largest m that ``from_bytes`` accepts by default (32 MiB of bits, ~28M keys at
+1%): a forged header must not make a node allocate more from a short frame."""
+
 FORMAT_VERSION: Final = 1
 _FLAG_SC: Final = 1  # payload is bitarray.util.sc_encode output
 # version u8, flags u8, k u8, m u64 (big-endian)
@@ -227,8 +231,9 @@ class BloomFilter:
         return _HEADER.pack(FORMAT_VERSION, flags, self._k, self._m) + raw
 
     @classmethod
-    def from_bytes(cls, data: bytes) -> BloomFilter:
-        """Decode :meth:`to_bytes` output. Raises ValueError on any malformed input."""
+    def from_bytes(cls, data: bytes, max_m: int = MAX_DECODE_M) -> BloomFilter:
+        """Decode :meth:`to_bytes` output. Raises ValueError on any malformed input
+        or an m above ``max_m``."""
         if len(data) < _HEADER.size:
             raise ValueError("bloom filter encoding too short")
         version, flags, k, m = _HEADER.unpack_from(data)
@@ -237,16 +242,11 @@ class BloomFilter:
         if flags & ~_FLAG_SC:
             raise ValueError(f"unknown bloom filter encoding flags {flags:#x}")
         check_geometry(m, k)
+        if m > max_m:
+            raise ValueError(f"bloom filter m={m} exceeds the limit {max_m}")
         payload = bytes(data[_HEADER.size :])
         if flags & _FLAG_SC:
-            try:
-                bits = sc_decode(payload)
-            except (ValueError, TypeError, StopIteration) as exc:
-                raise ValueError(f"bad compressed bloom filter bits: {exc}") from exc
-            if len(bits) != m:
-                raise ValueError(f"compressed bits have length {len(bits)}, expected {m}")
-            if bits.endian != "big":
-                bits = bitarray(bits, endian="big")
+            bits = decode_sparse(payload, m)
         else:
             if len(payload) != m // 8:
                 raise ValueError(f"bloom filter bits are {len(payload)} bytes, expected {m // 8}")
@@ -263,6 +263,32 @@ class BloomFilter:
 
     def __repr__(self) -> str:
         return f"BloomFilter(m={self._m}, k={self._k}, set_bits={self.set_bits})"
+
+
+def decode_sparse(payload: bytes, m: int) -> bitarray:
+    """``bitarray.util.sc_decode`` of untrusted bytes that must hold exactly m bits.
+
+    The length in the sc header (byte 0: bits 0-3 = count of little-endian
+    length bytes that follow) is checked against m BEFORE decoding, so a
+    forged length cannot make sc_decode allocate gigabytes. Raises ValueError.
+    """
+    if not payload:
+        raise ValueError("empty compressed bits")
+    nbytes = payload[0] & 0x0F
+    if nbytes > 8 or len(payload) < 1 + nbytes:
+        raise ValueError("bad compressed bits header")
+    length = int.from_bytes(payload[1 : 1 + nbytes], "little")
+    if length != m:
+        raise ValueError(f"compressed bits have length {length}, expected {m}")
+    try:
+        bits = sc_decode(payload)
+    except Exception as exc:  # bitarray raises several types on corrupt streams
+        raise ValueError(f"bad compressed bits: {exc}") from exc
+    if len(bits) != m:
+        raise ValueError(f"compressed bits have length {len(bits)}, expected {m}")
+    if bits.endian != "big":
+        bits = bitarray(bits, endian="big")
+    return bits
 
 
 def estimate_count(m: int, k: int, set_bits: int) -> float:

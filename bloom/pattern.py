@@ -25,9 +25,15 @@ import struct
 from typing import Final
 
 from bitarray import bitarray
-from bitarray.util import sc_decode, sc_encode
+from bitarray.util import sc_encode
 
-from bloom.bloom_filter import BloomFilter, m_for_capacity
+from bloom.bloom_filter import (
+    MAX_DECODE_M,
+    BloomFilter,
+    check_geometry,
+    decode_sparse,
+    m_for_capacity,
+)
 from bloom.counting import CountingBloomFilter
 from bloom.crc64 import crc64
 from bloom.hashing import DEFAULT_K, key_positions
@@ -269,9 +275,9 @@ class PatternFilter:
         return header + raw
 
     @staticmethod
-    def from_bytes(data: bytes) -> RemotePatternFilter:
+    def from_bytes(data: bytes, max_m: int = MAX_DECODE_M) -> RemotePatternFilter:
         """Decode :meth:`to_bytes`: the exported (non-counting) state of a pattern
-        filter. Raises ValueError on malformed input."""
+        filter. Raises ValueError on malformed input or an m above ``max_m``."""
         if len(data) < _HEADER.size:
             raise ValueError("pattern filter encoding too short")
         version, flags, k, max_prefix, m, mask = _HEADER.unpack_from(data)
@@ -279,15 +285,17 @@ class PatternFilter:
             raise ValueError(f"unsupported pattern filter encoding version {version}")
         if flags & ~(_FLAG_MATCH_ALL | _FLAG_SC):
             raise ValueError(f"unknown pattern filter flags {flags:#x}")
-        if mask >> (max_prefix + 1) or mask & 1:
+        if not 1 <= max_prefix <= 63 or mask >> (max_prefix + 1) or mask & 1:
             raise ValueError("prefix mask has lengths outside 1..max_prefix")
+        check_geometry(m, k)
+        if m > max_m:
+            raise ValueError(f"pattern filter m={m} exceeds the limit {max_m}")
         payload = bytes(data[_HEADER.size :])
         if flags & _FLAG_SC:
-            try:
-                bits = sc_decode(payload)
-            except (ValueError, TypeError, StopIteration) as exc:
-                raise ValueError(f"bad compressed pattern filter bits: {exc}") from exc
+            bits = decode_sparse(payload, m)
         else:
+            if len(payload) != m // 8:
+                raise ValueError(f"pattern filter bits are {len(payload)} bytes, expected {m // 8}")
             bits = bitarray(endian="big")
             bits.frombytes(payload)
         bloom = BloomFilter(m, k, bits)  # validates m, k and the length

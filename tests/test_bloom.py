@@ -1,5 +1,6 @@
 """bloom/: crc64, hashing, BloomFilter, CountingBloomFilter, OppositeBloomFilter."""
 
+import contextlib
 import math
 
 import pytest
@@ -384,3 +385,42 @@ def test_opposite_size_for_formula_and_measured_catch_rate():
         OppositeBloomFilter.size_for(1.0, 10)
     with pytest.raises(ValueError):
         OppositeBloomFilter(0)
+
+
+# -- decoder fuzz smoke (untrusted bytes from peers) -----------------------------------
+
+
+@given(st.binary(max_size=64))
+@settings(max_examples=300, deadline=None)
+def test_from_bytes_random_input_only_raises_valueerror(data):
+    from bloom import PatternFilter
+
+    for decode in (BloomFilter.from_bytes, PatternFilter.from_bytes):
+        with contextlib.suppress(ValueError):
+            decode(data)
+
+
+@given(st.lists(st.tuples(st.integers(0, 40), st.integers(0, 255)), min_size=1, max_size=6))
+@settings(max_examples=300, deadline=None)
+def test_from_bytes_mutated_encodings_only_raise_valueerror(edits):
+    f = BloomFilter(1 << 12)
+    f.add(b"a")
+    for data in (f.to_bytes(), BloomFilter(64).to_bytes()):
+        buf = bytearray(data)
+        for i, v in edits:
+            buf[i % len(buf)] = v
+        try:
+            g = BloomFilter.from_bytes(bytes(buf))
+        except ValueError:
+            continue
+        assert g.m <= 1 << 28 and len(g.bits) == g.m
+
+
+def test_forged_compressed_length_is_refused_before_decoding():
+    # header says m = 2^20 and the sc stream claims 2^40 bits
+    head = b"\x01\x01\x07" + (1 << 20).to_bytes(8, "big")
+    forged = bytes([0x16]) + (1 << 40).to_bytes(6, "little") + b"\x00"
+    with pytest.raises(ValueError, match="length"):
+        BloomFilter.from_bytes(head + forged)
+    with pytest.raises(ValueError, match="limit"):
+        BloomFilter.from_bytes(b"\x01\x01\x07" + (1 << 40).to_bytes(8, "big") + forged)
