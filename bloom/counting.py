@@ -20,6 +20,7 @@ otherwise corrupts the counts, as with any counting filter.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Final
 
 from bloom.bloom_filter import BloomFilter, check_geometry, estimate_count, m_for_capacity
@@ -49,6 +50,17 @@ class CountingBloomFilter:
     def for_capacity(cls, n: int, p: float, k: int = DEFAULT_K) -> CountingBloomFilter:
         """Sized so the exported filter's FP rate stays <= p up to n keys."""
         return cls(m_for_capacity(n, p, k), k)
+
+    @classmethod
+    def from_keys(cls, keys: Iterable[bytes], m: int, k: int = DEFAULT_K) -> CountingBloomFilter:
+        """A filter of size m holding each of ``keys`` (distinct) once: the rebuild
+        a node does from its exact subscriptions when it resizes (doubling m when
+        ``estimated_fp_rate`` exceeds its target, DESIGN §3)."""
+        f = cls(m, k)
+        for key in keys:
+            f.add(key)
+        f._last_set = ()
+        return f
 
     @property
     def m(self) -> int:

@@ -34,15 +34,14 @@ def key_positions(key: bytes, k: int = DEFAULT_K) -> tuple[int, ...]:
     """The k unreduced positions (unsigned 64-bit ints) of ``key`` (bytes-like)."""
     h1, h2 = _hash(key, SEED)
     if k == 7:  # DEFAULT_K, unrolled: the hot path of every add and query
-        return (
-            h1,
-            (h1 + h2) & _M64,
-            (h1 + 2 * h2 + 1) & _M64,
-            (h1 + 3 * h2 + 4) & _M64,
-            (h1 + 4 * h2 + 10) & _M64,
-            (h1 + 5 * h2 + 20) & _M64,
-            (h1 + 6 * h2 + 35) & _M64,
-        )
+        # g_i = g_{i-1} + h2 + i(i-1)/2: running sums, no multiplications
+        a = h1 + h2
+        b = a + h2 + 1
+        c = b + h2 + 3
+        d = c + h2 + 6
+        e = d + h2 + 10
+        f = e + h2 + 15
+        return (h1, a & _M64, b & _M64, c & _M64, d & _M64, e & _M64, f & _M64)
     if k < 1:
         raise ValueError(f"k must be >= 1, got {k}")
     # incremental form of the same sequence: x_{i+1} = x_i + y_i, y_{i+1} = y_i + i + 1

@@ -424,3 +424,14 @@ def test_forged_compressed_length_is_refused_before_decoding():
         BloomFilter.from_bytes(head + forged)
     with pytest.raises(ValueError, match="limit"):
         BloomFilter.from_bytes(b"\x01\x01\x07" + (1 << 40).to_bytes(8, "big") + forged)
+
+
+def test_counting_from_keys_equals_incremental_build():
+    keys = [b"r%d" % i for i in range(300)]
+    inc = CountingBloomFilter(2048)
+    for key in keys:
+        inc.add(key)
+    rebuilt = CountingBloomFilter.from_keys(keys, 4096)
+    assert rebuilt.m == 4096 and all(key in rebuilt for key in keys)
+    assert CountingBloomFilter.from_keys(keys, 2048).to_bloom() == inc.to_bloom()
+    assert rebuilt.estimated_fp_rate < inc.estimated_fp_rate
