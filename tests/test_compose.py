@@ -150,3 +150,19 @@ def test_dockerfile_builds_from_the_lock():
     for folder in ("router", "bloom", "cluster_bus", "spark", "bench"):
         assert f"COPY {folder} {folder}" in dockerfile
     assert 'ENTRYPOINT ["bloomcast"]' in dockerfile
+
+
+def test_readme_documents_every_node_flag_and_the_toml_example(tmp_path):
+    # the README's configuration table and TOML example follow router/config.py
+    readme = (ROOT / "README.md").read_text()
+    parser = argparse.ArgumentParser()
+    add_node_arguments(parser)
+    flags = [s for a in parser._actions for s in a.option_strings if s.startswith("--")]
+    missing = [f for f in flags if f"`{f}" not in readme]
+    assert not missing, f"README configuration table lacks {missing}"
+    toml = readme.split("```toml\n", 1)[1].split("```", 1)[0]
+    (tmp_path / "node.toml").write_text(toml)
+    config = NodeConfig.from_toml(tmp_path / "node.toml")
+    assert config.port == 7001 and config.subscribe_visibility_timeout_ms == 200
+    assert readme.startswith("# bloomcast")
+    assert "uv run bloomcast demo" in readme[:1200] and "uv run pytest" in readme[:1200]
