@@ -366,3 +366,65 @@ def test_false_positives_trigger_resize_and_full_announce():
             await stop_all(pairs)
 
     run(main())
+
+
+def crash(bus: ClusterBus) -> None:
+    """Stop a bus without a word (as kill -9 would): no LEAVE, links reset."""
+    bus._stopping = True
+    bus._server.close()
+    bus._cron.cancel()
+    for link in list(bus._links):
+        link.transport.abort()
+
+
+def test_restart_with_new_id_on_same_port_rejoins_with_full_filter_exchange():
+    async def main():
+        pairs = await start_cluster(3)
+        nodes = [p[0] for p in pairs]
+        buses = [p[1] for p in pairs]
+        try:
+            await until(lambda: converged(buses))
+            old_id, port = nodes[2].node_id, buses[2].port
+            crash(buses[2])
+            node = BusTestNode()
+            node.subscribe(b"after.restart")  # subscribed before it rejoins
+            cfg = config(cluster_port=port, join=[f"127.0.0.1:{buses[0].port}"])
+            bus = ClusterBus(node, cfg, node.filters, client_port=1002)
+            await bus.start()
+            pairs[2] = (node, bus)
+            buses[2], nodes[2] = bus, node
+            await until(lambda: converged(buses), what="rejoined")
+            for b in buses[:2]:
+                assert old_id not in b.membership.peers  # replaced at that address
+                assert b.forward_publish(b"after.restart", b"x", False, 1) == 1
+            await until(lambda: len(node.delivered) == 2)
+            assert buses[0].info_fields()["cluster_stats_filter_syncs_received"] >= 4
+        finally:
+            await stop_all(pairs)
+
+    run(main())
+
+
+def test_link_reset_heals_and_counts_no_gap():
+    async def main():
+        pairs = await start_cluster(2)
+        nodes = [p[0] for p in pairs]
+        buses = [p[1] for p in pairs]
+        try:
+            await until(lambda: converged(buses))
+            buses[1].filters_changed([nodes[1].subscribe(b"c")])
+            await until(lambda: buses[0].forward_publish(b"c", b"1", False, 1) == 1)
+            old = buses[0]._out[nodes[1].node_id]
+            for link in list(buses[0]._links):  # cut every link between the two
+                link.transport.abort()
+            await until(
+                lambda: buses[0]._out.get(nodes[1].node_id) not in (None, old) and converged(buses),
+                what="healed",
+            )
+            assert buses[0].forward_publish(b"c", b"2", False, 2) == 1
+            await until(lambda: [m for _, m, _ in nodes[1].delivered] == [b"1", b"2"])
+            assert buses[1].info_fields()["cluster_stats_sequence_gaps"] == 0
+        finally:
+            await stop_all(pairs)
+
+    run(main())
