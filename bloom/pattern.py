@@ -49,14 +49,16 @@ _FLAG_SC: Final = 2
 _HEADER = struct.Struct(">BBBBQQ")
 
 
-def literal_prefix(pattern: bytes, max_len: int = DEFAULT_MAX_PREFIX) -> bytes | None:
+def literal_prefix(pattern: bytes, max_len: int = DEFAULT_MAX_PREFIX) -> bytes:
     """The literal prefix of a Redis glob pattern, at most ``max_len`` bytes.
 
     Stops at the first unescaped ``*``, ``?`` or ``[``; ``\\x`` stands for
     ``x`` (a trailing lone backslash is a literal backslash, as in Redis
-    ``stringmatchlen``). Returns None when the pattern starts with a glob
-    character (it may match any channel: match-all). A pattern without glob
-    characters returns its whole (unescaped, cut) text.
+    ``stringmatchlen``). Returns ``b""`` when the pattern starts with a glob
+    character (it may match any channel: match-all; the empty pattern, which
+    matches only the empty channel, is also treated as match-all, a safe
+    over-approximation). A pattern without glob characters returns its whole
+    (unescaped, cut) text.
     """
     out = bytearray()
     i = 0
@@ -70,8 +72,6 @@ def literal_prefix(pattern: bytes, max_len: int = DEFAULT_MAX_PREFIX) -> bytes |
             c = pattern[i]
         out.append(c)
         i += 1
-    if not out:
-        return None
     return bytes(out)
 
 
@@ -169,7 +169,7 @@ class PatternFilter:
         0 -> 1 (empty for a match-all pattern; watch ``match_all`` and
         ``prefix_lengths`` for the other changes)."""
         prefix = literal_prefix(pattern, self._max_prefix)
-        if prefix is None:
+        if not prefix:
             self._match_all += 1
             return ()
         n = len(prefix)
@@ -183,7 +183,7 @@ class PatternFilter:
         """Remove a pattern added once; returns the positions that went 1 -> 0.
         Raises KeyError when the pattern is detectably absent."""
         prefix = literal_prefix(pattern, self._max_prefix)
-        if prefix is None:
+        if not prefix:
             if self._match_all == 0:
                 raise KeyError(pattern)
             self._match_all -= 1
