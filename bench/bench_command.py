@@ -119,23 +119,20 @@ def run_parts(
 
 
 def run_simulate(args: argparse.Namespace, sizes_arg: str | None) -> dict[str, Any]:
-    """Call the bloom part's ``bench.simulate.run_simulation`` for each size."""
-    try:
-        from bench.simulate import run_simulation
-    except ImportError as exc:
-        return {"error": f"bench.simulate not available: {exc}"}
+    """Call the bloom part's ``bench.simulate.run_simulation`` for each workload and
+    size: ``{workload: {N: figures}}``. The ``## simulation`` section of
+    benchmarks.md belongs to that part (``python -m bench.simulate --write``);
+    here the figures go to the JSON only."""
+    from bench.simulate import run_simulation
+
     default = (20, 50) if args.quick else (100, 1000)
     sizes = parse_sizes(sizes_arg, default)
-    print(f"bench: simulation {sizes} ...", flush=True)
-    import inspect
-
-    # pass --quick through when the simulation takes it
-    kwargs = (
-        {"quick": True}
-        if args.quick and "quick" in inspect.signature(run_simulation).parameters
-        else {}
-    )
-    return {str(n): run_simulation(n, **kwargs) for n in sizes}
+    workloads = ("tail",) if args.quick else ("tail", "hot")
+    print(f"bench: simulation {sizes} {workloads} ...", flush=True)
+    return {
+        w: {str(n): run_simulation(n, quick=args.quick, workload=w) for n in sizes}
+        for w in workloads
+    }
 
 
 def write_outputs(

@@ -36,14 +36,14 @@ class ConvergencePlan:
     """Sizes of the convergence benchmark; ``quick()`` is for tests."""
 
     sizes: tuple[int, ...] = (3, 6, 12)
-    systems: tuple[str, ...] = (NODE, VALKEY)
+    systems: tuple[str, ...] = (NODE, VALKEY, REDIS)
     trials: int = 200
     trial_timeout_s: float = 5.0
-    visibility_ms: int = 0  # >0: also run bloomcast with --subscribe-visibility-timeout
+    visibility_ms: int = 1000  # >0: also run bloomcast with --subscribe-visibility-timeout
 
     @classmethod
     def quick(cls) -> ConvergencePlan:
-        return cls(sizes=(3,), systems=(NODE, VALKEY), trials=5)
+        return cls(sizes=(3,), systems=(NODE, VALKEY), trials=5, visibility_ms=0)
 
 
 def percentile(values: list[float], q: float) -> float:
