@@ -28,6 +28,12 @@ What is simulated (issue 7 part 3):
   distinct subscriptions: a lower bound, no per-entry overhead counted).
 - Routing time per PUBLISH: wall time of the route (hash + index queries +
   pattern probes + match-all), mean over the PUBLISH calls.
+- The same memory in this process (``sys.getsizeof`` totals): the
+  BitSlicedIndex structures (:attr:`bloom.BitSlicedIndex.nbytes`) vs a dict
+  subject -> peer bitmask (:attr:`ExactInterest.nbytes`).
+- Cross-check with the node's own routing code: the PUBLISH list is routed
+  again by ``cluster_bus.routing.PeerTable`` (filters installed and verified
+  against their CRC64 as the bus does); differing routes are counted.
 
 Nothing here asserts a speed. ``--write`` replaces the ``## simulation``
 section of docs/benchmarks.md.
@@ -38,6 +44,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -217,6 +224,17 @@ class ExactInterest:
                     self.by_prefix[prefix] = self.by_prefix.get(prefix, 0) | bit
         self.prefix_lengths = sorted({len(p) for p in self.by_prefix})
 
+    @property
+    def nbytes(self) -> int:
+        """In-process bytes of this exact table (``sys.getsizeof`` of the dicts,
+        every subject and every peer-mask int): what an exact subject list
+        costs in this Python process, next to :attr:`BitSlicedIndex.nbytes`."""
+        size = 0
+        for table in (self.by_channel, self.by_prefix):
+            size += sys.getsizeof(table)
+            size += sum(sys.getsizeof(key) + sys.getsizeof(val) for key, val in table.items())
+        return size
+
     def route(self, channel: bytes, origin: int) -> int:
         """Bitmask of the peers with a subscriber for ``channel``."""
         mask = self.match_all | self.by_channel.get(channel, 0)
@@ -292,6 +310,7 @@ def run_simulation(
             cold_exact += e
     if missed:
         raise AssertionError(f"{missed} routes missed a subscribed peer (false negatives)")
+    table_check = peer_table_check(node_list, work, routes)
 
     # memory one node keeps about its N-1 peers (mean over nodes)
     filter_bytes = sum(
@@ -303,6 +322,11 @@ def run_simulation(
     )
     per_node_filters = filter_bytes * (nodes - 1) / nodes
     per_node_subjects = subject_bytes * (nodes - 1) / nodes
+    # the same in this process: the structures hold all N nodes (one shared
+    # view); a node holds N-1 of them, hence the same (N-1)/N scaling
+    index_bytes = sum(i.nbytes for i in routing.chan_indexes + routing.pat_indexes)
+    per_node_index = index_bytes * (nodes - 1) / nodes
+    per_node_exact_dict = exact.nbytes * (nodes - 1) / nodes
     pubs = cfg.publishes
     chan_m = sorted({n.chan_filter.m for n in node_list})
     subs = sum(len(n.channels) + len(n.patterns) for n in node_list)
@@ -329,7 +353,65 @@ def run_simulation(
         "memory_per_node_filters_bytes": per_node_filters,
         "memory_per_node_exact_subjects_bytes": per_node_subjects,
         "filters_over_exact_memory": per_node_filters / per_node_subjects,
+        "memory_per_node_index_bytes": per_node_index,
+        "memory_per_node_exact_dict_bytes": per_node_exact_dict,
+        "index_over_exact_dict_memory": per_node_index / per_node_exact_dict,
+        **table_check,
         "build_s": build_s,
+    }
+
+
+def peer_table_check(
+    nodes: Sequence[_Node], work: Sequence[tuple[bytes, int]], routes: Sequence[int]
+) -> dict[str, Any]:
+    """Route the same PUBLISH list with the node's own routing code,
+    ``cluster_bus.routing.PeerTable`` (filters installed as the bus installs
+    them, each verified against its CRC64 fingerprint), route cache on as a
+    node runs it, from a fresh table (first sight of each channel misses).
+
+    Returns ``peer_table_mismatches`` (PUBLISH calls whose route differs from
+    :class:`ClusterRouting`'s; 0 means the simulation routes exactly as a
+    node does) and ``peer_table_us_per_publish`` (one pass, mean).
+    """
+    from cluster_bus.frames import FilterKind
+    from cluster_bus.routing import PeerTable
+
+    table = PeerTable()
+    for slot, node in enumerate(nodes):
+        node_id = f"sim-{slot}"
+        if table.add_peer(node_id) != slot:
+            raise AssertionError("PeerTable slots are not assigned in order")
+        cf, pf = node.chan_filter, node.pat_filter
+        ok = table.set_filter(
+            node_id,
+            FilterKind.CHANNELS,
+            cf.m,
+            cf.k,
+            cf.exported.bits.tobytes(),
+            cf.fingerprint(),
+            1,
+        )
+        ok &= table.set_filter(
+            node_id,
+            FilterKind.PATTERNS,
+            pf.m,
+            pf.k,
+            pf.counting.exported.bits.tobytes(),
+            pf.fingerprint(),
+            1,
+            pf.prefix_lengths,
+            pf.match_all,
+        )
+        if not ok:
+            raise AssertionError(f"PeerTable refused node {slot}'s filters (fingerprint)")
+    route = table.route
+    t0 = time.perf_counter()
+    got = [route(ch) & ~(1 << o) for ch, o in work]
+    elapsed = time.perf_counter() - t0
+    mismatches = sum(1 for a, b in zip(got, routes, strict=True) if a != b)
+    return {
+        "peer_table_mismatches": mismatches,
+        "peer_table_us_per_publish": elapsed / max(1, len(work)) * 1e6,
     }
 
 
@@ -365,8 +447,9 @@ def markdown(results: dict[str, dict[str, dict[str, Any]]], cmd: str) -> str:
             "",
             "| N | forwards / PUBLISH | exact minimum | broadcast | forwards / exact | "
             "broadcast / forwards | false forwards / PUBLISH | routing us / PUBLISH "
-            "(uncached) | with route cache (hit ratio) |",
-            "|---|---|---|---|---|---|---|---|---|",
+            "(uncached) | with route cache (hit ratio) | node's PeerTable.route us "
+            "(its cache on; routes differing) |",
+            "|---|---|---|---|---|---|---|---|---|---|",
         ]
         for n, r in by_n.items():
             lines.append(
@@ -375,14 +458,16 @@ def markdown(results: dict[str, dict[str, dict[str, Any]]], cmd: str) -> str:
                 f"{r['broadcast_over_forwards']:.1f}x | "
                 f"{r['false_forwards_per_publish']:.4f} | "
                 f"{r['routing_us_per_publish']:.1f} | {r['routing_cached_us_per_publish']:.2f} "
-                f"({r['route_cache_hit_ratio']:.0%}) |"
+                f"({r['route_cache_hit_ratio']:.0%}) | {r['peer_table_us_per_publish']:.2f} "
+                f"({r['peer_table_mismatches']}) |"
             )
         lines += [
             "",
-            "| N | p per peer | channel filter m in use | peer filters per node | "
+            "| N | p per peer | channel filter m in use | peer filter bits per node | "
             "exact subject list per node (NATS-style; subject bytes only) | filters / "
-            "exact | PUBLISH with exact <= 1: forwards vs exact |",
-            "|---|---|---|---|---|---|---|",
+            "exact | in process: bit-sliced indexes | in process: exact dict subject -> "
+            "peers | index / dict | PUBLISH with exact <= 1: forwards vs exact |",
+            "|---|---|---|---|---|---|---|---|---|---|",
         ]
         for n, r in by_n.items():
             sizes = ", ".join(str(m) for m in r["channel_filter_m"])
@@ -391,6 +476,9 @@ def markdown(results: dict[str, dict[str, dict[str, Any]]], cmd: str) -> str:
                 f"{r['memory_per_node_filters_bytes'] / 1e6:.2f} MB | "
                 f"{r['memory_per_node_exact_subjects_bytes'] / 1e6:.2f} MB | "
                 f"{r['filters_over_exact_memory']:.2f}x | "
+                f"{r['memory_per_node_index_bytes'] / 1e6:.2f} MB | "
+                f"{r['memory_per_node_exact_dict_bytes'] / 1e6:.2f} MB | "
+                f"{r['index_over_exact_dict_memory']:.2f}x | "
                 f"{r['cold_forwards_per_publish']:.3f} vs {r['cold_exact_per_publish']:.3f} "
                 f"({r['cold_publishes']:,} PUBLISH) |"
             )
@@ -404,9 +492,18 @@ def markdown(results: dict[str, dict[str, dict[str, Any]]], cmd: str) -> str:
         "in use (skipped once every peer using that length is a destination), the "
         "match-all OR, best of 3 passes over the PUBLISH list. The cached column adds "
         "a per-channel route cache as a node keeps "
-        "between peer-table changes. The exact subject list counts only subject bytes "
+        "between peer-table changes. The PeerTable column routes the same PUBLISH list "
+        "with the node's own code (cluster_bus.routing.PeerTable, filters installed "
+        "and CRC64-verified as the bus installs them, its route cache on, one pass from "
+        "a fresh table); 0 routes differing means the simulation routes exactly as a "
+        "node does. Memory: the exact subject list counts only subject bytes "
         "(a lower bound: a real list adds per-entry overhead); the filter figure is the "
-        "bits of the N-1 peers' channel and pattern filters. "
+        "bits of the N-1 peers' channel and pattern filters, as sent on the bus. The "
+        "in-process columns are sys.getsizeof totals of the structures this process "
+        "routes with: the BitSlicedIndex rows (Python ints, one per bit position and "
+        "filter size) plus each peer's bit copy, vs a dict from each subscribed "
+        "subject (or pattern prefix) to its peer bitmask; Python's per-object overhead "
+        "makes both several times their raw bytes. "
         f"Python {platform.python_version()}; load average at the start {load:.2f} "
         "on a shared 2-core machine.",
     ]

@@ -9,6 +9,7 @@ whole machine words at a time; bit-sliced signatures, Faloutsos 1985; DESIGN §5
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable, Sequence
 
 from bitarray import bitarray
@@ -47,6 +48,16 @@ class BitSlicedIndex:
     def peers(self) -> int:
         """Bitmask of the peers held (bit P = peer P), as :meth:`query` answers."""
         return self._members
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes this index holds in the process (``sys.getsizeof`` of the row list,
+        every row int and every peer's bit copy): the in-memory cost, as opposed to
+        the m/8 bytes per filter on the wire. Rows are ints of up to (highest
+        peer slot + 1) bits, so this grows with m x peers / 8 plus per-int overhead."""
+        rows = self._rows
+        size = sys.getsizeof(rows) + sum(map(sys.getsizeof, rows))
+        return size + sum(map(sys.getsizeof, self._bits.values())) + sys.getsizeof(self._bits)
 
     def __len__(self) -> int:
         return len(self._bits)

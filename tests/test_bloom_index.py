@@ -108,3 +108,17 @@ def test_query_uses_only_first_k_positions():
     f.add(b"z")
     index.set(0, f)
     assert index.query(key_positions(b"z", 10)) == 1
+
+
+def test_nbytes_counts_rows_and_peer_copies():
+    index = BitSlicedIndex(1024)
+    empty = index.nbytes
+    assert empty >= 1024 * 8  # the row list alone holds m pointers
+    f = BloomFilter(1024)
+    for i in range(50):
+        f.add(b"n%d" % i)
+    index.set(500, f)  # rows now hold ints of ~501 bits, plus a 128-byte copy
+    grown = index.nbytes
+    assert grown - empty >= f.set_bits * (500 // 8) + 1024 // 8
+    index.remove(500)
+    assert index.nbytes < grown

@@ -61,6 +61,13 @@ def test_run_simulation_counters_consistent():
     )
     assert res["memory_per_node_filters_bytes"] > 0
     assert res["memory_per_node_exact_subjects_bytes"] > 0
+    assert res["memory_per_node_index_bytes"] > res["memory_per_node_filters_bytes"] / 2
+    assert res["memory_per_node_exact_dict_bytes"] > res["memory_per_node_exact_subjects_bytes"]
+    assert res["index_over_exact_dict_memory"] == pytest.approx(
+        res["memory_per_node_index_bytes"] / res["memory_per_node_exact_dict_bytes"]
+    )
+    # the node's own routing code (cluster_bus PeerTable) routes every PUBLISH alike
+    assert res["peer_table_mismatches"] == 0 and res["peer_table_us_per_publish"] > 0
     assert res["routing_us_per_publish"] > 0 and res["routing_cached_us_per_publish"] > 0
     assert 0 <= res["route_cache_hit_ratio"] < 1
     assert res["p_per_peer"] == pytest.approx(0.1 / 11)
