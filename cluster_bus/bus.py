@@ -42,7 +42,7 @@ import random
 import time
 from dataclasses import dataclass
 from hashlib import sha256
-from typing import Protocol, TypeVar
+from typing import Protocol, TypeVar, cast
 
 from cluster_bus.codec import (
     MAGIC,
@@ -156,8 +156,8 @@ class Link(asyncio.Protocol):
         self.created_ms = now_ms()
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # uvloop's transports implement asyncio.Transport without subclassing it
+        self.transport = cast(asyncio.Transport, transport)
         peer = transport.get_extra_info("peername")
         if peer:
             self.peer_host = peer[0]

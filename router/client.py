@@ -1,0 +1,241 @@
+"""Client: one RESP connection (an ``asyncio.Protocol``, not streams).
+
+Bytes go through the sans-IO :class:`router.resp.RequestParser`; each request
+is looked up in :data:`router.commands.COMMANDS` and checked the way Redis's
+``processCommand`` checks it, in Redis's order: unknown command, arity,
+authentication, subscribed context (RESP2 only). Replies of one read are
+joined and written once.
+
+A command may answer with a future (SUBSCRIBE under subscribe visibility):
+the connection then behaves like a Redis blocked client — it stops reading
+until the future resolves, writes the reply and carries on with what is
+buffered, so replies keep their order.
+
+Pub/sub output is limited like ``client-output-buffer-limit pubsub``: over the
+hard limit, or over the soft limit for longer than its seconds, the client is
+closed asynchronously and counted (``client_output_buffer_limit_disconnections``);
+the writer never waits for a slow reader, so no subscriber stalls the node.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import TYPE_CHECKING, cast
+
+from router import resp
+from router.commands import COMMANDS, Reply
+
+if TYPE_CHECKING:
+    from router.node import Node
+
+_SUBSCRIBED_ALLOWED = frozenset(
+    b"subscribe ssubscribe sunsubscribe psubscribe unsubscribe punsubscribe ping quit reset".split()
+)
+
+
+class Client(asyncio.Protocol):
+    """One client connection of a node."""
+
+    def __init__(self, node: Node) -> None:
+        self.node = node
+        self.id = node.next_client_id()
+        self.name = b""
+        self.lib_name = b""
+        self.lib_ver = b""
+        self.resp = 2
+        self.authenticated = node.config.requirepass is None
+        self.channels: set[bytes] = set()
+        self.patterns: set[bytes] = set()
+        self.shard_channels: set[bytes] = set()
+        self.transport: asyncio.Transport | None = None
+        self.parser = resp.RequestParser(
+            node.config.proto_max_bulk_len, node.config.max_multibulk_len
+        )
+        self.parser.authenticated = self.authenticated
+        self.closed = False
+        self.created = time.monotonic()
+        self.last_interaction = self.created
+        self.last_command = b"NULL"
+        self.addr = "?:0"
+        self.laddr = "?:0"
+        self._blocked: asyncio.Future[bytes] | None = None
+        self._close_after_reply = False
+        self._soft_limit_since: float | None = None
+
+    # ------------------------------------------------------------ asyncio.Protocol
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # uvloop's transports implement asyncio.Transport without subclassing it
+        self.transport = cast(asyncio.Transport, transport)
+        peer = transport.get_extra_info("peername")
+        sock = transport.get_extra_info("sockname")
+        if peer:
+            self.addr = f"{peer[0]}:{peer[1]}"
+        if sock:
+            self.laddr = f"{sock[0]}:{sock[1]}"
+        self.node.client_connected(self)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        if self._blocked is not None and not self._blocked.done():
+            self._blocked.cancel()
+        self.node.client_disconnected(self)
+
+    def data_received(self, data: bytes) -> None:
+        self.parser.feed(data)
+        self.last_interaction = time.monotonic()
+        if self._blocked is None:
+            self._process()
+
+    # ------------------------------------------------------------ requests
+
+    def _process(self) -> None:
+        out: list[bytes] = []
+        parser = self.parser
+        while not self.closed and not self._close_after_reply:
+            try:
+                args = parser.next_request()
+            except resp.ProtocolError as exc:
+                out.append(resp.error(str(exc)))
+                self._close_after_reply = True
+                break
+            if args is None:
+                break
+            reply = self.execute(args)
+            if isinstance(reply, bytes):
+                out.append(reply)
+                continue
+            # blocked until the future resolves (subscribe visibility)
+            if out:
+                self.write(b"".join(out))
+                out = []
+            self._block(reply)
+            return
+        if out:
+            self.write(b"".join(out))
+        if self._close_after_reply and self.transport is not None:
+            self.transport.close()
+
+    def _block(self, future: asyncio.Future[bytes]) -> None:
+        self._blocked = future
+        if self.transport is not None:
+            self.transport.pause_reading()
+        future.add_done_callback(self._unblock)
+
+    def _unblock(self, future: asyncio.Future[bytes]) -> None:
+        self._blocked = None
+        if self.closed or future.cancelled():
+            return
+        self.write(future.result())
+        if self.transport is not None:
+            self.transport.resume_reading()
+        self._process()
+
+    def execute(self, args: list[bytes]) -> Reply:
+        """Run one request; returns reply bytes or a future of them."""
+        node = self.node
+        node.stats.commands_processed += 1
+        name = args[0].lower()
+        cmd = COMMANDS.get(name)
+        if cmd is None:
+            return resp.error(unknown_command_text(args))
+        if cmd.subcommands is not None and len(args) >= 2:
+            sub = cmd.subcommands.get(args[1].lower())
+            if sub is None:
+                shown = args[1][:128].decode(errors="replace")
+                return resp.error(f"ERR unknown subcommand '{shown}'. Try {cmd.name.upper()} HELP.")
+            cmd = sub
+        self.last_command = cmd.name.encode()
+        if (cmd.arity > 0 and len(args) != cmd.arity) or len(args) < -cmd.arity:
+            return resp.error(f"ERR wrong number of arguments for '{cmd.name}' command")
+        if not self.authenticated and not cmd.no_auth:
+            return resp.error("NOAUTH Authentication required.")
+        if self.resp == 2 and name not in _SUBSCRIBED_ALLOWED and self.subscription_count():
+            return resp.error(
+                f"ERR Can't execute '{cmd.name}': only (P|S)SUBSCRIBE / "
+                "(P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context"
+            )
+        return cmd.handler(node, self, args)
+
+    def close_after_reply(self) -> None:
+        """QUIT: write what is pending, then close."""
+        self._close_after_reply = True
+
+    def set_authenticated(self, value: bool) -> None:
+        self.authenticated = value
+        self.parser.authenticated = value
+
+    # ------------------------------------------------------------ output
+
+    def subscription_count(self) -> int:
+        """Channels + patterns: the count in (un)subscribe replies (Redis
+        ``clientSubscriptionsCount``; shard channels are counted apart)."""
+        return len(self.channels) + len(self.patterns)
+
+    def write(self, data: bytes) -> None:
+        if not self.closed and self.transport is not None:
+            self.transport.write(data)
+
+    def write_pubsub(self, data: bytes) -> None:
+        """Write a pub/sub message and enforce the pubsub output buffer limits."""
+        transport = self.transport
+        if self.closed or transport is None:
+            return
+        transport.write(data)
+        size = transport.get_write_buffer_size()
+        config = self.node.config
+        if size <= config.pubsub_soft_limit or not config.pubsub_soft_limit:
+            self._soft_limit_since = None
+            if size <= config.pubsub_hard_limit or not config.pubsub_hard_limit:
+                return
+        if config.pubsub_hard_limit and size > config.pubsub_hard_limit:
+            self._cut_slow()
+            return
+        now = time.monotonic()
+        if self._soft_limit_since is None:
+            self._soft_limit_since = now
+        elif now - self._soft_limit_since > config.pubsub_soft_seconds:
+            self._cut_slow()
+
+    def _cut_slow(self) -> None:
+        # Redis frees such a client asynchronously (freeClientAsync); abort()
+        # drops the buffered output and calls connection_lost on a later turn
+        # of the loop, so the delivery loop in progress is not disturbed.
+        self.closed = True
+        self.node.stats.output_buffer_limit_disconnections += 1
+        if self.transport is not None:
+            self.transport.abort()
+
+    def output_buffer_size(self) -> int:
+        return self.transport.get_write_buffer_size() if self.transport else 0
+
+    def flags(self) -> str:
+        return "P" if self.channels or self.patterns or self.shard_channels else "N"
+
+    def info_line(self) -> str:
+        """One CLIENT LIST / CLIENT INFO line (Redis's field names)."""
+        now = time.monotonic()
+        return (
+            f"id={self.id} addr={self.addr} laddr={self.laddr} fd=-1 "
+            f"name={self.name.decode(errors='replace')} age={int(now - self.created)} "
+            f"idle={int(now - self.last_interaction)} flags={self.flags()} db=0 "
+            f"sub={len(self.channels)} psub={len(self.patterns)} "
+            f"ssub={len(self.shard_channels)} multi=-1 qbuf={self.parser.buffered} "
+            f"omem={self.output_buffer_size()} cmd={self.last_command.decode(errors='replace')} "
+            f"user=default resp={self.resp} "
+            f"lib-name={self.lib_name.decode(errors='replace')} "
+            f"lib-ver={self.lib_ver.decode(errors='replace')}"
+        )
+
+
+def unknown_command_text(args: list[bytes]) -> str:
+    """Redis's unknown-command error: name and the first arguments, each cut so
+    the argument list stays within 128 bytes (``processCommand``)."""
+    shown = ""
+    for arg in args[1:]:
+        if len(shown) >= 128:
+            break
+        shown += f"'{arg[: 128 - len(shown)].decode(errors='replace')}' "
+    name = args[0][:128].decode(errors="replace")
+    return f"ERR unknown command '{name}', with args beginning with: {shown}"

@@ -1,0 +1,127 @@
+"""CLIENT ID | SETNAME | GETNAME | SETINFO | LIST | INFO | HELP."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from router import resp
+from router.commands import Command, Reply, subcommand_table
+from router.commands.connection import valid_client_name
+
+if TYPE_CHECKING:
+    from router.client import Client
+    from router.node import Node
+
+
+def client_id(node: Node, client: Client, args: list[bytes]) -> Reply:
+    return resp.integer(client.id)
+
+
+def setname(node: Node, client: Client, args: list[bytes]) -> Reply:
+    if not valid_client_name(args[2]):
+        return resp.error("ERR Client names cannot contain spaces, newlines or special characters.")
+    client.name = args[2]
+    return resp.OK
+
+
+def getname(node: Node, client: Client, args: list[bytes]) -> Reply:
+    return resp.bulk(client.name) if client.name else resp.null(client.resp)
+
+
+def setinfo(node: Node, client: Client, args: list[bytes]) -> Reply:
+    attr = args[2].lower()
+    if attr not in (b"lib-name", b"lib-ver"):
+        return resp.error(f"ERR Unrecognized option '{args[2].decode(errors='replace')}'")
+    if not all(33 <= c <= 126 for c in args[3]):
+        return resp.error(
+            f"ERR {attr.decode()} cannot contain spaces, newlines or special characters."
+        )
+    if attr == b"lib-name":
+        client.lib_name = args[3]
+    else:
+        client.lib_ver = args[3]
+    return resp.OK
+
+
+def client_list(node: Node, client: Client, args: list[bytes]) -> Reply:
+    text = "".join(c.info_line() + "\n" for c in node.clients.values())
+    return resp.verbatim(text.encode(), client.resp)
+
+
+def client_info(node: Node, client: Client, args: list[bytes]) -> Reply:
+    return resp.verbatim((client.info_line() + "\n").encode(), client.resp)
+
+
+_HELP = (
+    "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "GETNAME",
+    "    Return the name of the current connection.",
+    "ID",
+    "    Return the ID of the current connection.",
+    "INFO",
+    "    Return information about the current client connection.",
+    "LIST",
+    "    Return information about client connections.",
+    "SETINFO <option> <value>",
+    "    Set client meta attr. Options are:",
+    "    * LIB-NAME: the client lib name.",
+    "    * LIB-VER: the client lib version.",
+    "SETNAME <name>",
+    "    Assign the name <name> to the current connection.",
+    "HELP",
+    "    Print this help.",
+)
+
+
+def help_(node: Node, client: Client, args: list[bytes]) -> Reply:
+    return resp.array_header(len(_HELP)) + b"".join(resp.simple(line) for line in _HELP)
+
+
+def _container(node: Node, client: Client, args: list[bytes]) -> Reply:
+    raise AssertionError("CLIENT always dispatches to a subcommand")
+
+
+COMMANDS = (
+    Command(
+        "client",
+        -2,
+        _container,
+        "A container for client connection commands.",
+        "connection",
+        subcommands=subcommand_table(
+            Command(
+                "client|id",
+                2,
+                client_id,
+                "Returns the unique client ID of the connection.",
+                "connection",
+            ),
+            Command("client|setname", 3, setname, "Sets the connection name.", "connection"),
+            Command(
+                "client|getname", 2, getname, "Returns the name of the connection.", "connection"
+            ),
+            Command(
+                "client|setinfo",
+                4,
+                setinfo,
+                "Sets information specific to the client.",
+                "connection",
+            ),
+            Command("client|list", -2, client_list, "Lists open connections.", "connection"),
+            Command(
+                "client|info",
+                2,
+                client_info,
+                "Returns information about the connection.",
+                "connection",
+            ),
+            Command(
+                "client|help",
+                2,
+                help_,
+                "Returns helpful text about the different subcommands.",
+                "connection",
+            ),
+        ),
+    ),
+)

@@ -1,0 +1,138 @@
+"""PING, ECHO, HELLO, AUTH, RESET, QUIT: the connection's own commands."""
+
+from __future__ import annotations
+
+import hmac
+from typing import TYPE_CHECKING
+
+from router import resp
+from router.commands import Command, Reply
+
+if TYPE_CHECKING:
+    from router.client import Client
+    from router.node import Node
+
+#: the Redis version whose pub/sub behaviour the node reproduces (HELLO, INFO)
+REDIS_VERSION = "7.2.0"
+
+
+def ping(node: Node, client: Client, args: list[bytes]) -> Reply:
+    if len(args) > 2:
+        return resp.error("ERR wrong number of arguments for 'ping' command")
+    # RESP2 in subscribed mode: [pong, arg-or-empty] (Redis pingCommand)
+    if client.resp == 2 and (client.channels or client.patterns or client.shard_channels):
+        return b"*2\r\n$4\r\npong\r\n" + resp.bulk(args[1] if len(args) == 2 else b"")
+    return resp.bulk(args[1]) if len(args) == 2 else resp.PONG
+
+
+def echo(node: Node, client: Client, args: list[bytes]) -> Reply:
+    return resp.bulk(args[1])
+
+
+def _check_password(node: Node, user: bytes, password: bytes) -> bool:
+    required = node.config.requirepass
+    if user != b"default":
+        return False
+    if required is None:
+        return True  # the default user is nopass
+    return hmac.compare_digest(password, required.encode())
+
+
+def auth(node: Node, client: Client, args: list[bytes]) -> Reply:
+    if len(args) > 3:
+        return resp.error("ERR syntax error")
+    if len(args) == 2:
+        if node.config.requirepass is None:
+            return resp.error(
+                "ERR AUTH <password> called without any password configured for the "
+                "default user. Are you sure your configuration is correct?"
+            )
+        user, password = b"default", args[1]
+    else:
+        user, password = args[1], args[2]
+    if not _check_password(node, user, password):
+        return resp.error("WRONGPASS invalid username-password pair or user is disabled.")
+    client.set_authenticated(True)
+    return resp.OK
+
+
+def hello(node: Node, client: Client, args: list[bytes]) -> Reply:
+    version = client.resp
+    i = 1
+    if len(args) >= 2:
+        try:
+            version = int(args[1])
+        except ValueError:
+            return resp.error("ERR Protocol version is not an integer or out of range")
+        if version not in (2, 3):
+            return resp.error("NOPROTO unsupported protocol version")
+        i = 2
+    name: bytes | None = None
+    while i < len(args):
+        opt = args[i].lower()
+        more = len(args) - i - 1
+        if opt == b"auth" and more >= 2:
+            if not _check_password(node, args[i + 1], args[i + 2]):
+                return resp.error("WRONGPASS invalid username-password pair or user is disabled.")
+            client.set_authenticated(True)
+            i += 3
+        elif opt == b"setname" and more >= 1:
+            name = args[i + 1]
+            if not valid_client_name(name):
+                return resp.error(
+                    "ERR Client names cannot contain spaces, newlines or special characters."
+                )
+            i += 2
+        else:
+            return resp.error(
+                f"ERR Syntax error in HELLO option '{args[i].decode(errors='replace')}'"
+            )
+    if not client.authenticated:
+        return resp.error(
+            "NOAUTH HELLO must be called with the client already authenticated, otherwise "
+            "the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the "
+            "client and select the RESP protocol version at the same time"
+        )
+    if name is not None:
+        client.name = name
+    client.resp = version
+    return resp.encode_value(
+        {
+            "server": "bloomcast",
+            "version": REDIS_VERSION,
+            "proto": version,
+            "id": client.id,
+            "mode": "cluster",
+            "role": "master",
+            "modules": [],
+        },
+        version,
+    )
+
+
+def valid_client_name(name: bytes) -> bool:
+    """Redis ``validateClientName``: printable ASCII 33..126 only."""
+    return all(33 <= c <= 126 for c in name)
+
+
+def reset(node: Node, client: Client, args: list[bytes]) -> Reply:
+    node.filters_changed(node.registry.drop_client(client))
+    client.resp = 2
+    client.name = b""
+    client.set_authenticated(node.config.requirepass is None)
+    return b"+RESET\r\n"
+
+
+def quit_(node: Node, client: Client, args: list[bytes]) -> Reply:
+    client.close_after_reply()
+    return resp.OK
+
+
+COMMANDS = (
+    Command("ping", -1, ping, "Returns the server's liveliness response.", "connection", ("fast",)),
+    Command("echo", 2, echo, "Returns the given string.", "connection", ("fast",)),
+    Command("hello", -1, hello, "Handshakes with the server.", "connection", no_auth=True),
+    Command("auth", -2, auth, "Authenticates the connection.", "connection", no_auth=True),
+    Command("reset", 1, reset, "Resets the connection.", "connection", no_auth=True),
+    Command("quit", -1, quit_, "Closes the connection.", "connection", no_auth=True),
+)

@@ -1,0 +1,30 @@
+"""PUBLISH and SPUBLISH: deliver locally, then let the ClusterLink forward.
+
+The reply is the number of local receivers, as Redis Cluster replies (a
+node cannot know the remote count without waiting).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from router import resp
+from router.commands import Command, Reply
+
+if TYPE_CHECKING:
+    from router.client import Client
+    from router.node import Node
+
+
+def publish(node: Node, client: Client, args: list[bytes]) -> Reply:
+    return resp.integer(node.publish(args[1], args[2], shard=False))
+
+
+def spublish(node: Node, client: Client, args: list[bytes]) -> Reply:
+    return resp.integer(node.publish(args[1], args[2], shard=True))
+
+
+COMMANDS = (
+    Command("publish", 3, publish, "Posts a message to a channel.", flags=("pubsub", "fast")),
+    Command("spublish", 3, spublish, "Post a message to a shard channel", flags=("pubsub", "fast")),
+)

@@ -1,0 +1,103 @@
+"""PUBSUB CHANNELS | NUMSUB | NUMPAT | SHARDCHANNELS | SHARDNUMSUB | HELP (this node only)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from router import resp
+from router.commands import Command, Reply, subcommand_table
+from router.glob import stringmatch
+
+if TYPE_CHECKING:
+    from router.client import Client
+    from router.node import Node
+
+_HELP = (
+    "PUBSUB <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "CHANNELS [<pattern>]",
+    "    Return the currently active channels matching a <pattern> (default: '*').",
+    "NUMPAT",
+    "    Return number of subscriptions to patterns.",
+    "NUMSUB [<channel> ...]",
+    "    Return the number of subscribers for the specified channels, excluding",
+    "    pattern subscriptions(default: no channels).",
+    "SHARDCHANNELS [<pattern>]",
+    "    Return the currently active shard level channels matching a <pattern> (default: '*').",
+    "SHARDNUMSUB [<shardchannel> ...]",
+    "    Return the number of subscribers for the specified shard level channel(s)",
+    "HELP",
+    "    Print this help.",
+)
+
+
+def _list(table: dict[bytes, object], args: list[bytes], sub: str) -> bytes:
+    if len(args) > 3:
+        return resp.error(
+            f"ERR unknown subcommand or wrong number of arguments for '{sub}'. Try PUBSUB HELP."
+        )
+    names = list(table)
+    if len(args) == 3:
+        names = [n for n in names if stringmatch(args[2], n)]
+    return resp.bulk_array(names)
+
+
+def _numsub(table: dict[bytes, set[object]], args: list[bytes]) -> bytes:
+    out = [resp.array_header(2 * (len(args) - 2))]
+    for name in args[2:]:
+        out.append(resp.bulk(name) + resp.integer(len(table.get(name, ()))))
+    return b"".join(out)
+
+
+def channels(node: Node, client: Client, args: list[bytes]) -> Reply:
+    return _list(node.registry.channels, args, args[1].decode(errors="replace"))  # type: ignore[arg-type]
+
+
+def shardchannels(node: Node, client: Client, args: list[bytes]) -> Reply:
+    return _list(node.registry.shard_channels, args, args[1].decode(errors="replace"))  # type: ignore[arg-type]
+
+
+def numsub(node: Node, client: Client, args: list[bytes]) -> Reply:
+    return _numsub(node.registry.channels, args)  # type: ignore[arg-type]
+
+
+def shardnumsub(node: Node, client: Client, args: list[bytes]) -> Reply:
+    return _numsub(node.registry.shard_channels, args)  # type: ignore[arg-type]
+
+
+def numpat(node: Node, client: Client, args: list[bytes]) -> Reply:
+    return resp.integer(len(node.registry.patterns))
+
+
+def help_(node: Node, client: Client, args: list[bytes]) -> Reply:
+    return resp.array_header(len(_HELP)) + b"".join(resp.simple(line) for line in _HELP)
+
+
+def _container(node: Node, client: Client, args: list[bytes]) -> Reply:
+    raise AssertionError("PUBSUB always dispatches to a subcommand")  # arity -2
+
+
+COMMANDS = (
+    Command(
+        "pubsub",
+        -2,
+        _container,
+        "A container for Pub/Sub commands.",
+        subcommands=subcommand_table(
+            Command("pubsub|channels", -2, channels, "Returns the active channels."),
+            Command("pubsub|numsub", -2, numsub, "Returns a count of subscribers to channels."),
+            Command("pubsub|numpat", 2, numpat, "Returns a count of unique pattern subscriptions."),
+            Command(
+                "pubsub|shardchannels", -2, shardchannels, "Returns the active shard channels."
+            ),
+            Command(
+                "pubsub|shardnumsub",
+                -2,
+                shardnumsub,
+                "Returns the count of subscribers of shard channels.",
+            ),
+            Command(
+                "pubsub|help", 2, help_, "Returns helpful text about the different subcommands."
+            ),
+        ),
+    ),
+)

@@ -1,0 +1,140 @@
+"""INFO, COMMAND (COUNT | DOCS | INFO | LIST), CLUSTER (INFO | MYID | NODES)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from router import resp
+from router.commands import Command, Reply, subcommand_table
+
+if TYPE_CHECKING:
+    from router.client import Client
+    from router.node import Node
+
+_DEFAULT_SECTIONS = ("server", "clients", "stats", "filters", "traffic", "cluster")
+
+
+def info(node: Node, client: Client, args: list[bytes]) -> Reply:
+    sections = node.info_sections()
+    wanted = [a.decode(errors="replace").lower() for a in args[1:]]
+    if not wanted or any(w in ("all", "everything", "default") for w in wanted):
+        wanted = list(_DEFAULT_SECTIONS)
+    parts = []
+    for name in wanted:
+        fields = sections.get(name)
+        if fields is None:
+            continue
+        lines = [f"# {name.capitalize()}"] + [f"{k}:{v}" for k, v in fields.items()]
+        parts.append("\r\n".join(lines) + "\r\n")
+    return resp.verbatim("\r\n".join(parts).encode(), client.resp)
+
+
+def _commands() -> list[Command]:
+    from router.commands import COMMANDS
+
+    return list(COMMANDS.values())
+
+
+def command_all(node: Node, client: Client, args: list[bytes]) -> Reply:
+    return resp.encode_value([c.info() for c in _commands()], client.resp)
+
+
+def command_count(node: Node, client: Client, args: list[bytes]) -> Reply:
+    return resp.integer(len(_commands()))
+
+
+def command_list(node: Node, client: Client, args: list[bytes]) -> Reply:
+    return resp.encode_value([c.name for c in _commands()], client.resp)
+
+
+def command_info(node: Node, client: Client, args: list[bytes]) -> Reply:
+    from router.commands import COMMANDS
+
+    names = args[2:]
+    if not names:
+        return command_all(node, client, args)
+    out: list[Any] = []
+    for name in names:
+        cmd = COMMANDS.get(name.lower())
+        out.append(cmd.info() if cmd else None)
+    return resp.encode_value(out, client.resp)
+
+
+def command_docs(node: Node, client: Client, args: list[bytes]) -> Reply:
+    from router.commands import COMMANDS
+
+    names = [n.lower() for n in args[2:]] or list(COMMANDS)
+    docs = {n.decode(): COMMANDS[n].docs() for n in names if n in COMMANDS}
+    return resp.encode_value(docs, client.resp)
+
+
+def cluster_info(node: Node, client: Client, args: list[bytes]) -> Reply:
+    text = "".join(f"{k}:{v}\r\n" for k, v in node.link.info_fields().items())
+    return resp.verbatim(text.encode(), client.resp)
+
+
+def cluster_myid(node: Node, client: Client, args: list[bytes]) -> Reply:
+    return resp.bulk(node.node_id.encode())
+
+
+def cluster_nodes(node: Node, client: Client, args: list[bytes]) -> Reply:
+    text = "".join(line + "\n" for line in node.link.nodes_lines())
+    return resp.verbatim(text.encode(), client.resp)
+
+
+def _container(node: Node, client: Client, args: list[bytes]) -> Reply:
+    return command_all(node, client, args)
+
+
+def _cluster_container(node: Node, client: Client, args: list[bytes]) -> Reply:
+    raise AssertionError("CLUSTER always dispatches to a subcommand")
+
+
+COMMANDS = (
+    Command("info", -1, info, "Returns information and statistics about the server.", "server"),
+    Command(
+        "command",
+        -1,
+        _container,
+        "Returns detailed information about all commands.",
+        "server",
+        subcommands=subcommand_table(
+            Command("command|count", 2, command_count, "Returns a count of commands.", "server"),
+            Command(
+                "command|docs",
+                -2,
+                command_docs,
+                "Returns documentary information about commands.",
+                "server",
+            ),
+            Command(
+                "command|info", -2, command_info, "Returns information about commands.", "server"
+            ),
+            Command("command|list", -2, command_list, "Returns a list of command names.", "server"),
+        ),
+    ),
+    Command(
+        "cluster",
+        -2,
+        _cluster_container,
+        "A container for Redis Cluster commands.",
+        "cluster",
+        subcommands=subcommand_table(
+            Command(
+                "cluster|info",
+                2,
+                cluster_info,
+                "Returns information about the state of a node.",
+                "cluster",
+            ),
+            Command("cluster|myid", 2, cluster_myid, "Returns the ID of a node.", "cluster"),
+            Command(
+                "cluster|nodes",
+                2,
+                cluster_nodes,
+                "Returns the cluster configuration for a node.",
+                "cluster",
+            ),
+        ),
+    ),
+)

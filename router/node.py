@@ -1,0 +1,243 @@
+"""Node: one node agent's client side — the RESP server, its subscriptions and
+the routing step every PUBLISH goes through.
+
+PUBLISH = deliver to local subscribers (channels first, then patterns, as
+Redis's ``pubsubPublishMessage``), then hand the message to the ClusterLink,
+which forwards it to the peers whose filters may match (``NoPeers`` on a lone
+node). The node is the cluster bus's :class:`router.cluster_link.LocalDelivery`.
+
+Running a node in-process (tests)::
+
+    node = Node(NodeConfig(port=0))
+    await node.start()          # node.port is the bound port
+    ...
+    await node.stop()
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from dataclasses import dataclass
+from itertools import count
+
+from router import resp
+from router.client import Client
+from router.cluster_link import ClusterLink, FilterChange, NoPeers
+from router.config import NodeConfig
+from router.registry import Registry, Subscriber
+from spark.events import TrafficEvent, channel_text
+from spark.tap import TrafficTap
+
+_MESSAGE = b"$7\r\nmessage\r\n"
+_PMESSAGE = b"$8\r\npmessage\r\n"
+_SMESSAGE = b"$8\r\nsmessage\r\n"
+
+
+@dataclass
+class NodeStats:
+    """Counters shown in INFO (Redis's names)."""
+
+    connections_received: int = 0
+    commands_processed: int = 0
+    output_buffer_limit_disconnections: int = 0
+    rejected_connections: int = 0
+    publish_received: int = 0  # client PUBLISH/SPUBLISH handled here
+    messages_delivered: int = 0  # messages written to local subscribers
+
+
+class Node:
+    """One node agent (client side). Not thread-safe: one asyncio loop."""
+
+    def __init__(self, config: NodeConfig) -> None:
+        self.config = config
+        self.node_id = os.urandom(20).hex()
+        self.registry = Registry(config.filter_capacity, config.filter_fp_rate)
+        self.link: ClusterLink = NoPeers(self.node_id, config.bind, config.port)
+        self.tap: TrafficTap | None = None
+        self.clients: dict[int, Client] = {}
+        self.stats = NodeStats()
+        self.port = config.port
+        self.publish_seq = 0
+        self.started = time.time()
+        self._ids = count(1)
+        self._server: asyncio.base_events.Server | None = None
+
+    # ------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        """Listen on ``config.bind:config.port`` (port 0: any free port, see ``port``)."""
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(
+            lambda: Client(self), self.config.bind, self.config.port, reuse_address=True
+        )
+        self.port = self._server.sockets[0].getsockname()[1]
+        if isinstance(self.link, NoPeers):
+            self.link = NoPeers(self.node_id, self.config.bind, self.port)
+        if self.config.traffic_dir:
+            self.tap = TrafficTap(
+                self.config.traffic_dir, self.config.traffic_sample, node=self.node_id
+            )
+            self.tap.start(loop)
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            for client in list(self.clients.values()):
+                if client.transport is not None:
+                    client.transport.close()
+            await self._server.wait_closed()
+            self._server = None
+        if self.tap is not None:
+            self.tap.close()
+
+    def next_client_id(self) -> int:
+        return next(self._ids)
+
+    def client_connected(self, client: Client) -> None:
+        self.stats.connections_received += 1
+        if len(self.clients) >= self.config.maxclients:
+            self.stats.rejected_connections += 1
+            client.write(resp.error("ERR max number of clients reached"))
+            client.close_after_reply()
+            if client.transport is not None:
+                client.transport.close()
+            return
+        self.clients[client.id] = client
+
+    def client_disconnected(self, client: Client) -> None:
+        self.clients.pop(client.id, None)
+        self.filters_changed(self.registry.drop_client(client))
+
+    # ------------------------------------------------------------ pub/sub
+
+    def publish(self, channel: bytes, message: bytes, shard: bool) -> int:
+        """A client's PUBLISH/SPUBLISH: local delivery + forwarding; returns the
+        local receivers (Redis Cluster's reply)."""
+        self.stats.publish_received += 1
+        receivers = self.deliver(channel, message, shard)
+        self.publish_seq += 1
+        seq = self.publish_seq
+        forwarded = self.link.forward_publish(channel, message, shard, seq)
+        tap = self.tap
+        if tap is not None:
+            event_id = f"{self.node_id}-{seq}"
+            if tap.keeps(event_id):
+                tap.record(
+                    TrafficEvent(
+                        event_id=event_id,
+                        time=time.time(),
+                        node=self.node_id,
+                        role="origin",
+                        channel=channel_text(channel),
+                        bytes=len(message),
+                        receivers=receivers,
+                        forwarded=forwarded,
+                        peers=self.link.peer_count(),
+                        false_positive=False,
+                        shard=shard,
+                    )
+                )
+        return receivers
+
+    def deliver(self, channel: bytes, message: bytes, shard: bool) -> int:
+        """Write a message to this node's subscribers; returns how many got it.
+
+        Each frame is encoded once per protocol version and the same bytes go
+        to every receiver speaking it.
+        """
+        registry = self.registry
+        delivered = 0
+        tail = resp.bulk(channel) + resp.bulk(message)
+        if shard:
+            subs = registry.shard_channels.get(channel)
+            if subs:
+                delivered += _write_all(subs, _SMESSAGE + tail, 3)
+        else:
+            subs = registry.channels.get(channel)
+            if subs:
+                delivered += _write_all(subs, _MESSAGE + tail, 3)
+            if len(registry.patterns):
+                for pattern, psubs in registry.patterns.matches(channel):
+                    delivered += _write_all(psubs, _PMESSAGE + resp.bulk(pattern) + tail, 4)
+        self.stats.messages_delivered += delivered
+        return delivered
+
+    def filters_changed(self, changes: list[FilterChange]) -> asyncio.Future[None] | None:
+        """Tell the ClusterLink; returns its visibility future, if any."""
+        if not changes:
+            return None
+        return self.link.filters_changed(changes)
+
+    def after(self, futures: list[asyncio.Future[None]], reply: bytes) -> asyncio.Future[bytes]:
+        """A future of ``reply`` that resolves once every future in ``futures`` has."""
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[bytes] = loop.create_future()
+        gathered = asyncio.gather(*futures, return_exceptions=True)
+
+        def finish(_: object) -> None:
+            if not done.done():
+                done.set_result(reply)
+
+        gathered.add_done_callback(finish)
+        return done
+
+    # ------------------------------------------------------------ INFO
+
+    def info_sections(self) -> dict[str, dict[str, int | str]]:
+        c = self.config
+        registry = self.registry
+        pubsub_clients = sum(
+            1 for cl in self.clients.values() if cl.channels or cl.patterns or cl.shard_channels
+        )
+        sections: dict[str, dict[str, int | str]] = {
+            "server": {
+                "redis_version": "7.2.0",
+                "bloomcast_version": "0.1.0",
+                "redis_mode": "cluster",
+                "process_id": os.getpid(),
+                "run_id": self.node_id,
+                "node_id": self.node_id,
+                "tcp_port": self.port,
+                "uptime_in_seconds": int(time.time() - self.started),
+            },
+            "clients": {
+                "connected_clients": len(self.clients),
+                "maxclients": c.maxclients,
+                "pubsub_clients": pubsub_clients,
+                "blocked_clients": 0,
+            },
+            "stats": {
+                "total_connections_received": self.stats.connections_received,
+                "total_commands_processed": self.stats.commands_processed,
+                "rejected_connections": self.stats.rejected_connections,
+                "pubsub_channels": len(registry.channels),
+                "pubsub_patterns": len(registry.patterns),
+                "pubsubshard_channels": len(registry.shard_channels),
+                "client_output_buffer_limit_disconnections": (
+                    self.stats.output_buffer_limit_disconnections
+                ),
+                "total_publish_received": self.stats.publish_received,
+                "total_messages_delivered": self.stats.messages_delivered,
+            },
+            "filters": dict(registry.filter_info()),
+            "cluster": {"cluster_enabled": 1, **self.link.info_fields()},
+        }
+        if self.tap is not None:
+            sections["traffic"] = dict(self.tap.info_fields())
+        return sections
+
+
+def _write_all(subs: set[Subscriber], body: bytes, n: int) -> int:
+    """Write one pub/sub frame of ``n`` elements to every client in ``subs``."""
+    frame2 = b"*%d\r\n" % n + body
+    frame3: bytes | None = None
+    for client in subs:
+        if client.resp == 2:
+            client.write_pubsub(frame2)
+        else:
+            if frame3 is None:
+                frame3 = b">%d\r\n" % n + body
+            client.write_pubsub(frame3)
+    return len(subs)

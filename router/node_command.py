@@ -1,0 +1,70 @@
+"""``bloomcast node``: run one node agent — the RESP server and its cluster bus.
+
+The bus listens on the bus port (client port + 10000 unless ``--cluster-port``)
+even without ``--join``, so other nodes can join this one, as in Redis Cluster.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import signal
+import sys
+
+from router.config import NodeConfig, add_node_arguments, config_from_args
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    add_node_arguments(parser)
+    parser.add_argument("--no-bus", action="store_true", help="run without the cluster bus")
+    parser.add_argument("--log-level", default="WARNING", help="Python logging level")
+
+
+async def serve(config: NodeConfig, with_bus: bool = True) -> None:
+    """Run a node (and its bus) until SIGTERM/SIGINT, then shut down gracefully."""
+    from router.node import Node
+
+    node = Node(config)
+    await node.start()
+    bus = None
+    if with_bus:
+        from cluster_bus.bus import ClusterBus
+        from cluster_bus.local_filters import BloomLocalFilters
+
+        registry = node.registry
+        filters = BloomLocalFilters(
+            lambda: registry.channel_filter,
+            lambda: registry.pattern_filter,
+            registry.rebuild_channel_filter,
+        )
+        bus = ClusterBus(node, config, filters, client_port=node.port)
+        node.link = bus
+        await bus.start()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError):
+            loop.add_signal_handler(sig, stop.set)
+    bus_port = f" bus port {bus.port}" if bus is not None else ""
+    print(
+        f"bloomcast node {node.node_id} ready on {config.bind}:{node.port}{bus_port}",
+        flush=True,
+    )
+    await stop.wait()
+    if bus is not None:
+        await bus.stop()
+    await node.stop()
+
+
+def run(args: argparse.Namespace) -> int:
+    logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr)
+    config = config_from_args(args)
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover - uvloop is a dependency on Linux
+        asyncio.run(serve(config, not args.no_bus))
+    else:
+        uvloop.run(serve(config, not args.no_bus))
+    return 0

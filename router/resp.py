@@ -1,0 +1,314 @@
+"""RESP, sans-IO: request bytes in, argument lists out; replies encoded to bytes.
+
+:class:`RequestParser` follows Redis's ``processMultibulkBuffer`` and
+``processInlineBuffer`` (``src/networking.c``): a request starting with ``*``
+is a multibulk of ``$``-bulk strings, anything else is an inline command split
+like ``sdssplitargs`` (quotes, ``\\xHH`` escapes). Limits and the error texts
+are Redis's; after a :class:`ProtocolError` the caller replies with the error
+and closes that connection (Redis's ``CLIENT_CLOSE_AFTER_REPLY``).
+
+Why not hiredis.Reader for requests: it parses replies, so it accepts any
+reply type inside a request array and knows no bulk-length limit; Redis's
+request rules (``expected '$'``, ``invalid bulk length`` before the body is
+buffered, unauthenticated limits) need the lines themselves. The parser below
+does one ``find`` per line and slices, which keeps pipelined input cheap.
+"""
+
+from __future__ import annotations
+
+#: Redis PROTO_INLINE_MAX_SIZE: an inline request or a count line without
+#: a newline longer than this is rejected
+INLINE_MAX_SIZE = 64 * 1024
+#: Redis: before AUTH, a multibulk may have at most 10 arguments and bulks at
+#: most 16384 bytes (``authRequired`` checks in processMultibulkBuffer)
+UNAUTH_MAX_MULTIBULK = 10
+UNAUTH_MAX_BULK = 16384
+
+
+class ProtocolError(Exception):
+    """A request Redis would reject; ``str(exc)`` is the reply text without ``-``."""
+
+
+def _string2ll(raw: bytes) -> int | None:
+    """Redis ``string2ll``: optional ``-``, digits, no ``+``, no leading zeros."""
+    if not raw or len(raw) > 20:
+        return None
+    if raw == b"0":
+        return 0
+    digits = raw[1:] if raw[:1] == b"-" else raw
+    if not digits.isdigit() or digits[:1] == b"0" or not digits.isascii():
+        return None
+    return int(raw)
+
+
+class RequestParser:
+    """Incremental request parser (sans-IO).
+
+    ``feed(data)`` appends bytes; ``next_request()`` returns the next complete
+    request as a list of bytes arguments, or None when more bytes are needed;
+    it raises :class:`ProtocolError` with Redis's text on a malformed request.
+    ``authenticated`` (set by the connection) lifts the pre-AUTH limits.
+    """
+
+    __slots__ = ("_args", "_buf", "_pending", "_pos", "authenticated", "max_bulk", "max_multibulk")
+
+    def __init__(self, max_bulk: int, max_multibulk: int) -> None:
+        self._buf = bytearray()
+        self._pos = 0
+        self._args: list[bytes] = []
+        self._pending = 0  # bulks still expected by the multibulk being read
+        self.max_bulk = max_bulk
+        self.max_multibulk = max_multibulk
+        self.authenticated = True
+
+    def feed(self, data: bytes) -> None:
+        if self._pos and self._pos == len(self._buf):
+            self._buf.clear()
+            self._pos = 0
+        elif self._pos > 65536:
+            del self._buf[: self._pos]
+            self._pos = 0
+        self._buf += data
+
+    @property
+    def buffered(self) -> int:
+        """Bytes received and not yet parsed (Redis's ``qbuf``)."""
+        return len(self._buf) - self._pos
+
+    def next_request(self) -> list[bytes] | None:
+        buf = self._buf
+        while True:
+            if self._pending:
+                return self._read_bulks()
+            if self._pos >= len(buf):
+                return None
+            if buf[self._pos] == 0x2A:  # '*'
+                args = self._read_multibulk_header()
+                if args is None:
+                    return None
+                if self._pending:
+                    continue
+                # *0 / *-1: Redis skips the line and reads on
+                continue
+            args = self._read_inline()
+            if args is None:
+                return None
+            if args:
+                return args
+
+    def _read_multibulk_header(self) -> list[bytes] | None:
+        buf = self._buf
+        nl = buf.find(b"\r\n", self._pos)
+        if nl < 0:
+            if len(buf) - self._pos > INLINE_MAX_SIZE:
+                raise ProtocolError("ERR Protocol error: too big mbulk count string")
+            return None
+        count = _string2ll(bytes(buf[self._pos + 1 : nl]))
+        if count is None or count > self.max_multibulk:
+            raise ProtocolError("ERR Protocol error: invalid multibulk length")
+        if count > UNAUTH_MAX_MULTIBULK and not self.authenticated:
+            raise ProtocolError("ERR Protocol error: unauthenticated multibulk length")
+        self._pos = nl + 2
+        self._args = []
+        self._pending = max(count, 0)
+        return self._args
+
+    def _read_bulks(self) -> list[bytes] | None:
+        buf = self._buf
+        pos = self._pos
+        args = self._args
+        end = len(buf)
+        while self._pending:
+            nl = buf.find(b"\r\n", pos)
+            if nl < 0:
+                if end - pos > INLINE_MAX_SIZE:
+                    raise ProtocolError("ERR Protocol error: too big bulk count string")
+                self._pos = pos
+                return None
+            if buf[pos] != 0x24:  # '$'
+                got = chr(buf[pos])
+                raise ProtocolError(f"ERR Protocol error: expected '$', got '{got}'")
+            size = _string2ll(bytes(buf[pos + 1 : nl]))
+            if size is None or size < 0 or size > self.max_bulk:
+                raise ProtocolError("ERR Protocol error: invalid bulk length")
+            if size > UNAUTH_MAX_BULK and not self.authenticated:
+                raise ProtocolError("ERR Protocol error: unauthenticated bulk length")
+            start = nl + 2
+            if end < start + size + 2:
+                self._pos = pos
+                return None
+            args.append(bytes(buf[start : start + size]))
+            pos = start + size + 2
+            self._pending -= 1
+        self._pos = pos
+        self._args = []
+        return args
+
+    def _read_inline(self) -> list[bytes] | None:
+        buf = self._buf
+        nl = buf.find(b"\n", self._pos)
+        if nl < 0:
+            if len(buf) - self._pos > INLINE_MAX_SIZE:
+                raise ProtocolError("ERR Protocol error: too big inline request")
+            return None
+        line = bytes(buf[self._pos : nl])
+        self._pos = nl + 1
+        if line.endswith(b"\r"):
+            line = line[:-1]
+        args = split_args(line)
+        if args is None:
+            raise ProtocolError("ERR Protocol error: unbalanced quotes in request")
+        return args
+
+
+_ESCAPES = {ord("n"): 10, ord("r"): 13, ord("t"): 9, ord("b"): 8, ord("a"): 7}
+_SPACE = frozenset(b" \n\r\t\v\f")
+_HEX = frozenset(b"0123456789abcdefABCDEF")
+
+
+def split_args(line: bytes) -> list[bytes] | None:
+    """Redis ``sdssplitargs``: split an inline command line; None on unbalanced quotes.
+
+    Double quotes take ``\\xHH``, ``\\n``, ``\\r``, ``\\t``, ``\\b``, ``\\a`` and
+    ``\\<c>`` escapes; single quotes only ``\\'``. A closing quote must be
+    followed by a space or the end of the line.
+    """
+    if b'"' not in line and b"'" not in line:
+        return line.split()
+    out: list[bytes] = []
+    i, n = 0, len(line)
+    while True:
+        while i < n and line[i] in _SPACE:
+            i += 1
+        if i >= n:
+            return out
+        cur = bytearray()
+        inq = insq = False
+        while True:
+            if inq:
+                if i >= n:
+                    return None
+                c = line[i]
+                if (
+                    c == 0x5C
+                    and i + 3 < n
+                    and line[i + 1] == ord("x")
+                    and line[i + 2] in _HEX
+                    and line[i + 3] in _HEX
+                ):
+                    cur.append(int(line[i + 2 : i + 4], 16))
+                    i += 3
+                elif c == 0x5C and i + 1 < n:
+                    i += 1
+                    cur.append(_ESCAPES.get(line[i], line[i]))
+                elif c == 0x22:
+                    if i + 1 < n and line[i + 1] not in _SPACE:
+                        return None
+                    i += 1
+                    break
+                else:
+                    cur.append(c)
+            elif insq:
+                if i >= n:
+                    return None
+                c = line[i]
+                if c == 0x5C and i + 1 < n and line[i + 1] == 0x27:
+                    i += 1
+                    cur.append(0x27)
+                elif c == 0x27:
+                    if i + 1 < n and line[i + 1] not in _SPACE:
+                        return None
+                    i += 1
+                    break
+                else:
+                    cur.append(c)
+            else:
+                if i >= n:
+                    break
+                c = line[i]
+                if c in _SPACE:
+                    break
+                if c == 0x22:
+                    inq = True
+                elif c == 0x27:
+                    insq = True
+                else:
+                    cur.append(c)
+            i += 1
+        out.append(bytes(cur))
+
+
+# ---------------------------------------------------------------- replies
+
+OK = b"+OK\r\n"
+PONG = b"+PONG\r\n"
+NULL2 = b"$-1\r\n"
+NULL3 = b"_\r\n"
+
+
+def simple(text: str) -> bytes:
+    return b"+" + text.encode() + b"\r\n"
+
+
+def error(text: str) -> bytes:
+    """An error reply; like Redis's addReplyError, newlines become spaces."""
+    return b"-" + text.replace("\r", " ").replace("\n", " ").encode() + b"\r\n"
+
+
+def integer(n: int) -> bytes:
+    return b":%d\r\n" % n
+
+
+def bulk(data: bytes) -> bytes:
+    return b"$%d\r\n%b\r\n" % (len(data), data)
+
+
+def null(resp: int) -> bytes:
+    return NULL3 if resp == 3 else NULL2
+
+
+def array_header(n: int) -> bytes:
+    return b"*%d\r\n" % n
+
+
+def push_header(n: int, resp: int) -> bytes:
+    """Out-of-band pub/sub frames: ``>`` in RESP3, a plain array in RESP2."""
+    return b">%d\r\n" % n if resp == 3 else b"*%d\r\n" % n
+
+
+def map_header(n: int, resp: int) -> bytes:
+    """n key/value pairs: ``%n`` in RESP3, a flat array of 2n in RESP2."""
+    return b"%%%d\r\n" % n if resp == 3 else b"*%d\r\n" % (2 * n)
+
+
+def verbatim(text: bytes, resp: int) -> bytes:
+    """Text for humans (INFO, CLIENT LIST): RESP3 verbatim ``=`` (txt), else bulk."""
+    if resp == 3:
+        return b"=%d\r\ntxt:%b\r\n" % (len(text) + 4, text)
+    return bulk(text)
+
+
+def bulk_array(items: list[bytes]) -> bytes:
+    return array_header(len(items)) + b"".join(bulk(x) for x in items)
+
+
+def encode_value(value: object, resp: int) -> bytes:
+    """Encode nested Python values: bytes/str -> bulk, int -> integer, None -> null,
+    list -> array, dict -> map. For replies built rarely (HELLO, COMMAND)."""
+    if isinstance(value, bytes):
+        return bulk(value)
+    if isinstance(value, str):
+        return bulk(value.encode())
+    if isinstance(value, bool):
+        return integer(int(value))
+    if isinstance(value, int):
+        return integer(value)
+    if value is None:
+        return null(resp)
+    if isinstance(value, list | tuple):
+        return array_header(len(value)) + b"".join(encode_value(v, resp) for v in value)
+    if isinstance(value, dict):
+        return map_header(len(value), resp) + b"".join(
+            encode_value(k, resp) + encode_value(v, resp) for k, v in value.items()
+        )
+    raise TypeError(f"cannot encode {type(value).__name__}")
