@@ -475,25 +475,17 @@ def run_stats_job(spool: Path, out: Path, master: str, log: Path) -> tuple[int, 
             code = proc.wait(timeout=600)
         except BaseException:
             # Ctrl-C or timeout: the whole process group (JVM included)
-            with _suppress_lookup():
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGTERM)
             try:
                 proc.wait(15)
             except subprocess.TimeoutExpired:
-                with _suppress_lookup():
+                with contextlib.suppress(ProcessLookupError):
                     os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait(10)
             raise
     lines = [x for x in log.read_text(errors="replace").splitlines() if x.strip()]
     return code, time.perf_counter() - started, lines[-1] if lines else ""
-
-
-class _suppress_lookup:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> bool:
-        return exc[0] is ProcessLookupError
 
 
 def stats_views(out: Path, node_names: dict[str, str]) -> dict[str, Any]:
@@ -618,7 +610,15 @@ def run(args: argparse.Namespace) -> int:
         return 130
 
 
+def _log_tail(path: Path, lines: int = 12) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""
+
+
 def _run(args: argparse.Namespace, console: Console) -> int:
+    from rich.markup import escape
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from bench.report import percentiles, plot_chart, write_report
@@ -655,7 +655,19 @@ def _run(args: argparse.Namespace, console: Console) -> int:
     )
     t_start = time.perf_counter()
     extra = ["--subscribe-visibility-timeout", str(VISIBILITY_TIMEOUT_MS)]
-    with LocalCluster(args.nodes, traffic_dir=spool, log_dir=logs, extra_args=extra) as cluster:
+    cluster = LocalCluster(args.nodes, traffic_dir=spool, log_dir=logs, extra_args=extra)
+    try:
+        try:
+            cluster.start()
+        except (TimeoutError, RuntimeError) as exc:
+            console.print(f"[red]bloomcast demo: the cluster did not start: {escape(str(exc))}[/]")
+            for i in range(args.nodes):
+                tail = _log_tail(logs / f"node-{i}.log")
+                if tail:
+                    console.print(f"node {i} log ({logs / f'node-{i}.log'}), last lines:")
+                    console.print(escape(tail), highlight=False)
+                    break
+            return 1
         console.print(
             f"cluster ready in {time.perf_counter() - t_start:.1f}s: every node holds every "
             f"other node's filters (client ports {cluster.ports})"
@@ -675,6 +687,8 @@ def _run(args: argparse.Namespace, console: Console) -> int:
         with progress:
             result = asyncio.run(drive(cluster, workload, planned, routing, args, progress))
         alive = [cluster.alive(i) for i in range(args.nodes)]
+    finally:
+        cluster.stop()
     # the nodes are stopped: their taps have flushed and renamed every spool file
     stats: dict[str, Any] = {}
     checks: dict[str, Check] = {}
