@@ -130,8 +130,9 @@ def single_node_markdown(result: dict[str, Any]) -> str:
     fan_row += [fmt_ratio(fan["ratios"].get(a)) for a in anchors if NODE in servers]
     plan = result["plan"]
     parts = [
-        f"PUBLISH throughput, redis-benchmark `-c {plan['clients']}` "
-        f"(`-n` {plan['requests']}), subscribers draining on raw sockets:",
+        f"PUBLISH throughput, redis-benchmark `-c {plan['clients']}`, "
+        + ", ".join(f"`-n {n}` at `-P {p}`" for p, n in plan["requests"].items())
+        + f"; subscribers draining on raw sockets; best of {plan['repeats']} run(s):",
         "",
         table(header, rows),
         "",
