@@ -483,6 +483,18 @@ def markdown(results: dict[str, dict[str, dict[str, Any]]], cmd: str) -> str:
                 f"({r['cold_publishes']:,} PUBLISH) |"
             )
         lines.append("")
+    verdicts = []
+    for workload, by_n in results.items():
+        for n, r in by_n.items():
+            fwd_ok = r["forwards_over_exact"] <= 1.1
+            time_ok = r["routing_us_per_publish"] <= 20
+            verdicts.append(
+                f"`{workload}` N={n}: forwards {r['forwards_over_exact']:.4f}x exact "
+                f"({'meets' if fwd_ok else 'misses'} <= 1.1x), routing "
+                f"{r['routing_us_per_publish']:.1f} us ({'meets' if time_ok else 'misses'} "
+                "<= 20 us)"
+            )
+    lines += ["Against the goal: " + "; ".join(verdicts) + ".", ""]
     load = next(iter(next(iter(results.values())).values())).get("loadavg_1m", 0.0)
     lines += [
         "No route missed a subscribed peer (a false negative aborts the run). Goal "

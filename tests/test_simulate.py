@@ -73,7 +73,7 @@ def test_run_simulation_counters_consistent():
     assert res["p_per_peer"] == pytest.approx(0.1 / 11)
     assert res["subscriptions_total"] > 0 and res["pattern_prefix_lengths"]
     text = markdown({"tail": {"12": res}}, "cmd")
-    assert "| 12 |" in text and "cmd" in text
+    assert "| 12 |" in text and "cmd" in text and "`tail` N=12: forwards" in text
 
 
 def test_build_nodes_sizes_filters_for_the_per_peer_rate():
