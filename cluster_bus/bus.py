@@ -696,10 +696,12 @@ class ClusterBus:
             self._check_false_positives()
         tap = self.node.tap
         if tap is not None:
-            peer = link.peer_id or ""
+            event_id = f"{link.peer_id}-{msg.origin_seq}"
+            if not tap.keeps(event_id):
+                return
             tap.record(
                 TrafficEvent(
-                    f"{peer}-{msg.origin_seq}",
+                    event_id,
                     time.time(),
                     self.node_id,
                     "receiver",

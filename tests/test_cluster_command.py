@@ -1,0 +1,86 @@
+"""``bloomcast cluster up``: N joined nodes in the foreground; SIGINT (Ctrl-C)
+and SIGTERM stop every node."""
+
+from __future__ import annotations
+
+import random
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+import redis
+
+pytestmark = [pytest.mark.cluster, pytest.mark.timeout(120)]
+
+
+def _free(port: int) -> bool:
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def free_base(n: int) -> int:
+    rng = random.Random()
+    for _ in range(200):
+        base = rng.randrange(20000, 30000)
+        if all(_free(base + i) and _free(base + i + 10000) for i in range(n)):
+            return base
+    raise RuntimeError("no free port range")
+
+
+@pytest.mark.parametrize("stop_signal", [signal.SIGINT, signal.SIGTERM])
+def test_cluster_up_runs_joined_nodes_and_stops_them(stop_signal):
+    n = 3
+    base = free_base(n)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "router.cli", "cluster", "up", "--nodes", str(n),
+         "--base-port", str(base), "--node-timeout-ms", "2000"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    try:
+        lines = []
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            assert line, f"cluster up exited: {proc.stderr.read()}"
+            lines.append(line)
+            if "ready" in line:
+                break
+        assert f"127.0.0.1:{base + 2} (bus {base + 10002})" in "".join(lines)
+        sub = redis.Redis(port=base + 2, socket_timeout=10)
+        ps = sub.pubsub()
+        ps.subscribe("news")
+        ps.get_message(timeout=5)
+        with redis.Redis(port=base, socket_timeout=10) as pub:
+            nodes = pub.execute_command("CLUSTER", "NODES")
+            text = nodes.decode() if isinstance(nodes, bytes) else str(nodes)
+            assert len(text.strip().splitlines()) == n
+            pub.publish("news", "hello")
+        msg = None
+        t0 = time.monotonic()
+        while msg is None and time.monotonic() - t0 < 5:
+            msg = ps.get_message(timeout=0.2)
+            if msg and msg["type"] != "message":
+                msg = None
+        assert msg and msg["data"] == b"hello"
+        ps.close()
+        sub.close()
+        proc.send_signal(stop_signal)
+        assert proc.wait(30) == 0
+        # every node is gone: its client port is free again
+        t0 = time.monotonic()
+        while not all(_free(base + i) for i in range(n)):
+            assert time.monotonic() - t0 < 10, "a node outlived cluster up"
+            time.sleep(0.1)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
