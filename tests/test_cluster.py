@@ -62,7 +62,12 @@ def wait_for(pred, timeout: float = 15.0, what: str = "condition"):
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    c = LocalCluster(N + 1, extra_args=FLAGS, log_dir=tmp_path_factory.mktemp("logs"))
+    c = LocalCluster(
+        N + 1,
+        extra_args=FLAGS,
+        log_dir=tmp_path_factory.mktemp("logs"),
+        traffic_dir=tmp_path_factory.mktemp("traffic"),
+    )
     try:
         for i in range(N):  # node N is the late joiner
             c.start_node(i)
@@ -137,6 +142,40 @@ def test_every_message_reaches_every_matching_subscriber_once(cluster):
         r.close()
     for p in publishers:
         p.close()
+
+
+def test_receiver_traffic_events_share_the_origin_event_id(cluster):
+    """Every node's tap writes role "receiver" events for forwarded PUBLISH frames
+    with the origin's event id "<origin node id>-<origin seq>"."""
+    import json
+    from pathlib import Path
+
+    def events():
+        out = []
+        for path in Path(cluster.traffic_dir).iterdir():
+            for line in path.read_text().splitlines():
+                if line.strip():
+                    out.append(json.loads(line))
+        return out
+
+    with cluster.client(3) as r:
+        ps = r.pubsub()
+        ps.subscribe("tapped")
+        ps.get_message(timeout=5)
+        with cluster.client(0) as pub:
+            pub.publish("tapped", "x")
+        assert len(drain(ps, 1)) == 1
+        ps.close()
+    found = wait_for(
+        lambda: [e for e in events() if e["channel"] == "tapped" and e["role"] == "receiver"],
+        what="receiver event flushed",
+    )
+    origin = [e for e in events() if e["channel"] == "tapped" and e["role"] == "origin"]
+    assert len(found) == 1 and len(origin) == 1
+    assert found[0]["event_id"] == origin[0]["event_id"]
+    assert found[0]["event_id"].startswith(origin[0]["node"] + "-")
+    assert found[0]["receivers"] == 1 and found[0]["false_positive"] is False
+    assert origin[0]["forwarded"] == 1
 
 
 def test_unsubscribe_stops_traffic_to_that_node(cluster):
