@@ -96,7 +96,10 @@ def fmt_num(value: float | None, digits: int = 0) -> str:
 
 
 def fmt_ratio(value: float | None) -> str:
-    return "-" if value is None else f"{value:.2f}x"
+    """``0.25x``; three decimals below 0.1 so small ratios do not print as 0.00x."""
+    if value is None:
+        return "-"
+    return f"{value:.3f}x" if abs(value) < 0.1 else f"{value:.2f}x"
 
 
 def table(header: list[str], rows: list[list[str]]) -> str:
@@ -367,28 +370,34 @@ def plot_cluster(result: dict[str, Any], path: Path) -> Path | None:
 
     sizes = [s["nodes"] for s in result["sizes"]]
     systems = list(result["sizes"][0]["results"])
-    fig, ax = plt.subplots(figsize=(6, 4))
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(11, 4))
+    # anchors overlap exactly on the left panel (both broadcast): thick under thin
+    widths = {name: 5 - 1.5 * k for k, name in enumerate(systems)}
     for system in systems:
-        ax.plot(
-            sizes,
-            [s["results"][system]["bus"]["msgs_per_publish"] for s in result["sizes"]],
-            marker="o",
-            label=system,
-        )
-    any_res = result["sizes"]
+        msgs = [s["results"][system]["bus"]["msgs_per_publish"] for s in result["sizes"]]
+        nbytes = [s["results"][system]["bus"]["bus_bytes_per_publish"] for s in result["sizes"]]
+        ax.plot(sizes, msgs, marker="o", linewidth=widths[system], label=system)
+        bx.plot(sizes, nbytes, marker="o", label=system)
     first = systems[0]
     ax.plot(
         sizes,
-        [s["results"][first]["bus"]["exact_min_per_publish"] for s in any_res],
+        [s["results"][first]["bus"]["exact_min_per_publish"] for s in result["sizes"]],
         linestyle="--",
+        color="black",
         label="exact interest (minimum)",
     )
-    ax.plot(sizes, [n - 1 for n in sizes], linestyle=":", label="broadcast (N - 1)")
+    ax.plot(sizes, [n - 1 for n in sizes], linestyle=":", color="grey", label="broadcast (N - 1)")
     ax.set_xlabel("nodes N")
     ax.set_ylabel("bus PUBLISH messages per client PUBLISH")
     ax.set_xticks(sizes)
     ax.legend()
     ax.grid(alpha=0.3)
+    bx.set_yscale("log")
+    bx.set_xlabel("nodes N")
+    bx.set_ylabel("bus bytes per client PUBLISH (kernel, log scale)")
+    bx.set_xticks(sizes)
+    bx.legend()
+    bx.grid(alpha=0.3, which="both")
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
