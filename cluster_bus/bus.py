@@ -40,6 +40,7 @@ import logging
 import os
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from hashlib import sha256
 from typing import Protocol, TypeVar, cast
@@ -154,6 +155,8 @@ class Link(asyncio.Protocol):
         self.send_seq = 0
         self.recv_seq: int | None = None
         self.created_ms = now_ms()
+        self._pending: list[bytes] | None = None
+        self._pending_bytes = 0  # counted only with a send-buffer limit
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # uvloop's transports implement asyncio.Transport without subclassing it
@@ -179,10 +182,31 @@ class Link(asyncio.Protocol):
                 bus._on_message(self, msg)
 
     def write(self, data: bytes) -> None:
+        """Queue a frame. Frames queued while one loop callback runs (e.g. the
+        forwards of a pipelined batch of PUBLISH) leave in one ``transport.write``
+        at the next loop turn: one send syscall for the batch, order kept."""
+        pending = self._pending
+        if pending is None:
+            if self.closed or self.transport is None:
+                return
+            self._pending = [data]
+            self.bus._loop_call_soon(self.flush)
+        else:
+            pending.append(data)
+        limit = self.bus.sendbuf_limit
+        if limit:
+            self._pending_bytes += len(data)
+            if self._pending_bytes + self.transport.get_write_buffer_size() > limit:  # type: ignore[union-attr]
+                self.flush()  # writes and applies the limit now
+
+    def flush(self) -> None:
+        pending = self._pending
+        self._pending = None
+        self._pending_bytes = 0
         transport = self.transport
-        if transport is None or self.closed:
+        if not pending or transport is None or self.closed:
             return
-        transport.write(data)
+        transport.write(pending[0] if len(pending) == 1 else b"".join(pending))
         limit = self.bus.sendbuf_limit
         if limit and transport.get_write_buffer_size() > limit:
             self.bus._buffer_exceeded(self)
@@ -190,6 +214,8 @@ class Link(asyncio.Protocol):
     def close(self, abort: bool = False) -> None:
         if self.closed:
             return
+        if not abort:
+            self.flush()
         self.closed = True
         if self.transport is not None:
             if abort:
@@ -278,6 +304,12 @@ class ClusterBus:
         self.visibility_timeouts = 0
         self._fp_window_received = 0
         self._fp_window_false = 0
+
+    def _loop_call_soon(self, callback: Callable[[], None]) -> None:
+        loop = self._loop
+        if loop is None:
+            loop = self._loop = asyncio.get_running_loop()
+        loop.call_soon(callback)
 
     # -- lifecycle -----------------------------------------------------------------
 

@@ -414,6 +414,7 @@ def test_link_reset_heals_and_counts_no_gap():
             await until(lambda: converged(buses))
             buses[1].filters_changed([nodes[1].subscribe(b"c")])
             await until(lambda: buses[0].forward_publish(b"c", b"1", False, 1) == 1)
+            await until(lambda: len(nodes[1].delivered) == 1)
             old = buses[0]._out[nodes[1].node_id]
             for link in list(buses[0]._links):  # cut every link between the two
                 link.transport.abort()
