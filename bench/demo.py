@@ -98,6 +98,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add("--rate", type=float, default=100.0, help="PUBLISH/s, all publishers together")
     add("--phase-seconds", type=float, default=3.0, help="seconds per join/leave phase")
     add("--probes", type=int, default=20, help="subscribe-to-remote-delivery trials")
+    add("--filter-capacity", type=int, help="node flag: channels the first filter is sized for")
+    add("--filter-fp-rate", type=float, help="node flag: target false-positive rate per filter")
     add("--master", default="local[2]", help="Spark master for the statistics job")
     add("--skip-stats", action="store_true", help="do not run the Spark job")
     add("--no-progress", action="store_true", help="no live progress display")
@@ -138,6 +140,8 @@ class DriveResult:
     probe_confirm_ms: list[float] = field(default_factory=list)
     probe_after_confirm_ms: list[float] = field(default_factory=list)
     probe_failures: int = 0
+    bloom_fp_from_fill: float = 0.0
+    filters: list[dict[str, float]] = field(default_factory=list)
     counters_before: dict[str, int] = field(default_factory=dict)
     counters_after: dict[str, int] = field(default_factory=dict)
     workload_seconds: float = 0.0
@@ -174,6 +178,23 @@ async def cluster_counters(clients: list[aioredis.Redis]) -> dict[str, int]:
         for key in SUMMED_COUNTERS:
             totals[key] += int(info.get(key, 0))
     return totals
+
+
+async def filter_figures(clients: list[aioredis.Redis]) -> list[dict[str, float]]:
+    """Each node's channel filter from INFO: m, k, fill ratio and the estimated
+    false-positive rate (X/m)^k the node computes from its bits."""
+    out = []
+    for r in clients:
+        info = await r.info()
+        out.append(
+            {
+                "m": float(info.get("channel_filter_m", 0)),
+                "k": float(info.get("channel_filter_k", 0)),
+                "fill_ratio": float(info.get("channel_filter_fill_ratio", 0.0)),
+                "estimated_fp_rate": float(info.get("channel_filter_estimated_fp_rate", 0.0)),
+            }
+        )
+    return out
 
 
 class SubscriberConn:
@@ -425,6 +446,14 @@ async def drive(
             if errors:
                 raise RuntimeError(f"a subscriber connection failed: {errors[0]!r}")
             now = await cluster_counters(clients)
+            filters = await filter_figures(clients)
+            # the filters' theory: every PUBLISH routed past a peer with no receiver
+            # there is one trial of that peer's false-positive rate (from its fill)
+            phase_fp = sum(
+                n * filters[peer]["estimated_fp_rate"] for peer, n in expect.exposure.items()
+            )
+            result.bloom_fp_from_fill += phase_fp
+            result.filters = filters
             sent = now["cluster_stats_messages_publish_sent"]
             result.timeline.append(
                 {
@@ -435,6 +464,9 @@ async def drive(
                     "exact_minimum": expect.exact_minimum,
                     "broadcast": expect.broadcast,
                     "changes": len(phase.changes),
+                    "false_positives": now["cluster_stats_false_positives_received"]
+                    - last["cluster_stats_false_positives_received"],
+                    "bloom_fp_expected": phase_fp,
                 }
             )
             last = now
@@ -488,14 +520,15 @@ def run_stats_job(spool: Path, out: Path, master: str, log: Path) -> tuple[int, 
     return code, time.perf_counter() - started, lines[-1] if lines else ""
 
 
-def stats_views(out: Path, node_names: dict[str, str]) -> dict[str, Any]:
-    """The Spark job's distributions (file sink under ``out``) decayed to now."""
+def stats_views(out: Path, node_names: dict[str, str], now: float) -> dict[str, Any]:
+    """The Spark job's distributions (file sink under ``out``) decayed to ``now``
+    (Unix seconds: the end of the workload, so the job's own run time does not
+    decay the picture away)."""
     from spark.job import read_file_counters
     from spark.stats_command import Source, top_rows
 
     source = Source(None, str(out))
-    now = time.time()
-    views: dict[str, Any] = {"hot_dist": f"channels:{SHORT_HALF_LIFE}"}
+    views: dict[str, Any] = {"hot_dist": f"channels:{SHORT_HALF_LIFE}", "decayed_to": now}
     for key, dist, n in (
         ("hot_channels", f"channels:{SHORT_HALF_LIFE}", 10),
         ("trending", f"trending:{SHORT_HALF_LIFE}/{LONG_HALF_LIFE}", 8),
@@ -533,6 +566,7 @@ def print_summary(console: Console, report: dict[str, Any]) -> None:
     from rich.table import Table
 
     d, bus, fp, lat = (report[k] for k in ("deliveries", "bus", "false_positives", "latency_ms"))
+    fills = ", ".join(f"{f['fill_ratio']:.4f}" for f in fp.get("node_filters", [])) or "n/a"
     console.rule("[bold]bloomcast demo: results")
     console.print(
         f"messages delivered: [bold]{d['delivered']}[/] of {d['expected']} expected "
@@ -549,7 +583,8 @@ def print_summary(console: Console, report: dict[str, Any]) -> None:
     console.print(
         f"false-positive forwards: observed [bold]{fp['observed']}[/]; theory "
         f"{fp['expected_total']:.3g} = {fp['expected_prefix']} pattern-prefix forwards "
-        f"+ {fp['expected_bloom']:.3g} Bloom false positives"
+        f"+ {fp['expected_bloom']:.3g} Bloom false positives ({fp['trials']} PUBLISH routed "
+        f"past peers without a receiver; filter fill {fills})"
     )
     console.print(f"subscribe-to-remote-delivery delay: {_ms(lat['subscribe_to_remote_delivery'])}")
     console.print(f"  of which SUBSCRIBE confirmation: {_ms(lat['subscribe_confirmation'])}")
@@ -643,10 +678,9 @@ def _run(args: argparse.Namespace, console: Console) -> int:
     )
     workload = Workload(spec)
     defaults = NodeConfig()
-    geometry = {
-        n: FilterGeometry.for_capacity(defaults.filter_capacity, defaults.filter_fp_rate)
-        for n in range(args.nodes)
-    }
+    capacity = args.filter_capacity or defaults.filter_capacity
+    fp_rate = args.filter_fp_rate or defaults.filter_fp_rate
+    geometry = {n: FilterGeometry.for_capacity(capacity, fp_rate) for n in range(args.nodes)}
     planned, routing = plan(workload, geometry)
     console.print(
         f"[bold]bloomcast demo[/]: {args.nodes} nodes, {len(workload.subscribers)} subscribers, "
@@ -655,6 +689,10 @@ def _run(args: argparse.Namespace, console: Console) -> int:
     )
     t_start = time.perf_counter()
     extra = ["--subscribe-visibility-timeout", str(VISIBILITY_TIMEOUT_MS)]
+    if args.filter_capacity is not None:
+        extra += ["--filter-capacity", str(args.filter_capacity)]
+    if args.filter_fp_rate is not None:
+        extra += ["--filter-fp-rate", str(args.filter_fp_rate)]
     cluster = LocalCluster(args.nodes, traffic_dir=spool, log_dir=logs, extra_args=extra)
     try:
         try:
@@ -687,6 +725,7 @@ def _run(args: argparse.Namespace, console: Console) -> int:
         with progress:
             result = asyncio.run(drive(cluster, workload, planned, routing, args, progress))
         alive = [cluster.alive(i) for i in range(args.nodes)]
+        workload_end = time.time()
     finally:
         cluster.stop()
     # the nodes are stopped: their taps have flushed and renamed every spool file
@@ -695,7 +734,7 @@ def _run(args: argparse.Namespace, console: Console) -> int:
     if not args.skip_stats:
         console.print(f"running the Spark statistics job over {spool}/ (master {args.master}) ...")
         code, seconds, last = run_stats_job(spool, stats_out, args.master, out / "stats.log")
-        stats = stats_views(stats_out, node_ids) if code == 0 else {}
+        stats = stats_views(stats_out, node_ids, workload_end) if code == 0 else {}
         stats["exit_code"], stats["seconds"], stats["last_line"] = code, round(seconds, 1), last
         events = stats.get("counters", {}).get("events", 0)
         checks["spark job"] = Check(
@@ -806,8 +845,14 @@ def build_report(
         "false_positives": {
             "observed": fp,
             "expected_prefix": rt.prefix_forwards,
-            "expected_bloom": rt.bloom_fp_expected,
-            "expected_total": rt.prefix_forwards + rt.bloom_fp_expected,
+            # sum over PUBLISH of each uninterested peer's (X/m)^k, X/m read from the node
+            "expected_bloom": result.bloom_fp_from_fill,
+            # the same with (1 - e^(-kn/m))^k, n = the peer's distinct channels, at the
+            # configured first filter size
+            "expected_bloom_formula": rt.bloom_fp_expected,
+            "expected_total": rt.prefix_forwards + result.bloom_fp_from_fill,
+            "trials": sum(rt.exposure.values()),
+            "node_filters": result.filters,
         },
         "latency_ms": {
             "publish_to_delivery": percentiles(v.latencies_ms),

@@ -76,8 +76,11 @@ def plot_chart(report: dict[str, Any], path: str | os.PathLike[str]) -> Path:
     ours = [p["bus_sent"] / p["publishes"] if p["publishes"] else 0.0 for p in timeline]
     exact = [p["exact_minimum"] / p["publishes"] if p["publishes"] else 0.0 for p in timeline]
     left.plot(ts, [nodes - 1] * len(ts), "--", color="tab:red", label="Redis Cluster broadcast")
+    # the minimum first, wide, so bloomcast's line stays visible on top when they coincide
+    left.plot(
+        ts, exact, "-", color="tab:green", linewidth=6, alpha=0.35, label="exact-interest minimum"
+    )
     left.plot(ts, ours, "o-", color="tab:blue", label="bloomcast (Bloom-filter routing)")
-    left.plot(ts, exact, ":", color="tab:green", label="exact-interest minimum")
     left.set_xlabel("seconds since the workload started (one point per phase)")
     left.set_ylabel("bus PUBLISH messages per PUBLISH")
     left.set_ylim(0, nodes - 1 + 0.5)

@@ -15,12 +15,14 @@ Model (issue 6):
   ``room:1?``) and *shard* (SSUBSCRIBE to shard channels);
 * a schedule of phases. Phase 0 joins most subscribers; every later phase
   has some subscribers leave (unsubscribe everything), some join, and some
-  move between rooms, then publishers on every node publish.
+  move between rooms, then publishers on every node publish. In the last
+  phases the least popular room goes viral (``trend_share`` of PUBLISH), so
+  the statistics job's "trending channels" has a known answer.
 
 The oracle (:func:`expected_deliveries`) follows Redis's delivery rules: a
 PUBLISH reaches every client subscribed to the channel (a ``message``) and, in
 addition, one ``pmessage`` per pattern of that client that matches the channel
-(Redis glob, ``stringmatchlen``); an SPUBLISH reaches the clients subscribed
+(Redis glob, ``stringmatchlen``, via :mod:`router.glob`); an SPUBLISH reaches the clients subscribed
 to that shard channel (``smessage``) and no pattern subscriber. In bloomcast a
 PUBLISH on any node reaches subscribers on every node.
 
@@ -42,6 +44,7 @@ from typing import Literal
 from bloom.bloom_filter import m_for_capacity, theoretical_fp_rate
 from bloom.hashing import DEFAULT_K
 from bloom.pattern import DEFAULT_MAX_PREFIX, literal_prefix
+from router.glob import stringmatch
 
 SubKind = Literal["channel", "pattern", "shard"]
 Action = Literal["subscribe", "unsubscribe"]
@@ -53,84 +56,8 @@ PATTERNS = ("alerts:*", "room:1?")
 
 
 def glob_match(pattern: bytes, subject: bytes) -> bool:
-    """Redis glob match (``stringmatchlen``, case-sensitive).
-
-    Uses the node's matcher ``router.glob`` when it is importable; until it
-    lands, :func:`_reference_glob_match` (a small, independent implementation
-    kept only for that case)."""
-    try:
-        from router.glob import stringmatch  # type: ignore[import-not-found, unused-ignore]
-    except ImportError:
-        return _reference_glob_match(pattern, subject)
-    return bool(stringmatch(pattern, subject))
-
-
-def _class_match(pattern: bytes, i: int, c: int) -> tuple[bool, int]:
-    """Match byte ``c`` against the class starting after ``[`` at ``pattern[i]``;
-    returns (matched, index after the class). Unclosed: runs to the end."""
-    n = len(pattern)
-    negate = i < n and pattern[i] == ord("^")
-    if negate:
-        i += 1
-    hit = False
-    while i < n:
-        p = pattern[i]
-        if p == ord("\\") and i + 1 < n:
-            hit |= pattern[i + 1] == c
-            i += 2
-        elif p == ord("]"):
-            i += 1
-            break
-        elif i + 2 < n and pattern[i + 1] == ord("-"):
-            lo, hi = sorted((p, pattern[i + 2]))
-            hit |= lo <= c <= hi
-            i += 3
-        else:
-            hit |= p == c
-            i += 1
-    return hit != negate, i
-
-
-def _reference_glob_match(pattern: bytes, subject: bytes) -> bool:
-    """Glob with ``*``, ``?``, ``[...]`` (``^``, ranges, escapes) and ``\\x``.
-
-    The classic two-pointer wildcard walk: remember the last ``*`` and retry
-    from one byte further on a mismatch (linear in practice, no recursion)."""
-    pi = si = 0
-    star_p = star_s = -1
-    np, ns = len(pattern), len(subject)
-    while si < ns:
-        if pi < np:
-            p = pattern[pi]
-            if p == ord("*"):
-                star_p, star_s = pi, si
-                pi += 1
-                continue
-            if p == ord("?"):
-                pi += 1
-                si += 1
-                continue
-            if p == ord("["):
-                ok, after = _class_match(pattern, pi + 1, subject[si])
-                if ok:
-                    pi, si = after, si + 1
-                    continue
-            else:
-                lit = p
-                step = 1
-                if p == ord("\\") and pi + 1 < np:
-                    lit, step = pattern[pi + 1], 2
-                if lit == subject[si]:
-                    pi += step
-                    si += 1
-                    continue
-        if star_p < 0:
-            return False
-        star_s += 1
-        pi, si = star_p + 1, star_s
-    while pi < np and pattern[pi] == ord("*"):
-        pi += 1
-    return pi == np
+    """Redis glob match (``stringmatchlen`` rules): the node's own matcher."""
+    return stringmatch(pattern, subject)
 
 
 # -- the model -------------------------------------------------------------------------
@@ -188,6 +115,10 @@ class WorkloadSpec:
     phases: int = 10
     publishes_per_phase: int = 300
     payload_bytes: int = 64
+    # a cold room goes viral: from this share of the phases on, this share of
+    # PUBLISH goes to room:<rooms> (the least popular), so "trending" has a truth
+    trend_from: float = 0.6
+    trend_share: float = 0.1
     seed: int = 1
 
     def __post_init__(self) -> None:
@@ -352,16 +283,24 @@ class Workload:
             for c in changes:
                 state.apply(c)
             publishes = []
+            trending = p >= spec.trend_from * spec.phases
             for _ in range(spec.publishes_per_phase):
                 node = rng.randrange(spec.nodes)
-                channel, shard = self._publish_channel()
+                channel, shard = self._publish_channel(trending)
                 publishes.append(Publish(f"m{msg}", node, channel, shard))
                 msg += 1
             phases.append(Phase(p, tuple(changes), tuple(publishes)))
         return phases
 
-    def _publish_channel(self) -> tuple[str, bool]:
+    @property
+    def trend_room(self) -> str:
+        """The room that goes viral in the late phases."""
+        return f"room:{self.spec.rooms}"
+
+    def _publish_channel(self, trending: bool) -> tuple[str, bool]:
         rng = self.rng
+        if trending and rng.random() < self.spec.trend_share:
+            return self.trend_room, False
         roll = rng.random()
         if roll < 0.40:
             return self.room(), False
@@ -460,6 +399,9 @@ class RoutingExpectation:
     broadcast: int = 0  # publishes x (N - 1): Redis Cluster
     prefix_forwards: int = 0  # forced forwards to pattern-prefix-only peers
     bloom_fp_expected: float = 0.0  # sum of each uninterested peer's theoretical FP rate
+    # peer -> PUBLISH routed past it with no receiver and no prefix match there:
+    # the trials of its filter's false-positive rate
+    exposure: Counter[int] = field(default_factory=Counter)
 
     def add(self, other: RoutingExpectation) -> None:
         self.publishes += other.publishes
@@ -467,6 +409,7 @@ class RoutingExpectation:
         self.broadcast += other.broadcast
         self.prefix_forwards += other.prefix_forwards
         self.bloom_fp_expected += other.bloom_fp_expected
+        self.exposure.update(other.exposure)
 
 
 @dataclass(frozen=True)
@@ -503,12 +446,15 @@ def routing_expectation(
     filter's own FP is neglected: a handful of patterns)."""
     interested = interested_nodes(state, pub) - {pub.node}
     forced = prefix_only_nodes(state, pub) - {pub.node}
-    fp = sum(
-        rate
-        for peer, rate in fp_rates.items()
+    exposed = [
+        peer
+        for peer in fp_rates
         if peer != pub.node and peer not in interested and peer not in forced
+    ]
+    fp = sum(fp_rates[peer] for peer in exposed)
+    return RoutingExpectation(
+        1, len(interested), len(fp_rates) - 1, len(forced), fp, Counter(exposed)
     )
-    return RoutingExpectation(1, len(interested), len(fp_rates) - 1, len(forced), fp)
 
 
 # -- the verifier ----------------------------------------------------------------------
