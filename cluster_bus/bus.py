@@ -155,6 +155,7 @@ class Link(asyncio.Protocol):
         self.send_seq = 0
         self.recv_seq: int | None = None
         self.created_ms = now_ms()
+        self.last_rx_ms = self.created_ms
         self._pending: list[bytes] | None = None
         self._pending_bytes = 0  # counted only with a send-buffer limit
 
@@ -167,6 +168,7 @@ class Link(asyncio.Protocol):
         self.bus._link_made(self)
 
     def data_received(self, data: bytes) -> None:
+        self.last_rx_ms = now_ms()
         try:
             msgs = self.decoder.feed(data)
         except BusProtocolError as exc:
@@ -682,8 +684,13 @@ class ClusterBus:
                 if rec.ping_sent_ms == 0:
                     self._send(link, self._heartbeat(Ping, node_id))
                     ms.ping_sent(node_id, now)
-                elif now - rec.ping_sent_ms > half and now - link.created_ms > half:
-                    # no PONG for half the timeout: the link may be half-open; redial
+                elif (
+                    now - rec.ping_sent_ms > half
+                    and now - link.created_ms > half
+                    and now - self._last_heard(node_id, link) > half
+                ):
+                    # no PONG and nothing at all from the peer for half the
+                    # timeout: the link may be half-open; redial (as Redis does)
                     self.links_dropped += 1
                     link.close(abort=True)
             else:
@@ -700,6 +707,11 @@ class ClusterBus:
         for link in list(self._links):
             if not link.authenticated and now - link.created_ms > max(2000, half):
                 self._auth_failed(link, "handshake timeout")
+
+    def _last_heard(self, node_id: str, link: Link) -> int:
+        """When any link of ``node_id`` last delivered bytes (ms)."""
+        inbound = self._in.get(node_id)
+        return max(link.last_rx_ms, inbound.last_rx_ms if inbound is not None else 0)
 
     def _broadcast_fail(self, node_id: str) -> None:
         log.warning("node %s marked failed", node_id)
