@@ -85,6 +85,7 @@ _HB = TypeVar("_HB", Meet, Ping, Pong)
 log = logging.getLogger("bloomcast.bus")
 
 GOSSIP_ENTRIES = 8
+HANDSHAKE_MAX_BODY = 4096
 BACKOFF_BASE_MS = 100
 FILTER_REQUEST_RETRY_MS = 1000
 #: FP-driven resize: checked every this many received PUBLISH frames
@@ -149,7 +150,9 @@ class Link(asyncio.Protocol):
         self.peer_host = ""
         self.authenticated = False
         self.closed = False
-        self.decoder = FrameDecoder(bus.max_body)
+        # until the handshake is done only small frames: an unauthenticated
+        # peer cannot make us buffer a large body
+        self.decoder = FrameDecoder(HANDSHAKE_MAX_BODY)
         self.nonce = os.urandom(16)
         self.peer_nonce = b""
         self.send_seq = 0
@@ -883,6 +886,7 @@ class ClusterBus:
         assert peer is not None
         link.authenticated = True
         link.decoder.expect_sender = short_id(peer)
+        link.decoder.max_body = self.max_body
         if link.outbound:
             old = self._out.get(peer)
             if old is not None and old is not link and old.authenticated:

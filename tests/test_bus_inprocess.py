@@ -15,7 +15,7 @@ import pytest
 from bloom import CountingBloomFilter, PatternFilter
 from cluster_bus.bus import ClusterBus
 from cluster_bus.codec import encode
-from cluster_bus.frames import FilterKind, Leave, NodeFlags
+from cluster_bus.frames import FilterKind, Leave, NodeFlags, Publish
 from cluster_bus.local_filters import BloomLocalFilters
 from router.cluster_link import FilterChange
 from router.config import NodeConfig
@@ -427,5 +427,25 @@ def test_link_reset_heals_and_counts_no_gap():
             assert buses[1].info_fields()["cluster_stats_sequence_gaps"] == 0
         finally:
             await stop_all(pairs)
+
+    run(main())
+
+
+def test_unauthenticated_peer_cannot_announce_a_large_frame():
+    async def main():
+        node = BusTestNode()
+        bus = ClusterBus(node, config(), node.filters)
+        await bus.start()
+        try:
+            reader, writer = await asyncio.open_connection("127.0.0.1", bus.port)
+            # a header announcing a 100 MB PUBLISH before any handshake
+            writer.write(encode(Publish(1, 1, False, b"c", b""))[:6] + (10**8).to_bytes(4, "big"))
+            writer.write(b"\0" * 8)
+            await writer.drain()
+            assert await asyncio.wait_for(reader.read(), 5) == b""  # closed at once
+            assert bus.info_fields()["cluster_stats_bad_frames"] == 1
+            writer.close()
+        finally:
+            await bus.stop()
 
     run(main())
