@@ -449,3 +449,32 @@ def test_unauthenticated_peer_cannot_announce_a_large_frame():
             await bus.stop()
 
     run(main())
+
+
+def test_match_all_pattern_without_bit_flips_reaches_peers():
+    """PSUBSCRIBE * flips no bit, only the match-all flag: the delta still
+    carries it, peers send that node everything, and PUNSUBSCRIBE undoes it."""
+
+    async def main():
+        pairs = await start_cluster(2, subscribe_visibility_timeout_ms=2000)
+        nodes = [p[0] for p in pairs]
+        buses = [p[1] for p in pairs]
+        try:
+            await until(lambda: converged(buses))
+            assert buses[0].forward_publish(b"any.thing", b"x", False, 1) == 0
+            change = nodes[1].psubscribe(b"*")
+            assert change.set_positions == () and nodes[1].pat.match_all
+            fut = buses[1].filters_changed([change])
+            await asyncio.wait_for(fut, 2)
+            assert buses[0].forward_publish(b"any.thing", b"x", False, 2) == 1
+            assert buses[0].forward_publish(b"any.thing", b"x", True, 3) == 0  # not shard
+            nodes[1].patterns.discard(b"*")
+            nodes[1].pat.remove(b"*")
+            change = FilterChange("patterns", (), (), nodes[1].pat.fingerprint())
+            buses[1].filters_changed([change])
+            await until(lambda: buses[0].forward_publish(b"any.thing", b"x", False, 4) == 0)
+            assert buses[0].routing.holds_filters(nodes[1].node_id)
+        finally:
+            await stop_all(pairs)
+
+    run(main())
