@@ -478,3 +478,32 @@ def test_match_all_pattern_without_bit_flips_reaches_peers():
             await stop_all(pairs)
 
     run(main())
+
+
+def test_unreachable_seed_is_redialled_with_growing_jittered_backoff():
+    async def main():
+        from cluster_bus.local_cluster import free_port
+
+        dead = free_port()
+        node = BusTestNode()
+        bus = ClusterBus(node, config(join=[f"127.0.0.1:{dead}"]), node.filters)
+        await bus.start()
+        try:
+            key = ("127.0.0.1", dead)
+            seen = []
+            deadline = time.monotonic() + 5
+            while time.monotonic() < deadline and len(seen) < 4:
+                state = bus._backoff.get(key)
+                if state and (not seen or state[0] != seen[-1][0]):
+                    seen.append((state[0], state[1] - int(time.time() * 1000)))
+                await asyncio.sleep(0.01)
+            attempts = [a for a, _ in seen]
+            assert attempts == sorted(attempts) and attempts[-1] >= 3
+            cap = min(2000, max(200, bus.node_timeout_ms // 2))
+            for attempt, delay in seen:
+                base = min(cap, 100 * 2 ** (attempt - 1))
+                assert delay <= base + 20  # rand(0.5, 1) x min(cap, base x 2^n)
+        finally:
+            await bus.stop()
+
+    run(main())
