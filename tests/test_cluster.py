@@ -185,9 +185,14 @@ def test_unsubscribe_stops_traffic_to_that_node(cluster):
     pub = cluster.client(0)
     pub.publish("only.on.three", "a")
     assert [m["data"] for m in drain(ps, 1)] == [b"a"]
+    deltas = info(cluster, 0)["cluster_stats_filter_deltas_received"]
     ps.unsubscribe("only.on.three")
     wait_for(lambda: ps.get_message(timeout=0.1) is not None, what="unsubscribe reply")
-    time.sleep(0.2)  # the delta travels to node 0 (no visibility wait on unsubscribe)
+    # unsubscribes never wait: wait here until node 0 has node 3's delta
+    wait_for(
+        lambda: info(cluster, 0)["cluster_stats_filter_deltas_received"] > deltas,
+        what="delta at node 0",
+    )
     before = info(cluster, 3)
     for i in range(50):
         pub.publish("only.on.three", f"after {i}")
