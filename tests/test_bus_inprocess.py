@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+from typing import Any
 
 import pytest
 
@@ -31,7 +32,7 @@ class BusTestNode:
 
     def __init__(self, m: int = 1024) -> None:
         self.node_id = os.urandom(20).hex()
-        self.tap = None
+        self.tap: Any = None
         self.channels: set[bytes] = set()
         self.patterns: set[bytes] = set()
         self.delivered: list[tuple[bytes, bytes, bool]] = []
@@ -74,14 +75,18 @@ class BusTestNode:
         return FilterChange("patterns", flipped, (), self.pat.fingerprint())
 
 
+def stat(bus: ClusterBus, key: str) -> int:
+    return int(bus.info_fields()[key])
+
+
 def config(**kw) -> NodeConfig:
-    base = dict(port=0, cluster_port=0, node_timeout_ms=600)
+    base: dict[str, Any] = dict(port=0, cluster_port=0, node_timeout_ms=600)
     base.update(kw)
     return NodeConfig(**base)
 
 
 async def start_cluster(n: int, **kw) -> list[tuple[BusTestNode, ClusterBus]]:
-    out = []
+    out: list[tuple[BusTestNode, ClusterBus]] = []
     seed = None
     for _ in range(n):
         node = BusTestNode()
@@ -104,14 +109,24 @@ async def until(pred, timeout: float = 10.0, what: str = "condition") -> None:
 def converged(buses, n=None) -> bool:
     n = n or len(buses)
     return all(
-        b.info_fields()["cluster_known_nodes"] == n and b.info_fields()["cluster_filters_converged"]
-        for b in buses
+        stat(b, "cluster_known_nodes") == n and stat(b, "cluster_filters_converged") for b in buses
     )
 
 
 async def stop_all(pairs) -> None:
     for _, bus in pairs:
         await bus.stop()
+
+
+def crash(bus: ClusterBus) -> None:
+    """Stop a bus without a word (as kill -9 would): no LEAVE, links reset."""
+    assert bus._server is not None and bus._cron is not None
+    bus._stopping = True
+    bus._server.close()
+    bus._cron.cancel()
+    for link in list(bus._links):
+        assert link.transport is not None
+        link.transport.abort()
 
 
 def run(coro):
@@ -201,7 +216,7 @@ def test_stale_filter_detected_by_fingerprint_and_resynced():
                 what="resync",
             )
             assert buses[0].forward_publish(b"silent", b"x", False, 1) == 1
-            assert buses[0].info_fields()["cluster_stats_filter_requests_sent"] >= 3
+            assert stat(buses[0], "cluster_stats_filter_requests_sent") >= 3
         finally:
             await stop_all(pairs)
 
@@ -217,7 +232,7 @@ def test_unknown_peer_filter_fails_open():
             await until(lambda: converged(buses))
             buses[0].routing.mark_unknown(nodes[1].node_id, FilterKind.CHANNELS)
             assert buses[0].forward_publish(b"anything", b"x", False, 1) == 1
-            await until(lambda: buses[1].info_fields()["cluster_stats_false_positives_received"])
+            await until(lambda: stat(buses[1], "cluster_stats_false_positives_received"))
         finally:
             await stop_all(pairs)
 
@@ -236,12 +251,7 @@ def test_leave_forgets_and_crash_is_agreed_failed():
             # a stop sends LEAVE: the others forget it at once
             await until(lambda: all(victim not in b.membership.peers for b in buses[:3]))
             # a crash (no LEAVE): close its links without a word
-            crashed = buses[2]
-            crashed._stopping = True
-            crashed._server.close()
-            for link in list(crashed._links):
-                link.transport.abort()
-            crashed._cron.cancel()
+            crash(buses[2])
             cid = nodes[2].node_id
             await until(
                 lambda: all(b.membership.peers[cid].flags & NodeFlags.FAIL for b in buses[:2]),
@@ -273,10 +283,10 @@ def test_secret_mismatch_cannot_join():
         await bus_c.start()
         try:
             await until(lambda: converged([bus_a, bus_b]))
-            await until(lambda: bus_a.info_fields()["cluster_stats_auth_failures"] >= 1)
+            await until(lambda: stat(bus_a, "cluster_stats_auth_failures") >= 1)
             await asyncio.sleep(0.3)
             assert c.node_id not in bus_a.membership.peers
-            assert bus_c.info_fields()["cluster_known_nodes"] == 1
+            assert stat(bus_c, "cluster_known_nodes") == 1
         finally:
             for bus in (bus_a, bus_b, bus_c):
                 await bus.stop()
@@ -296,10 +306,10 @@ def test_sequence_gap_counted_and_bad_frame_closes_link():
             link = buses[0]._out[nodes[1].node_id]
             link.send_seq += 5  # as if five forwards were lost
             buses[0].forward_publish(b"c", b"2", False, 2)
-            await until(lambda: buses[1].info_fields()["cluster_stats_sequence_gaps"] == 5)
+            await until(lambda: stat(buses[1], "cluster_stats_sequence_gaps") == 5)
             # a frame with a wrong sender id on an established link: closed and counted
             link.write(encode(Leave(), 12345))
-            await until(lambda: buses[1].info_fields()["cluster_stats_bad_frames"] == 1)
+            await until(lambda: stat(buses[1], "cluster_stats_bad_frames") == 1)
             await until(lambda: converged(buses), what="link redialled")
         finally:
             await stop_all(pairs)
@@ -319,8 +329,7 @@ def test_send_buffer_limit_drops_link():
             payload = b"x" * (1 << 20)
             for i in range(8):  # 8 MiB in one go, no chance to drain
                 buses[0].forward_publish(b"big", payload, False, i)
-            info = buses[0].info_fields()
-            assert info["total_cluster_links_buffer_limit_exceeded"] >= 1
+            assert stat(buses[0], "total_cluster_links_buffer_limit_exceeded") >= 1
             await until(lambda: converged(buses), what="link back")
         finally:
             await stop_all(pairs)
@@ -348,9 +357,8 @@ def test_false_positives_trigger_resize_and_full_announce():
             for i in range(2000):
                 buses[0].forward_publish(b"other%d" % i, b"x", False, i)
             await until(lambda: nodes[1].resizes >= 1, what="resize")
-            info = buses[1].info_fields()
-            assert info["cluster_stats_false_positives_received"] > 0
-            assert info["cluster_stats_filter_resizes"] >= 1
+            assert stat(buses[1], "cluster_stats_false_positives_received") > 0
+            assert stat(buses[1], "cluster_stats_filter_resizes") >= 1
             assert nodes[1].chan.m >= 128
             # node 0 got the rebuilt filter whole and routes with it
             await until(
@@ -366,15 +374,6 @@ def test_false_positives_trigger_resize_and_full_announce():
             await stop_all(pairs)
 
     run(main())
-
-
-def crash(bus: ClusterBus) -> None:
-    """Stop a bus without a word (as kill -9 would): no LEAVE, links reset."""
-    bus._stopping = True
-    bus._server.close()
-    bus._cron.cancel()
-    for link in list(bus._links):
-        link.transport.abort()
 
 
 def test_restart_with_new_id_on_same_port_rejoins_with_full_filter_exchange():
@@ -398,7 +397,7 @@ def test_restart_with_new_id_on_same_port_rejoins_with_full_filter_exchange():
                 assert old_id not in b.membership.peers  # replaced at that address
                 assert b.forward_publish(b"after.restart", b"x", False, 1) == 1
             await until(lambda: len(node.delivered) == 2)
-            assert buses[0].info_fields()["cluster_stats_filter_syncs_received"] >= 4
+            assert stat(buses[0], "cluster_stats_filter_syncs_received") >= 4
         finally:
             await stop_all(pairs)
 
@@ -417,6 +416,7 @@ def test_link_reset_heals_and_counts_no_gap():
             await until(lambda: len(nodes[1].delivered) == 1)
             old = buses[0]._out[nodes[1].node_id]
             for link in list(buses[0]._links):  # cut every link between the two
+                assert link.transport is not None
                 link.transport.abort()
             await until(
                 lambda: buses[0]._out.get(nodes[1].node_id) not in (None, old) and converged(buses),
@@ -424,7 +424,7 @@ def test_link_reset_heals_and_counts_no_gap():
             )
             assert buses[0].forward_publish(b"c", b"2", False, 2) == 1
             await until(lambda: [m for _, m, _ in nodes[1].delivered] == [b"1", b"2"])
-            assert buses[1].info_fields()["cluster_stats_sequence_gaps"] == 0
+            assert stat(buses[1], "cluster_stats_sequence_gaps") == 0
         finally:
             await stop_all(pairs)
 
@@ -443,7 +443,7 @@ def test_unauthenticated_peer_cannot_announce_a_large_frame():
             writer.write(b"\0" * 8)
             await writer.drain()
             assert await asyncio.wait_for(reader.read(), 5) == b""  # closed at once
-            assert bus.info_fields()["cluster_stats_bad_frames"] == 1
+            assert stat(bus, "cluster_stats_bad_frames") == 1
             writer.close()
         finally:
             await bus.stop()
@@ -465,6 +465,7 @@ def test_match_all_pattern_without_bit_flips_reaches_peers():
             change = nodes[1].psubscribe(b"*")
             assert change.set_positions == () and nodes[1].pat.match_all
             fut = buses[1].filters_changed([change])
+            assert fut is not None
             await asyncio.wait_for(fut, 2)
             assert buses[0].forward_publish(b"any.thing", b"x", False, 2) == 1
             assert buses[0].forward_publish(b"any.thing", b"x", True, 3) == 0  # not shard
@@ -490,7 +491,7 @@ def test_unreachable_seed_is_redialled_with_growing_jittered_backoff():
         await bus.start()
         try:
             key = ("127.0.0.1", dead)
-            seen = []
+            seen: list[tuple[int, int]] = []
             deadline = time.monotonic() + 5
             while time.monotonic() < deadline and len(seen) < 4:
                 state = bus._backoff.get(key)

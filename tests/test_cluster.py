@@ -12,6 +12,7 @@ import contextlib
 import socket
 import threading
 import time
+from typing import Any
 
 import pytest
 
@@ -26,8 +27,8 @@ TIMEOUT_MS = 2000  # generous: the test machine is shared and busy
 FLAGS = ["--node-timeout-ms", str(TIMEOUT_MS), "--subscribe-visibility-timeout", "2000"]
 
 
-def info(cluster: LocalCluster, i: int) -> dict[str, int | str]:
-    out: dict[str, int | str] = {}
+def info(cluster: LocalCluster, i: int) -> dict[str, Any]:
+    out: dict[str, Any] = {}
     for key, value in cluster.cluster_info(i).items():
         out[key] = int(value) if value.lstrip("-").isdigit() else value
     return out

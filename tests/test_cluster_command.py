@@ -46,6 +46,7 @@ def test_cluster_up_runs_joined_nodes_and_stops_them(stop_signal):
         text=True,
     )  # fmt: skip
     try:
+        assert proc.stdout is not None and proc.stderr is not None
         lines = []
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:

@@ -30,6 +30,7 @@ from cluster_bus.frames import (
     HelloAuth,
     Leave,
     Meet,
+    Message,
     Ping,
     Pong,
     Publish,
@@ -43,7 +44,7 @@ def corpus() -> list[bytes]:
     g = (GossipEntry(NID, "127.0.0.1", 7001, 17001, 2, 123456),)
     sparse = bytearray(128)
     sparse[3] = 0x41
-    msgs = [
+    msgs: list[Message] = [
         Hello(NID, b"n" * 16, b"m" * 32, True),
         Hello(NID, b"n" * 16),
         HelloAuth(b"a" * 32),
