@@ -491,13 +491,13 @@ def _two_nodes_via_proxy(tmp_path, extra, delay=0.0):
 
 @pytest.mark.parametrize("visibility", [True, False])
 def test_visibility_waits_for_a_slow_peer(tmp_path, visibility):
-    """Node 1's filter deltas reach node 0 200 ms late. With the option on, the
+    """Node 1's filter deltas reach node 0 500 ms late. With the option on, the
     SUBSCRIBE reply waits for node 0's ack and a PUBLISH on node 0 right after
     it is delivered; with it off, the same PUBLISH is lost (what the option fixes)."""
     extra = ["--node-timeout-ms", "3000"]
     if visibility:
         extra += ["--subscribe-visibility-timeout", "2000"]
-    cluster, proxy = _two_nodes_via_proxy(tmp_path, extra, delay=0.2)
+    cluster, proxy = _two_nodes_via_proxy(tmp_path, extra, delay=0.5)
     try:
         delivered = 0
         with cluster.client(0) as pub, cluster.client(1) as r:
@@ -511,14 +511,14 @@ def test_visibility_waits_for_a_slow_peer(tmp_path, visibility):
                 delivered += len(drain(ps, 1, timeout=1.0))
                 ps.close()
                 if visibility:
-                    assert waited >= 0.2  # the reply waited for the ack
+                    assert waited >= 0.5  # the reply waited for the ack
         info1 = info(cluster, 1)
         if visibility:
             assert delivered == 3
             assert info1["cluster_subscribe_visibility_waits"] >= 3
             assert info1["cluster_subscribe_visibility_timeouts"] == 0
         else:
-            assert delivered == 0
+            assert delivered < 3  # (0 unless the test process stalls for 500 ms)
     finally:
         cluster.stop()
         proxy.close()
