@@ -37,8 +37,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         if action.dest in _PER_NODE or not action.option_strings:
             continue
         kwargs: dict[str, Any] = {"dest": f"node_{action.dest}", "help": action.help}
-        if action.metavar is not None:
-            kwargs["metavar"] = action.metavar
+        kwargs["metavar"] = action.metavar or action.dest.upper()
         if action.type is not None:
             kwargs["type"] = action.type
         up.add_argument(*action.option_strings, **kwargs)
