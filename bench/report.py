@@ -86,7 +86,7 @@ def plot_chart(report: dict[str, Any], path: str | os.PathLike[str]) -> Path:
     left.set_ylim(0, nodes - 1 + 0.5)
     left.set_title(f"{nodes} nodes: bus messages per PUBLISH")
     left.grid(alpha=0.3)
-    left.legend(loc="center right", fontsize=8)
+    left.legend(loc="lower right", fontsize=8)
 
     top = report.get("stats", {}).get("hot_channels") or []
     if top:
