@@ -38,16 +38,6 @@ def _is_bloomcast(service: dict) -> bool:
 def parse(argv: list[str], capsys) -> argparse.Namespace:
     """Parse with the real CLI parser; a parse error fails with argparse's message."""
     parser = build_parser()
-    known, _rest = parser.parse_known_args(argv[:1])
-    if getattr(known, "_missing", None) == "node":
-        # router/node_command.py not built yet: its flags are NodeConfig's
-        # (add_node_arguments), so check against those until it lands
-        node = argparse.ArgumentParser(prog="bloomcast node", exit_on_error=False)
-        add_node_arguments(node)
-        try:
-            return node.parse_args(argv[1:])
-        except (argparse.ArgumentError, SystemExit) as exc:
-            pytest.fail(f"bloomcast {' '.join(argv)}: {exc} {capsys.readouterr().err.strip()}")
     try:
         args = parser.parse_args(argv)
     except SystemExit:
