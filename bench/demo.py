@@ -747,8 +747,11 @@ def _run(args: argparse.Namespace, console: Console) -> int:
     stats: dict[str, Any] = {}
     checks: dict[str, Check] = {}
     if not args.skip_stats:
-        console.print(f"running the Spark statistics job over {spool}/ (master {args.master}) ...")
-        code, seconds, last = run_stats_job(spool, stats_out, args.master, out / "stats.log")
+        what = f"running the Spark statistics job over {spool}/ (master {args.master})"
+        console.print(f"{what} ...")
+        status = console.status(what) if not args.no_progress else contextlib.nullcontext()
+        with status:
+            code, seconds, last = run_stats_job(spool, stats_out, args.master, out / "stats.log")
         stats = stats_views(stats_out, node_ids, workload_end) if code == 0 else {}
         stats["exit_code"], stats["seconds"], stats["last_line"] = code, round(seconds, 1), last
         events = stats.get("counters", {}).get("events", 0)

@@ -315,12 +315,6 @@ class Workload:
     def total_publishes(self) -> int:
         return sum(len(p.publishes) for p in self.phases)
 
-    def channels_by_node(self) -> dict[int, list[Subscriber]]:
-        out: dict[int, list[Subscriber]] = defaultdict(list)
-        for s in self.subscribers:
-            out[s.node].append(s)
-        return out
-
 
 # -- payloads --------------------------------------------------------------------------
 
