@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import json
 import math
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -106,3 +108,50 @@ def test_demo_end_to_end(tmp_path):
     # the printed summary carries the same figures
     assert f"bus PUBLISH messages: {bus['publish_sent']}" in proc.stdout
     assert "hot channels" in proc.stdout
+
+
+def _processes_mentioning(text: str) -> list[int]:
+    """Live processes whose command line contains ``text`` (Linux /proc)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if text in cmdline:
+            found.append(int(entry.name))
+    return found
+
+
+@pytest.mark.cluster
+@pytest.mark.timeout(120)
+def test_demo_ctrl_c_stops_every_process(tmp_path):
+    out = tmp_path / "demo-int"
+    cmd = [
+        sys.executable, "-m", "router.cli", "demo", "--nodes", "3", "--duration", "60s",
+        "--skip-stats", "--no-progress", "--out", str(out),
+    ]  # fmt: skip
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        lines = []
+        assert proc.stdout is not None
+        for raw in proc.stdout:
+            lines.append(raw.decode(errors="replace"))
+            if raw.startswith(b"cluster ready"):
+                break
+        else:
+            pytest.fail("demo ended before its cluster was ready:\n" + "".join(lines))
+        # the nodes run (each has the spool under our tmp dir on its command line)
+        assert len(_processes_mentioning(str(out / "spool"))) == 3
+        time.sleep(1.0)  # inside the workload
+        proc.send_signal(signal.SIGINT)
+        rest, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+    assert proc.returncode == 130, rest.decode(errors="replace")
+    assert b"interrupted" in rest
+    assert _processes_mentioning(str(out / "spool")) == []
