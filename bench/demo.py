@@ -92,17 +92,31 @@ def parse_duration(text: str) -> float:
 
 def configure(parser: argparse.ArgumentParser) -> None:
     add = parser.add_argument
-    add("--nodes", type=int, default=5, help="node processes (default 5)")
-    add("--duration", type=parse_duration, default=30.0, help="workload time (default 30s)")
-    add("--out", default="bloomcast-demo", help="report.json, chart.png, spool, logs")
-    add("--seed", type=int, default=1, help="workload seed (same seed, same workload)")
-    add("--subscribers", type=int, default=300, help="subscriber connections (default 300)")
-    add("--rate", type=float, default=100.0, help="PUBLISH/s, all publishers together")
-    add("--phase-seconds", type=float, default=3.0, help="seconds per join/leave phase")
-    add("--probes", type=int, default=20, help="subscribe-to-remote-delivery trials")
-    add("--filter-capacity", type=int, help="node flag: channels the first filter is sized for")
-    add("--filter-fp-rate", type=float, help="node flag: target false-positive rate per filter")
-    add("--master", default="local[2]", help="Spark master for the statistics job")
+    add("--nodes", type=int, default=5, metavar="N", help="node processes (default 5)")
+    add(
+        "--duration",
+        type=parse_duration,
+        default=30.0,
+        metavar="TIME",
+        help="workload time: 30s, 2m, ... (default 30s)",
+    )
+    add("--out", default="bloomcast-demo", metavar="DIR", help="where report.json, chart.png, "
+        "the spool and the node logs go (default ./bloomcast-demo)")  # fmt: skip
+    add("--seed", type=int, default=1, metavar="N", help="workload seed (default 1)")
+    add("--subscribers", type=int, default=300, metavar="N", help="subscriber connections "
+        "(default 300)")  # fmt: skip
+    add("--rate", type=float, default=100.0, metavar="R", help="PUBLISH/s, all publishers "
+        "together (default 100)")  # fmt: skip
+    add("--phase-seconds", type=float, default=3.0, metavar="S", help="seconds per join/leave "
+        "phase (default 3)")  # fmt: skip
+    add("--probes", type=int, default=20, metavar="N", help="subscribe-to-remote-delivery "
+        "trials (default 20)")  # fmt: skip
+    add("--filter-capacity", type=int, metavar="N", help="node flag: channels the first "
+        "filter is sized for (default: the node's)")  # fmt: skip
+    add("--filter-fp-rate", type=float, metavar="P", help="node flag: target false-positive "
+        "rate per filter (default: the node's)")  # fmt: skip
+    add("--master", default="local[2]", metavar="URL", help="Spark master for the statistics "
+        "job (default local[2])")  # fmt: skip
     add("--skip-stats", action="store_true", help="do not run the Spark job")
     add("--no-progress", action="store_true", help="no live progress display")
 
