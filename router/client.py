@@ -60,6 +60,8 @@ class Client(asyncio.Protocol):
         self.addr = "?:0"
         self.laddr = "?:0"
         self._blocked: asyncio.Future[bytes] | None = None
+        # messages that arrived while a confirmation was held (they go after it)
+        self._held: list[bytes] = []
         self._close_after_reply = False
         self._soft_limit_since: float | None = None
 
@@ -125,9 +127,12 @@ class Client(asyncio.Protocol):
 
     def _unblock(self, future: asyncio.Future[bytes]) -> None:
         self._blocked = None
+        held, self._held = self._held, []
         if self.closed or future.cancelled():
             return
         self.write(future.result())
+        for frame in held:
+            self.write_pubsub(frame)
         if self.transport is not None:
             self.transport.resume_reading()
         self._process()
@@ -181,6 +186,11 @@ class Client(asyncio.Protocol):
         """Write a pub/sub message and enforce the pubsub output buffer limits."""
         transport = self.transport
         if self.closed or transport is None:
+            return
+        if self._blocked is not None:
+            # a (P|S)SUBSCRIBE confirmation is held for subscribe visibility:
+            # Redis always confirms before the first message, so queue behind it
+            self._held.append(data)
             return
         transport.write(data)
         size = transport.get_write_buffer_size()

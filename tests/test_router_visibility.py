@@ -1,0 +1,82 @@
+"""Subscribe visibility on the node side: a held (P)SUBSCRIBE confirmation.
+
+With subscribe visibility the ClusterLink returns a future from
+``filters_changed``; the node must send the confirmation only when it
+resolves, and — as Redis always does — before any message on that
+subscription, even one published locally while the confirmation was held.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from router.cluster_link import FilterChange, NoPeers
+from router.config import NodeConfig
+from router.node import Node
+
+
+class HeldLink(NoPeers):
+    """A link whose filter announcements wait until the test releases them."""
+
+    def __init__(self) -> None:
+        super().__init__("0" * 40, "127.0.0.1", 0)
+        self.pending: list[asyncio.Future[None]] = []
+
+    def filters_changed(self, changes: list[FilterChange]) -> asyncio.Future[None] | None:
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.pending.append(fut)
+        return fut
+
+
+async def _read_frames(reader: asyncio.StreamReader, n: int) -> list[bytes]:
+    """Read n RESP2 arrays of three or four bulk/int elements, as raw bytes."""
+    frames = []
+    for _ in range(n):
+        head = await asyncio.wait_for(reader.readline(), 5)
+        count = int(head[1:])
+        body = b""
+        for _ in range(count):
+            line = await asyncio.wait_for(reader.readline(), 5)
+            body += line
+            if line.startswith(b"$"):
+                body += await asyncio.wait_for(reader.readline(), 5)
+        frames.append(head + body)
+    return frames
+
+
+def test_confirmation_is_held_and_precedes_messages():
+    async def scenario() -> None:
+        node = Node(NodeConfig(port=0))
+        link = HeldLink()
+        await node.start()
+        node.link = link
+        try:
+            sub_r, sub_w = await asyncio.open_connection("127.0.0.1", node.port)
+            pub_r, pub_w = await asyncio.open_connection("127.0.0.1", node.port)
+            sub_w.write(b"SUBSCRIBE news\r\n")
+            await sub_w.drain()
+            for _ in range(50):  # until the node registered it and asked the link
+                if link.pending:
+                    break
+                await asyncio.sleep(0.01)
+            assert link.pending, "the subscribe did not announce a filter change"
+            pub_w.write(b"PUBLISH news early\r\n")
+            await pub_w.drain()
+            assert await asyncio.wait_for(pub_r.readline(), 5) == b":1\r\n"
+            # nothing reaches the subscriber while its confirmation is held
+            try:
+                early = await asyncio.wait_for(sub_r.read(1), 0.2)
+            except TimeoutError:
+                early = b""
+            assert early == b""
+            for fut in link.pending:
+                fut.set_result(None)
+            frames = await _read_frames(sub_r, 2)
+            assert frames[0] == b"*3\r\n$9\r\nsubscribe\r\n$4\r\nnews\r\n:1\r\n"
+            assert frames[1] == b"*3\r\n$7\r\nmessage\r\n$4\r\nnews\r\n$5\r\nearly\r\n"
+            for w in (sub_w, pub_w):
+                w.close()
+        finally:
+            await node.stop()
+
+    asyncio.run(scenario())
