@@ -186,7 +186,12 @@ def write_outputs(
 
 
 def _with_command(body: str, meta: dict[str, Any]) -> str:
-    return f"Command: `{meta['command']}` ({meta['date']}).\n\n{body}"
+    bloomcast = meta["versions"].get("bloomcast", "")
+    load = ", ".join(f"{x:.2f}" for x in meta["machine"]["loadavg"])
+    return (
+        f"Command: `{meta['command']}` ({meta['date']}, {bloomcast}, "
+        f"load average at the end {load}).\n\n{body}"
+    )
 
 
 def meta_markdown(meta: dict[str, Any]) -> str:
