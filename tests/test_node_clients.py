@@ -1,0 +1,190 @@
+"""Real clients against a real node process: redis-py (sync, asyncio, RESP3),
+AUTH/HELLO AUTH, redis-cli, and the process's own life (SIGTERM)."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+import redis
+import redis.asyncio as aioredis
+
+from tests.node_oracle import bloomcast_node, free_port, wait_port
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.fixture(scope="module")
+def node():
+    with bloomcast_node() as port:
+        yield port
+
+
+def _next_message(pubsub, timeout: float = 5.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        msg = pubsub.get_message(ignore_subscribe_messages=True, timeout=0.2)
+        if msg is not None:
+            return msg
+    raise TimeoutError("no message")
+
+
+@pytest.mark.parametrize("protocol", [2, 3])
+def test_redis_py_pubsub(node, protocol):
+    r = redis.Redis(port=node, protocol=protocol)
+    p = r.pubsub()
+    p.subscribe("news")
+    p.psubscribe("room:1?")
+    p.ssubscribe("shard")
+    for _ in range(3):
+        assert p.get_message(timeout=2)["type"] in ("subscribe", "psubscribe", "ssubscribe")
+    assert r.publish("news", "hello") == 1
+    assert r.publish("room:12", "x") == 1
+    assert r.publish("room:123", "y") == 0
+    assert r.spublish("shard", "s") == 1
+    got = [_next_message(p) for _ in range(2)]
+    assert got[0]["type"] == "message" and got[0]["data"] == b"hello"
+    assert got[1]["type"] == "pmessage" and got[1]["pattern"] == b"room:1?"
+    smsg = p.get_sharded_message(timeout=2)
+    while smsg is not None and smsg["type"] != "smessage":
+        smsg = p.get_sharded_message(timeout=2)
+    assert smsg is not None and smsg["data"] == b"s"
+    assert r.pubsub_numsub("news") == [(b"news", 1)]
+    assert r.pubsub_numpat() == 1
+    p.close()
+    r.close()
+
+
+def test_redis_py_listen_run_in_thread_and_health_check(node):
+    r = redis.Redis(port=node, health_check_interval=1)
+    received: list[bytes] = []
+    done = threading.Event()
+
+    def handler(message):
+        received.append(message["data"])
+        if len(received) == 3:
+            done.set()
+
+    p = r.pubsub()
+    p.subscribe(**{"thread": handler})
+    worker = p.run_in_thread(sleep_time=0.05, daemon=True)
+    try:
+        deadline = time.monotonic() + 5
+        while r.pubsub_numsub("thread")[0][1] != 1 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        time.sleep(1.2)  # past the health-check interval: redis-py PINGs in subscribed mode
+        for i in range(3):
+            assert r.publish("thread", f"m{i}") == 1
+        assert done.wait(5)
+        assert received == [b"m0", b"m1", b"m2"]
+    finally:
+        worker.stop()
+        worker.join(5)
+        p.close()
+    p2 = r.pubsub()
+    p2.subscribe("listen")
+    it = p2.listen()
+    assert next(it)["type"] == "subscribe"
+    r.publish("listen", "L")
+    assert next(it)["data"] == b"L"
+    p2.close()
+    r.close()
+
+
+def test_redis_py_asyncio(node):
+    async def scenario() -> None:
+        r = aioredis.Redis(port=node)
+        p = r.pubsub()
+        await p.subscribe("aio")
+        assert (await p.get_message(timeout=2))["type"] == "subscribe"
+        assert await r.publish("aio", "x") == 1
+        msg = None
+        for _ in range(20):
+            msg = await p.get_message(ignore_subscribe_messages=True, timeout=0.5)
+            if msg:
+                break
+        assert msg is not None and msg["data"] == b"x"
+        await p.aclose()
+        await r.aclose()
+
+    asyncio.run(scenario())
+
+
+def test_requirepass_auth_and_hello_auth():
+    with bloomcast_node("--requirepass", "s3cret") as port:
+        with pytest.raises(redis.AuthenticationError):
+            redis.Redis(port=port).ping()
+        with pytest.raises(redis.AuthenticationError):
+            redis.Redis(port=port, password="wrong").ping()
+        assert redis.Redis(port=port, password="s3cret").ping()
+        r3 = redis.Redis(port=port, password="s3cret", protocol=3)  # HELLO 3 AUTH
+        assert r3.publish("c", "m") == 0
+
+
+@pytest.mark.skipif(
+    shutil.which("redis-cli") is None,
+    reason="redis-cli not installed (Debian package redis-tools; .ci/run installs it)",
+)
+def test_redis_cli(node):
+    out = subprocess.run(
+        ["redis-cli", "-p", str(node), "PUBLISH", "cli", "x"],
+        capture_output=True,
+        text=True,
+        timeout=10,
+    )
+    assert out.stdout.strip() == "0"
+    sub = subprocess.Popen(
+        ["redis-cli", "-p", str(node), "SUBSCRIBE", "cli"], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        r = redis.Redis(port=node)
+        deadline = time.monotonic() + 5
+        while r.pubsub_numsub("cli")[0][1] != 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert r.publish("cli", "hello-cli") == 1
+        lines = [sub.stdout.readline().strip() for _ in range(6)]
+        assert lines[:3] == ["subscribe", "cli", "1"]
+        assert lines[3:] == ["message", "cli", "hello-cli"]
+    finally:
+        sub.kill()
+        sub.wait(5)
+    out = subprocess.run(
+        ["redis-cli", "-p", str(node), "CLUSTER", "MYID"],
+        capture_output=True,
+        text=True,
+        timeout=10,
+    )
+    assert len(out.stdout.strip()) == 40
+
+
+def test_node_process_stops_on_sigterm():
+    port = free_port()
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "router.cli",
+            "node",
+            "--port",
+            str(port),
+            "--cluster-port",
+            str(free_port()),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        wait_port(port, proc)
+        assert "ready" in proc.stdout.readline()
+        assert redis.Redis(port=port).ping()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(15) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
