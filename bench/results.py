@@ -193,11 +193,21 @@ def profile_markdown(profile: dict[str, Any]) -> str:
         "",
         table(["frame", "share"], [[f"`{f}`", f"{s:.1%}"] for f, s in profile["self"][:12]]),
         "",
-        "Inclusive time:",
+        "Inclusive time (below the event loop's entry frames, which hold every sample):",
         "",
-        table(["frame", "share"], [[f"`{f}`", f"{s:.1%}"] for f, s in profile["inclusive"][:12]]),
+        table(["frame", "share"], [[f"`{f}`", f"{s:.1%}"] for f, s in _below_loop(profile)]),
     ]
     return "\n".join(lines)
+
+
+def _below_loop(profile: dict[str, Any], rows: int = 12) -> list[tuple[str, float]]:
+    """Inclusive frames minus the entry chain (main, runpy, the loop's run), which
+    all carry the same, largest share."""
+    inclusive = profile["inclusive"]
+    if not inclusive:
+        return []
+    top = inclusive[0][1]
+    return [(f, s) for f, s in inclusive if s < top - 1e-9][:rows]
 
 
 def cluster_markdown(result: dict[str, Any]) -> str:

@@ -109,5 +109,26 @@ def test_cluster_markdown_shows_ratios():
         ],
     }
     text = cluster_markdown(result)
-    assert "| 3 | bloomcast / redis-server | 0.25x | 0.01x | 1.00x | 1.00x |" in text
+    assert "| 3 | bloomcast / redis-server | 0.25x | 0.007x | 1.00x | 1.00x |" in text
     assert "| 3 | bloomcast | 0.500 | 0.500 | 2 | 1.00x | 30.0 | yes |" in text
+
+
+def test_profile_markdown_drops_the_entry_chain():
+    from bench.results import profile_markdown
+
+    profile = {
+        "samples": 100,
+        "pipeline": 16,
+        "self": [["write (router/client.py)", 0.4]],
+        "inclusive": [
+            ["main (router/cli.py)", 0.98],
+            ["run (uvloop/__init__.py)", 0.98],
+            ["data_received (router/client.py)", 0.95],
+            ["write (router/client.py)", 0.4],
+        ],
+    }
+    text = profile_markdown(profile)
+    inclusive = text.split("Inclusive time")[1]
+    assert "main (router/cli.py)" not in inclusive
+    assert "| `data_received (router/client.py)` | 95.0% |" in inclusive
+    assert profile_markdown({"error": "py-spy not found"}).startswith("Profile: not taken")
