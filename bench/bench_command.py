@@ -168,9 +168,15 @@ def write_outputs(
         "versions": versions,
         "machine": machine_info(),
     }
-    update_json(out / "benchmarks.json", {"meta": meta, **results})
-
-    sections: dict[str, str] = {"How these numbers were taken": meta_markdown(meta)}
+    data = update_json(out / "benchmarks.json", {"meta": meta, **results})
+    # the file holds parts from earlier runs too: list every version they used
+    all_versions = dict(versions)
+    for key, part in data.items():
+        if key != "meta" and isinstance(part, dict):
+            for name, version in part.get("versions", {}).items():
+                all_versions.setdefault(name, version)
+    shown = dict(meta, versions=all_versions)
+    sections: dict[str, str] = {"How these numbers were taken": meta_markdown(shown)}
     if "single_node" in results:
         sections["single node"] = _with_command(single_node_markdown(results["single_node"]), meta)
     if "cluster" in results:
@@ -214,6 +220,9 @@ def meta_markdown(meta: dict[str, Any]) -> str:
         "(Debian's redis-tools) drives every server. Redis Clusters are formed with "
         "distinct config epochs, CLUSTER MEET and ADDSLOTSRANGE, `cluster-node-timeout "
         "5000`; persistence off. Each section's own run (command, commit, load) is named "
-        "at its top: sections can come from different runs.",
+        "at its top: sections can come from different runs. `bloomcast bench simulate` "
+        "runs bench/simulate.py's `run_simulation` into benchmarks.json (key "
+        "`simulation`); the `simulation` section is written by that module "
+        "(`python -m bench.simulate --write`).",
     ]
     return "\n".join(lines)
