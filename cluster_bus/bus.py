@@ -361,8 +361,10 @@ class ClusterBus:
     # -- ClusterLink ---------------------------------------------------------------
 
     def forward_publish(self, channel: bytes, message: bytes, shard: bool, origin_seq: int) -> int:
-        mask = self.routing.route(channel, shard)
         peers = self.routing.peer_count
+        if not peers:  # a lone node: nothing to route to
+            return 0
+        mask = self.routing.route(channel, shard)
         if not mask:
             self.publish_suppressed += peers
             return 0

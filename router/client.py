@@ -62,6 +62,9 @@ class Client(asyncio.Protocol):
         self._blocked: asyncio.Future[bytes] | None = None
         # messages that arrived while a confirmation was held (they go after it)
         self._held: list[bytes] = []
+        # pub/sub messages queued in this loop turn, written by flush()
+        self._out: list[bytes] = []
+        self._out_bytes = 0
         self._close_after_reply = False
         self._soft_limit_since: float | None = None
 
@@ -180,19 +183,40 @@ class Client(asyncio.Protocol):
 
     def write(self, data: bytes) -> None:
         if not self.closed and self.transport is not None:
+            if self._out:  # messages queued before this reply go first, as in Redis
+                self.flush()
             self.transport.write(data)
 
     def write_pubsub(self, data: bytes) -> None:
-        """Write a pub/sub message and enforce the pubsub output buffer limits."""
-        transport = self.transport
-        if self.closed or transport is None:
+        """Queue a pub/sub message; the node flushes every queued client once per
+        event-loop turn (like Redis's handleClientsWithPendingWrites), so many
+        messages to one subscriber cost one system call."""
+        if self.closed or self.transport is None:
             return
         if self._blocked is not None:
             # a (P|S)SUBSCRIBE confirmation is held for subscribe visibility:
             # Redis always confirms before the first message, so queue behind it
             self._held.append(data)
             return
-        transport.write(data)
+        if not self._out:
+            self.node.schedule_flush(self)
+        self._out.append(data)
+        self._out_bytes += len(data)
+        hard = self.node.config.pubsub_hard_limit
+        if hard and self._out_bytes > hard:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write the queued pub/sub messages and enforce the pubsub output limits."""
+        transport = self.transport
+        out = self._out
+        if not out or self.closed or transport is None:
+            out.clear()
+            self._out_bytes = 0
+            return
+        transport.write(out[0] if len(out) == 1 else b"".join(out))
+        out.clear()
+        self._out_bytes = 0
         size = transport.get_write_buffer_size()
         config = self.node.config
         if size <= config.pubsub_soft_limit or not config.pubsub_soft_limit:

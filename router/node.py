@@ -62,6 +62,7 @@ class Node:
         self.publish_seq = 0
         self.started = time.time()
         self._ids = count(1)
+        self._dirty: list[Client] = []  # clients with queued pub/sub output
         self._server: asyncio.base_events.Server | None = None
 
     # ------------------------------------------------------------ lifecycle
@@ -91,6 +92,17 @@ class Node:
             self._server = None
         if self.tap is not None:
             self.tap.close()
+
+    def schedule_flush(self, client: Client) -> None:
+        """Flush ``client``'s queued messages at the end of this loop turn."""
+        if not self._dirty:
+            asyncio.get_running_loop().call_soon(self._flush_all)
+        self._dirty.append(client)
+
+    def _flush_all(self) -> None:
+        dirty, self._dirty = self._dirty, []
+        for client in dirty:
+            client.flush()
 
     def next_client_id(self) -> int:
         return next(self._ids)

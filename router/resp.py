@@ -128,7 +128,12 @@ class RequestParser:
             if buf[pos] != 0x24:  # '$'
                 got = chr(buf[pos])
                 raise ProtocolError(f"ERR Protocol error: expected '$', got '{got}'")
-            size = _string2ll(bytes(buf[pos + 1 : nl]))
+            raw = buf[pos + 1 : nl]
+            # fast path: plain digits without a leading zero (every sane client)
+            if raw.isdigit() and (raw[0] != 0x30 or len(raw) == 1) and len(raw) < 19:
+                size: int | None = int(raw)
+            else:
+                size = _string2ll(bytes(raw))
             if size is None or size < 0 or size > self.max_bulk:
                 raise ProtocolError("ERR Protocol error: invalid bulk length")
             if size > UNAUTH_MAX_BULK and not self.authenticated:
