@@ -17,6 +17,8 @@ recursion to overflow; the 1000-star limit is kept for identical results.
 
 from __future__ import annotations
 
+from bloom import literal_prefix as bloom_literal_prefix
+
 MAX_STAR_NESTING = 1000
 
 _STAR, _QMARK, _LBRACKET, _RBRACKET, _BACKSLASH, _CARET, _DASH = b"*?[]\\^-"
@@ -110,16 +112,7 @@ def stringmatch(pattern: bytes, string: bytes) -> bool:
 
 def literal_prefix(pattern: bytes) -> bytes:
     """The bytes every match of ``pattern`` starts with: up to the first unescaped
-    ``*``, ``?`` or ``[``, with ``\\x`` escapes resolved (b"" for a leading glob)."""
-    out = bytearray()
-    i, n = 0, len(pattern)
-    while i < n:
-        c = pattern[i]
-        if c in (_STAR, _QMARK, _LBRACKET):
-            break
-        if c == _BACKSLASH and i + 1 < n:
-            i += 1
-            c = pattern[i]
-        out.append(c)
-        i += 1
-    return bytes(out)
+    ``*``, ``?`` or ``[``, with ``\\x`` escapes resolved (b"" for a leading glob).
+    The same rule as the pattern filter's prefix (:func:`bloom.literal_prefix`),
+    without its length cap."""
+    return bloom_literal_prefix(pattern, len(pattern))
