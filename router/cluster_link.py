@@ -34,6 +34,34 @@ class FilterChange:
     fingerprint: int
 
 
+def merge_changes(changes: list[FilterChange]) -> list[FilterChange]:
+    """Fold a sequence of changes into at most one per filter: each position
+    ends set or cleared as its last change left it, and the fingerprint is the
+    last one. (One command's changes become one delta round on the bus.)"""
+    if len(changes) <= 1:
+        return changes
+    merged: list[FilterChange] = []
+    for name in ("channels", "patterns"):
+        last: dict[int, bool] = {}
+        fingerprint = None
+        for change in changes:
+            if change.filter != name:
+                continue
+            last.update(dict.fromkeys(change.set_positions, True))
+            last.update(dict.fromkeys(change.cleared_positions, False))
+            fingerprint = change.fingerprint
+        if fingerprint is not None:
+            merged.append(
+                FilterChange(
+                    name,
+                    tuple(p for p, on in last.items() if on),
+                    tuple(p for p, on in last.items() if not on),
+                    fingerprint,
+                )
+            )
+    return merged
+
+
 class LocalDelivery(Protocol):
     """What the node offers the cluster bus."""
 

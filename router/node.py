@@ -24,7 +24,7 @@ from itertools import count
 
 from router import resp
 from router.client import Client
-from router.cluster_link import ClusterLink, FilterChange, NoPeers
+from router.cluster_link import ClusterLink, FilterChange, NoPeers, merge_changes
 from router.config import NodeConfig
 from router.registry import Registry, Subscriber
 from spark.events import TrafficEvent, channel_text
@@ -120,7 +120,7 @@ class Node:
 
     def client_disconnected(self, client: Client) -> None:
         self.clients.pop(client.id, None)
-        self.filters_changed(self.registry.drop_client(client))
+        self.filters_changed(merge_changes(self.registry.drop_client(client)))
 
     # ------------------------------------------------------------ pub/sub
 

@@ -80,3 +80,43 @@ def test_confirmation_is_held_and_precedes_messages():
             await node.stop()
 
     asyncio.run(scenario())
+
+
+class RecordingLink(NoPeers):
+    def __init__(self) -> None:
+        super().__init__("0" * 40, "127.0.0.1", 0)
+        self.calls: list[list[FilterChange]] = []
+
+    def filters_changed(self, changes: list[FilterChange]) -> asyncio.Future[None] | None:
+        self.calls.append(changes)
+        return None
+
+
+def test_one_command_announces_one_merged_change_per_filter():
+    """SUBSCRIBE a b c is one delta round: one call, one change per filter,
+    whose positions and fingerprint are the filter's state after the command."""
+
+    async def scenario() -> None:
+        node = Node(NodeConfig(port=0))
+        link = RecordingLink()
+        await node.start()
+        node.link = link
+        try:
+            r, w = await asyncio.open_connection("127.0.0.1", node.port)
+            w.write(b"SUBSCRIBE a b c\r\nPSUBSCRIBE x* y*\r\nUNSUBSCRIBE a b c\r\n")
+            await _read_frames(r, 3 + 2 + 3)
+            assert len(link.calls) == 3
+            subscribe, psubscribe, unsubscribe = link.calls
+            cf = node.registry.channel_filter
+            assert [c.filter for c in subscribe] == ["channels"]
+            assert not subscribe[0].cleared_positions
+            assert [c.filter for c in psubscribe] == ["patterns"]
+            assert psubscribe[0].fingerprint == node.registry.pattern_filter.fingerprint()
+            assert [c.filter for c in unsubscribe] == ["channels"]
+            assert sorted(unsubscribe[0].cleared_positions) == sorted(subscribe[0].set_positions)
+            assert unsubscribe[0].fingerprint == cf.fingerprint() and cf.set_bits == 0
+            w.close()
+        finally:
+            await node.stop()
+
+    asyncio.run(scenario())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING
 
 from router import resp
@@ -30,7 +31,7 @@ _HELP = (
 )
 
 
-def _list(table: dict[bytes, object], args: list[bytes], sub: str) -> bytes:
+def _list(table: Mapping[bytes, object], args: list[bytes], sub: str) -> bytes:
     if len(args) > 3:
         return resp.error(
             f"ERR unknown subcommand or wrong number of arguments for '{sub}'. Try PUBSUB HELP."
@@ -41,7 +42,7 @@ def _list(table: dict[bytes, object], args: list[bytes], sub: str) -> bytes:
     return resp.bulk_array(names)
 
 
-def _numsub(table: dict[bytes, set[object]], args: list[bytes]) -> bytes:
+def _numsub(table: Mapping[bytes, Collection[object]], args: list[bytes]) -> bytes:
     out = [resp.array_header(2 * (len(args) - 2))]
     for name in args[2:]:
         out.append(resp.bulk(name) + resp.integer(len(table.get(name, ()))))
@@ -49,19 +50,19 @@ def _numsub(table: dict[bytes, set[object]], args: list[bytes]) -> bytes:
 
 
 def channels(node: Node, client: Client, args: list[bytes]) -> Reply:
-    return _list(node.registry.channels, args, args[1].decode(errors="replace"))  # type: ignore[arg-type]
+    return _list(node.registry.channels, args, args[1].decode(errors="replace"))
 
 
 def shardchannels(node: Node, client: Client, args: list[bytes]) -> Reply:
-    return _list(node.registry.shard_channels, args, args[1].decode(errors="replace"))  # type: ignore[arg-type]
+    return _list(node.registry.shard_channels, args, args[1].decode(errors="replace"))
 
 
 def numsub(node: Node, client: Client, args: list[bytes]) -> Reply:
-    return _numsub(node.registry.channels, args)  # type: ignore[arg-type]
+    return _numsub(node.registry.channels, args)
 
 
 def shardnumsub(node: Node, client: Client, args: list[bytes]) -> Reply:
-    return _numsub(node.registry.shard_channels, args)  # type: ignore[arg-type]
+    return _numsub(node.registry.shard_channels, args)
 
 
 def numpat(node: Node, client: Client, args: list[bytes]) -> Reply:

@@ -29,10 +29,15 @@ def info(node: Node, client: Client, args: list[bytes]) -> Reply:
     return resp.verbatim("\r\n".join(parts).encode(), client.resp)
 
 
-def _commands() -> list[Command]:
+def _table() -> dict[bytes, Command]:
+    # imported late: this module is part of the table being built
     from router.commands import COMMANDS
 
-    return list(COMMANDS.values())
+    return COMMANDS
+
+
+def _commands() -> list[Command]:
+    return list(_table().values())
 
 
 def command_all(node: Node, client: Client, args: list[bytes]) -> Reply:
@@ -48,23 +53,21 @@ def command_list(node: Node, client: Client, args: list[bytes]) -> Reply:
 
 
 def command_info(node: Node, client: Client, args: list[bytes]) -> Reply:
-    from router.commands import COMMANDS
-
+    table = _table()
     names = args[2:]
     if not names:
         return command_all(node, client, args)
     out: list[Any] = []
     for name in names:
-        cmd = COMMANDS.get(name.lower())
+        cmd = table.get(name.lower())
         out.append(cmd.info() if cmd else None)
     return resp.encode_value(out, client.resp)
 
 
 def command_docs(node: Node, client: Client, args: list[bytes]) -> Reply:
-    from router.commands import COMMANDS
-
-    names = [n.lower() for n in args[2:]] or list(COMMANDS)
-    docs = {n.decode(): COMMANDS[n].docs() for n in names if n in COMMANDS}
+    table = _table()
+    names = [n.lower() for n in args[2:]] or list(table)
+    docs = {n.decode(): table[n].docs() for n in names if n in table}
     return resp.encode_value(docs, client.resp)
 
 

@@ -13,10 +13,10 @@ live peer acknowledged the change (see :meth:`router.node.Node.filters_changed`)
 
 from __future__ import annotations
 
-import asyncio
 from typing import TYPE_CHECKING
 
 from router import resp
+from router.cluster_link import FilterChange, merge_changes
 from router.commands import Command, Reply
 
 if TYPE_CHECKING:
@@ -39,29 +39,22 @@ def confirmation(client: Client, kind: str, name: bytes | None, count: int) -> b
     return head + target + resp.integer(count)
 
 
-def _finish(node: Node, replies: list[bytes], futures: list[asyncio.Future[None]]) -> Reply:
-    data = b"".join(replies)
-    if not futures:
-        return data
-    return node.after(futures, data)
-
-
 def _subscribe(kind: str, shard: bool) -> Command:
     def handler(node: Node, client: Client, args: list[bytes]) -> Reply:
         replies: list[bytes] = []
-        futures: list[asyncio.Future[None]] = []
+        changes: list[FilterChange] = []
         registry = node.registry
         for name in args[1:]:
             if kind == "psubscribe":
-                changes = registry.psubscribe(client, name)
+                changes += registry.psubscribe(client, name)
             else:
-                changes = registry.subscribe(client, name, shard)
-            fut = node.filters_changed(changes)
-            if fut is not None:
-                futures.append(fut)
+                changes += registry.subscribe(client, name, shard)
             count = len(client.shard_channels) if shard else client.subscription_count()
             replies.append(confirmation(client, kind, name, count))
-        return _finish(node, replies, futures)
+        # one announcement for the whole command: one delta round, one wait
+        fut = node.filters_changed(merge_changes(changes))
+        data = b"".join(replies)
+        return data if fut is None else node.after([fut], data)
 
     return Command(kind, -2, handler, f"Listens for messages published to {kind} targets.")
 
@@ -77,17 +70,18 @@ def _unsubscribe(kind: str, shard: bool) -> Command:
         else:
             names = list(client.shard_channels if shard else client.channels)
         replies: list[bytes] = []
+        changes: list[FilterChange] = []
         for name in names:
             if patterns:
-                changes = registry.punsubscribe(client, name)
+                changes += registry.punsubscribe(client, name)
             else:
-                changes = registry.unsubscribe(client, name, shard)
-            node.filters_changed(changes)  # unsubscribes never wait
+                changes += registry.unsubscribe(client, name, shard)
             count = len(client.shard_channels) if shard else client.subscription_count()
             replies.append(confirmation(client, kind, name, count))
         if not names:
             count = len(client.shard_channels) if shard else client.subscription_count()
             replies.append(confirmation(client, kind, None, count))
+        node.filters_changed(merge_changes(changes))  # unsubscribes never wait
         return b"".join(replies)
 
     return Command(kind, -1, handler, f"Stops listening to {kind[2:] if shard else kind} targets.")
