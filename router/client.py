@@ -56,7 +56,7 @@ class Client(asyncio.Protocol):
         self.closed = False
         self.created = time.monotonic()
         self.last_interaction = self.created
-        self.last_command = b"NULL"
+        self.last_command = "NULL"  # Redis's cmd= before the first command
         self.addr = "?:0"
         self.laddr = "?:0"
         self._blocked: asyncio.Future[bytes] | None = None
@@ -97,28 +97,28 @@ class Client(asyncio.Protocol):
 
     def _process(self) -> None:
         out: list[bytes] = []
-        parser = self.parser
+        next_request = self.parser.next_request
+        execute = self.execute
         while not self.closed and not self._close_after_reply:
             try:
-                args = parser.next_request()
+                args = next_request()
             except resp.ProtocolError as exc:
                 out.append(resp.error(str(exc)))
                 self._close_after_reply = True
                 break
             if args is None:
                 break
-            reply = self.execute(args)
-            if isinstance(reply, bytes):
+            reply = execute(args)
+            if type(reply) is bytes:
                 out.append(reply)
                 continue
             # blocked until the future resolves (subscribe visibility)
             if out:
                 self.write(b"".join(out))
-                out = []
-            self._block(reply)
+            self._block(reply)  # type: ignore[arg-type]
             return
         if out:
-            self.write(b"".join(out))
+            self.write(out[0] if len(out) == 1 else b"".join(out))
         if self._close_after_reply and self.transport is not None:
             self.transport.close()
 
@@ -148,18 +148,20 @@ class Client(asyncio.Protocol):
         cmd = COMMANDS.get(name)
         if cmd is None:
             return resp.error(unknown_command_text(args))
-        if cmd.subcommands is not None and len(args) >= 2:
+        argc = len(args)
+        if cmd.subcommands is not None and argc >= 2:
             sub = cmd.subcommands.get(args[1].lower())
             if sub is None:
                 shown = args[1][:128].decode(errors="replace")
                 return resp.error(f"ERR unknown subcommand '{shown}'. Try {cmd.name.upper()} HELP.")
             cmd = sub
-        self.last_command = cmd.name.encode()
-        if (cmd.arity > 0 and len(args) != cmd.arity) or len(args) < -cmd.arity:
+        self.last_command = cmd.name
+        arity = cmd.arity
+        if argc != arity and (arity > 0 or argc < -arity):
             return resp.error(f"ERR wrong number of arguments for '{cmd.name}' command")
         if not self.authenticated and not cmd.no_auth:
             return resp.error("NOAUTH Authentication required.")
-        if self.resp == 2 and name not in _SUBSCRIBED_ALLOWED and self.subscription_count():
+        if self.resp == 2 and (self.channels or self.patterns) and name not in _SUBSCRIBED_ALLOWED:
             return resp.error(
                 f"ERR Can't execute '{cmd.name}': only (P|S)SUBSCRIBE / "
                 "(P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context"
@@ -256,7 +258,7 @@ class Client(asyncio.Protocol):
             f"idle={int(now - self.last_interaction)} flags={self.flags()} db=0 "
             f"sub={len(self.channels)} psub={len(self.patterns)} "
             f"ssub={len(self.shard_channels)} multi=-1 qbuf={self.parser.buffered} "
-            f"omem={self.output_buffer_size()} cmd={self.last_command.decode(errors='replace')} "
+            f"omem={self.output_buffer_size()} cmd={self.last_command} "
             f"user=default resp={self.resp} "
             f"lib-name={self.lib_name.decode(errors='replace')} "
             f"lib-ver={self.lib_ver.decode(errors='replace')}"

@@ -157,21 +157,25 @@ class Node:
         """Write a message to this node's subscribers; returns how many got it.
 
         Each frame is encoded once per protocol version and the same bytes go
-        to every receiver speaking it.
+        to every receiver speaking it; nothing is encoded without a receiver.
         """
         registry = self.registry
-        delivered = 0
-        tail = resp.bulk(channel) + resp.bulk(message)
         if shard:
             subs = registry.shard_channels.get(channel)
-            if subs:
-                delivered += _write_all(subs, _SMESSAGE + tail, 3)
+            if not subs:
+                return 0
+            delivered = _write_all(subs, _SMESSAGE + resp.bulk(channel) + resp.bulk(message), 3)
         else:
             subs = registry.channels.get(channel)
+            patterns = registry.patterns
+            if not subs and not patterns.lengths:
+                return 0
+            delivered = 0
+            tail = resp.bulk(channel) + resp.bulk(message)
             if subs:
-                delivered += _write_all(subs, _MESSAGE + tail, 3)
-            if len(registry.patterns):
-                for pattern, psubs in registry.patterns.matches(channel):
+                delivered = _write_all(subs, _MESSAGE + tail, 3)
+            if patterns.lengths:
+                for pattern, psubs in patterns.matches(channel):
                     delivered += _write_all(psubs, _PMESSAGE + resp.bulk(pattern) + tail, 4)
         self.stats.messages_delivered += delivered
         return delivered

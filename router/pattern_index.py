@@ -23,12 +23,14 @@ S = TypeVar("S")
 class PatternIndex(Generic[S]):
     """pattern -> set of subscribers, with prefix-indexed matching."""
 
-    __slots__ = ("_by_len", "_lengths", "_subs")
+    __slots__ = ("_by_len", "_subs", "lengths")
 
     def __init__(self) -> None:
         self._subs: dict[bytes, set[S]] = {}
         self._by_len: dict[int, dict[bytes, dict[bytes, set[S]]]] = {}
-        self._lengths: tuple[int, ...] = ()
+        #: prefix lengths in use, ascending; empty exactly when there are no
+        #: patterns (a plain attribute: PUBLISH tests it on every call)
+        self.lengths: tuple[int, ...] = ()
 
     def __len__(self) -> int:
         return len(self._subs)
@@ -54,7 +56,7 @@ class PatternIndex(Generic[S]):
         level = self._by_len.get(len(prefix))
         if level is None:
             level = self._by_len[len(prefix)] = {}
-            self._lengths = tuple(sorted(self._by_len))
+            self.lengths = tuple(sorted(self._by_len))
         level.setdefault(prefix, {})[pattern] = subs
         return True
 
@@ -75,14 +77,14 @@ class PatternIndex(Generic[S]):
             del level[prefix]
             if not level:
                 del self._by_len[len(prefix)]
-                self._lengths = tuple(sorted(self._by_len))
+                self.lengths = tuple(sorted(self._by_len))
         return True
 
     def matches(self, channel: bytes) -> Iterator[tuple[bytes, set[S]]]:
         """(pattern, subscribers) for every pattern that matches ``channel``."""
         n = len(channel)
         by_len = self._by_len
-        for length in self._lengths:
+        for length in self.lengths:
             if length > n:
                 break
             bucket = by_len[length].get(channel[:length])

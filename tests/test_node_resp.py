@@ -3,14 +3,18 @@ and a short run of the fuzzer (the long one: python -m tests.fuzz.fuzz_resp)."""
 
 from __future__ import annotations
 
+import tracemalloc
+
 import pytest
 
 from router.resp import ProtocolError, RequestParser, split_args
 from tests.fuzz.fuzz_resp import main as fuzz_main
 
 
-def parse_all(data: bytes, step: int = 1, **limits) -> list[list[bytes]]:
-    parser = RequestParser(limits.get("max_bulk", 1 << 20), limits.get("max_multibulk", 1024))
+def parse_all(data: bytes, step: int = 1, fast: bool = True, **limits) -> list[list[bytes]]:
+    parser = RequestParser(
+        limits.get("max_bulk", 1 << 20), limits.get("max_multibulk", 1024), fast=fast
+    )
     out = []
     for i in range(0, len(data), step):
         parser.feed(data[i : i + step])
@@ -19,10 +23,79 @@ def parse_all(data: bytes, step: int = 1, **limits) -> list[list[bytes]]:
     return out
 
 
+def outcome(data: bytes, step: int, fast: bool) -> list[object]:
+    """Requests parsed, then the error text if one ended the input."""
+    parser = RequestParser(1 << 20, 1024, fast=fast)
+    out: list[object] = []
+    try:
+        for i in range(0, len(data), step):
+            parser.feed(data[i : i + step])
+            while (req := parser.next_request()) is not None:
+                out.append(req)
+    except ProtocolError as exc:
+        out.append(str(exc))
+    return out
+
+
 @pytest.mark.parametrize("step", [1, 2, 7, 1000])
 def test_pipelined_requests_split_anywhere(step):
     data = b"*2\r\n$4\r\nECHO\r\n$3\r\na\r\n\r\nPING x\r\n*0\r\n*1\r\n$4\r\nPING\r\n"
     assert parse_all(data, step) == [[b"ECHO", b"a\r\n"], [b"PING", b"x"], [b"PING"]]
+
+
+PUBLISH = b"*3\r\n$7\r\nPUBLISH\r\n$4\r\nnews\r\n$5\r\nhello\r\n"
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        b"*3\r\n$7\r\nPUBLISH\r\n+news\r\n$5\r\nhello\r\n",  # hiredis: simple string
+        b"*2\r\n$4\r\nECHO\r\n=7\r\ntxt:abc\r\n",  # verbatim, read as b"abc"
+        b"*2\r\n$4\r\nECHO\r\n(123\r\n",  # big number, read as bytes
+        b">2\r\n$4\r\nECHO\r\n$1\r\na\r\n",  # push: a list, same length
+        b"~2\r\n$4\r\nECHO\r\n$1\r\na\r\n",  # set: a list, same length
+        b"*2\r\n$4\r\nECHO\r\n|1\r\n+k\r\n+v\r\n$1\r\na\r\n",  # attribute
+        b"*2\r\n$4\r\nECHO\r\n$-1\r\n",  # null bulk
+        b"*2\r\n$4\r\nECHO\r\n*1\r\n$1\r\na\r\n",  # nested array
+        b"*0\r\n*-1\r\nPING\r\n",  # skipped headers, then inline
+    ],
+)
+@pytest.mark.parametrize("step", [1, 5, 4096])
+def test_fast_path_agrees_with_the_reference_parser(bad, step):
+    # well-formed requests around a request hiredis would accept but Redis
+    # rejects or reads otherwise: the hiredis path must hand over at that byte
+    data = PUBLISH * 3 + bad + PUBLISH
+    want = outcome(data, step, fast=False)
+    assert outcome(data, step, fast=True) == want
+    assert want[:3] == [[b"PUBLISH", b"news", b"hello"]] * 3
+
+
+def test_fast_path_keeps_bulk_limit():
+    data = PUBLISH + b"*2\r\n$4\r\nECHO\r\n$3\r\nabc\r\n"
+    with pytest.raises(ProtocolError, match="invalid bulk length"):
+        parse_all(data, 4096, max_bulk=2)
+
+
+def test_huge_aggregate_header_is_not_allocated():
+    # hiredis allocates a list of the announced size when it reads the header;
+    # 999,999,999 elements would be 8 GB: the fast path must not see it
+    parser = RequestParser(1 << 20, 1 << 31)
+    tracemalloc.start()
+    try:
+        parser.feed(PUBLISH + b"*999999999\r\n$4\r\nECHO\r\n")
+        assert parser.next_request() == [b"PUBLISH", b"news", b"hello"]
+        assert parser.next_request() is None
+        parser.feed(b"$1\r\na\r\n" * 100)  # the elements trickle in
+        assert parser.next_request() is None
+        nested = RequestParser(1 << 20, 1 << 31)
+        nested.feed(PUBLISH + b"*2\r\n$4\r\nECHO\r\n*99999999\r\n$1\r\na\r\n")
+        assert nested.next_request() == [b"PUBLISH", b"news", b"hello"]
+        with pytest.raises(ProtocolError, match="expected '\\$', got '\\*'"):
+            nested.next_request()
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 10 * 1024 * 1024
 
 
 def test_split_args_follows_sdssplitargs():

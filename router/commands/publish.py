@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from router import resp
 from router.commands import Command, Reply
+from router.resp import SMALL_INTEGERS
 
 if TYPE_CHECKING:
     from router.client import Client
@@ -17,7 +18,8 @@ if TYPE_CHECKING:
 
 
 def publish(node: Node, client: Client, args: list[bytes]) -> Reply:
-    return resp.integer(node.publish(args[1], args[2], shard=False))
+    receivers = node.publish(args[1], args[2], False)
+    return SMALL_INTEGERS[receivers] if receivers < 1024 else resp.integer(receivers)
 
 
 def spublish(node: Node, client: Client, args: list[bytes]) -> Reply:

@@ -1,8 +1,11 @@
 """Fuzz the RESP request parser: ``uv run python -m tests.fuzz.fuzz_resp --count 1000000``.
 
-Mutates valid requests (bit flips, cut points, insertions of protocol bytes,
-huge counts) and feeds them in random chunks. Only ProtocolError may escape;
-every call returns; the parser never holds more than it was fed.
+Mutates valid requests (bit flips, cut points, insertions of protocol bytes
+and RESP3 type bytes, huge counts) and feeds them in random chunks to two
+parsers: the node's (hiredis fast path on) and the pure-Python reference
+(``fast=False``). Only ProtocolError may escape; every call returns; the
+parser never holds more than it was fed; both parsers return the same
+requests and raise the same error at the same point.
 """
 
 from __future__ import annotations
@@ -20,8 +23,19 @@ SEEDS = [
     b"ECHO \"a\\x41\\n\" 'b\\'c'\r\n",
     b"*2\r\n$4\r\nECHO\r\n$0\r\n\r\n*0\r\n*-1\r\n",
     b"PING\nPING\r\n",
+    # reply types a request must not contain, which hiredis would accept
+    b"*3\r\n$7\r\nPUBLISH\r\n+news\r\n=9\r\ntxt:hello\r\n",
+    b"*2\r\n$4\r\nECHO\r\n(12345\r\n*2\r\n$4\r\nECHO\r\n|1\r\n+a\r\n+b\r\n+c\r\n",
+    b">2\r\n$4\r\nECHO\r\n$1\r\na\r\n~1\r\n$4\r\nPING\r\n",
+    b"*2\r\n$4\r\nECHO\r\n:1\r\n*2\r\n$4\r\nECHO\r\n*1\r\n$1\r\nx\r\n",
+    b"*12\r\n" + b"$1\r\na\r\n" * 12,
+    b"*1\r\n$150\r\n" + b"x" * 150 + b"\r\n",
+    b"*3\r\n$9\r\nSUBSCRIBE\r\n$1\r\na\r\n$2\r\nbb\r\n*1\r\n$4\r\nPING\r\n",
+    # a payload that looks like a big aggregate header (the fast path steps aside)
+    b"*3\r\n$7\r\nPUBLISH\r\n$1\r\nc\r\n$10\r\n*12345\r\n\r\n\r\n",
 ]
 TOKENS = [b"*", b"$", b"\r\n", b"\r", b"\n", b'"', b"'", b"\\x", b"-1", b"99999999999", b"0", b" "]
+TOKENS += [b"+", b":", b"=", b"(", b"|", b"~", b">", b"%", b"_", b",", b"#", b"!", b"txt:"]
 
 
 def mutate(rnd: random.Random, data: bytes) -> bytes:
@@ -41,22 +55,50 @@ def mutate(rnd: random.Random, data: bytes) -> bytes:
     return bytes(buf)
 
 
+def make_input(rnd: random.Random) -> bytes:
+    """One to four seeds, each mutated with probability 0.6: intact requests
+    around a damaged one exercise the fast path and its hand-over."""
+    parts = [rnd.choice(SEEDS) for _ in range(rnd.randint(1, 4))]
+    return b"".join(mutate(rnd, part) if rnd.random() < 0.6 else part for part in parts)
+
+
+def _drain(parser: RequestParser, out: list[object]) -> bool:
+    """Parse what is buffered into ``out``; False once a ProtocolError ended it."""
+    try:
+        while (req := parser.next_request()) is not None:
+            out.append(req)
+    except ProtocolError as exc:
+        out.append(("error", str(exc)))
+        return False
+    return True
+
+
 def run_one(data: bytes, rnd: random.Random) -> None:
-    parser = RequestParser(max_bulk=1 << 20, max_multibulk=1 << 10)
-    parser.authenticated = rnd.random() < 0.8
+    authenticated = rnd.random() < 0.8
+    max_bulk = rnd.choice([1 << 20, 100])
+    fast = RequestParser(max_bulk=max_bulk, max_multibulk=1 << 10)
+    reference = RequestParser(max_bulk=max_bulk, max_multibulk=1 << 10, fast=False)
+    fast.authenticated = reference.authenticated = authenticated
+    got: list[object] = []
+    want: list[object] = []
     fed = 0
     pos = 0
-    try:
-        while pos < len(data):
-            step = rnd.randint(1, 64)
-            parser.feed(data[pos : pos + step])
-            pos += step
-            fed += step
-            while parser.next_request() is not None:
-                pass
-            assert parser.buffered <= fed
-    except ProtocolError:
-        pass
+    while pos < len(data):
+        step = rnd.randint(1, 64) if rnd.random() < 0.5 else rnd.randint(64, 4096)
+        chunk = data[pos : pos + step]
+        fast.feed(chunk)
+        reference.feed(chunk)
+        pos += step
+        fed += len(chunk)
+        if rnd.random() < 0.05:
+            # AUTH in the middle of a pipeline lifts the limits for what follows
+            fast.authenticated = reference.authenticated = True
+        going = _drain(fast, got)
+        _drain(reference, want)
+        assert got == want, f"fast path {got!r} != reference {want!r} on {data!r}"
+        assert fast.buffered == reference.buffered <= fed
+        if not going:
+            return
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -68,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     start = time.monotonic()
     slowest = 0.0
     for i in range(args.count):
-        data = mutate(rnd, b"".join(rnd.choice(SEEDS) for _ in range(rnd.randint(1, 3))))
+        data = make_input(rnd)
         t = time.monotonic()
         run_one(data, rnd)
         slowest = max(slowest, time.monotonic() - t)
