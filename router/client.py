@@ -3,8 +3,11 @@
 Bytes go through the sans-IO :class:`router.resp.RequestParser`; each request
 is looked up in :data:`router.commands.COMMANDS` and checked the way Redis's
 ``processCommand`` checks it, in Redis's order: unknown command, arity,
-authentication, subscribed context (RESP2 only). Replies of one read are
-joined and written once.
+authentication, subscribed context (RESP2 only). Replies and pub/sub
+messages go to one output queue that the node writes once per event-loop
+turn, after every ready client has been read — Redis's
+``handleClientsWithPendingWrites`` in ``beforeSleep`` — so a pipelined batch
+costs one ``send()``, and the sends of one turn go out back to back.
 
 A command may answer with a future (SUBSCRIBE under subscribe visibility):
 the connection then behaves like a Redis blocked client — it stops reading
@@ -20,17 +23,20 @@ the writer never waits for a slow reader, so no subscriber stalls the node.
 from __future__ import annotations
 
 import asyncio
+import sys
 import time
 from typing import TYPE_CHECKING, cast
 
 from router import resp
-from router.commands import COMMANDS, Reply
+from router.commands import COMMANDS, LOOKUP, Reply
 
 if TYPE_CHECKING:
     from router.node import Node
 
+# commands a RESP2 client may send while subscribed (Redis's processCommand)
 _SUBSCRIBED_ALLOWED = frozenset(
-    b"subscribe ssubscribe sunsubscribe psubscribe unsubscribe punsubscribe ping quit reset".split()
+    {"subscribe", "ssubscribe", "sunsubscribe", "psubscribe", "unsubscribe", "punsubscribe"}
+    | {"ping", "quit", "reset"}
 )
 
 
@@ -65,6 +71,8 @@ class Client(asyncio.Protocol):
         # pub/sub messages queued in this loop turn, written by flush()
         self._out: list[bytes] = []
         self._out_bytes = 0
+        # queued bytes that force an early flush: the hard limit, if any
+        self._queue_limit = node.config.pubsub_hard_limit or sys.maxsize
         self._close_after_reply = False
         self._soft_limit_since: float | None = None
 
@@ -97,29 +105,28 @@ class Client(asyncio.Protocol):
 
     def _process(self) -> None:
         out: list[bytes] = []
-        next_request = self.parser.next_request
         execute = self.execute
-        while not self.closed and not self._close_after_reply:
-            try:
-                args = next_request()
-            except resp.ProtocolError as exc:
-                out.append(resp.error(str(exc)))
-                self._close_after_reply = True
-                break
-            if args is None:
-                break
-            reply = execute(args)
-            if type(reply) is bytes:
-                out.append(reply)
-                continue
-            # blocked until the future resolves (subscribe visibility)
-            if out:
-                self.write(b"".join(out))
-            self._block(reply)  # type: ignore[arg-type]
-            return
+        try:
+            for args in self.parser.requests():
+                reply = execute(args)
+                if type(reply) is bytes:
+                    out.append(reply)
+                    if self._close_after_reply or self.closed:  # QUIT, or cut
+                        break
+                    continue
+                # blocked until the future resolves (subscribe visibility);
+                # what follows stays buffered in the parser until then
+                if out:
+                    self.write(b"".join(out))
+                self._block(reply)  # type: ignore[arg-type]
+                return
+        except resp.ProtocolError as exc:
+            out.append(resp.error(str(exc)))
+            self._close_after_reply = True
         if out:
             self.write(out[0] if len(out) == 1 else b"".join(out))
         if self._close_after_reply and self.transport is not None:
+            self.flush()
             self.transport.close()
 
     def _block(self, future: asyncio.Future[bytes]) -> None:
@@ -144,10 +151,10 @@ class Client(asyncio.Protocol):
         """Run one request; returns reply bytes or a future of them."""
         node = self.node
         node.stats.commands_processed += 1
-        name = args[0].lower()
-        cmd = COMMANDS.get(name)
-        if cmd is None:
+        top = LOOKUP.get(args[0]) or COMMANDS.get(args[0].lower())
+        if top is None:
             return resp.error(unknown_command_text(args))
+        cmd = top
         argc = len(args)
         if cmd.subcommands is not None and argc >= 2:
             sub = cmd.subcommands.get(args[1].lower())
@@ -161,7 +168,11 @@ class Client(asyncio.Protocol):
             return resp.error(f"ERR wrong number of arguments for '{cmd.name}' command")
         if not self.authenticated and not cmd.no_auth:
             return resp.error("NOAUTH Authentication required.")
-        if self.resp == 2 and (self.channels or self.patterns) and name not in _SUBSCRIBED_ALLOWED:
+        if (
+            self.resp == 2
+            and (self.channels or self.patterns)
+            and top.name not in _SUBSCRIBED_ALLOWED
+        ):
             return resp.error(
                 f"ERR Can't execute '{cmd.name}': only (P|S)SUBSCRIBE / "
                 "(P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context"
@@ -184,32 +195,34 @@ class Client(asyncio.Protocol):
         return len(self.channels) + len(self.patterns)
 
     def write(self, data: bytes) -> None:
-        if not self.closed and self.transport is not None:
-            if self._out:  # messages queued before this reply go first, as in Redis
-                self.flush()
-            self.transport.write(data)
-
-    def write_pubsub(self, data: bytes) -> None:
-        """Queue a pub/sub message; the node flushes every queued client once per
-        event-loop turn (like Redis's handleClientsWithPendingWrites), so many
-        messages to one subscriber cost one system call."""
+        """Queue output; the node flushes every queued client once per event-loop
+        turn, after reading from every ready client (Redis writes replies in
+        ``beforeSleep``, ``handleClientsWithPendingWrites``). Replies and pub/sub
+        messages share the queue, so they leave in the order they were made, and
+        a pipelined batch or many messages to one client cost one system call."""
         if self.closed or self.transport is None:
             return
-        if self._blocked is not None:
+        out = self._out
+        if not out:
+            self.node.schedule_flush(self)
+        out.append(data)
+        self._out_bytes += len(data)
+        if self._out_bytes > self._queue_limit:
+            self.flush()
+
+    def write_pubsub(self, data: bytes) -> None:
+        """Queue a pub/sub message (see :meth:`write`)."""
+        if self._blocked is None:
+            self.write(data)
+        elif not self.closed:
             # a (P|S)SUBSCRIBE confirmation is held for subscribe visibility:
             # Redis always confirms before the first message, so queue behind it
             self._held.append(data)
-            return
-        if not self._out:
-            self.node.schedule_flush(self)
-        self._out.append(data)
-        self._out_bytes += len(data)
-        hard = self.node.config.pubsub_hard_limit
-        if hard and self._out_bytes > hard:
-            self.flush()
 
     def flush(self) -> None:
-        """Write the queued pub/sub messages and enforce the pubsub output limits."""
+        """Write the queued output; a pub/sub client is held to the
+        ``client-output-buffer-limit pubsub`` limits (other clients, like
+        Redis's ``normal`` class, have none)."""
         transport = self.transport
         out = self._out
         if not out or self.closed or transport is None:
@@ -219,6 +232,8 @@ class Client(asyncio.Protocol):
         transport.write(out[0] if len(out) == 1 else b"".join(out))
         out.clear()
         self._out_bytes = 0
+        if not (self.channels or self.patterns or self.shard_channels):
+            return
         size = transport.get_write_buffer_size()
         config = self.node.config
         if size <= config.pubsub_soft_limit or not config.pubsub_soft_limit:

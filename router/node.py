@@ -30,9 +30,10 @@ from router.registry import Registry, Subscriber
 from spark.events import TrafficEvent, channel_text
 from spark.tap import TrafficTap
 
-_MESSAGE = b"$7\r\nmessage\r\n"
-_PMESSAGE = b"$8\r\npmessage\r\n"
-_SMESSAGE = b"$8\r\nsmessage\r\n"
+# pub/sub frames in RESP2, % (len, bytes) per bulk that follows the kind
+_MESSAGE = b"*3\r\n$7\r\nmessage\r\n$%d\r\n%b\r\n$%d\r\n%b\r\n"
+_SMESSAGE = b"*3\r\n$8\r\nsmessage\r\n$%d\r\n%b\r\n$%d\r\n%b\r\n"
+_PMESSAGE = b"*4\r\n$8\r\npmessage\r\n$%d\r\n%b\r\n$%d\r\n%b\r\n$%d\r\n%b\r\n"
 
 
 @dataclass
@@ -87,6 +88,7 @@ class Node:
             self._server.close()
             for client in list(self.clients.values()):
                 if client.transport is not None:
+                    client.flush()
                     client.transport.close()
             await self._server.wait_closed()
             self._server = None
@@ -114,6 +116,7 @@ class Node:
             client.write(resp.error("ERR max number of clients reached"))
             client.close_after_reply()
             if client.transport is not None:
+                client.flush()
                 client.transport.close()
             return
         self.clients[client.id] = client
@@ -156,27 +159,36 @@ class Node:
     def deliver(self, channel: bytes, message: bytes, shard: bool) -> int:
         """Write a message to this node's subscribers; returns how many got it.
 
-        Each frame is encoded once per protocol version and the same bytes go
-        to every receiver speaking it; nothing is encoded without a receiver.
+        Each frame is encoded once (RESP2; RESP3 swaps the ``*`` for ``>``)
+        and the same bytes go to every receiver; nothing is encoded without one.
         """
         registry = self.registry
         if shard:
             subs = registry.shard_channels.get(channel)
             if not subs:
                 return 0
-            delivered = _write_all(subs, _SMESSAGE + resp.bulk(channel) + resp.bulk(message), 3)
+            delivered = _write_all(subs, _SMESSAGE % (len(channel), channel, len(message), message))
         else:
             subs = registry.channels.get(channel)
             patterns = registry.patterns
-            if not subs and not patterns.lengths:
-                return 0
             delivered = 0
-            tail = resp.bulk(channel) + resp.bulk(message)
             if subs:
-                delivered = _write_all(subs, _MESSAGE + tail, 3)
+                delivered = _write_all(
+                    subs, _MESSAGE % (len(channel), channel, len(message), message)
+                )
+            elif not patterns.lengths:
+                return 0
             if patterns.lengths:
                 for pattern, psubs in patterns.matches(channel):
-                    delivered += _write_all(psubs, _PMESSAGE + resp.bulk(pattern) + tail, 4)
+                    frame = _PMESSAGE % (
+                        len(pattern),
+                        pattern,
+                        len(channel),
+                        channel,
+                        len(message),
+                        message,
+                    )
+                    delivered += _write_all(psubs, frame)
         self.stats.messages_delivered += delivered
         return delivered
 
@@ -245,15 +257,14 @@ class Node:
         return sections
 
 
-def _write_all(subs: set[Subscriber], body: bytes, n: int) -> int:
-    """Write one pub/sub frame of ``n`` elements to every client in ``subs``."""
-    frame2 = b"*%d\r\n" % n + body
+def _write_all(subs: set[Subscriber], frame2: bytes) -> int:
+    """Write one pub/sub frame (RESP2 bytes) to every client in ``subs``."""
     frame3: bytes | None = None
     for client in subs:
         if client.resp == 2:
             client.write_pubsub(frame2)
         else:
             if frame3 is None:
-                frame3 = b">%d\r\n" % n + body
+                frame3 = b">" + frame2[1:]  # same count, push type
             client.write_pubsub(frame3)
     return len(subs)

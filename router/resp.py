@@ -24,6 +24,8 @@ does. ``tests/fuzz/fuzz_resp.py`` checks the two paths agree.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import hiredis
 
 #: Redis PROTO_INLINE_MAX_SIZE: an inline request or a count line without
@@ -130,64 +132,85 @@ class RequestParser:
         return len(self._buf) - self._pos
 
     def next_request(self) -> list[bytes] | None:
+        """The next complete request, or None when more bytes are needed."""
+        for req in self.requests():
+            return req
+        return None
+
+    def requests(self) -> Iterator[list[bytes]]:
+        """Every complete request buffered, in order.
+
+        A generator, so a pipelined read is parsed with the parser's state
+        loaded once; the caller may stop early (a blocked client): what it did
+        not take stays buffered. Raises :class:`ProtocolError` after the
+        requests that precede the bad one.
+        """
         buf = self._buf
-        reader = self._reader
-        if reader is None:
-            # start the fast path only at a request boundary, on a multibulk
-            pos = self._pos
-            if (
-                self._pending
-                or not self._fast
-                or not self.authenticated
-                or pos >= len(buf)
-                or buf[pos] != 0x2A  # '*'
-                or pos < self._guard
-            ):
-                return self._next_slow()
-            end = _big_aggregate_end(buf, pos)
-            if end >= 0:
-                self._guard = end
-                return self._next_slow()
-            reader = self._reader = hiredis.Reader()
-            reader.feed(buf, pos)  # type: ignore[arg-type]  # any buffer works
         max_bulk = self.max_bulk
-        try:
-            while self.authenticated:
-                pos = self._pos
+        max_multibulk = self.max_multibulk
+        while True:
+            reader = self._reader
+            pos = self._pos
+            if reader is None:
+                # start the fast path only at a request boundary, on a multibulk
+                if (
+                    self._pending
+                    or not self._fast
+                    or not self.authenticated
+                    or pos >= len(buf)
+                    or buf[pos] != 0x2A  # '*'
+                    or pos < self._guard
+                ):
+                    req = self._next_slow()
+                    if req is None:
+                        return
+                    yield req
+                    continue
+                end = _big_aggregate_end(buf, pos)
+                if end >= 0:
+                    self._guard = end
+                    continue
+                reader = self._reader = hiredis.Reader()
+                reader.feed(buf, pos)  # type: ignore[arg-type]  # any buffer works
+            try:
                 req = reader.gets()
                 if req is False:
                     if pos == len(buf):
-                        return None  # all parsed; keep the fast path
-                    break  # a partial request: its header checks are Redis's
-                # hiredis read a request; accept it only if its encoding is the
-                # canonical one the reference parser reads (module docstring)
-                n = len(req)
-                if buf[pos] != 0x2A or n > self.max_multibulk:
-                    break
-                pos += 4 if n < 10 else 5 if n < 100 else 3 + len(str(n))
-                for arg in req:
-                    size = len(arg)
-                    if buf[pos] != 0x24 or size > max_bulk:  # '$'
-                        break
-                    pos += (
-                        size + 6
-                        if size < 10
-                        else size + 7
-                        if size < 100
-                        else size + 5 + len(str(size))
-                    )
+                        return  # all parsed; the fast path stays on
+                    req = None  # a partial request: its header checks are Redis's
+                elif self.authenticated and buf[pos] == 0x2A and len(req) <= max_multibulk:
+                    # hiredis read a request; accept it only if its encoding is
+                    # the canonical one the reference parser reads (module doc)
+                    n = len(req)
+                    pos += 4 if n < 10 else 5 if n < 100 else 3 + len(str(n))
+                    for arg in req:
+                        size = len(arg)
+                        if buf[pos] != 0x24 or size > max_bulk:  # '$'
+                            req = None
+                            break
+                        pos += (
+                            size + 6
+                            if size < 10
+                            else size + 7
+                            if size < 100
+                            else size + 5 + len(str(size))
+                        )
                 else:
-                    self._pos = pos
-                    if n:
-                        return req
-                    continue  # *0: Redis skips it
-                break
-        except (hiredis.ProtocolError, TypeError, IndexError):
-            pass
-        # malformed, limited or partial: the reference path decides, from the
-        # first byte of this request
-        self._reader = None
-        return self._next_slow()
+                    req = None
+            except (hiredis.ProtocolError, TypeError, IndexError):
+                req = None
+            if req is None:
+                # malformed, limited, partial or before AUTH: the reference
+                # path decides, from the first byte of this request
+                self._reader = None
+                req = self._next_slow()
+                if req is None:
+                    return
+                yield req
+                continue
+            self._pos = pos
+            if req:  # *0: Redis skips it
+                yield req
 
     def _next_slow(self) -> list[bytes] | None:
         buf = self._buf

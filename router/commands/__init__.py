@@ -63,3 +63,9 @@ def subcommand_table(*commands: Command) -> dict[bytes, Command]:
 
 
 COMMANDS: dict[bytes, Command] = _build()
+#: COMMANDS under lower- and upper-case names: most clients send one of the
+#: two, so most requests skip lower-casing the name
+LOOKUP: dict[bytes, Command] = {
+    **COMMANDS,
+    **{name.upper(): cmd for name, cmd in COMMANDS.items()},
+}
