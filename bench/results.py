@@ -189,7 +189,8 @@ def profile_markdown(profile: dict[str, Any]) -> str:
         return f"Profile: not taken ({profile['error']})."
     lines = [
         f"py-spy profile of the node under redis-benchmark PUBLISH `-P {profile['pipeline']}` "
-        f"with 1 subscriber ({profile['samples']} samples). Self time:",
+        f"with 1 subscriber ({profile['samples']} samples; `--native`, so C frames such as "
+        "`write (libc.so.6)` are the node's system calls). Self time:",
         "",
         table(["frame", "share"], [[f"`{f}`", f"{s:.1%}"] for f, s in profile["self"][:12]]),
         "",

@@ -226,6 +226,10 @@ def parse_collapsed(text: str) -> tuple[Counter[str], Counter[str], int]:
 def profile_node(seconds: float = 10.0, pipeline: int = 16, top: int = 25) -> dict:
     """py-spy samples of a node under redis-benchmark PUBLISH load (1 subscriber).
 
+    ``--native``: C frames are sampled too, so the time in ``read``/``write``
+    system calls shows as its own frames (``write (libc.so.6)``) instead of
+    being charged to the Python function that made the call.
+
     Returns ``{"samples", "self": [[frame, share], ...], "inclusive": [...]}``
     with shares of all samples, or ``{"error": ...}`` when py-spy is missing
     or cannot attach (it needs ptrace rights)."""
@@ -250,7 +254,7 @@ def profile_node(seconds: float = 10.0, pipeline: int = 16, top: int = 25) -> di
             proc = subprocess.run(
                 [
                     spy, "record", "--pid", str(node.pid), "--duration", str(int(seconds)),
-                    "--rate", "250", "--format", "raw", "--nonblocking", "--output", str(raw),
+                    "--rate", "250", "--format", "raw", "--native", "--output", str(raw),
                 ],
                 capture_output=True, text=True, timeout=seconds + 60,
             )  # fmt: skip

@@ -58,6 +58,8 @@ class PeerTable:
 
     def __init__(self) -> None:
         self._slot: dict[str, int] = {}
+        #: len(self._slot), kept as a plain attribute: every PUBLISH reads it
+        self.peer_count = 0
         self._node: list[str | None] = []
         self._filters: dict[tuple[str, FilterKind], PeerFilter] = {}
         self._chan_index: dict[tuple[int, int], BitSlicedIndex] = {}
@@ -71,10 +73,6 @@ class PeerTable:
         self._nodes_cache: dict[int, tuple[str, ...]] = {}
 
     # -- peers ---------------------------------------------------------------------
-
-    @property
-    def peer_count(self) -> int:
-        return len(self._slot)
 
     def node_ids(self) -> set[str]:
         return set(self._slot)
@@ -93,6 +91,7 @@ class PeerTable:
             slot = len(self._node)
             self._node.append(node_id)
         self._slot[node_id] = slot
+        self.peer_count = len(self._slot)
         bit = 1 << slot
         self._chan_open |= bit
         self._pat_open |= bit
@@ -105,6 +104,7 @@ class PeerTable:
         slot = self._slot.pop(node_id, None)
         if slot is None:
             return
+        self.peer_count = len(self._slot)
         bit = 1 << slot
         for kind in FilterKind:
             self._drop_from_index(node_id, kind, slot)

@@ -31,6 +31,9 @@ from spark.events import TrafficEvent, channel_text
 from spark.tap import TrafficTap
 
 # pub/sub frames in RESP2, % (len, bytes) per bulk that follows the kind
+_MESSAGE_HEAD = b"*3\r\n$7\r\nmessage\r\n"
+_BULK = tuple(b"$%d\r\n" % n for n in range(1024))  # bulk headers of short strings
+_CRLF = b"\r\n"
 _MESSAGE = b"*3\r\n$7\r\nmessage\r\n$%d\r\n%b\r\n$%d\r\n%b\r\n"
 _SMESSAGE = b"*3\r\n$8\r\nsmessage\r\n$%d\r\n%b\r\n$%d\r\n%b\r\n"
 _PMESSAGE = b"*4\r\n$8\r\npmessage\r\n$%d\r\n%b\r\n$%d\r\n%b\r\n$%d\r\n%b\r\n"
@@ -173,9 +176,22 @@ class Node:
             patterns = registry.patterns
             delivered = 0
             if subs:
-                delivered = _write_all(
-                    subs, _MESSAGE % (len(channel), channel, len(message), message)
-                )
+                size_c, size_m = len(channel), len(message)
+                if size_c < 1024 and size_m < 1024:  # the common case, without %-formatting
+                    frame = b"".join(
+                        (
+                            _MESSAGE_HEAD,
+                            _BULK[size_c],
+                            channel,
+                            _CRLF,
+                            _BULK[size_m],
+                            message,
+                            _CRLF,
+                        )
+                    )
+                else:
+                    frame = _MESSAGE % (size_c, channel, size_m, message)
+                delivered = _write_all(subs, frame)
             elif not patterns.lengths:
                 return 0
             if patterns.lengths:
