@@ -194,7 +194,8 @@ def profile_markdown(profile: dict[str, Any]) -> str:
         "",
         table(["frame", "share"], [[f"`{f}`", f"{s:.1%}"] for f, s in profile["self"][:12]]),
         "",
-        "Inclusive time (below the event loop's entry frames, which hold every sample):",
+        "Inclusive time of Python frames (below the event loop's entry frames, which "
+        "hold every sample):",
         "",
         table(["frame", "share"], [[f"`{f}`", f"{s:.1%}"] for f, s in _below_loop(profile)]),
     ]
@@ -202,9 +203,10 @@ def profile_markdown(profile: dict[str, Any]) -> str:
 
 
 def _below_loop(profile: dict[str, Any], rows: int = 12) -> list[tuple[str, float]]:
-    """Inclusive frames minus the entry chain (main, runpy, the loop's run), which
-    all carry the same, largest share."""
-    inclusive = profile["inclusive"]
+    """Inclusive Python frames minus the entry chain (main, runpy, the loop's
+    run), which all carry the same, largest share; C frames (uvloop, libc) are
+    in the self-time table."""
+    inclusive = [(f, s) for f, s in profile["inclusive"] if f.endswith(".py)")]
     if not inclusive:
         return []
     top = inclusive[0][1]

@@ -223,7 +223,7 @@ def parse_collapsed(text: str) -> tuple[Counter[str], Counter[str], int]:
     return own, inclusive, total
 
 
-def profile_node(seconds: float = 10.0, pipeline: int = 16, top: int = 25) -> dict:
+def profile_node(seconds: float = 10.0, pipeline: int = 16, top: int = 80) -> dict:
     """py-spy samples of a node under redis-benchmark PUBLISH load (1 subscriber).
 
     ``--native``: C frames are sampled too, so the time in ``read``/``write``

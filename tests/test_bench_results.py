@@ -113,7 +113,7 @@ def test_cluster_markdown_shows_ratios():
     assert "| 3 | bloomcast | 0.500 | 0.500 | 2 | 1.00x | 30.0 | yes |" in text
 
 
-def test_profile_markdown_drops_the_entry_chain():
+def test_profile_markdown_drops_the_entry_chain_and_c_frames():
     from bench.results import profile_markdown
 
     profile = {
@@ -123,6 +123,7 @@ def test_profile_markdown_drops_the_entry_chain():
         "inclusive": [
             ["main (router/cli.py)", 0.98],
             ["run (uvloop/__init__.py)", 0.98],
+            ["uv__read (stream.c)", 0.96],
             ["data_received (router/client.py)", 0.95],
             ["write (router/client.py)", 0.4],
         ],
@@ -130,5 +131,6 @@ def test_profile_markdown_drops_the_entry_chain():
     text = profile_markdown(profile)
     inclusive = text.split("Inclusive time")[1]
     assert "main (router/cli.py)" not in inclusive
+    assert "uv__read" not in inclusive  # C frames are in the self-time table only
     assert "| `data_received (router/client.py)` | 95.0% |" in inclusive
     assert profile_markdown({"error": "py-spy not found"}).startswith("Profile: not taken")
