@@ -134,3 +134,22 @@ def test_profile_markdown_drops_the_entry_chain_and_c_frames():
     assert "uv__read" not in inclusive  # C frames are in the self-time table only
     assert "| `data_received (router/client.py)` | 95.0% |" in inclusive
     assert profile_markdown({"error": "py-spy not found"}).startswith("Profile: not taken")
+
+
+def test_hot_path_bench_drives_the_real_client(capsys):
+    # the in-process hot-path tool: every case runs through the real parser and
+    # Client, and its output names each case (no speed is asserted)
+    from bench.hot_path import CountingTransport, main, run
+
+    result = run(batches=20, repeats=1)
+    assert set(result) == {
+        "parse, reference (pure Python)",
+        "parse, hiredis fast path",
+        "Client, PUBLISH, 0 subscribers",
+        "Client, PUBLISH, 1 subscribers",
+        "Client, PUBLISH, 10 subscribers",
+    }
+    assert all(us > 0 for us in result.values())
+    assert main(["--batches", "5", "--repeats", "1"]) == 0
+    assert "x the reference" in capsys.readouterr().out
+    assert CountingTransport().get_write_buffer_size() == 0

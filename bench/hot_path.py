@@ -1,0 +1,139 @@
+"""The node's hot path in-process: microseconds per pipelined PUBLISH, no sockets.
+
+``uv run python -m bench.hot_path`` feeds batches of 16 ``PUBLISH`` requests
+(the shape redis-benchmark ``-P 16`` sends) to
+
+- the request parser alone: the pure-Python reference path (``fast=False``)
+  and the hiredis fast path, side by side;
+- a whole :class:`router.client.Client` (parse, dispatch, PUBLISH, replies
+  queued and flushed once per loop turn) with 0, 1 and 10 subscribers, on
+  uvloop, with transports that only count bytes.
+
+It isolates the Python cost per command from the system calls that the
+socket benchmark (``bloomcast bench single``) adds; it is a tool for working on
+the hot path, not a comparison with Redis. Best of ``--repeats`` runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import time
+from collections.abc import Callable
+from typing import Any
+
+from router.client import Client
+from router.config import NodeConfig
+from router.node import Node
+from router.resp import RequestParser
+
+REQUEST = b"*3\r\n$7\r\nPUBLISH\r\n$8\r\nbench:ch\r\n$5\r\nhello\r\n"
+PIPELINE = 16
+
+
+class CountingTransport:
+    """The transport calls a Client makes, keeping only a byte count."""
+
+    def __init__(self) -> None:
+        self.written = 0
+
+    def write(self, data: bytes) -> None:
+        self.written += len(data)
+
+    def get_extra_info(self, name: str) -> Any:
+        return None
+
+    def get_write_buffer_size(self) -> int:
+        return 0
+
+    def pause_reading(self) -> None:
+        pass
+
+    def resume_reading(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    def abort(self) -> None:
+        pass
+
+
+def parser_us(fast: bool, batches: int) -> float:
+    """Microseconds per request to parse ``batches`` pipelined batches."""
+    parser = RequestParser(512 * 1024 * 1024, 1024 * 1024, fast=fast)
+    batch = REQUEST * PIPELINE
+    start = time.perf_counter()
+    for _ in range(batches):
+        parser.feed(batch)
+        for _req in parser.requests():
+            pass
+    return (time.perf_counter() - start) / (batches * PIPELINE) * 1e6
+
+
+async def client_us(subscribers: int, batches: int) -> float:
+    """Microseconds per PUBLISH through a Client, one loop turn per batch.
+
+    Raises RuntimeError unless every reply and every message was written."""
+    node = Node(NodeConfig(port=0))
+    sub_transports = [CountingTransport() for _ in range(subscribers)]
+    for transport in sub_transports:
+        sub = Client(node)
+        sub.connection_made(transport)  # type: ignore[arg-type]
+        sub.data_received(b"SUBSCRIBE bench:ch\r\n")
+    await asyncio.sleep(0)
+    client = Client(node)
+    publisher = CountingTransport()
+    client.connection_made(publisher)  # type: ignore[arg-type]
+    batch = REQUEST * PIPELINE
+    confirmed = [t.written for t in sub_transports]
+    start = time.perf_counter()
+    for _ in range(batches):
+        client.data_received(batch)
+        await asyncio.sleep(0)  # the loop turn that flushes the output queues
+    elapsed = time.perf_counter() - start
+    commands = batches * PIPELINE
+    reply = b":%d\r\n" % subscribers
+    frame = b"*3\r\n$7\r\nmessage\r\n$8\r\nbench:ch\r\n$5\r\nhello\r\n"
+    got = [t.written - c for t, c in zip(sub_transports, confirmed, strict=True)]
+    if publisher.written != commands * len(reply) or got != [commands * len(frame)] * subscribers:
+        raise RuntimeError(f"hot path lost output: replies {publisher.written} B, messages {got}")
+    return elapsed / commands * 1e6
+
+
+def run(batches: int = 5000, repeats: int = 5) -> dict[str, float]:
+    """Best-of-``repeats`` microseconds per command for each case."""
+    new_loop: Callable[[], asyncio.AbstractEventLoop]
+    try:
+        import uvloop
+
+        new_loop = uvloop.new_event_loop
+    except ImportError:  # pragma: no cover - uvloop is a dependency on Linux
+        new_loop = asyncio.new_event_loop
+    out = {
+        "parse, reference (pure Python)": min(parser_us(False, batches) for _ in range(repeats)),
+        "parse, hiredis fast path": min(parser_us(True, batches) for _ in range(repeats)),
+    }
+    for subs in (0, 1, 10):
+        with asyncio.Runner(loop_factory=new_loop) as runner:
+            out[f"Client, PUBLISH, {subs} subscribers"] = min(
+                runner.run(client_us(subs, batches)) for _ in range(repeats)
+            )
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--batches", type=int, default=5000, help="batches of 16 per run")
+    ap.add_argument("--repeats", type=int, default=5, help="runs per case, best kept")
+    args = ap.parse_args(argv)
+    result = run(args.batches, args.repeats)
+    ref = result["parse, reference (pure Python)"]
+    for name, us in result.items():
+        extra = f"  ({ref / us:.1f}x the reference)" if name.startswith("parse, hiredis") else ""
+        print(f"{name:40s} {us:6.3f} us/command{extra}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
