@@ -104,6 +104,8 @@ class Client(asyncio.Protocol):
     # ------------------------------------------------------------ requests
 
     def _process(self) -> None:
+        if self.closed or self._close_after_reply:
+            return  # QUIT or a protocol error ended this connection: read no more
         out: list[bytes] = []
         execute = self.execute
         try:

@@ -49,10 +49,9 @@ _AGGREGATE_CLASSES = bytes(
 _BIG_AGGREGATE = b"*00000"
 
 
-def _big_aggregate_end(buf: bytearray, start: int) -> int:
-    """End offset of the first big aggregate header in ``buf[start:]``, or -1."""
-    i = buf[start:].translate(_AGGREGATE_CLASSES).find(_BIG_AGGREGATE)
-    return -1 if i < 0 else start + i + len(_BIG_AGGREGATE)
+def _has_big_aggregate(buf: bytearray, start: int) -> bool:
+    """Whether ``buf[start:]`` holds a big aggregate header (or bytes like one)."""
+    return buf[start:].translate(_AGGREGATE_CLASSES).find(_BIG_AGGREGATE) >= 0
 
 
 class ProtocolError(Exception):
@@ -102,7 +101,9 @@ class RequestParser:
         # hiredis mirror of self._buf[self._pos:] while the fast path is on, else None
         self._reader: hiredis.Reader | None = None
         self._fast = fast
-        # the slow path owns self._buf[:self._guard] (a _BIG_AGGREGATE ends there)
+        # the reference path owns self._buf[:self._guard]: after any hand-over
+        # it takes everything buffered, so no byte is copied into hiredis or
+        # scanned for big headers more than once per feed (linear work)
         self._guard = 0
         self.max_bulk = max_bulk
         self.max_multibulk = max_multibulk
@@ -119,12 +120,11 @@ class RequestParser:
         self._buf += data
         if self._reader is not None:
             # the new bytes, and the 5 before them in case a header straddles
-            end = _big_aggregate_end(self._buf, max(self._pos, len(self._buf) - len(data) - 5))
-            if end < 0:
+            if not _has_big_aggregate(self._buf, max(self._pos, len(self._buf) - len(data) - 5)):
                 self._reader.feed(data)
             else:
                 self._reader = None
-                self._guard = end
+                self._guard = len(self._buf)
 
     @property
     def buffered(self) -> int:
@@ -166,9 +166,8 @@ class RequestParser:
                         return
                     yield req
                     continue
-                end = _big_aggregate_end(buf, pos)
-                if end >= 0:
-                    self._guard = end
+                if _has_big_aggregate(buf, pos):
+                    self._guard = len(buf)
                     continue
                 reader = self._reader = hiredis.Reader()
                 reader.feed(buf, pos)  # type: ignore[arg-type]  # any buffer works
@@ -201,8 +200,10 @@ class RequestParser:
                 req = None
             if req is None:
                 # malformed, limited, partial or before AUTH: the reference
-                # path decides, from the first byte of this request
+                # path decides, from the first byte of this request, and reads
+                # the rest of this buffer too
                 self._reader = None
+                self._guard = len(buf)
                 req = self._next_slow()
                 if req is None:
                     return

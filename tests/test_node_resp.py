@@ -3,9 +3,13 @@ and a short run of the fuzzer (the long one: python -m tests.fuzz.fuzz_resp)."""
 
 from __future__ import annotations
 
+import contextlib
 import tracemalloc
 
+import hiredis
 import pytest
+
+from router import resp
 
 from router.resp import ProtocolError, RequestParser, split_args
 from tests.fuzz.fuzz_resp import main as fuzz_main
@@ -96,6 +100,56 @@ def test_huge_aggregate_header_is_not_allocated():
     finally:
         tracemalloc.stop()
     assert peak < 10 * 1024 * 1024
+
+
+_READER = hiredis.Reader
+
+
+class CountingReader:
+    """hiredis.Reader that counts the bytes it is given."""
+
+    fed = 0
+
+    def __init__(self) -> None:
+        self._reader = _READER()
+
+    def feed(self, data, offset: int = 0) -> None:
+        CountingReader.fed += len(data) - offset
+        self._reader.feed(data, offset)
+
+    def gets(self):
+        return self._reader.gets()
+
+
+@pytest.mark.parametrize(
+    "odd",
+    [
+        b"PING\r\n",  # inline
+        b"*2\r\n$4\r\nECHO\r\n+x\r\n",  # a simple string hiredis would take
+        b"*2\r\n$4\r\nECHO\r\n$6\r\n*12345\r\n",  # a payload like a big header
+    ],
+)
+def test_hand_overs_keep_the_work_linear(monkeypatch, odd):
+    # a pipeline alternating well-formed requests with ones the fast path hands
+    # over: each hand-over must not copy the rest of the buffer into hiredis
+    # again (that would be quadratic in the pipeline's length)
+    monkeypatch.setattr(resp.hiredis, "Reader", CountingReader)
+    CountingReader.fed = 0
+    data = (PUBLISH + odd) * 2000
+    parser = RequestParser(1 << 20, 1024)
+    parser.feed(data)
+    got = []
+    with contextlib.suppress(ProtocolError):
+        got.extend(parser.requests())
+    assert got[0] == [b"PUBLISH", b"news", b"hello"]
+    assert CountingReader.fed <= 2 * len(data)
+    if got[-1] == [b"ECHO", b"x"] or len(got) < 4000:
+        return  # the reference path stopped at a protocol error: the connection ends
+    # once the odd bytes are read, the next read takes the fast path again
+    CountingReader.fed = 0
+    parser.feed(PUBLISH * 3)
+    assert list(parser.requests()) == [[b"PUBLISH", b"news", b"hello"]] * 3
+    assert CountingReader.fed == 3 * len(PUBLISH)
 
 
 def test_split_args_follows_sdssplitargs():
