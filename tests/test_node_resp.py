@@ -10,7 +10,6 @@ import hiredis
 import pytest
 
 from router import resp
-
 from router.resp import ProtocolError, RequestParser, split_args
 from tests.fuzz.fuzz_resp import main as fuzz_main
 
