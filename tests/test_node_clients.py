@@ -4,10 +4,16 @@ AUTH/HELLO AUTH, redis-cli, and the process's own life (SIGTERM)."""
 from __future__ import annotations
 
 import asyncio
+import fcntl
+import os
+import pty
+import select
 import shutil
 import signal
+import struct
 import subprocess
 import sys
+import termios
 import threading
 import time
 
@@ -161,6 +167,70 @@ def test_redis_cli(node):
         timeout=10,
     )
     assert len(out.stdout.strip()) == 40
+
+
+class Terminal:
+    """A program on a pseudo-terminal, as a user at a shell would run it."""
+
+    def __init__(self, argv: list[str]) -> None:
+        self.fd, child = pty.openpty()
+        fcntl.ioctl(child, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
+        env = dict(os.environ, TERM="xterm")
+        self.proc = subprocess.Popen(argv, stdin=child, stdout=child, stderr=child, env=env)
+        os.close(child)
+        self.seen = b""
+
+    def type(self, line: str) -> None:
+        os.write(self.fd, line.encode() + b"\r")
+
+    def expect(self, text: str, timeout: float = 10.0) -> None:
+        """Read until ``text`` has appeared on the screen since the last expect."""
+        deadline = time.monotonic() + timeout
+        while text.encode() not in self.seen:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"{text!r} not in {self.seen[-300:]!r}")
+            ready, _, _ = select.select([self.fd], [], [], left)
+            if ready:
+                chunk = os.read(self.fd, 4096)
+                if b"\x1b[6n" in chunk:  # linenoise asks where the cursor is
+                    os.write(self.fd, b"\x1b[1;1R")
+                self.seen += chunk
+        self.seen = self.seen[self.seen.index(text.encode()) + len(text) :]
+
+    def close(self) -> None:
+        self.proc.kill()
+        self.proc.wait(5)
+        os.close(self.fd)
+
+
+@pytest.mark.skipif(
+    shutil.which("redis-cli") is None,
+    reason="redis-cli not installed (Debian package redis-tools; .ci/run installs it)",
+)
+def test_redis_cli_interactive(node):
+    # the REPL (prompt, command hints from COMMAND DOCS, subscribe mode) on a tty
+    term = Terminal(["redis-cli", "-p", str(node)])
+    try:
+        term.expect(f"127.0.0.1:{node}>")
+        term.type("PING")
+        term.expect("PONG")
+        term.type("PUBLISH news hello")
+        term.expect("(integer) 0")
+        term.type("PUBSUB NUMPAT")
+        term.expect("(integer) 0")
+        term.type("SUBSCRIBE news")
+        term.expect("Reading messages")
+        r = redis.Redis(port=node)
+        deadline = time.monotonic() + 5
+        while r.pubsub_numsub("news")[0][1] != 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert r.publish("news", "from-redis-py") == 1
+        term.expect('"message"')
+        term.expect('"news"')
+        term.expect('"from-redis-py"')
+    finally:
+        term.close()
 
 
 def test_node_process_stops_on_sigterm():
