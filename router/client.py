@@ -144,7 +144,7 @@ class Client(asyncio.Protocol):
             return
         self.write(future.result())
         for frame in held:
-            self.write_pubsub(frame)
+            self.write(frame)
         if self.transport is not None:
             self.transport.resume_reading()
         self._process()
@@ -197,12 +197,17 @@ class Client(asyncio.Protocol):
         return len(self.channels) + len(self.patterns)
 
     def write(self, data: bytes) -> None:
-        """Queue output; the node flushes every queued client once per event-loop
-        turn, after reading from every ready client (Redis writes replies in
-        ``beforeSleep``, ``handleClientsWithPendingWrites``). Replies and pub/sub
-        messages share the queue, so they leave in the order they were made, and
-        a pipelined batch or many messages to one client cost one system call."""
+        """Queue output (a reply or a pub/sub message); the node flushes every
+        queued client once per event-loop turn, after reading from every ready
+        client (Redis writes in ``beforeSleep``,
+        ``handleClientsWithPendingWrites``). Output leaves in the order it was
+        made, and a pipelined batch or many messages to one client cost one
+        system call. While a (P|S)SUBSCRIBE confirmation is held for subscribe
+        visibility, messages wait behind it: Redis always confirms first."""
         if self.closed or self.transport is None:
+            return
+        if self._blocked is not None:
+            self._held.append(data)
             return
         out = self._out
         if not out:
@@ -211,24 +216,6 @@ class Client(asyncio.Protocol):
         self._out_bytes += len(data)
         if self._out_bytes > self._queue_limit:
             self.flush()
-
-    def write_pubsub(self, data: bytes) -> None:
-        """Queue a pub/sub message (see :meth:`write`; inlined: it runs once per
-        message per subscriber)."""
-        if self._blocked is None:
-            if self.closed or self.transport is None:
-                return
-            out = self._out
-            if not out:
-                self.node.schedule_flush(self)
-            out.append(data)
-            self._out_bytes += len(data)
-            if self._out_bytes > self._queue_limit:
-                self.flush()
-        elif not self.closed:
-            # a (P|S)SUBSCRIBE confirmation is held for subscribe visibility:
-            # Redis always confirms before the first message, so queue behind it
-            self._held.append(data)
 
     def flush(self) -> None:
         """Write the queued output; a pub/sub client is held to the

@@ -278,9 +278,9 @@ def _write_all(subs: set[Subscriber], frame2: bytes) -> int:
     frame3: bytes | None = None
     for client in subs:
         if client.resp == 2:
-            client.write_pubsub(frame2)
+            client.write(frame2)
         else:
             if frame3 is None:
                 frame3 = b">" + frame2[1:]  # same count, push type
-            client.write_pubsub(frame3)
+            client.write(frame3)
     return len(subs)

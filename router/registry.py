@@ -27,14 +27,14 @@ from router.pattern_index import PatternIndex
 
 class Subscriber(Protocol):
     """What the registry and delivery need of a client: its own subscription
-    sets, its protocol version and a non-blocking pub/sub write."""
+    sets, its protocol version and a non-blocking, queued write."""
 
     channels: set[bytes]
     patterns: set[bytes]
     shard_channels: set[bytes]
     resp: int
 
-    def write_pubsub(self, data: bytes) -> None: ...
+    def write(self, data: bytes) -> None: ...
 
 
 class Registry:
