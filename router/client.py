@@ -152,7 +152,6 @@ class Client(asyncio.Protocol):
     def execute(self, args: list[bytes]) -> Reply:
         """Run one request; returns reply bytes or a future of them."""
         node = self.node
-        node.stats.commands_processed += 1
         top = LOOKUP.get(args[0]) or COMMANDS.get(args[0].lower())
         if top is None:
             return resp.error(unknown_command_text(args))
@@ -179,6 +178,8 @@ class Client(asyncio.Protocol):
                 f"ERR Can't execute '{cmd.name}': only (P|S)SUBSCRIBE / "
                 "(P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context"
             )
+        # Redis counts a command in call(): rejected ones are not processed
+        node.stats.commands_processed += 1
         return cmd.handler(node, self, args)
 
     def close_after_reply(self) -> None:

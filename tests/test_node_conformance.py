@@ -10,6 +10,7 @@ bodies, commands the node does not have) are compared by structure in
 
 from __future__ import annotations
 
+import re
 import socket
 import time
 from collections import Counter
@@ -238,6 +239,22 @@ def test_disconnect_cleans_up_like_valkey(servers):
         results.append(out)
     assert results[1] == results[0]
     assert results[0] == (b"*2\r\n$4\r\ngone\r\n:0\r\n:0\r\n*2\r\n$5\r\nsgone\r\n:0\r\n")
+
+
+def test_rejected_commands_are_not_processed_commands(servers):
+    # INFO's total_commands_processed counts what ran, not what was rejected
+    # (unknown command, wrong arity, subscribed context)
+    deltas = []
+    for port in servers:
+        out, _ = exchange(
+            port,
+            b"INFO stats\r\nNOSUCH x\r\nPUBLISH a\r\nPING\r\nECHO x\r\nPUBLISH a b\r\n"
+            b"SUBSCRIBE c\r\nECHO y\r\nUNSUBSCRIBE c\r\nINFO stats\r\n",
+        )
+        counts = [int(v) for v in re.findall(rb"total_commands_processed:(\d+)", out)]
+        assert len(counts) == 2, out
+        deltas.append(counts[1] - counts[0])
+    assert deltas[1] == deltas[0] == 6
 
 
 def test_structural_replies(servers):
