@@ -68,7 +68,7 @@ class Client(asyncio.Protocol):
         self._blocked: asyncio.Future[bytes] | None = None
         # messages that arrived while a confirmation was held (they go after it)
         self._held: list[bytes] = []
-        # pub/sub messages queued in this loop turn, written by flush()
+        # output (replies and messages) queued in this loop turn, written by flush()
         self._out: list[bytes] = []
         self._out_bytes = 0
         # queued bytes that force an early flush: the hard limit, if any
