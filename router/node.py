@@ -126,7 +126,7 @@ class Node:
 
     def client_disconnected(self, client: Client) -> None:
         self.clients.pop(client.id, None)
-        self.filters_changed(merge_changes(self.registry.drop_client(client)))
+        self.filters_changed(self.registry.drop_client(client))
 
     # ------------------------------------------------------------ pub/sub
 
@@ -174,6 +174,8 @@ class Node:
         else:
             subs = registry.channels.get(channel)
             patterns = registry.patterns
+            if not subs and not patterns.lengths:
+                return 0
             delivered = 0
             if subs:
                 size_c, size_m = len(channel), len(message)
@@ -192,8 +194,6 @@ class Node:
                 else:
                     frame = _MESSAGE % (size_c, channel, size_m, message)
                 delivered = _write_all(subs, frame)
-            elif not patterns.lengths:
-                return 0
             if patterns.lengths:
                 for pattern, psubs in patterns.matches(channel):
                     frame = _PMESSAGE % (
@@ -209,22 +209,24 @@ class Node:
         return delivered
 
     def filters_changed(self, changes: list[FilterChange]) -> asyncio.Future[None] | None:
-        """Tell the ClusterLink; returns its visibility future, if any."""
+        """Tell the ClusterLink what one command (or a disconnect) changed, folded
+        into at most one change per filter, so it is one delta round on the bus;
+        returns the link's visibility future, if any."""
         if not changes:
             return None
-        return self.link.filters_changed(changes)
+        return self.link.filters_changed(merge_changes(changes))
 
-    def after(self, futures: list[asyncio.Future[None]], reply: bytes) -> asyncio.Future[bytes]:
-        """A future of ``reply`` that resolves once every future in ``futures`` has."""
-        loop = asyncio.get_running_loop()
-        done: asyncio.Future[bytes] = loop.create_future()
-        gathered = asyncio.gather(*futures, return_exceptions=True)
+    def after(self, future: asyncio.Future[None], reply: bytes) -> asyncio.Future[bytes]:
+        """A future of ``reply`` that resolves once ``future`` has, however it ends."""
+        done: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
 
-        def finish(_: object) -> None:
+        def finish(ended: asyncio.Future[None]) -> None:
+            if not ended.cancelled():
+                ended.exception()  # retrieved: a failed wait still confirms
             if not done.done():
                 done.set_result(reply)
 
-        gathered.add_done_callback(finish)
+        future.add_done_callback(finish)
         return done
 
     # ------------------------------------------------------------ INFO

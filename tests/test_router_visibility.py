@@ -9,10 +9,24 @@ subscription, even one published locally while the confirmation was held.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 
 from router.cluster_link import FilterChange, NoPeers
 from router.config import NodeConfig
 from router.node import Node
+
+
+@contextlib.asynccontextmanager
+async def node_with(link: NoPeers) -> AsyncIterator[Node]:
+    """A started in-process node whose ClusterLink is ``link``."""
+    node = Node(NodeConfig(port=0))
+    await node.start()
+    node.link = link
+    try:
+        yield node
+    finally:
+        await node.stop()
 
 
 class HeldLink(NoPeers):
@@ -46,11 +60,8 @@ async def _read_frames(reader: asyncio.StreamReader, n: int) -> list[bytes]:
 
 def test_confirmation_is_held_and_precedes_messages():
     async def scenario() -> None:
-        node = Node(NodeConfig(port=0))
         link = HeldLink()
-        await node.start()
-        node.link = link
-        try:
+        async with node_with(link) as node:
             sub_r, sub_w = await asyncio.open_connection("127.0.0.1", node.port)
             pub_r, pub_w = await asyncio.open_connection("127.0.0.1", node.port)
             sub_w.write(b"SUBSCRIBE news\r\n")
@@ -76,8 +87,6 @@ def test_confirmation_is_held_and_precedes_messages():
             assert frames[1] == b"*3\r\n$7\r\nmessage\r\n$4\r\nnews\r\n$5\r\nearly\r\n"
             for w in (sub_w, pub_w):
                 w.close()
-        finally:
-            await node.stop()
 
     asyncio.run(scenario())
 
@@ -97,11 +106,8 @@ def test_one_command_announces_one_merged_change_per_filter():
     whose positions and fingerprint are the filter's state after the command."""
 
     async def scenario() -> None:
-        node = Node(NodeConfig(port=0))
         link = RecordingLink()
-        await node.start()
-        node.link = link
-        try:
+        async with node_with(link) as node:
             r, w = await asyncio.open_connection("127.0.0.1", node.port)
             w.write(b"SUBSCRIBE a b c\r\nPSUBSCRIBE x* y*\r\nUNSUBSCRIBE a b c\r\n")
             await _read_frames(r, 3 + 2 + 3)
@@ -116,7 +122,5 @@ def test_one_command_announces_one_merged_change_per_filter():
             assert sorted(unsubscribe[0].cleared_positions) == sorted(subscribe[0].set_positions)
             assert unsubscribe[0].fingerprint == cf.fingerprint() and cf.set_bits == 0
             w.close()
-        finally:
-            await node.stop()
 
     asyncio.run(scenario())

@@ -6,7 +6,6 @@ import hmac
 from typing import TYPE_CHECKING
 
 from router import resp
-from router.cluster_link import merge_changes
 from router.commands import Command, Reply
 
 if TYPE_CHECKING:
@@ -117,7 +116,7 @@ def valid_client_name(name: bytes) -> bool:
 
 
 def reset(node: Node, client: Client, args: list[bytes]) -> Reply:
-    node.filters_changed(merge_changes(node.registry.drop_client(client)))
+    node.filters_changed(node.registry.drop_client(client))
     client.resp = 2
     client.name = b""
     client.set_authenticated(node.config.requirepass is None)

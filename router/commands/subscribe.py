@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from router import resp
-from router.cluster_link import FilterChange, merge_changes
+from router.cluster_link import FilterChange
 from router.commands import Command, Reply
 
 if TYPE_CHECKING:
@@ -52,9 +52,9 @@ def _subscribe(kind: str, shard: bool) -> Command:
             count = len(client.shard_channels) if shard else client.subscription_count()
             replies.append(confirmation(client, kind, name, count))
         # one announcement for the whole command: one delta round, one wait
-        fut = node.filters_changed(merge_changes(changes))
+        fut = node.filters_changed(changes)
         data = b"".join(replies)
-        return data if fut is None else node.after([fut], data)
+        return data if fut is None else node.after(fut, data)
 
     return Command(kind, -2, handler, f"Listens for messages published to {kind} targets.")
 
@@ -81,7 +81,7 @@ def _unsubscribe(kind: str, shard: bool) -> Command:
         if not names:
             count = len(client.shard_channels) if shard else client.subscription_count()
             replies.append(confirmation(client, kind, None, count))
-        node.filters_changed(merge_changes(changes))  # unsubscribes never wait
+        node.filters_changed(changes)  # unsubscribes never wait
         return b"".join(replies)
 
     return Command(kind, -1, handler, f"Stops listening to {kind[2:] if shard else kind} targets.")
