@@ -25,7 +25,7 @@ from typing import Any
 from router.client import Client
 from router.config import NodeConfig
 from router.node import Node
-from router.resp import RequestParser
+from router.parser import RequestParser
 
 REQUEST = b"*3\r\n$7\r\nPUBLISH\r\n$8\r\nbench:ch\r\n$5\r\nhello\r\n"
 PIPELINE = 16

@@ -1,6 +1,6 @@
 """Client: one RESP connection (an ``asyncio.Protocol``, not streams).
 
-Bytes go through the sans-IO :class:`router.resp.RequestParser`; each request
+Bytes go through the sans-IO :class:`router.parser.RequestParser`; each request
 is looked up in :data:`router.commands.COMMANDS` and checked the way Redis's
 ``processCommand`` checks it, in Redis's order: unknown command, arity,
 authentication, subscribed context (RESP2 only). Replies and pub/sub
@@ -27,7 +27,7 @@ import sys
 import time
 from typing import TYPE_CHECKING, cast
 
-from router import resp
+from router import parser, resp
 from router.commands import COMMANDS, LOOKUP, Reply
 
 if TYPE_CHECKING:
@@ -55,7 +55,7 @@ class Client(asyncio.Protocol):
         self.patterns: set[bytes] = set()
         self.shard_channels: set[bytes] = set()
         self.transport: asyncio.Transport | None = None
-        self.parser = resp.RequestParser(
+        self.parser = parser.RequestParser(
             node.config.proto_max_bulk_len, node.config.max_multibulk_len
         )
         self.parser.authenticated = self.authenticated
@@ -122,7 +122,7 @@ class Client(asyncio.Protocol):
                     self.write(b"".join(out))
                 self._block(reply)  # type: ignore[arg-type]
                 return
-        except resp.ProtocolError as exc:
+        except parser.ProtocolError as exc:
             out.append(resp.error(str(exc)))
             self._close_after_reply = True
         if out:

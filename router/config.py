@@ -11,6 +11,8 @@ import tomllib
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
+from cluster_bus.api import BusConfig
+
 #: redis.conf ``client-output-buffer-limit pubsub 32mb 8mb 60``
 DEFAULT_PUBSUB_HARD_LIMIT = 32 * 1024 * 1024
 DEFAULT_PUBSUB_SOFT_LIMIT = 8 * 1024 * 1024
@@ -52,6 +54,20 @@ class NodeConfig:
     def bus_port(self) -> int:
         """The cluster bus port: ``cluster_port`` or client port + 10000."""
         return self.cluster_port if self.cluster_port is not None else self.port + 10000
+
+    def bus_config(self, client_port: int) -> BusConfig:
+        """The cluster bus's settings; ``client_port`` is the bound client port."""
+        return BusConfig(
+            bind=self.bind,
+            port=self.bus_port,
+            client_port=client_port,
+            join=tuple(self.join),
+            cluster_secret=self.cluster_secret,
+            node_timeout_ms=self.node_timeout_ms,
+            sendbuf_limit=self.cluster_link_sendbuf_limit,
+            max_body=2 * self.proto_max_bulk_len + 64 * 1024,
+            visibility_timeout_ms=self.subscribe_visibility_timeout_ms,
+        )
 
     @classmethod
     def from_toml(cls, path: str | Path) -> NodeConfig:

@@ -4,7 +4,10 @@ the routing step every PUBLISH goes through.
 PUBLISH = deliver to local subscribers (channels first, then patterns, as
 Redis's ``pubsubPublishMessage``), then hand the message to the ClusterLink,
 which forwards it to the peers whose filters may match (``NoPeers`` on a lone
-node). The node is the cluster bus's :class:`router.cluster_link.LocalDelivery`.
+node). The node is the cluster bus's :class:`cluster_bus.api.LocalDelivery`: a
+forwarded PUBLISH is delivered the same way, judged by the registry's
+false-positive policy, and never forwarded again. The node records the
+traffic event of both (origin and receiver) when it has a traffic recorder.
 
 Running a node in-process (tests)::
 
@@ -22,21 +25,19 @@ import time
 from dataclasses import dataclass
 from itertools import count
 
+from cluster_bus.api import (
+    ClusterLink,
+    FilterChange,
+    FilterName,
+    FilterSnapshot,
+    NoPeers,
+    merge_changes,
+)
 from router import resp
 from router.client import Client
-from router.cluster_link import ClusterLink, FilterChange, NoPeers, merge_changes
 from router.config import NodeConfig
 from router.registry import Registry, Subscriber
-from spark.events import TrafficEvent, channel_text
-from spark.tap import TrafficTap
-
-# pub/sub frames in RESP2, % (len, bytes) per bulk that follows the kind
-_MESSAGE_HEAD = b"*3\r\n$7\r\nmessage\r\n"
-_BULK = tuple(b"$%d\r\n" % n for n in range(1024))  # bulk headers of short strings
-_CRLF = b"\r\n"
-_MESSAGE = b"*3\r\n$7\r\nmessage\r\n$%d\r\n%b\r\n$%d\r\n%b\r\n"
-_SMESSAGE = b"*3\r\n$8\r\nsmessage\r\n$%d\r\n%b\r\n$%d\r\n%b\r\n"
-_PMESSAGE = b"*4\r\n$8\r\npmessage\r\n$%d\r\n%b\r\n$%d\r\n%b\r\n$%d\r\n%b\r\n"
+from spark.events import Role, TrafficEvent, TrafficRecorder, channel_text
 
 
 @dataclass
@@ -59,7 +60,7 @@ class Node:
         self.node_id = os.urandom(20).hex()
         self.registry = Registry(config.filter_capacity, config.filter_fp_rate)
         self.link: ClusterLink = NoPeers(self.node_id, config.bind, config.port)
-        self.tap: TrafficTap | None = None
+        self.tap: TrafficRecorder | None = None  # set by whoever wires the node
         self.clients: dict[int, Client] = {}
         self.stats = NodeStats()
         self.port = config.port
@@ -80,11 +81,6 @@ class Node:
         self.port = self._server.sockets[0].getsockname()[1]
         if isinstance(self.link, NoPeers):
             self.link = NoPeers(self.node_id, self.config.bind, self.port)
-        if self.config.traffic_dir:
-            self.tap = TrafficTap(
-                self.config.traffic_dir, self.config.traffic_sample, node=self.node_id
-            )
-            self.tap.start(loop)
 
     async def stop(self) -> None:
         if self._server is not None:
@@ -95,8 +91,6 @@ class Node:
                     client.transport.close()
             await self._server.wait_closed()
             self._server = None
-        if self.tap is not None:
-            self.tap.close()
 
     def schedule_flush(self, client: Client) -> None:
         """Flush ``client``'s queued messages at the end of this loop turn."""
@@ -138,31 +132,59 @@ class Node:
         self.publish_seq += 1
         seq = self.publish_seq
         forwarded = self.link.forward_publish(channel, message, shard, seq)
-        tap = self.tap
-        if tap is not None:
-            event_id = f"{self.node_id}-{seq}"
-            if tap.keeps(event_id):
-                tap.record(
-                    TrafficEvent(
-                        event_id=event_id,
-                        time=time.time(),
-                        node=self.node_id,
-                        role="origin",
-                        channel=channel_text(channel),
-                        bytes=len(message),
-                        receivers=receivers,
-                        forwarded=forwarded,
-                        peers=self.link.peer_count(),
-                        false_positive=False,
-                        shard=shard,
-                    )
-                )
+        if self.tap is not None:
+            self._record("origin", self.node_id, seq, channel, message, shard, receivers, forwarded)
         return receivers
+
+    def deliver_forwarded(
+        self, origin: str, origin_seq: int, channel: bytes, message: bytes, shard: bool
+    ) -> None:
+        """A PUBLISH a peer forwarded (LocalDelivery): deliver it, never forward
+        it again. No receiver makes it a false positive of our filter, which
+        the registry's resize policy judges; a rebuilt filter is announced."""
+        receivers = self.deliver(channel, message, shard)
+        changes = self.registry.forward_received(receivers == 0)
+        if changes:
+            self.link.filters_changed(changes)
+        if self.tap is not None:
+            self._record("receiver", origin, origin_seq, channel, message, shard, receivers, 0)
+
+    def _record(
+        self,
+        role: Role,
+        origin: str,
+        origin_seq: int,
+        channel: bytes,
+        message: bytes,
+        shard: bool,
+        receivers: int,
+        forwarded: int,
+    ) -> None:
+        """The traffic event of one PUBLISH this node handled (spark.events)."""
+        tap = self.tap
+        event_id = f"{origin}-{origin_seq}"
+        if tap is None or not tap.keeps(event_id):
+            return
+        tap.record(
+            TrafficEvent(
+                event_id=event_id,
+                time=time.time(),
+                node=self.node_id,
+                role=role,
+                channel=channel_text(channel),
+                bytes=len(message),
+                receivers=receivers,
+                forwarded=forwarded,
+                peers=self.link.peer_count(),
+                false_positive=role == "receiver" and receivers == 0,
+                shard=shard,
+            )
+        )
 
     def deliver(self, channel: bytes, message: bytes, shard: bool) -> int:
         """Write a message to this node's subscribers; returns how many got it.
 
-        Each frame is encoded once (RESP2; RESP3 swaps the ``*`` for ``>``)
+        Each frame is encoded once (RESP2; RESP3 receivers get it as a push)
         and the same bytes go to every receiver; nothing is encoded without one.
         """
         registry = self.registry
@@ -170,43 +192,22 @@ class Node:
             subs = registry.shard_channels.get(channel)
             if not subs:
                 return 0
-            delivered = _write_all(subs, _SMESSAGE % (len(channel), channel, len(message), message))
+            delivered = _write_all(subs, resp.smessage(channel, message))
         else:
             subs = registry.channels.get(channel)
             patterns = registry.patterns
             if not subs and not patterns.lengths:
                 return 0
-            delivered = 0
-            if subs:
-                size_c, size_m = len(channel), len(message)
-                if size_c < 1024 and size_m < 1024:  # the common case, without %-formatting
-                    frame = b"".join(
-                        (
-                            _MESSAGE_HEAD,
-                            _BULK[size_c],
-                            channel,
-                            _CRLF,
-                            _BULK[size_m],
-                            message,
-                            _CRLF,
-                        )
-                    )
-                else:
-                    frame = _MESSAGE % (size_c, channel, size_m, message)
-                delivered = _write_all(subs, frame)
+            delivered = _write_all(subs, resp.message(channel, message)) if subs else 0
             if patterns.lengths:
                 for pattern, psubs in patterns.matches(channel):
-                    frame = _PMESSAGE % (
-                        len(pattern),
-                        pattern,
-                        len(channel),
-                        channel,
-                        len(message),
-                        message,
-                    )
-                    delivered += _write_all(psubs, frame)
+                    delivered += _write_all(psubs, resp.pmessage(pattern, channel, message))
         self.stats.messages_delivered += delivered
         return delivered
+
+    def filter_snapshot(self, name: FilterName) -> FilterSnapshot:
+        """One of our filters whole (LocalDelivery: the bus sends it as FILTER_FULL)."""
+        return self.registry.snapshot(name)
 
     def filters_changed(self, changes: list[FilterChange]) -> asyncio.Future[None] | None:
         """Tell the ClusterLink what one command (or a disconnect) changed, folded
@@ -230,6 +231,15 @@ class Node:
         return done
 
     # ------------------------------------------------------------ INFO
+
+    def cluster_info(self) -> dict[str, int | str]:
+        """CLUSTER INFO: the bus's fields and the node's receive-side counters."""
+        registry = self.registry
+        return {
+            **self.link.info_fields(),
+            "cluster_stats_false_positives_received": registry.false_positives_received,
+            "cluster_stats_filter_resizes": registry.filter_epoch,
+        }
 
     def info_sections(self) -> dict[str, dict[str, int | str]]:
         c = self.config
@@ -268,7 +278,7 @@ class Node:
                 "total_messages_delivered": self.stats.messages_delivered,
             },
             "filters": dict(registry.filter_info()),
-            "cluster": {"cluster_enabled": 1, **self.link.info_fields()},
+            "cluster": {"cluster_enabled": 1, **self.cluster_info()},
         }
         if self.tap is not None:
             sections["traffic"] = dict(self.tap.info_fields())
@@ -283,6 +293,6 @@ def _write_all(subs: set[Subscriber], frame2: bytes) -> int:
             client.write(frame2)
         else:
             if frame3 is None:
-                frame3 = b">" + frame2[1:]  # same count, push type
+                frame3 = resp.as_push(frame2)
             client.write(frame3)
     return len(subs)

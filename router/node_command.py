@@ -23,23 +23,24 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 async def serve(config: NodeConfig, with_bus: bool = True) -> None:
-    """Run a node (and its bus) until SIGTERM/SIGINT, then shut down gracefully."""
+    """Run a node (its bus, its traffic tap) until SIGTERM/SIGINT, then shut
+    down gracefully. The one place that wires Node + ClusterBus + tap."""
     from router.node import Node
 
     node = Node(config)
     await node.start()
+    tap = None
+    if config.traffic_dir:
+        from spark.tap import TrafficTap
+
+        tap = TrafficTap(config.traffic_dir, config.traffic_sample, node=node.node_id)
+        tap.start(asyncio.get_running_loop())
+        node.tap = tap
     bus = None
     if with_bus:
         from cluster_bus.bus import ClusterBus
-        from cluster_bus.local_filters import BloomLocalFilters
 
-        registry = node.registry
-        filters = BloomLocalFilters(
-            lambda: registry.channel_filter,
-            lambda: registry.pattern_filter,
-            registry.rebuild_channel_filter,
-        )
-        bus = ClusterBus(node, config, filters, client_port=node.port)
+        bus = ClusterBus(node, config.bus_config(node.port))
         node.link = bus
         await bus.start()
     stop = asyncio.Event()
@@ -56,6 +57,8 @@ async def serve(config: NodeConfig, with_bus: bool = True) -> None:
     if bus is not None:
         await bus.stop()
     await node.stop()
+    if tap is not None:
+        tap.close()
 
 
 def run(args: argparse.Namespace) -> int:

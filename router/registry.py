@@ -13,7 +13,12 @@ filters, the material the cluster bus gossips:
   distinct pattern.
 
 Every change returns the :class:`FilterChange` list the node hands to its
-ClusterLink (empty when no exported bit flipped).
+ClusterLink (empty when no exported bit flipped), with the filter's m, prefix
+mask and match-all flag, so the bus never asks back.
+
+The registry also keeps the false-positive resize policy
+(:meth:`Registry.forward_received`): a filter that makes peers forward too
+much here for nothing is rebuilt at twice its m from the exact subscriptions.
 """
 
 from __future__ import annotations
@@ -21,8 +26,13 @@ from __future__ import annotations
 from typing import Protocol
 
 from bloom import CountingBloomFilter, PatternFilter
-from router.cluster_link import FilterChange
+from cluster_bus.api import FilterChange, FilterName, FilterSnapshot
 from router.pattern_index import PatternIndex
+
+#: the largest channel filter a false-positive resize grows to (2^24 bits = 2 MiB)
+MAX_RESIZE_M = 1 << 24
+#: the resize policy judges forwards received in windows of this many
+FP_CHECK_EVERY = 256
 
 
 class Subscriber(Protocol):
@@ -40,13 +50,18 @@ class Subscriber(Protocol):
 class Registry:
     """Subscriptions of one node; not thread-safe (one asyncio loop)."""
 
-    def __init__(self, capacity: int, fp_rate: float) -> None:
+    def __init__(self, capacity: int, fp_rate: float, max_m: int = MAX_RESIZE_M) -> None:
+        self.fp_rate = fp_rate
+        self.max_m = max_m
         self.channels: dict[bytes, set[Subscriber]] = {}
         self.shard_channels: dict[bytes, set[Subscriber]] = {}
         self.patterns: PatternIndex[Subscriber] = PatternIndex()
         self.channel_filter = CountingBloomFilter.for_capacity(capacity, fp_rate)
         self.pattern_filter = PatternFilter.for_capacity(capacity, fp_rate)
         self.filter_epoch = 0  # bumped on every rebuild
+        self.false_positives_received = 0  # forwards here that no local subscriber wanted
+        self._window_received = 0
+        self._window_false = 0
 
     # ------------------------------------------------------------ channels
 
@@ -90,8 +105,8 @@ class Registry:
     ) -> list[FilterChange]:
         if not set_positions and not cleared:
             return []
-        fp = self.channel_filter.fingerprint()
-        return [FilterChange("channels", set_positions, cleared, fp)]
+        cf = self.channel_filter
+        return [FilterChange("channels", set_positions, cleared, cf.fingerprint(), cf.m)]
 
     # ------------------------------------------------------------ patterns
 
@@ -123,7 +138,17 @@ class Registry:
         pf = self.pattern_filter
         if not set_positions and not cleared and before == (pf.prefix_lengths, pf.match_all):
             return []
-        return [FilterChange("patterns", set_positions, cleared, pf.fingerprint())]
+        return [
+            FilterChange(
+                "patterns",
+                set_positions,
+                cleared,
+                pf.fingerprint(),
+                pf.m,
+                pf.prefix_lengths,
+                pf.match_all,
+            )
+        ]
 
     # ------------------------------------------------------------ whole client
 
@@ -140,14 +165,51 @@ class Registry:
 
     # ------------------------------------------------------------ resizing
 
-    def rebuild_channel_filter(self, m: int) -> bool:
-        """Rebuild the channel filter at size m from the exact subscriptions
-        (asked by the cluster bus when forwards here are too often false
-        positives). True when rebuilt."""
+    def forward_received(self, false_positive: bool) -> list[FilterChange]:
+        """Count a PUBLISH a peer forwarded here (``false_positive``: no local
+        receiver). Every ``FP_CHECK_EVERY`` forwards, rebuild the channel filter
+        at twice its m (up to ``max_m``) when that window was mostly false
+        positives beyond the target (at least 16, and above max(4 x target,
+        5%)) or the filter's own estimate (X/m)^k passes twice the target. The
+        returned change carries the new m: the bus then announces it whole."""
+        self._window_received += 1
+        if false_positive:
+            self.false_positives_received += 1
+            self._window_false += 1
+        if self._window_received < FP_CHECK_EVERY:
+            return []
+        received, false = self._window_received, self._window_false
+        self._window_received = self._window_false = 0
+        target = self.fp_rate
+        too_many = false >= 16 and false / received > max(4 * target, 0.05)
+        m = self.channel_filter.m * 2
+        if not (too_many or self.channel_filter.estimated_fp_rate > 2 * target) or m > self.max_m:
+            return []
+        self.rebuild_channel_filter(m)
+        cf = self.channel_filter
+        return [FilterChange("channels", (), (), cf.fingerprint(), cf.m)]
+
+    def rebuild_channel_filter(self, m: int) -> None:
+        """Rebuild the channel filter at size m from the exact subscriptions."""
         names = set(self.channels) | set(self.shard_channels)
         self.channel_filter = CountingBloomFilter.from_keys(names, m, self.channel_filter.k)
         self.filter_epoch += 1
-        return True
+
+    def snapshot(self, name: FilterName) -> FilterSnapshot:
+        """One filter as the bus sends it whole (FILTER_FULL)."""
+        if name == "channels":
+            c = self.channel_filter
+            return FilterSnapshot(c.m, c.k, c.exported.bits.tobytes(), c.fingerprint())
+        p = self.pattern_filter
+        bits = p.counting
+        return FilterSnapshot(
+            p.m,
+            bits.k,
+            bits.exported.bits.tobytes(),
+            p.fingerprint(),
+            p.prefix_lengths,
+            p.match_all,
+        )
 
     # ------------------------------------------------------------ figures
 

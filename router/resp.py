@@ -1,387 +1,16 @@
-"""RESP, sans-IO: request bytes in, argument lists out; replies encoded to bytes.
+"""RESP replies, sans-IO: every frame the node writes, encoded to bytes.
 
-:class:`RequestParser` follows Redis's ``processMultibulkBuffer`` and
-``processInlineBuffer`` (``src/networking.c``): a request starting with ``*``
-is a multibulk of ``$``-bulk strings, anything else is an inline command split
-like ``sdssplitargs`` (quotes, ``\\xHH`` escapes). Limits and the error texts
-are Redis's; after a :class:`ProtocolError` the caller replies with the error
-and closes that connection (Redis's ``CLIENT_CLOSE_AFTER_REPLY``).
-
-Two paths, one result. The reference path is the pure-Python parser below
-(``_next_slow``): one ``find`` per line, Redis's checks on every line.
-Well-formed multibulk input, which is nearly all traffic, takes a fast path
-through ``hiredis.Reader`` (C). hiredis parses replies, not requests: it
-accepts ``+simple``, ``:int``, RESP3 types and nested arrays inside a request,
-and knows no bulk-length limit, so the fast path accepts a request only after
-checking, at the canonical offset of each element, that the request starts
-with ``*`` and every element with ``$`` (hiredis reads lengths with Redis's
-strict ``string2ll``, so the offsets follow by induction and the bytes are
-exactly those the reference path would read). Anything else — an incomplete
-request, a protocol error, a limit, a non-canonical element, before AUTH —
-goes back to the reference path at the same byte, which answers as Redis
-does. ``tests/fuzz/fuzz_resp.py`` checks the two paths agree.
+Requests are parsed in :mod:`router.parser`. Everything a client reads is
+built here: replies (Redis's ``addReply*`` family in ``src/networking.c``),
+RESP3 push and map headers, and the pub/sub frames — ``message``,
+``pmessage``, ``smessage`` and the (un)subscribe confirmations — in Redis's
+layout (``src/pubsub.c``: ``addReplyPubsubMessage``,
+``addReplyPubsubPatMessage``, ``addReplyPubsubSubscribed``). Pub/sub frames
+are built once per PUBLISH as RESP2 bytes; :func:`as_push` turns them into
+RESP3 push frames (same count, ``>`` for ``*``) for RESP3 receivers.
 """
 
 from __future__ import annotations
-
-from collections.abc import Iterator
-
-import hiredis
-
-#: Redis PROTO_INLINE_MAX_SIZE: an inline request or a count line without
-#: a newline longer than this is rejected
-INLINE_MAX_SIZE = 64 * 1024
-#: Redis: before AUTH, a multibulk may have at most 10 arguments and bulks at
-#: most 16384 bytes (``authRequired`` checks in processMultibulkBuffer)
-UNAUTH_MAX_MULTIBULK = 10
-UNAUTH_MAX_BULK = 16384
-
-
-#: an aggregate header (``*``, ``%``, ``~``, ``>``, ``|``) counting 10000 or
-#: more elements: hiredis allocates the whole list when it reads the header,
-#: before any element arrives, so such bytes never reach the fast path (a
-#: false alarm inside a payload only costs the slow path). Found with
-#: translate + find, which is 4x faster than the equivalent regex
-#: ``[*%~>|][0-9]{5}`` (C loops over the bytes, no backtracking engine).
-_AGGREGATE_CLASSES = bytes(
-    0x2A if c in b"*%~>|" else 0x30 if c in b"0123456789" else 0x20 for c in range(256)
-)
-_BIG_AGGREGATE = b"*00000"
-
-
-def _has_big_aggregate(buf: bytearray, start: int) -> bool:
-    """Whether ``buf[start:]`` holds a big aggregate header (or bytes like one)."""
-    return buf[start:].translate(_AGGREGATE_CLASSES).find(_BIG_AGGREGATE) >= 0
-
-
-class ProtocolError(Exception):
-    """A request Redis would reject; ``str(exc)`` is the reply text without ``-``."""
-
-
-def _string2ll(raw: bytes) -> int | None:
-    """Redis ``string2ll``: optional ``-``, digits, no ``+``, no leading zeros."""
-    if not raw or len(raw) > 20:
-        return None
-    if raw == b"0":
-        return 0
-    digits = raw[1:] if raw[:1] == b"-" else raw
-    if not digits.isdigit() or digits[:1] == b"0" or not digits.isascii():
-        return None
-    return int(raw)
-
-
-class RequestParser:
-    """Incremental request parser (sans-IO).
-
-    ``feed(data)`` appends bytes; ``next_request()`` returns the next complete
-    request as a list of bytes arguments, or None when more bytes are needed;
-    it raises :class:`ProtocolError` with Redis's text on a malformed request.
-    ``authenticated`` (set by the connection) lifts the pre-AUTH limits.
-    ``fast=False`` disables the hiredis path (the reference, for tests).
-    """
-
-    __slots__ = (
-        "_args",
-        "_buf",
-        "_fast",
-        "_guard",
-        "_pending",
-        "_pos",
-        "_reader",
-        "authenticated",
-        "max_bulk",
-        "max_multibulk",
-    )
-
-    def __init__(self, max_bulk: int, max_multibulk: int, *, fast: bool = True) -> None:
-        self._buf = bytearray()
-        self._pos = 0
-        self._args: list[bytes] = []
-        self._pending = 0  # bulks still expected by the multibulk being read
-        # hiredis mirror of self._buf[self._pos:] while the fast path is on, else None
-        self._reader: hiredis.Reader | None = None
-        self._fast = fast
-        # the reference path owns self._buf[:self._guard]: after any hand-over
-        # it takes everything buffered, so no byte is copied into hiredis or
-        # scanned for big headers more than once per feed (linear work)
-        self._guard = 0
-        self.max_bulk = max_bulk
-        self.max_multibulk = max_multibulk
-        self.authenticated = True
-
-    def feed(self, data: bytes) -> None:
-        if self._pos and self._pos == len(self._buf):
-            self._buf.clear()
-            self._guard = self._pos = 0
-        elif self._pos > 65536:
-            del self._buf[: self._pos]
-            self._guard = max(0, self._guard - self._pos)
-            self._pos = 0
-        self._buf += data
-        if self._reader is not None:
-            # the new bytes, and the 5 before them in case a header straddles
-            if not _has_big_aggregate(self._buf, max(self._pos, len(self._buf) - len(data) - 5)):
-                self._reader.feed(data)
-            else:
-                self._reader = None
-                self._guard = len(self._buf)
-
-    @property
-    def buffered(self) -> int:
-        """Bytes received and not yet parsed (Redis's ``qbuf``)."""
-        return len(self._buf) - self._pos
-
-    def next_request(self) -> list[bytes] | None:
-        """The next complete request, or None when more bytes are needed."""
-        for req in self.requests():
-            return req
-        return None
-
-    def requests(self) -> Iterator[list[bytes]]:
-        """Every complete request buffered, in order.
-
-        A generator, so a pipelined read is parsed with the parser's state
-        loaded once; the caller may stop early (a blocked client): what it did
-        not take stays buffered. Raises :class:`ProtocolError` after the
-        requests that precede the bad one.
-        """
-        buf = self._buf
-        max_bulk = self.max_bulk
-        max_multibulk = self.max_multibulk
-        while True:
-            reader = self._reader
-            pos = self._pos
-            if reader is None:
-                # start the fast path only at a request boundary, on a multibulk
-                if (
-                    self._pending
-                    or not self._fast
-                    or not self.authenticated
-                    or pos >= len(buf)
-                    or buf[pos] != 0x2A  # '*'
-                    or pos < self._guard
-                ):
-                    req = self._next_slow()
-                    if req is None:
-                        return
-                    yield req
-                    continue
-                if _has_big_aggregate(buf, pos):
-                    self._guard = len(buf)
-                    continue
-                reader = self._reader = hiredis.Reader()
-                reader.feed(buf, pos)  # type: ignore[arg-type]  # any buffer works
-            try:
-                req = reader.gets()
-                if req is False:
-                    if pos == len(buf):
-                        return  # all parsed; the fast path stays on
-                    req = None  # a partial request: its header checks are Redis's
-                elif self.authenticated and buf[pos] == 0x2A and len(req) <= max_multibulk:
-                    # hiredis read a request; accept it only if its encoding is
-                    # the canonical one the reference parser reads (module doc)
-                    n = len(req)
-                    pos += 4 if n < 10 else 5 if n < 100 else 3 + len(str(n))
-                    for arg in req:
-                        size = len(arg)
-                        if buf[pos] != 0x24 or size > max_bulk:  # '$'
-                            req = None
-                            break
-                        pos += (
-                            size + 6
-                            if size < 10
-                            else size + 7
-                            if size < 100
-                            else size + 5 + len(str(size))
-                        )
-                else:
-                    req = None
-            except (hiredis.ProtocolError, TypeError, IndexError):
-                req = None
-            if req is None:
-                # malformed, limited, partial or before AUTH: the reference
-                # path decides, from the first byte of this request, and reads
-                # the rest of this buffer too
-                self._reader = None
-                self._guard = len(buf)
-                req = self._next_slow()
-                if req is None:
-                    return
-                yield req
-                continue
-            self._pos = pos
-            if req:  # *0: Redis skips it
-                yield req
-
-    def _next_slow(self) -> list[bytes] | None:
-        buf = self._buf
-        while True:
-            if self._pending:
-                return self._read_bulks()
-            if self._pos >= len(buf):
-                return None
-            if buf[self._pos] == 0x2A:  # '*'
-                args = self._read_multibulk_header()
-                if args is None:
-                    return None
-                if self._pending:
-                    continue
-                # *0 / *-1: Redis skips the line and reads on
-                continue
-            args = self._read_inline()
-            if args is None:
-                return None
-            if args:
-                return args
-
-    def _read_multibulk_header(self) -> list[bytes] | None:
-        buf = self._buf
-        nl = buf.find(b"\r\n", self._pos)
-        if nl < 0:
-            if len(buf) - self._pos > INLINE_MAX_SIZE:
-                raise ProtocolError("ERR Protocol error: too big mbulk count string")
-            return None
-        count = _string2ll(bytes(buf[self._pos + 1 : nl]))
-        if count is None or count > self.max_multibulk:
-            raise ProtocolError("ERR Protocol error: invalid multibulk length")
-        if count > UNAUTH_MAX_MULTIBULK and not self.authenticated:
-            raise ProtocolError("ERR Protocol error: unauthenticated multibulk length")
-        self._pos = nl + 2
-        self._args = []
-        self._pending = max(count, 0)
-        return self._args
-
-    def _read_bulks(self) -> list[bytes] | None:
-        buf = self._buf
-        pos = self._pos
-        args = self._args
-        end = len(buf)
-        while self._pending:
-            nl = buf.find(b"\r\n", pos)
-            if nl < 0:
-                if end - pos > INLINE_MAX_SIZE:
-                    raise ProtocolError("ERR Protocol error: too big bulk count string")
-                self._pos = pos
-                return None
-            if buf[pos] != 0x24:  # '$'
-                got = chr(buf[pos])
-                raise ProtocolError(f"ERR Protocol error: expected '$', got '{got}'")
-            raw = buf[pos + 1 : nl]
-            # fast path: plain digits without a leading zero (every sane client)
-            if raw.isdigit() and (raw[0] != 0x30 or len(raw) == 1) and len(raw) < 19:
-                size: int | None = int(raw)
-            else:
-                size = _string2ll(bytes(raw))
-            if size is None or size < 0 or size > self.max_bulk:
-                raise ProtocolError("ERR Protocol error: invalid bulk length")
-            if size > UNAUTH_MAX_BULK and not self.authenticated:
-                raise ProtocolError("ERR Protocol error: unauthenticated bulk length")
-            start = nl + 2
-            if end < start + size + 2:
-                self._pos = pos
-                return None
-            args.append(bytes(buf[start : start + size]))
-            pos = start + size + 2
-            self._pending -= 1
-        self._pos = pos
-        self._args = []
-        return args
-
-    def _read_inline(self) -> list[bytes] | None:
-        buf = self._buf
-        nl = buf.find(b"\n", self._pos)
-        if nl < 0:
-            if len(buf) - self._pos > INLINE_MAX_SIZE:
-                raise ProtocolError("ERR Protocol error: too big inline request")
-            return None
-        line = bytes(buf[self._pos : nl])
-        self._pos = nl + 1
-        if line.endswith(b"\r"):
-            line = line[:-1]
-        args = split_args(line)
-        if args is None:
-            raise ProtocolError("ERR Protocol error: unbalanced quotes in request")
-        return args
-
-
-_ESCAPES = {ord("n"): 10, ord("r"): 13, ord("t"): 9, ord("b"): 8, ord("a"): 7}
-_SPACE = frozenset(b" \n\r\t\v\f")
-_HEX = frozenset(b"0123456789abcdefABCDEF")
-
-
-def split_args(line: bytes) -> list[bytes] | None:
-    """Redis ``sdssplitargs``: split an inline command line; None on unbalanced quotes.
-
-    Double quotes take ``\\xHH``, ``\\n``, ``\\r``, ``\\t``, ``\\b``, ``\\a`` and
-    ``\\<c>`` escapes; single quotes only ``\\'``. A closing quote must be
-    followed by a space or the end of the line.
-    """
-    if b'"' not in line and b"'" not in line:
-        return line.split()
-    out: list[bytes] = []
-    i, n = 0, len(line)
-    while True:
-        while i < n and line[i] in _SPACE:
-            i += 1
-        if i >= n:
-            return out
-        cur = bytearray()
-        inq = insq = False
-        while True:
-            if inq:
-                if i >= n:
-                    return None
-                c = line[i]
-                if (
-                    c == 0x5C
-                    and i + 3 < n
-                    and line[i + 1] == ord("x")
-                    and line[i + 2] in _HEX
-                    and line[i + 3] in _HEX
-                ):
-                    cur.append(int(line[i + 2 : i + 4], 16))
-                    i += 3
-                elif c == 0x5C and i + 1 < n:
-                    i += 1
-                    cur.append(_ESCAPES.get(line[i], line[i]))
-                elif c == 0x22:
-                    if i + 1 < n and line[i + 1] not in _SPACE:
-                        return None
-                    i += 1
-                    break
-                else:
-                    cur.append(c)
-            elif insq:
-                if i >= n:
-                    return None
-                c = line[i]
-                if c == 0x5C and i + 1 < n and line[i + 1] == 0x27:
-                    i += 1
-                    cur.append(0x27)
-                elif c == 0x27:
-                    if i + 1 < n and line[i + 1] not in _SPACE:
-                        return None
-                    i += 1
-                    break
-                else:
-                    cur.append(c)
-            else:
-                if i >= n:
-                    break
-                c = line[i]
-                if c in _SPACE:
-                    break
-                if c == 0x22:
-                    inq = True
-                elif c == 0x27:
-                    insq = True
-                else:
-                    cur.append(c)
-            i += 1
-        out.append(bytes(cur))
-
-
-# ---------------------------------------------------------------- replies
 
 OK = b"+OK\r\n"
 PONG = b"+PONG\r\n"
@@ -460,3 +89,59 @@ def encode_value(value: object, resp: int) -> bytes:
             encode_value(k, resp) + encode_value(v, resp) for k, v in value.items()
         )
     raise TypeError(f"cannot encode {type(value).__name__}")
+
+
+# ---------------------------------------------------------------- pub/sub frames
+
+_MESSAGE_HEAD = b"*3\r\n$7\r\nmessage\r\n"
+#: bulk headers of short strings, encoded once (channels and payloads are mostly short)
+_BULK = tuple(b"$%d\r\n" % n for n in range(1024))
+_CRLF = b"\r\n"
+_MESSAGE = b"*3\r\n$7\r\nmessage\r\n$%d\r\n%b\r\n$%d\r\n%b\r\n"
+_SMESSAGE = b"*3\r\n$8\r\nsmessage\r\n$%d\r\n%b\r\n$%d\r\n%b\r\n"
+_PMESSAGE = b"*4\r\n$8\r\npmessage\r\n$%d\r\n%b\r\n$%d\r\n%b\r\n$%d\r\n%b\r\n"
+
+
+def message(channel: bytes, payload: bytes) -> bytes:
+    """``[message, channel, payload]`` (RESP2)."""
+    size_c, size_m = len(channel), len(payload)
+    if size_c < 1024 and size_m < 1024:  # the common case, without %-formatting
+        return b"".join(
+            (_MESSAGE_HEAD, _BULK[size_c], channel, _CRLF, _BULK[size_m], payload, _CRLF)
+        )
+    return _MESSAGE % (size_c, channel, size_m, payload)
+
+
+def smessage(channel: bytes, payload: bytes) -> bytes:
+    """``[smessage, shard channel, payload]`` (RESP2)."""
+    return _SMESSAGE % (len(channel), channel, len(payload), payload)
+
+
+def pmessage(pattern: bytes, channel: bytes, payload: bytes) -> bytes:
+    """``[pmessage, pattern, channel, payload]`` (RESP2)."""
+    return _PMESSAGE % (len(pattern), pattern, len(channel), channel, len(payload), payload)
+
+
+def as_push(frame2: bytes) -> bytes:
+    """A RESP2 pub/sub frame as a RESP3 push frame (same count, ``>`` for ``*``)."""
+    return b">" + frame2[1:]
+
+
+_KINDS = {
+    kind: b"$%d\r\n%b\r\n" % (len(kind), kind)
+    for kind in (
+        b"subscribe",
+        b"unsubscribe",
+        b"psubscribe",
+        b"punsubscribe",
+        b"ssubscribe",
+        b"sunsubscribe",
+    )
+}
+
+
+def confirmation(kind: bytes, name: bytes | None, count: int, resp: int) -> bytes:
+    """``[kind, name, count]``: the reply to each argument of (P|S)(UN)SUBSCRIBE;
+    ``name`` None for a bare unsubscribe with nothing subscribed; a push in RESP3."""
+    target = bulk(name) if name is not None else null(resp)
+    return push_header(3, resp) + _KINDS[kind] + target + integer(count)

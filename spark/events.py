@@ -1,5 +1,10 @@
 """TrafficEvent: the one schema shared by the node's traffic tap and the Spark job.
 
+This module is the whole interface between the node and spark/: the node
+builds TrafficEvents and hands them to a :class:`TrafficRecorder` (the tap in
+:mod:`spark.tap`, wired in by ``bloomcast node``); nothing else of spark/ is
+on the node's path.
+
 One event per PUBLISH a node handles: as ``origin`` (a client published on this
 node) or as ``receiver`` (a peer forwarded it here). Serialised as one JSON
 object per line (NDJSON) with exactly these keys.
@@ -22,8 +27,9 @@ Fields (units):
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 Role = Literal["origin", "receiver"]
 
@@ -69,3 +75,18 @@ class TrafficEvent:
     def from_dict(cls, raw: dict[str, Any]) -> TrafficEvent:
         """Raises KeyError/TypeError/ValueError on a malformed record."""
         return cls(**{name: raw[name] for name, _ in SCHEMA_FIELDS})
+
+
+class TrafficRecorder(Protocol):
+    """Where a node records its traffic events (:class:`spark.tap.TrafficTap`)."""
+
+    def keeps(self, event_id: str) -> bool:
+        """Whether the event is in the sample (decided by its id alone, so a
+        PUBLISH's origin and receiver events are kept or dropped together)."""
+        ...
+
+    def record(self, event: TrafficEvent) -> None: ...
+
+    def info_fields(self) -> Mapping[str, int | str]:
+        """INFO ``# Traffic`` fields."""
+        ...

@@ -14,75 +14,99 @@ from typing import Any
 import pytest
 
 from bloom import CountingBloomFilter, PatternFilter
+from cluster_bus.api import BusConfig, FilterChange, FilterName, FilterSnapshot
 from cluster_bus.bus import ClusterBus
 from cluster_bus.codec import encode
 from cluster_bus.frames import FilterKind, Leave, NodeFlags, Publish
-from cluster_bus.local_filters import BloomLocalFilters
-from router.cluster_link import FilterChange
-from router.config import NodeConfig
 
 pytestmark = pytest.mark.timeout(60)
 
 
 class BusTestNode:
     """A node: exact subscriptions (patterns are ``prefix*`` or ``*`` here) plus the
-    real bloom filters the router keeps, read through BloomLocalFilters."""
+    real bloom filters the router keeps, offered to the bus as LocalDelivery."""
 
     __test__ = False
 
     def __init__(self, m: int = 1024) -> None:
         self.node_id = os.urandom(20).hex()
-        self.tap: Any = None
         self.channels: set[bytes] = set()
         self.patterns: set[bytes] = set()
         self.delivered: list[tuple[bytes, bytes, bool]] = []
+        self.origins: list[tuple[str, int]] = []
+        self.false_positives = 0
         self.chan = CountingBloomFilter(m)
         self.pat = PatternFilter(256)
-        self.resizes = 0
-        self.filters = BloomLocalFilters(lambda: self.chan, lambda: self.pat, self.rebuild)
 
     # LocalDelivery
-    def deliver(self, channel: bytes, message: bytes, shard: bool) -> int:
+    def deliver_forwarded(
+        self, origin: str, origin_seq: int, channel: bytes, message: bytes, shard: bool
+    ) -> None:
         hit = channel in self.channels or (
             not shard and any(channel.startswith(p[:-1]) for p in self.patterns)
         )
+        self.origins.append((origin, origin_seq))
         if hit:
             self.delivered.append((channel, message, shard))
-        return int(hit)
+        else:
+            self.false_positives += 1
 
-    def rebuild(self, m: int) -> bool:
+    def filter_snapshot(self, name: FilterName) -> FilterSnapshot:
+        if name == "channels":
+            c = self.chan
+            return FilterSnapshot(c.m, c.k, c.exported.bits.tobytes(), c.fingerprint())
+        p = self.pat
+        bits = p.counting
+        return FilterSnapshot(
+            p.m,
+            bits.k,
+            bits.exported.bits.tobytes(),
+            p.fingerprint(),
+            p.prefix_lengths,
+            p.match_all,
+        )
+
+    # what router does on (un)subscribe and on a rebuild
+    def _chan_change(self, set_positions=(), cleared=()) -> FilterChange:
+        return FilterChange(
+            "channels", set_positions, cleared, self.chan.fingerprint(), self.chan.m
+        )
+
+    def rebuild(self, m: int) -> FilterChange:
         new = CountingBloomFilter(m)
         for ch in self.channels:
             new.add(ch)
         self.chan = new
-        self.resizes += 1
-        return True
+        return self._chan_change()
 
-    # what router does on (un)subscribe
     def subscribe(self, channel: bytes) -> FilterChange:
         self.channels.add(channel)
-        flipped = self.chan.add(channel)
-        return FilterChange("channels", flipped, (), self.chan.fingerprint())
+        return self._chan_change(set_positions=self.chan.add(channel))
 
     def unsubscribe(self, channel: bytes) -> FilterChange:
         self.channels.discard(channel)
-        flipped = self.chan.remove(channel)
-        return FilterChange("channels", (), flipped, self.chan.fingerprint())
+        return self._chan_change(cleared=self.chan.remove(channel))
+
+    def pattern_change(self, set_positions=(), cleared=()) -> FilterChange:
+        p = self.pat
+        return FilterChange(
+            "patterns", set_positions, cleared, p.fingerprint(), p.m, p.prefix_lengths, p.match_all
+        )
 
     def psubscribe(self, pattern: bytes) -> FilterChange:
         self.patterns.add(pattern)
-        flipped = self.pat.add(pattern)
-        return FilterChange("patterns", flipped, (), self.pat.fingerprint())
+        return self.pattern_change(set_positions=self.pat.add(pattern))
 
 
 def stat(bus: ClusterBus, key: str) -> int:
     return int(bus.info_fields()[key])
 
 
-def config(**kw) -> NodeConfig:
-    base: dict[str, Any] = dict(port=0, cluster_port=0, node_timeout_ms=600)
+def config(**kw) -> BusConfig:
+    base: dict[str, Any] = dict(port=0, client_port=1000, node_timeout_ms=600)
     base.update(kw)
-    return NodeConfig(**base)
+    base["join"] = tuple(base.get("join", ()))
+    return BusConfig(**base)
 
 
 async def start_cluster(n: int, **kw) -> list[tuple[BusTestNode, ClusterBus]]:
@@ -90,8 +114,8 @@ async def start_cluster(n: int, **kw) -> list[tuple[BusTestNode, ClusterBus]]:
     seed = None
     for _ in range(n):
         node = BusTestNode()
-        cfg = config(join=[seed] if seed else [], **kw)
-        bus = ClusterBus(node, cfg, node.filters, client_port=1000 + len(out))
+        cfg = config(join=[seed] if seed else [], client_port=1000 + len(out), **kw)
+        bus = ClusterBus(node, cfg)
         await bus.start()
         seed = seed or f"127.0.0.1:{bus.port}"
         out.append((node, bus))
@@ -177,7 +201,7 @@ def test_gossip_full_mesh_and_interest_routing():
 
 def test_subscribe_visibility_future_resolves_on_acks():
     async def main():
-        pairs = await start_cluster(3, subscribe_visibility_timeout_ms=2000)
+        pairs = await start_cluster(3, visibility_timeout_ms=2000)
         nodes = [p[0] for p in pairs]
         buses = [p[1] for p in pairs]
         try:
@@ -207,7 +231,8 @@ def test_stale_filter_detected_by_fingerprint_and_resynced():
             # a change that is never announced (a lost delta): the PING fingerprint
             # gives it away, node 0 asks for the whole filter and routes it again
             change = nodes[1].subscribe(b"silent")
-            buses[1]._announced_fp[FilterKind.CHANNELS] = change.fingerprint
+            deltas, _ = buses[1].sync.announce([change])  # announced, never sent
+            assert len(deltas) == 1
             await until(
                 lambda: (
                     buses[0].routing.fingerprint(nodes[1].node_id, FilterKind.CHANNELS)
@@ -232,7 +257,8 @@ def test_unknown_peer_filter_fails_open():
             await until(lambda: converged(buses))
             buses[0].routing.mark_unknown(nodes[1].node_id, FilterKind.CHANNELS)
             assert buses[0].forward_publish(b"anything", b"x", False, 1) == 1
-            await until(lambda: stat(buses[1], "cluster_stats_false_positives_received"))
+            await until(lambda: nodes[1].false_positives > 0)
+            assert nodes[1].origins == [(nodes[0].node_id, 1)]
         finally:
             await stop_all(pairs)
 
@@ -271,14 +297,12 @@ def test_leave_forgets_and_crash_is_agreed_failed():
 def test_secret_mismatch_cannot_join():
     async def main():
         a = BusTestNode()
-        bus_a = ClusterBus(a, config(cluster_secret="s"), a.filters)
+        bus_a = ClusterBus(a, config(cluster_secret="s"))
         await bus_a.start()
         b = BusTestNode()
-        bus_b = ClusterBus(
-            b, config(cluster_secret="s", join=[f"127.0.0.1:{bus_a.port}"]), b.filters
-        )
+        bus_b = ClusterBus(b, config(cluster_secret="s", join=[f"127.0.0.1:{bus_a.port}"]))
         c = BusTestNode()
-        bus_c = ClusterBus(c, config(join=[f"127.0.0.1:{bus_a.port}"]), c.filters)
+        bus_c = ClusterBus(c, config(join=[f"127.0.0.1:{bus_a.port}"]))
         await bus_b.start()
         await bus_c.start()
         try:
@@ -319,7 +343,7 @@ def test_sequence_gap_counted_and_bad_frame_closes_link():
 
 def test_send_buffer_limit_drops_link():
     async def main():
-        pairs = await start_cluster(2, cluster_link_sendbuf_limit=64 * 1024)
+        pairs = await start_cluster(2, sendbuf_limit=64 * 1024)
         buses = [p[1] for p in pairs]
         nodes = [p[0] for p in pairs]
         try:
@@ -337,39 +361,39 @@ def test_send_buffer_limit_drops_link():
     run(main())
 
 
-def test_false_positives_trigger_resize_and_full_announce():
+def test_rebuilt_filter_at_new_m_is_announced_whole():
+    """A FilterChange with a new m (the node rebuilt its filter, e.g. after too
+    many false positives) reaches every peer as FILTER_FULL, and peers route
+    with the rebuilt filter."""
+
     async def main():
         pairs = await start_cluster(2)
         nodes = [p[0] for p in pairs]
         buses = [p[1] for p in pairs]
         try:
-            # node 1: a deliberately tiny filter, crowded: most probes are false positives
+            # node 1: a deliberately tiny filter, crowded
             nodes[1].chan = CountingBloomFilter(64)
             nodes[1].channels.clear()
             buses[1].filters_changed([nodes[1].subscribe(b"sub%d" % i) for i in range(12)])
             await until(lambda: converged(buses))
-            await until(
-                lambda: (
-                    buses[0].routing.fingerprint(nodes[1].node_id, FilterKind.CHANNELS)
-                    == nodes[1].chan.fingerprint()
-                )
-            )
-            for i in range(2000):
-                buses[0].forward_publish(b"other%d" % i, b"x", False, i)
-            await until(lambda: nodes[1].resizes >= 1, what="resize")
-            assert stat(buses[1], "cluster_stats_false_positives_received") > 0
-            assert stat(buses[1], "cluster_stats_filter_resizes") >= 1
-            assert nodes[1].chan.m >= 128
-            # node 0 got the rebuilt filter whole and routes with it
-            await until(
-                lambda: (
-                    buses[0].routing.fingerprint(nodes[1].node_id, FilterKind.CHANNELS)
-                    == nodes[1].chan.fingerprint()
-                ),
-                what="full filter announced",
-            )
+
+            def held() -> int | None:
+                return buses[0].routing.fingerprint(nodes[1].node_id, FilterKind.CHANNELS)
+
+            await until(lambda: held() == nodes[1].chan.fingerprint())
+            syncs = stat(buses[0], "cluster_stats_filter_syncs_received")
+            deltas = stat(buses[0], "cluster_stats_filter_deltas_received")
+            assert buses[1].filters_changed([nodes[1].rebuild(128)]) is None
+            assert nodes[1].chan.m == 128
+            await until(lambda: held() == nodes[1].chan.fingerprint(), what="full announced")
+            assert stat(buses[0], "cluster_stats_filter_syncs_received") == syncs + 1
+            assert stat(buses[0], "cluster_stats_filter_deltas_received") == deltas
             for i in range(12):
                 assert buses[0].forward_publish(b"sub%d" % i, b"y", False, 5000 + i) == 1
+            # and deltas at the new m apply on top of it
+            buses[1].filters_changed([nodes[1].subscribe(b"late")])
+            await until(lambda: held() == nodes[1].chan.fingerprint(), what="delta at new m")
+            assert stat(buses[0], "cluster_stats_filter_deltas_received") == deltas + 1
         finally:
             await stop_all(pairs)
 
@@ -387,8 +411,8 @@ def test_restart_with_new_id_on_same_port_rejoins_with_full_filter_exchange():
             crash(buses[2])
             node = BusTestNode()
             node.subscribe(b"after.restart")  # subscribed before it rejoins
-            cfg = config(cluster_port=port, join=[f"127.0.0.1:{buses[0].port}"])
-            bus = ClusterBus(node, cfg, node.filters, client_port=1002)
+            cfg = config(port=port, client_port=1002, join=[f"127.0.0.1:{buses[0].port}"])
+            bus = ClusterBus(node, cfg)
             await bus.start()
             pairs[2] = (node, bus)
             buses[2], nodes[2] = bus, node
@@ -434,7 +458,7 @@ def test_link_reset_heals_and_counts_no_gap():
 def test_unauthenticated_peer_cannot_announce_a_large_frame():
     async def main():
         node = BusTestNode()
-        bus = ClusterBus(node, config(), node.filters)
+        bus = ClusterBus(node, config())
         await bus.start()
         try:
             reader, writer = await asyncio.open_connection("127.0.0.1", bus.port)
@@ -456,7 +480,7 @@ def test_match_all_pattern_without_bit_flips_reaches_peers():
     carries it, peers send that node everything, and PUNSUBSCRIBE undoes it."""
 
     async def main():
-        pairs = await start_cluster(2, subscribe_visibility_timeout_ms=2000)
+        pairs = await start_cluster(2, visibility_timeout_ms=2000)
         nodes = [p[0] for p in pairs]
         buses = [p[1] for p in pairs]
         try:
@@ -471,7 +495,7 @@ def test_match_all_pattern_without_bit_flips_reaches_peers():
             assert buses[0].forward_publish(b"any.thing", b"x", True, 3) == 0  # not shard
             nodes[1].patterns.discard(b"*")
             nodes[1].pat.remove(b"*")
-            change = FilterChange("patterns", (), (), nodes[1].pat.fingerprint())
+            change = nodes[1].pattern_change()
             buses[1].filters_changed([change])
             await until(lambda: buses[0].forward_publish(b"any.thing", b"x", False, 4) == 0)
             assert buses[0].routing.holds_filters(nodes[1].node_id)
@@ -483,18 +507,18 @@ def test_match_all_pattern_without_bit_flips_reaches_peers():
 
 def test_unreachable_seed_is_redialled_with_growing_jittered_backoff():
     async def main():
-        from cluster_bus.local_cluster import free_port
+        from tests.node_oracle import free_port
 
         dead = free_port()
         node = BusTestNode()
-        bus = ClusterBus(node, config(join=[f"127.0.0.1:{dead}"]), node.filters)
+        bus = ClusterBus(node, config(join=[f"127.0.0.1:{dead}"]))
         await bus.start()
         try:
             key = ("127.0.0.1", dead)
             seen: list[tuple[int, int]] = []
             deadline = time.monotonic() + 5
             while time.monotonic() < deadline and len(seen) < 4:
-                state = bus._backoff.get(key)
+                state = bus.dialer.backoff.get(key)
                 if state and (not seen or state[0] != seen[-1][0]):
                     seen.append((state[0], state[1] - int(time.time() * 1000)))
                 await asyncio.sleep(0.01)

@@ -9,8 +9,8 @@ import tracemalloc
 import hiredis
 import pytest
 
-from router import resp
-from router.resp import ProtocolError, RequestParser, split_args
+from router import parser as request_parser
+from router.parser import ProtocolError, RequestParser, split_args
 from tests.fuzz.fuzz_resp import main as fuzz_main
 
 
@@ -132,7 +132,7 @@ def test_hand_overs_keep_the_work_linear(monkeypatch, odd):
     # a pipeline alternating well-formed requests with ones the fast path hands
     # over: each hand-over must not copy the rest of the buffer into hiredis
     # again (that would be quadratic in the pipeline's length)
-    monkeypatch.setattr(resp.hiredis, "Reader", CountingReader)
+    monkeypatch.setattr(request_parser.hiredis, "Reader", CountingReader)
     CountingReader.fed = 0
     data = (PUBLISH + odd) * 2000
     parser = RequestParser(1 << 20, 1024)

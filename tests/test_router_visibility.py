@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 
-from router.cluster_link import FilterChange, NoPeers
+from cluster_bus.api import FilterChange, NoPeers
 from router.config import NodeConfig
 from router.node import Node
 

@@ -10,56 +10,18 @@ existence, arity, authentication and the subscribed context before calling it
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from router.commands import client_cmd, connection, publish, pubsub, server, subscribe
+from router.commands.base import Command, Handler, Reply, subcommand_table
 
-if TYPE_CHECKING:
-    from router.client import Client
-    from router.node import Node
-
-Reply = bytes | asyncio.Future[bytes]
-Handler = Callable[["Node", "Client", list[bytes]], Reply]
-
-
-@dataclass(frozen=True)
-class Command:
-    name: str
-    arity: int
-    handler: Handler
-    summary: str = ""
-    group: str = "pubsub"
-    flags: tuple[str, ...] = ()
-    no_auth: bool = False
-    subcommands: dict[bytes, Command] | None = field(default=None, hash=False)
-
-    def info(self) -> list[Any]:
-        """The COMMAND INFO entry: name, arity, flags, first/last key, step, ACL
-        categories, tips, key specs, subcommands."""
-        subs = [c.info() for c in (self.subcommands or {}).values()]
-        return [self.name, self.arity, list(self.flags), 0, 0, 0, [f"@{self.group}"], [], [], subs]
-
-    def docs(self) -> dict[str, Any]:
-        doc: dict[str, Any] = {"summary": self.summary, "since": "1.0.0", "group": self.group}
-        if self.subcommands:
-            doc["subcommands"] = {c.name: c.docs() for c in self.subcommands.values()}
-        return doc
+__all__ = ["COMMANDS", "LOOKUP", "Command", "Handler", "Reply", "subcommand_table"]
 
 
 def _build() -> dict[bytes, Command]:
-    from router.commands import client_cmd, connection, publish, pubsub, server, subscribe
-
     table: dict[bytes, Command] = {}
     for module in (subscribe, publish, pubsub, connection, client_cmd, server):
         for cmd in module.COMMANDS:
             table[cmd.name.encode()] = cmd
     return table
-
-
-def subcommand_table(*commands: Command) -> dict[bytes, Command]:
-    """Subcommands keyed by their own lower-case name (``numsub`` of ``pubsub|numsub``)."""
-    return {c.name.split("|", 1)[1].encode(): c for c in commands}
 
 
 COMMANDS: dict[bytes, Command] = _build()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from router import resp
-from router.commands import Command, Reply, subcommand_table
+from router.commands.base import Command, Reply, subcommand_table
 from router.commands.connection import valid_client_name
 
 if TYPE_CHECKING:

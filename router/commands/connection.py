@@ -6,7 +6,7 @@ import hmac
 from typing import TYPE_CHECKING
 
 from router import resp
-from router.commands import Command, Reply
+from router.commands.base import Command, Reply
 
 if TYPE_CHECKING:
     from router.client import Client

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from router import resp
-from router.commands import Command, Reply
+from router.commands.base import Command, Reply
 from router.resp import SMALL_INTEGERS
 
 if TYPE_CHECKING:

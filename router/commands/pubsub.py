@@ -6,7 +6,7 @@ from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING
 
 from router import resp
-from router.commands import Command, Reply, subcommand_table
+from router.commands.base import Command, Reply, subcommand_table
 from router.glob import stringmatch
 
 if TYPE_CHECKING:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from router import resp
-from router.commands import Command, Reply, subcommand_table
+from router.commands.base import Command, Reply, subcommand_table
 
 if TYPE_CHECKING:
     from router.client import Client
@@ -72,7 +72,7 @@ def command_docs(node: Node, client: Client, args: list[bytes]) -> Reply:
 
 
 def cluster_info(node: Node, client: Client, args: list[bytes]) -> Reply:
-    text = "".join(f"{k}:{v}\r\n" for k, v in node.link.info_fields().items())
+    text = "".join(f"{k}:{v}\r\n" for k, v in node.cluster_info().items())
     return resp.verbatim(text.encode(), client.resp)
 
 

@@ -15,31 +15,18 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from cluster_bus.api import FilterChange
 from router import resp
-from router.cluster_link import FilterChange
-from router.commands import Command, Reply
+from router.commands.base import Command, Reply
 
 if TYPE_CHECKING:
     from router.client import Client
     from router.node import Node
 
-_KINDS = {
-    "subscribe": b"$9\r\nsubscribe\r\n",
-    "unsubscribe": b"$11\r\nunsubscribe\r\n",
-    "psubscribe": b"$10\r\npsubscribe\r\n",
-    "punsubscribe": b"$12\r\npunsubscribe\r\n",
-    "ssubscribe": b"$10\r\nssubscribe\r\n",
-    "sunsubscribe": b"$12\r\nsunsubscribe\r\n",
-}
-
-
-def confirmation(client: Client, kind: str, name: bytes | None, count: int) -> bytes:
-    head = resp.push_header(3, client.resp) + _KINDS[kind]
-    target = resp.bulk(name) if name is not None else resp.null(client.resp)
-    return head + target + resp.integer(count)
-
 
 def _subscribe(kind: str, shard: bool) -> Command:
+    kind_b = kind.encode()
+
     def handler(node: Node, client: Client, args: list[bytes]) -> Reply:
         replies: list[bytes] = []
         changes: list[FilterChange] = []
@@ -50,7 +37,7 @@ def _subscribe(kind: str, shard: bool) -> Command:
             else:
                 changes += registry.subscribe(client, name, shard)
             count = len(client.shard_channels) if shard else client.subscription_count()
-            replies.append(confirmation(client, kind, name, count))
+            replies.append(resp.confirmation(kind_b, name, count, client.resp))
         # one announcement for the whole command: one delta round, one wait
         fut = node.filters_changed(changes)
         data = b"".join(replies)
@@ -60,6 +47,8 @@ def _subscribe(kind: str, shard: bool) -> Command:
 
 
 def _unsubscribe(kind: str, shard: bool) -> Command:
+    kind_b = kind.encode()
+
     def handler(node: Node, client: Client, args: list[bytes]) -> Reply:
         registry = node.registry
         patterns = kind == "punsubscribe"
@@ -77,10 +66,10 @@ def _unsubscribe(kind: str, shard: bool) -> Command:
             else:
                 changes += registry.unsubscribe(client, name, shard)
             count = len(client.shard_channels) if shard else client.subscription_count()
-            replies.append(confirmation(client, kind, name, count))
+            replies.append(resp.confirmation(kind_b, name, count, client.resp))
         if not names:
             count = len(client.shard_channels) if shard else client.subscription_count()
-            replies.append(confirmation(client, kind, None, count))
+            replies.append(resp.confirmation(kind_b, None, count, client.resp))
         node.filters_changed(changes)  # unsubscribes never wait
         return b"".join(replies)
 

@@ -15,7 +15,7 @@ import random
 import sys
 import time
 
-from router.resp import ProtocolError, RequestParser
+from router.parser import ProtocolError, RequestParser
 
 SEEDS = [
     b"*3\r\n$7\r\nPUBLISH\r\n$4\r\nnews\r\n$5\r\nhello\r\n",

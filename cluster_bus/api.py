@@ -1,0 +1,210 @@
+"""The seam between the node (``router/``) and the cluster bus (``cluster_bus/``).
+
+Everything the two sides say to each other is here, and nothing else crosses:
+
+- the node calls a :class:`ClusterLink` on every client PUBLISH
+  (:meth:`ClusterLink.forward_publish`) and after every change of its own
+  filters (:meth:`ClusterLink.filters_changed`, with :class:`FilterChange`
+  values that carry everything the bus announces, so the bus never asks back);
+- the bus calls the node's :class:`LocalDelivery` when a forwarded PUBLISH
+  arrives (:meth:`LocalDelivery.deliver_forwarded`) and when a peer asks for a
+  whole filter (:meth:`LocalDelivery.filter_snapshot`);
+- :class:`BusConfig` is what the bus reads of the node's settings (the node's
+  own config builds it; the bus never imports ``router``).
+
+A node without a bus runs with :class:`NoPeers`, so every PUBLISH goes through
+the same routing step whether or not there are peers. Dependencies point one
+way: ``router`` -> ``cluster_bus`` -> ``bloom`` (docs/architecture.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field, replace
+from typing import Literal, Protocol
+
+FilterName = Literal["channels", "patterns"]
+FILTER_NAMES: tuple[FilterName, ...] = ("channels", "patterns")
+
+
+@dataclass(frozen=True, slots=True)
+class FilterChange:
+    """Bits of a local filter's exported bit vector that flipped in one operation.
+
+    ``set_positions`` went 0 -> 1, ``cleared_positions`` went 1 -> 0; positions
+    are reduced mod ``m``, the filter's size in bits after the change (a new m
+    means the node rebuilt the filter: the bus then announces it whole).
+    ``fingerprint`` is the filter's CRC64 after the change (the base the next
+    delta applies to); ``prefix_mask`` / ``match_all`` are the pattern
+    filter's prefix-length mask and match-all flag after it (0 / False for
+    channels).
+    """
+
+    filter: FilterName
+    set_positions: tuple[int, ...]
+    cleared_positions: tuple[int, ...]
+    fingerprint: int
+    m: int
+    prefix_mask: int = 0
+    match_all: bool = False
+
+
+def merge_changes(changes: list[FilterChange]) -> list[FilterChange]:
+    """Fold a sequence of changes into at most one per filter: each position
+    ends set or cleared as its last change left it, and fingerprint, m, mask
+    and match-all are the last change's. (One command's changes become one
+    delta round on the bus.) A change of m drops the positions of the older
+    m: the whole filter is announced anyway."""
+    if len(changes) <= 1:
+        return changes
+    merged: list[FilterChange] = []
+    for name in FILTER_NAMES:
+        last: dict[int, bool] = {}
+        final: FilterChange | None = None
+        for change in changes:
+            if change.filter != name:
+                continue
+            if final is not None and final.m != change.m:
+                last.clear()
+            last.update(dict.fromkeys(change.set_positions, True))
+            last.update(dict.fromkeys(change.cleared_positions, False))
+            final = change
+        if final is not None:
+            merged.append(
+                replace(
+                    final,
+                    set_positions=tuple(p for p, on in last.items() if on),
+                    cleared_positions=tuple(p for p, on in last.items() if not on),
+                )
+            )
+    return merged
+
+
+@dataclass(frozen=True, slots=True)
+class FilterSnapshot:
+    """One local filter as exported bits: ``bits`` is m/8 bytes, big-endian bit
+    order (bitarray's default); ``fingerprint`` is as in :class:`FilterChange`."""
+
+    m: int
+    k: int
+    bits: bytes
+    fingerprint: int
+    prefix_mask: int = 0
+    match_all: bool = False
+
+
+class LocalDelivery(Protocol):
+    """What the node offers the cluster bus."""
+
+    node_id: str  # 40 lowercase hex characters, as a Redis Cluster node id
+
+    def deliver_forwarded(
+        self, origin: str, origin_seq: int, channel: bytes, message: bytes, shard: bool
+    ) -> None:
+        """A peer forwarded a PUBLISH that ``origin`` (its node id) received from
+        a client as its ``origin_seq``-th PUBLISH: deliver it to local
+        subscribers (shard channels when ``shard``), never forward it again.
+        Counting false positives and recording the traffic event are the
+        node's."""
+        ...
+
+    def filter_snapshot(self, name: FilterName) -> FilterSnapshot:
+        """The whole filter, for FILTER_FULL (a peer asked, or the bus starts)."""
+        ...
+
+
+class ClusterLink(Protocol):
+    """What the cluster bus offers the node."""
+
+    def forward_publish(self, channel: bytes, message: bytes, shard: bool, origin_seq: int) -> int:
+        """Send a client's PUBLISH to every peer whose filters may match; return
+        how many peers it was sent to. Never blocks; never re-forwards.
+
+        ``origin_seq`` is the node's own PUBLISH counter; it travels with the
+        forward so receivers' traffic events carry the same event id
+        ``"<origin node id>-<origin_seq>"`` as the origin's."""
+        ...
+
+    def filters_changed(self, changes: list[FilterChange]) -> asyncio.Future[None] | None:
+        """Announce local filter changes (a delta to every peer, or the whole
+        filter when its m changed). Returns a future the node awaits before
+        sending the (P)SUBSCRIBE confirmation when subscribe visibility is on,
+        else None."""
+        ...
+
+    def info_fields(self) -> dict[str, int | str]:
+        """CLUSTER INFO fields, Redis's names where the concept is the same."""
+        ...
+
+    def nodes_lines(self) -> list[str]:
+        """CLUSTER NODES lines in Redis's format, this node first."""
+        ...
+
+    def peer_count(self) -> int:
+        """Other nodes known (what a broadcast would send each PUBLISH to)."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class BusConfig:
+    """The cluster bus's settings. Times in ms, sizes in bytes.
+
+    ``port`` is the bus port (0: any free port); ``client_port`` is announced
+    to peers (CLUSTER NODES shows it). ``join`` holds seed bus addresses
+    ``host:port``. ``max_body`` bounds a frame body once a link is
+    authenticated (two bulk strings of ``proto-max-bulk-len`` plus slack).
+    ``ping_interval_ms`` None: node_timeout_ms / 10 within [20, 1000].
+    """
+
+    bind: str = "127.0.0.1"
+    port: int = 16379
+    client_port: int = 6379
+    join: tuple[str, ...] = field(default_factory=tuple)
+    cluster_secret: str | None = None
+    node_timeout_ms: int = 15000  # redis.conf cluster-node-timeout
+    sendbuf_limit: int = 0  # cluster-link-sendbuf-limit; 0 = no limit, as Redis
+    max_body: int = 2 * 512 * 1024 * 1024 + 64 * 1024
+    visibility_timeout_ms: int = 0  # subscribe visibility; 0 = off
+    ping_interval_ms: int | None = None
+
+    @property
+    def heartbeat_ms(self) -> int:
+        if self.ping_interval_ms:
+            return self.ping_interval_ms
+        return max(20, min(1000, self.node_timeout_ms // 10))
+
+
+class NoPeers:
+    """The ClusterLink of a node with no cluster bus: nothing to forward to."""
+
+    def __init__(self, node_id: str, host: str, port: int) -> None:
+        self._node_id = node_id
+        self._host = host
+        self._port = port
+
+    def forward_publish(self, channel: bytes, message: bytes, shard: bool, origin_seq: int) -> int:
+        return 0
+
+    def filters_changed(self, changes: list[FilterChange]) -> asyncio.Future[None] | None:
+        return None
+
+    def info_fields(self) -> dict[str, int | str]:
+        return {
+            "cluster_state": "ok",
+            "cluster_slots_assigned": 0,
+            "cluster_known_nodes": 1,
+            "cluster_size": 0,
+            "cluster_current_epoch": 0,
+            "cluster_my_epoch": 0,
+            "cluster_stats_messages_sent": 0,
+            "cluster_stats_messages_received": 0,
+        }
+
+    def nodes_lines(self) -> list[str]:
+        return [
+            f"{self._node_id} {self._host}:{self._port}@{self._port + 10000} "
+            "myself,master - 0 0 0 connected"
+        ]
+
+    def peer_count(self) -> int:
+        return 0

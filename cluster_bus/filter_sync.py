@@ -1,0 +1,241 @@
+"""Filter synchronisation as pure state (sans-IO: time passed in, messages out).
+
+Two directions, one module, because both speak in the same fingerprints:
+
+- **What we announced** of our own two filters (m, CRC64 fingerprint, pattern
+  prefix mask and match-all flag) and the filter epoch. A local change goes
+  out as a FILTER_DELTA against the announced fingerprint (Summary Cache's
+  delta updates: explicit set/clear positions, idempotent), or as a whole
+  FILTER_FULL when m changed (a rebuild). Heartbeats carry what was
+  announced, never a change not yet announced, so a peer cannot mistake it
+  for a missed delta.
+- **What we hold** of each peer's filters (in :class:`cluster_bus.routing.PeerTable`).
+  A heartbeat fingerprint that differs from our copy, or a delta whose base
+  is not our copy, marks that copy unknown (the peer then gets every PUBLISH:
+  fail open) and asks for the whole filter with FILTER_REQUEST, at most once
+  per ``REQUEST_RETRY_MS`` per (peer, filter) until a verified copy arrives.
+
+:class:`VisibilityWaits` tracks subscribe-visibility waits: which peers
+still owe an ACK of which delta. The bus keeps the futures and timers.
+"""
+
+from __future__ import annotations
+
+from cluster_bus.api import FilterChange, FilterName, FilterSnapshot
+from cluster_bus.frames import (
+    Ack,
+    FilterDelta,
+    FilterFull,
+    FilterKind,
+    FilterRequest,
+    Heartbeat,
+    Message,
+)
+from cluster_bus.routing import PeerTable
+
+#: a FILTER_REQUEST for one (peer, filter) is repeated at most this often (ms)
+REQUEST_RETRY_MS = 1000
+KIND_OF: dict[FilterName, FilterKind] = {
+    "channels": FilterKind.CHANNELS,
+    "patterns": FilterKind.PATTERNS,
+}
+NAME_OF: dict[FilterKind, FilterName] = {kind: name for name, kind in KIND_OF.items()}
+
+
+class FilterSync:
+    """This node's announced filters and its copies of its peers' filters."""
+
+    def __init__(self, routing: PeerTable) -> None:
+        self.routing = routing
+        self.epoch = 0
+        #: kind -> (m, fingerprint, prefix_mask, match_all) as last announced
+        self.announced: dict[FilterKind, tuple[int, int, int, bool]] = {}
+        self._next_delta_id = 1
+        self._requested: dict[tuple[str, FilterKind], int] = {}  # -> last request, ms
+        self.verify_failures = 0
+
+    # -- our filters ---------------------------------------------------------------
+
+    def start(self, kind: FilterKind, snap: FilterSnapshot) -> None:
+        """What a peer sees of ``kind`` before any change: the filter at start."""
+        self.announced[kind] = (snap.m, snap.fingerprint, snap.prefix_mask, snap.match_all)
+
+    def announce(self, changes: list[FilterChange]) -> tuple[list[FilterDelta], list[FilterKind]]:
+        """The FILTER_DELTAs announcing ``changes`` (one new epoch for them all),
+        and the filters whose m is no longer the announced m (a rebuild): those
+        are announced whole (:meth:`full`)."""
+        deltas: list[FilterDelta] = []
+        whole: list[FilterKind] = []
+        for change in changes:
+            kind = KIND_OF[change.filter]
+            m, base_fp, _, _ = self.announced[kind]
+            if change.m != m:
+                whole.append(kind)
+                continue
+            if not deltas:
+                self.epoch += 1
+            delta_id = self._next_delta_id
+            self._next_delta_id = (delta_id + 1) & 0xFFFFFFFF or 1
+            self.announced[kind] = (m, change.fingerprint, change.prefix_mask, change.match_all)
+            deltas.append(
+                FilterDelta(
+                    kind,
+                    delta_id,
+                    m,
+                    base_fp,
+                    change.fingerprint,
+                    change.set_positions,
+                    change.cleared_positions,
+                    self.epoch,
+                    change.prefix_mask,
+                    change.match_all,
+                )
+            )
+        return deltas, whole
+
+    def full(self, kind: FilterKind, snap: FilterSnapshot, announce: bool) -> FilterFull:
+        """A FILTER_FULL of ``snap``: as an announcement to every peer (a new
+        epoch, and it becomes what heartbeats carry) or as the answer to one
+        peer's FILTER_REQUEST (``announce`` False)."""
+        if announce:
+            self.epoch += 1
+            self.announced[kind] = (snap.m, snap.fingerprint, snap.prefix_mask, snap.match_all)
+        return FilterFull(
+            kind,
+            snap.m,
+            snap.k,
+            snap.bits,
+            snap.fingerprint,
+            self.epoch,
+            snap.prefix_mask,
+            snap.match_all,
+        )
+
+    def heartbeat_fields(self) -> tuple[int, int, int, int, bool]:
+        """(channel_fp, pattern_fp, epoch, prefix_mask, match_all) as announced."""
+        _, cfp, _, _ = self.announced[FilterKind.CHANNELS]
+        _, pfp, pmask, match_all = self.announced[FilterKind.PATTERNS]
+        return cfp, pfp, self.epoch, pmask, match_all
+
+    # -- peers' filters --------------------------------------------------------------
+
+    def on_heartbeat(self, peer: str, hb: Heartbeat, now: int) -> list[Message]:
+        """Check both fingerprints a MEET/PING/PONG carries; FILTER_REQUESTs to send."""
+        out: list[Message] = []
+        for kind, fp in (
+            (FilterKind.CHANNELS, hb.channel_fp),
+            (FilterKind.PATTERNS, hb.pattern_fp),
+        ):
+            request = self._check(peer, kind, fp, hb.filter_epoch, now)
+            if request is not None:
+                out.append(request)
+        self.routing.set_pattern_meta(peer, hb.prefix_mask, hb.match_all, hb.filter_epoch)
+        return out
+
+    def _check(self, peer: str, kind: FilterKind, fp: int, epoch: int, now: int) -> Message | None:
+        routing = self.routing
+        held = routing.fingerprint(peer, kind)
+        if held == fp and held is not None:
+            self._requested.pop((peer, kind), None)
+            return None
+        if held is not None and routing.epoch(peer, kind) > epoch:
+            return None  # an older heartbeat overtaken by a newer delta
+        return self._distrust(peer, kind, now)
+
+    def on_full(self, peer: str, msg: FilterFull) -> None:
+        """Install a peer's whole filter (counted when it does not verify)."""
+        if not self.routing.has_peer(peer):
+            return
+        if not self.routing.set_filter(
+            peer,
+            msg.kind,
+            msg.m,
+            msg.k,
+            msg.bits,
+            msg.fingerprint,
+            msg.epoch,
+            msg.prefix_mask,
+            msg.match_all,
+        ):
+            self.verify_failures += 1
+        self._requested.pop((peer, msg.kind), None)
+
+    def on_delta(self, peer: str, msg: FilterDelta, now: int) -> list[Message]:
+        """Apply a peer's delta; the ACK (always: a copy we distrust gets
+        everything, so acking stays truthful) and any FILTER_REQUEST to send."""
+        routing = self.routing
+        out: list[Message] = []
+        if routing.has_peer(peer) and not routing.apply_delta(
+            peer,
+            msg.kind,
+            msg.m,
+            msg.base_fp,
+            msg.new_fp,
+            msg.set_positions,
+            msg.cleared_positions,
+            msg.epoch,
+            msg.prefix_mask,
+            msg.match_all,
+        ):
+            request = self._distrust(peer, msg.kind, now)  # stale base or new geometry
+            if request is not None:
+                out.append(request)
+        out.append(Ack(msg.delta_id))
+        return out
+
+    def _distrust(self, peer: str, kind: FilterKind, now: int) -> Message | None:
+        """Fail open on ``peer``'s ``kind`` filter until a verified copy arrives."""
+        self.routing.mark_unknown(peer, kind)
+        if now - self._requested.get((peer, kind), 0) < REQUEST_RETRY_MS:
+            return None
+        self._requested[(peer, kind)] = now
+        return FilterRequest(kind)
+
+
+class VisibilityWaits:
+    """Subscribe-visibility waits: for each wait id, the (peer, delta id) ACKs
+    still owed. A wait ends when the set empties (every live peer acked), when
+    a peer becomes unreachable (it no longer counts) or on timeout."""
+
+    def __init__(self) -> None:
+        self._pending: dict[int, set[tuple[str, int]]] = {}
+        self._of_delta: dict[int, int] = {}  # delta id -> wait id
+        self._next = 1
+
+    def open(self) -> int:
+        wait_id = self._next
+        self._next += 1
+        self._pending[wait_id] = set()
+        return wait_id
+
+    def expect(self, wait_id: int, peer: str, delta_id: int) -> None:
+        self._pending[wait_id].add((peer, delta_id))
+        self._of_delta[delta_id] = wait_id
+
+    def done(self, wait_id: int) -> bool:
+        return not self._pending.get(wait_id)
+
+    def acked(self, peer: str, delta_id: int) -> int | None:
+        """Record an ACK; the wait id it belongs to (None: no such wait)."""
+        wait_id = self._of_delta.get(delta_id)
+        if wait_id is not None:
+            self._pending[wait_id].discard((peer, delta_id))
+        return wait_id
+
+    def peer_gone(self, peer: str) -> list[int]:
+        """``peer`` is unreachable: drop what it owes; the waits it touched."""
+        touched = []
+        for wait_id, pending in self._pending.items():
+            owed = {item for item in pending if item[0] == peer}
+            if owed:
+                pending -= owed
+                touched.append(wait_id)
+        return touched
+
+    def close(self, wait_id: int) -> None:
+        self._pending.pop(wait_id, None)
+        for delta_id in [d for d, w in self._of_delta.items() if w == wait_id]:
+            del self._of_delta[delta_id]
+
+    def open_ids(self) -> list[int]:
+        return list(self._pending)

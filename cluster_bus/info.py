@@ -1,0 +1,147 @@
+"""The bus's counters and how an operator reads them: CLUSTER INFO and CLUSTER NODES.
+
+Field names are Redis Cluster's where the concept is the same
+(``cluster_state``, ``cluster_known_nodes``,
+``cluster_stats_messages_<type>_sent``/``_received`` as in redis
+``src/cluster.c`` ``clusterGenNodesDescription`` / ``CLUSTER INFO``), then
+bloomcast's own (``cluster_stats_publish_suppressed``, filter sync, links).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from cluster_bus.frames import MsgType, NodeFlags
+from cluster_bus.membership import Membership
+from cluster_bus.routing import PeerTable
+
+#: Redis's per-type counter names (cluster_stats_messages_<name>_sent/received)
+REDIS_MSG_NAMES: dict[MsgType, str] = {
+    MsgType.PING: "ping",
+    MsgType.PONG: "pong",
+    MsgType.MEET: "meet",
+    MsgType.FAIL: "fail",
+    MsgType.PUBLISH: "publish",
+    MsgType.FILTER_REQUEST: "filter_request",
+    MsgType.FILTER_FULL: "filter_full",
+    MsgType.FILTER_DELTA: "filter_delta",
+    MsgType.ACK: "ack",
+    MsgType.LEAVE: "leave",
+}
+
+
+@dataclass
+class BusStats:
+    """Every counter of one bus (frames by type, and what went wrong)."""
+
+    sent: dict[MsgType, int] = field(default_factory=lambda: dict.fromkeys(MsgType, 0))
+    received: dict[MsgType, int] = field(default_factory=lambda: dict.fromkeys(MsgType, 0))
+    publish_suppressed: int = 0  # peers a broadcast would have sent to, but the filters said no
+    publish_dropped_no_link: int = 0
+    sequence_gaps: int = 0  # forwarded PUBLISH frames missing inside a link
+    bad_frames: int = 0
+    auth_failures: int = 0
+    buffer_limit_exceeded: int = 0
+    links_dropped: int = 0
+    visibility_waits: int = 0
+    visibility_timeouts: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class SyncState:
+    """Peers whose both filters we hold verified; and whether every live peer is
+    synced and linked (CLUSTER INFO ``cluster_filters_converged``)."""
+
+    known: int
+    converged: bool
+
+
+def sync_state(ms: Membership, routing: PeerTable, linked: Callable[[str], bool]) -> SyncState:
+    known = 0
+    converged = True
+    for rec in ms.peers.values():
+        ok = routing.holds_filters(rec.node_id)
+        known += ok
+        if rec.flags & NodeFlags.FAIL:
+            continue
+        if not ok or not linked(rec.node_id):
+            converged = False
+    return SyncState(known, converged)
+
+
+def cluster_info(
+    stats: BusStats,
+    ms: Membership,
+    sync: SyncState,
+    *,
+    epoch: int,
+    bus_port: int,
+    links_connected: int,
+    verify_failures: int,
+) -> dict[str, int | str]:
+    """CLUSTER INFO fields (the node adds its own receive-side counters)."""
+    fields: dict[str, int | str] = {
+        "cluster_state": ms.cluster_state(),
+        "cluster_slots_assigned": 0,
+        "cluster_slots_ok": 0,
+        "cluster_slots_pfail": 0,
+        "cluster_slots_fail": 0,
+        "cluster_known_nodes": 1 + len(ms.peers),
+        "cluster_size": 0,
+        "cluster_current_epoch": epoch,
+        "cluster_my_epoch": epoch,
+    }
+    for direction, counts in (("sent", stats.sent), ("received", stats.received)):
+        for mtype, name in REDIS_MSG_NAMES.items():
+            fields[f"cluster_stats_messages_{name}_{direction}"] = counts[mtype]
+        fields[f"cluster_stats_messages_{direction}"] = sum(counts.values())
+    fields["total_cluster_links_buffer_limit_exceeded"] = stats.buffer_limit_exceeded
+    sent, received = stats.sent, stats.received
+    fields.update(
+        {
+            "cluster_bus_port": bus_port,
+            "cluster_links_connected": links_connected,
+            "cluster_nodes_pfail": ms.count(NodeFlags.PFAIL),
+            "cluster_nodes_fail": ms.count(NodeFlags.FAIL),
+            "cluster_peer_filters_known": sync.known,
+            "cluster_filters_converged": int(sync.converged),
+            "cluster_filter_epoch": epoch,
+            "cluster_stats_publish_suppressed": stats.publish_suppressed,
+            "cluster_stats_publish_dropped_no_link": stats.publish_dropped_no_link,
+            "cluster_stats_filter_deltas_sent": sent[MsgType.FILTER_DELTA],
+            "cluster_stats_filter_deltas_received": received[MsgType.FILTER_DELTA],
+            "cluster_stats_filter_requests_sent": sent[MsgType.FILTER_REQUEST],
+            "cluster_stats_filter_requests_received": received[MsgType.FILTER_REQUEST],
+            "cluster_stats_filter_syncs_sent": sent[MsgType.FILTER_FULL],
+            "cluster_stats_filter_syncs_received": received[MsgType.FILTER_FULL],
+            "cluster_stats_filter_verify_failures": verify_failures,
+            "cluster_stats_sequence_gaps": stats.sequence_gaps,
+            "cluster_stats_bad_frames": stats.bad_frames,
+            "cluster_stats_auth_failures": stats.auth_failures,
+            "cluster_stats_links_dropped": stats.links_dropped,
+            "cluster_subscribe_visibility_waits": stats.visibility_waits,
+            "cluster_subscribe_visibility_timeouts": stats.visibility_timeouts,
+        }
+    )
+    return fields
+
+
+def cluster_nodes(
+    ms: Membership, client_port: int, bus_port: int, epoch: int, linked: Callable[[str], bool]
+) -> list[str]:
+    """CLUSTER NODES: ``<id> <ip:port@cport> <flags> <master> <ping-sent>
+    <pong-recv> <config-epoch> <link-state>`` (no slots), this node first.
+    ``linked(node_id)``: our outbound link to it is up (Redis shows its own
+    link to the node)."""
+    me = ms.myself
+    lines = [
+        f"{me.node_id} {me.host}:{client_port}@{bus_port} myself,master - 0 0 {epoch} connected"
+    ]
+    for rec in sorted(ms.peers.values(), key=lambda r: r.node_id):
+        state = "connected" if linked(rec.node_id) else "disconnected"
+        lines.append(
+            f"{rec.node_id} {rec.host}:{rec.client_port}@{rec.bus_port} "
+            f"{rec.flag_names()} - {rec.ping_sent_ms} {rec.pong_received_ms} 0 {state}"
+        )
+    return lines

@@ -1,0 +1,222 @@
+"""Links of the bus: one TCP connection each (:class:`Link`), and the dialler
+that keeps our outbound ones up (:class:`Dialer`).
+
+A link is an ``asyncio.Protocol`` around the sans-IO codec: bytes in go to a
+:class:`cluster_bus.codec.FrameDecoder` and the decoded frames to the link's
+:class:`LinkOwner` (the bus); frames out are queued and leave in one
+``transport.write`` per loop turn, so a pipelined batch of forwards costs one
+send system call and keeps its order. A send buffer limit
+(``cluster-link-sendbuf-limit``) drops a link whose peer does not read.
+
+Until the handshake is done a link accepts only small frames
+(``HANDSHAKE_MAX_BODY``): an unauthenticated peer cannot make us buffer a
+large body.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from collections.abc import Callable
+from typing import Protocol, cast
+
+from cluster_bus.codec import BusProtocolError, FrameDecoder, short_id
+from cluster_bus.frames import Message, Publish
+from cluster_bus.handshake import Handshake
+
+log = logging.getLogger("bloomcast.bus")
+
+HANDSHAKE_MAX_BODY = 4096
+BACKOFF_BASE_MS = 100
+
+Address = tuple[str, int]
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class LinkOwner(Protocol):
+    """What a link reports to (the bus)."""
+
+    sendbuf_limit: int
+
+    def link_made(self, link: Link) -> None: ...
+
+    def publish_received(self, link: Link, msg: Publish) -> None: ...
+
+    def message_received(self, link: Link, msg: Message) -> None: ...
+
+    def bad_frame(self, link: Link, reason: str) -> None: ...
+
+    def buffer_exceeded(self, link: Link) -> None: ...
+
+    def link_closed(self, link: Link) -> None: ...
+
+
+class Link(asyncio.Protocol):
+    """One TCP connection of the bus, either direction (``outbound``: we dialled
+    ``dial_key``). ``peer_id`` is set once the handshake authenticated it."""
+
+    def __init__(self, owner: LinkOwner, handshake: Handshake, dial_key: Address | None) -> None:
+        self.owner = owner
+        self.handshake = handshake
+        self.outbound = handshake.outbound
+        self.dial_key = dial_key
+        self.transport: asyncio.Transport | None = None
+        self.peer_id: str | None = None
+        self.peer_host = ""
+        self.authenticated = False
+        self.closed = False
+        self.decoder = FrameDecoder(HANDSHAKE_MAX_BODY)
+        self.send_seq = 0
+        self.recv_seq: int | None = None
+        self.created_ms = now_ms()
+        self.last_rx_ms = self.created_ms
+        self._pending: list[bytes] | None = None
+        self._pending_bytes = 0  # counted only with a send-buffer limit
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def authenticate(self, peer_id: str, max_body: int) -> None:
+        """The handshake is done: frames must now come from ``peer_id`` and may be large."""
+        self.peer_id = peer_id
+        self.authenticated = True
+        self.decoder.expect_sender = short_id(peer_id)
+        self.decoder.max_body = max_body
+
+    # -- asyncio.Protocol ------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # uvloop's transports implement asyncio.Transport without subclassing it
+        self.transport = cast(asyncio.Transport, transport)
+        self._loop = asyncio.get_running_loop()
+        peer = transport.get_extra_info("peername")
+        if peer:
+            self.peer_host = peer[0]
+        self.owner.link_made(self)
+
+    def data_received(self, data: bytes) -> None:
+        self.last_rx_ms = now_ms()
+        owner = self.owner
+        try:
+            msgs = self.decoder.feed(data)
+        except BusProtocolError as exc:
+            owner.bad_frame(self, str(exc))
+            return
+        for msg in msgs:
+            if self.closed:
+                return
+            if self.authenticated and type(msg) is Publish:
+                owner.publish_received(self, msg)
+            else:
+                owner.message_received(self, msg)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.closed:
+            self.closed = True
+            self.owner.link_closed(self)
+
+    # -- sending -----------------------------------------------------------------------
+
+    def write(self, data: bytes) -> None:
+        """Queue a frame. Frames queued while one loop callback runs (e.g. the
+        forwards of a pipelined batch of PUBLISH) leave in one ``transport.write``
+        at the next loop turn: one send syscall for the batch, order kept."""
+        pending = self._pending
+        if pending is None:
+            if self.closed or self.transport is None or self._loop is None:
+                return
+            self._pending = [data]
+            self._loop.call_soon(self.flush)
+        else:
+            pending.append(data)
+        limit = self.owner.sendbuf_limit
+        if limit:
+            self._pending_bytes += len(data)
+            if self._pending_bytes + self.transport.get_write_buffer_size() > limit:  # type: ignore[union-attr]
+                self.flush()  # writes and applies the limit now
+
+    def flush(self) -> None:
+        pending = self._pending
+        self._pending = None
+        self._pending_bytes = 0
+        transport = self.transport
+        if not pending or transport is None or self.closed:
+            return
+        transport.write(pending[0] if len(pending) == 1 else b"".join(pending))
+        limit = self.owner.sendbuf_limit
+        if limit and transport.get_write_buffer_size() > limit:
+            self.owner.buffer_exceeded(self)
+
+    def close(self, abort: bool = False) -> None:
+        if self.closed:
+            return
+        if not abort:
+            self.flush()
+        self.closed = True
+        if self.transport is not None:
+            if abort:
+                self.transport.abort()
+            else:
+                self.transport.close()
+        self.owner.link_closed(self)
+
+
+class Dialer:
+    """Dials peers' bus addresses, redialling failures with exponential backoff
+    and full jitter (AWS architecture blog "Exponential Backoff And Jitter":
+    delay = rand(0.5, 1) * min(cap, base * 2^attempt)), at most one dial per
+    address at a time, never our own address."""
+
+    def __init__(
+        self,
+        links: set[Link],
+        make_link: Callable[[Address], Link],
+        node_timeout_ms: int,
+    ) -> None:
+        self._links = links
+        self._make_link = make_link
+        self.node_timeout_ms = node_timeout_ms
+        self.backoff: dict[Address, tuple[int, int]] = {}  # -> (attempt, next dial ms)
+        self.myself: set[Address] = set()
+        self._dialing: set[Address] = set()
+        self._rng = random.Random()
+        self.stopping = False
+
+    def dial(self, key: Address) -> None:
+        if key in self._dialing or self.stopping:
+            return
+        self._dialing.add(key)
+        asyncio.get_running_loop().create_task(self._dial(key))
+
+    def due(self, key: Address, now: int) -> bool:
+        """Whether ``key`` may be dialled now (backoff passed, not in progress)."""
+        _, next_ms = self.backoff.get(key, (0, 0))
+        if now < next_ms or key in self._dialing or key in self.myself:
+            return False
+        # a link to it still in its handshake counts as dialling
+        return not any(
+            lk.dial_key == key and not lk.authenticated and not lk.closed for lk in self._links
+        )
+
+    def connected(self, key: Address) -> None:
+        self.backoff.pop(key, None)
+
+    async def _dial(self, key: Address) -> None:
+        host, port = key
+        loop = asyncio.get_running_loop()
+        try:
+            await asyncio.wait_for(
+                loop.create_connection(lambda: self._make_link(key), host, port),
+                max(1.0, self.node_timeout_ms / 2000),
+            )
+        except (TimeoutError, OSError) as exc:
+            attempt, _ = self.backoff.get(key, (0, 0))
+            cap = min(2000, max(200, self.node_timeout_ms // 2))
+            delay = min(cap, BACKOFF_BASE_MS * 2**attempt) * self._rng.uniform(0.5, 1.0)
+            self.backoff[key] = (attempt + 1, now_ms() + int(delay))
+            log.debug("dial %s:%d failed (%s); retry in %d ms", host, port, exc, delay)
+        finally:
+            self._dialing.discard(key)

@@ -1,0 +1,163 @@
+"""The node's side of a forwarded PUBLISH (``Node.deliver_forwarded``): local
+delivery, the traffic event of the receiver, and the registry's false-positive
+resize policy, whose rebuilt filter goes to the ClusterLink with its new m."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+
+from bloom import CountingBloomFilter
+from cluster_bus.api import FilterChange, NoPeers
+from router.config import NodeConfig
+from router.node import Node
+from router.registry import FP_CHECK_EVERY, Registry
+from spark.events import TrafficEvent
+
+ORIGIN = "ab" * 20
+
+
+class Sub:
+    """The least a registry subscriber is."""
+
+    def __init__(self) -> None:
+        self.channels: set[bytes] = set()
+        self.patterns: set[bytes] = set()
+        self.shard_channels: set[bytes] = set()
+        self.resp = 2
+
+    def write(self, data: bytes) -> None:
+        pass
+
+
+class Recorder:
+    """A traffic recorder keeping every event."""
+
+    def __init__(self) -> None:
+        self.events: list[TrafficEvent] = []
+
+    def keeps(self, event_id: str) -> bool:
+        return True
+
+    def record(self, event: TrafficEvent) -> None:
+        self.events.append(event)
+
+    def info_fields(self) -> dict[str, int | str]:
+        return {"traffic_events": len(self.events)}
+
+
+class RecordingLink(NoPeers):
+    def __init__(self) -> None:
+        super().__init__("0" * 40, "127.0.0.1", 0)
+        self.calls: list[list[FilterChange]] = []
+
+    def filters_changed(self, changes: list[FilterChange]) -> asyncio.Future[None] | None:
+        self.calls.append(changes)
+        return None
+
+
+@contextlib.asynccontextmanager
+async def wired_node() -> AsyncIterator[tuple[Node, RecordingLink, Recorder]]:
+    node = Node(NodeConfig(port=0))
+    await node.start()
+    link, tap = RecordingLink(), Recorder()
+    node.link, node.tap = link, tap
+    try:
+        yield node, link, tap
+    finally:
+        await node.stop()
+
+
+def crowded_registry() -> tuple[Registry, Sub]:
+    """A registry whose 64-bit channel filter holds 40 channels: mostly ones."""
+    registry = Registry(capacity=16, fp_rate=0.01)
+    registry.channel_filter = CountingBloomFilter(64)
+    sub = Sub()
+    for i in range(40):
+        registry.subscribe(sub, b"sub%d" % i)
+    return registry, sub
+
+
+def test_forwarded_publish_is_delivered_and_recorded_as_receiver():
+    async def scenario() -> None:
+        async with wired_node() as (node, link, tap):
+            r, w = await asyncio.open_connection("127.0.0.1", node.port)
+            w.write(b"SUBSCRIBE news\r\n")
+            await asyncio.wait_for(
+                r.readexactly(len(b"*3\r\n$9\r\nsubscribe\r\n$4\r\nnews\r\n:1\r\n")), 5
+            )
+            node.deliver_forwarded(ORIGIN, 7, b"news", b"hi", False)
+            frame = b"*3\r\n$7\r\nmessage\r\n$4\r\nnews\r\n$2\r\nhi\r\n"
+            assert await asyncio.wait_for(r.readexactly(len(frame)), 5) == frame
+            node.deliver_forwarded(ORIGIN, 8, b"nobody", b"x", False)
+            hit, miss = tap.events
+            assert (hit.event_id, hit.role, hit.receivers, hit.false_positive) == (
+                f"{ORIGIN}-7",
+                "receiver",
+                1,
+                False,
+            )
+            assert (miss.event_id, miss.receivers, miss.false_positive) == (f"{ORIGIN}-8", 0, True)
+            assert hit.forwarded == 0 and hit.node == node.node_id
+            assert node.registry.false_positives_received == 1
+            assert node.cluster_info()["cluster_stats_false_positives_received"] == 1
+            assert node.stats.publish_received == 0  # a forward is not a client PUBLISH
+            assert len(link.calls) == 1  # the SUBSCRIBE's change; forwards announce nothing
+            w.close()
+
+    asyncio.run(scenario())
+
+
+def test_origin_event_shares_the_event_id_scheme():
+    async def scenario() -> None:
+        async with wired_node() as (node, _, tap):
+            node.publish(b"ch", b"payload", False)
+            (event,) = tap.events
+            assert event.event_id == f"{node.node_id}-1" and event.role == "origin"
+            assert event.bytes == 7 and not event.false_positive
+
+    asyncio.run(scenario())
+
+
+def test_mostly_false_positive_window_rebuilds_the_filter_at_twice_m():
+    registry, _ = crowded_registry()
+    for _ in range(FP_CHECK_EVERY - 1):
+        assert registry.forward_received(True) == []
+    (change,) = registry.forward_received(True)
+    cf = registry.channel_filter
+    assert change.filter == "channels" and change.m == cf.m == 128
+    assert change.fingerprint == cf.fingerprint()
+    assert all(b"sub%d" % i in cf for i in range(40))  # rebuilt from the exact names
+    assert registry.false_positives_received == FP_CHECK_EVERY
+    assert registry.filter_epoch == 1
+
+
+def test_true_hits_on_a_sparse_filter_do_not_rebuild():
+    registry = Registry(capacity=1024, fp_rate=0.01)
+    registry.subscribe(Sub(), b"only")
+    for _ in range(4 * FP_CHECK_EVERY):
+        assert registry.forward_received(False) == []
+    assert registry.channel_filter.m == Registry(1024, 0.01).channel_filter.m
+
+
+def test_rebuild_stops_at_max_m():
+    registry, _ = crowded_registry()
+    registry.max_m = 64
+    for _ in range(2 * FP_CHECK_EVERY):
+        assert registry.forward_received(True) == []
+    assert registry.channel_filter.m == 64
+
+
+def test_node_hands_a_rebuilt_filter_to_its_link():
+    async def scenario() -> None:
+        async with wired_node() as (node, link, _):
+            sub = Sub()
+            node.registry.channel_filter = CountingBloomFilter(64)
+            for i in range(40):
+                node.registry.subscribe(sub, b"sub%d" % i)
+            for i in range(FP_CHECK_EVERY):
+                node.deliver_forwarded(ORIGIN, i, b"other%d" % i, b"x", False)
+            assert [[c.m for c in call] for call in link.calls] == [[128]]
+
+    asyncio.run(scenario())
