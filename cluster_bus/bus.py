@@ -1,23 +1,16 @@
 """ClusterBus: the node-to-node bus of one node (asyncio), the node's :class:`ClusterLink`.
 
-This module is the orchestration; each job has its own file:
-:mod:`~cluster_bus.link` (connections, dialling, backoff, send limits),
-:mod:`~cluster_bus.handshake` (HELLO / HELLO_AUTH), :mod:`~cluster_bus.membership`
-(PFAIL/FAIL, gossip), :mod:`~cluster_bus.filter_sync` (announced and held
-filters, deltas, requests, visibility waits), :mod:`~cluster_bus.routing` (the
-routing decision), :mod:`~cluster_bus.codec` (bytes), :mod:`~cluster_bus.info`
-(CLUSTER INFO / NODES).
-
-Links follow Redis Cluster's model: one TCP listener on the bus port and, for
-every known peer, one outbound connection this node dials and keeps (two links
-per pair). Every frame to a peer goes on our outbound link when it is up (so
-filter deltas, heartbeats and PUBLISH forwards to one peer stay in one ordered
-stream), else on the peer's inbound link.
-
-The periodic tick (every ``heartbeat_ms``): PING every peer with no PING
-outstanding; PING outstanding > node timeout -> PFAIL, a majority of reports
--> FAIL; redial links that are down; drop a link silent for half the node
-timeout (half-open, as Redis does); refuse handshakes that take too long.
+This module is the orchestration: it owns the listener and the timer, and a
+``{message type: handler}`` table sends each frame to the part whose job it is:
+:mod:`~cluster_bus.link` (one connection), :mod:`~cluster_bus.mesh` (which link
+reaches each peer, dialling with backoff), :mod:`~cluster_bus.handshake`
+(HELLO / HELLO_AUTH), :mod:`~cluster_bus.heartbeat` (MEET/PING/PONG, gossip,
+FAIL, LEAVE, the periodic tick) over :mod:`~cluster_bus.membership`,
+:mod:`~cluster_bus.filter_sync` (announced and held filters),
+:mod:`~cluster_bus.visibility` (subscribe visibility waits),
+:mod:`~cluster_bus.routing` (the routing decision), :mod:`~cluster_bus.codec`
+(bytes) and :mod:`~cluster_bus.info` (CLUSTER INFO / NODES). The whole map is
+docs/architecture.md.
 
 A received PUBLISH is handed to the node (:meth:`LocalDelivery.deliver_forwarded`)
 and never forwarded again. Any malformed frame closes that link and is
@@ -30,41 +23,38 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable
-from typing import TypeVar
 
 from cluster_bus.api import FILTER_NAMES, BusConfig, FilterChange, LocalDelivery
 from cluster_bus.codec import encode, encode_publish, short_id
-from cluster_bus.filter_sync import KIND_OF, NAME_OF, FilterSync, VisibilityWaits
+from cluster_bus.filter_sync import KIND_OF, NAME_OF, FilterSync
 from cluster_bus.frames import (
+    MSG_TYPE,
     Ack,
     Fail,
     FilterDelta,
     FilterFull,
     FilterKind,
     FilterRequest,
-    Heartbeat,
     Hello,
     HelloAuth,
     Leave,
     Meet,
     Message,
     MsgType,
-    NodeFlags,
     Ping,
     Pong,
     Publish,
 )
 from cluster_bus.handshake import Handshake
+from cluster_bus.heartbeat import Heartbeats
 from cluster_bus.info import BusStats, cluster_info, cluster_nodes, sync_state
-from cluster_bus.link import Address, Dialer, Link, now_ms
+from cluster_bus.link import Address, Link, now_ms
 from cluster_bus.membership import Membership
+from cluster_bus.mesh import Dialer, Mesh
 from cluster_bus.routing import PeerTable
-
-_HB = TypeVar("_HB", Meet, Ping, Pong)
+from cluster_bus.visibility import Visibility
 
 log = logging.getLogger("bloomcast.bus")
-
-GOSSIP_ENTRIES = 8
 
 
 class ClusterBus:
@@ -96,28 +86,37 @@ class ClusterBus:
         )
         self.routing = PeerTable()
         self.sync = FilterSync(self.routing)
-        self.waits = VisibilityWaits()
-        self._futures: dict[int, tuple[asyncio.Future[None], asyncio.TimerHandle | None]] = {}
         self.stats = BusStats()
-        self._out: dict[str, Link] = {}
-        self._in: dict[str, Link] = {}
-        self._links: set[Link] = set()
+        self.visibility = Visibility(config.visibility_timeout_ms, self.stats)
+        self.mesh = Mesh(self._short, self.stats)
+        self._links = self.mesh.links
         self.dialer = Dialer(self._links, lambda key: self._new_link(key), self.node_timeout_ms)
-        self._seeds: set[Address] = set()
+        self.heartbeats = Heartbeats(
+            self.membership,
+            self.mesh,
+            self.dialer,
+            self.routing,
+            self.sync,
+            self.stats,
+            advertised_host=self.advertised_host,
+            node_timeout_ms=self.node_timeout_ms,
+            unreachable=self.visibility.peer_gone,
+        )
+        self._seeds = self.heartbeats.seeds
         self._server: asyncio.Server | None = None
         self._cron: asyncio.TimerHandle | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopping = False
         self._handlers: dict[type, Callable[[Link, str, Message], None]] = {
-            Meet: self._on_heartbeat,
-            Ping: self._on_heartbeat,
-            Pong: self._on_heartbeat,
+            Meet: self.heartbeats.on_heartbeat,
+            Ping: self.heartbeats.on_heartbeat,
+            Pong: self.heartbeats.on_heartbeat,
             FilterDelta: self._on_filter_delta,
             FilterFull: self._on_filter_full,
             FilterRequest: self._on_filter_request,
             Ack: self._on_ack,
-            Fail: self._on_fail,
-            Leave: self._on_leave,
+            Fail: self.heartbeats.on_fail,
+            Leave: self.heartbeats.on_leave,
             Hello: self._on_late_handshake,
             HelloAuth: self._on_late_handshake,
         }
@@ -150,9 +149,8 @@ class ClusterBus:
             self._cron.cancel()
         for link in list(self._links):
             if link.authenticated:
-                self._send(link, Leave())
-        for wait_id in self.waits.open_ids():
-            self._finish_wait(wait_id)
+                self.mesh.send(link, Leave())
+        self.visibility.stop()
         await asyncio.sleep(0)  # let the transports flush the LEAVE frames
         for link in list(self._links):
             link.close()
@@ -174,7 +172,7 @@ class ClusterBus:
             stats.publish_suppressed += peers
             return 0
         sent = 0
-        out, inbound, short = self._out, self._in, self._short
+        out, inbound, short = self.mesh.out, self.mesh.inbound, self._short
         nodes = routing.nodes_of(mask)
         for node_id in nodes:
             link = out.get(node_id)
@@ -196,28 +194,17 @@ class ClusterBus:
             self._announce_full(kind)
         if not deltas:
             return None
-        visibility = self.config.visibility_timeout_ms > 0 and self._loop is not None
-        wait_id = self.waits.open() if visibility else 0
-        live = self._live_links()
+        loop = self._loop if self.config.visibility_timeout_ms > 0 else None
+        wait_id = self.visibility.open() if loop is not None else 0
+        live = self.mesh.live(self.membership)
         for msg in deltas:
             frame = encode(msg, self._short)
             for peer_id, link in live:
                 link.write(frame)
-                if visibility:
-                    self.waits.expect(wait_id, peer_id, msg.delta_id)
+                if wait_id:
+                    self.visibility.expect(wait_id, peer_id, msg.delta_id)
             self.stats.sent[MsgType.FILTER_DELTA] += len(live)
-        if not visibility:
-            return None
-        assert self._loop is not None
-        self.stats.visibility_waits += 1
-        future: asyncio.Future[None] = self._loop.create_future()
-        handle = None
-        if not self.waits.done(wait_id):
-            timeout = self.config.visibility_timeout_ms / 1000
-            handle = self._loop.call_later(timeout, self._visibility_timeout, wait_id)
-        self._futures[wait_id] = (future, handle)
-        self._maybe_done(wait_id)
-        return future
+        return self.visibility.future(wait_id, loop) if loop is not None else None
 
     def peer_count(self) -> int:
         return len(self.membership.peers)
@@ -226,21 +213,17 @@ class ClusterBus:
         return cluster_info(
             self.stats,
             self.membership,
-            sync_state(self.membership, self.routing, self._linked_out),
+            sync_state(self.membership, self.routing, self.mesh.linked_out),
             epoch=self.sync.epoch,
             bus_port=self.port,
-            links_connected=sum(1 for lk in self._links if lk.authenticated),
+            links_connected=self.mesh.connected(),
             verify_failures=self.sync.verify_failures,
         )
 
     def nodes_lines(self) -> list[str]:
         return cluster_nodes(
-            self.membership, self.client_port, self.port, self.sync.epoch, self._linked_out
+            self.membership, self.client_port, self.port, self.sync.epoch, self.mesh.linked_out
         )
-
-    def _linked_out(self, node_id: str) -> bool:
-        link = self._out.get(node_id)
-        return link is not None and link.authenticated
 
     # -- LinkOwner: what links report --------------------------------------------------
 
@@ -250,7 +233,7 @@ class ClusterBus:
             return
         self._links.add(link)
         if link.outbound:
-            self._send(link, link.handshake.hello())
+            self.mesh.send(link, link.handshake.hello())
 
     def publish_received(self, link: Link, msg: Publish) -> None:
         self.stats.received[MsgType.PUBLISH] += 1
@@ -266,7 +249,7 @@ class ClusterBus:
         )
 
     def message_received(self, link: Link, msg: Message) -> None:
-        self.stats.received[_TYPE_OF[type(msg)]] += 1
+        self.stats.received[MSG_TYPE[type(msg)]] += 1
         if not link.authenticated:
             self._on_handshake(link, msg)
             return
@@ -285,20 +268,16 @@ class ClusterBus:
         link.close(abort=True)
 
     def link_closed(self, link: Link) -> None:
-        self._links.discard(link)
+        self.mesh.drop(link)
         peer = link.peer_id
         if peer is None:
             return
-        if self._out.get(peer) is link:
-            del self._out[peer]
-        if self._in.get(peer) is link:
-            del self._in[peer]
-        reachable = self._link_to(peer) is not None
+        reachable = self.mesh.link_to(peer) is not None
         rec = self.membership.peers.get(peer)
         if rec is not None:
             rec.connected = reachable
         if not reachable:
-            self._peer_unreachable(peer)
+            self.visibility.peer_gone(peer)
 
     # -- handshake -------------------------------------------------------------------
 
@@ -314,7 +293,7 @@ class ClusterBus:
             link.close()
             return
         if step.send is not None:
-            self._send(link, step.send)
+            self.mesh.send(link, step.send)
         if step.done:
             peer = link.handshake.peer_id
             assert peer is not None
@@ -322,19 +301,14 @@ class ClusterBus:
 
     def _authenticated(self, link: Link, peer: str) -> None:
         link.authenticate(peer, self.config.max_body)
+        if not self.mesh.adopt(link):
+            return
         if link.outbound:
-            old = self._out.get(peer)
-            if old is not None and old is not link and old.authenticated:
-                link.close()
-                return
-            self._out[peer] = link
             if link.dial_key is not None:
                 self.dialer.connected(link.dial_key)
                 self._seeds.discard(link.dial_key)
-            self._send(link, self._heartbeat(Meet, peer))
+            self.mesh.send(link, self.heartbeats.make(Meet, peer))
             self.membership.ping_sent(peer, now_ms())
-        else:
-            self._in[peer] = link
         rec = self.membership.peers.get(peer)
         if rec is not None:
             rec.connected = True
@@ -349,39 +323,10 @@ class ClusterBus:
 
     # -- message handlers (authenticated links) ------------------------------------------
 
-    def _on_heartbeat(self, link: Link, peer: str, msg: Message) -> None:
-        assert isinstance(msg, Heartbeat)
-        if msg.node_id != peer:
-            self.bad_frame(link, "heartbeat node id is not the link's peer")
-            return
-        now = now_ms()
-        ms = self.membership
-        host = msg.host or link.peer_host
-        before = set(ms.peers)
-        rec = ms.peers.get(peer)
-        if rec is None:
-            rec = ms.learn(peer, host, msg.client_port, msg.bus_port, now, direct=True)
-            if rec is None:
-                return
-        else:
-            rec.host, rec.client_port, rec.bus_port = host, msg.client_port, msg.bus_port
-        rec.connected = True
-        if isinstance(msg, Pong) and ms.pong_received(peer, now):
-            log.warning("node %s is reachable again", peer)
-        learned, failed = ms.gossip_received(peer, msg.gossip, now)
-        for failed_id in failed:
-            self._broadcast_fail(failed_id)
-        if set(ms.peers) != before or learned:
-            self._sync_routing()
-        if isinstance(msg, (Ping, Meet)):
-            self._send_to(peer, self._heartbeat(Pong, peer), link)
-        for request in self.sync.on_heartbeat(peer, msg, now):
-            self._send_to(peer, request, link)
-
     def _on_filter_delta(self, link: Link, peer: str, msg: Message) -> None:
         assert isinstance(msg, FilterDelta)
         for reply in self.sync.on_delta(peer, msg, now_ms()):
-            self._send_to(peer, reply, link)
+            self.mesh.send_to(peer, reply, link)
 
     def _on_filter_full(self, link: Link, peer: str, msg: Message) -> None:
         assert isinstance(msg, FilterFull)
@@ -390,129 +335,23 @@ class ClusterBus:
     def _on_filter_request(self, link: Link, peer: str, msg: Message) -> None:
         assert isinstance(msg, FilterRequest)
         snap = self.node.filter_snapshot(NAME_OF[msg.kind])
-        self._send_to(peer, self.sync.full(msg.kind, snap, announce=False), link)
+        self.mesh.send_to(peer, self.sync.full(msg.kind, snap, announce=False), link)
 
     def _on_ack(self, link: Link, peer: str, msg: Message) -> None:
         assert isinstance(msg, Ack)
-        wait_id = self.waits.acked(peer, msg.delta_id)
-        if wait_id is not None:
-            self._maybe_done(wait_id)
+        self.visibility.acked(peer, msg.delta_id)
 
-    def _on_fail(self, link: Link, peer: str, msg: Message) -> None:
-        assert isinstance(msg, Fail)
-        if msg.node_id == self.node_id:
-            return  # others think we failed; our PONGs will clear it
-        if self.membership.fail_received(msg.node_id, now_ms()):
-            log.warning("node %s marked failed (FAIL from %s)", msg.node_id, peer)
-            self._peer_unreachable(msg.node_id)
-
-    def _on_leave(self, link: Link, peer: str, msg: Message) -> None:
-        log.info("node %s left the cluster", peer)
-        self.membership.forget(peer, now_ms())
-        self._sync_routing()
-        self._peer_unreachable(peer)
-
-    # -- filters and membership ------------------------------------------------------------
+    # -- filters -------------------------------------------------------------------------
 
     def _announce_full(self, kind: FilterKind) -> None:
         """Send the whole filter to every live peer (after a rebuild at a new m)."""
         frame = encode(
             self.sync.full(kind, self.node.filter_snapshot(NAME_OF[kind]), True), self._short
         )
-        live = self._live_links()
+        live = self.mesh.live(self.membership)
         for _, link in live:
             link.write(frame)
         self.stats.sent[MsgType.FILTER_FULL] += len(live)
-
-    def _sync_routing(self) -> None:
-        """Make the routing table's peers the membership's peers."""
-        current = set(self.membership.peers)
-        for node_id in self.routing.node_ids() - current:
-            self.routing.remove_peer(node_id)
-            for table in (self._out, self._in):
-                link = table.get(node_id)
-                if link is not None:
-                    link.close()
-        for node_id in current - self.routing.node_ids():
-            self.routing.add_peer(node_id)
-
-    def _broadcast_fail(self, node_id: str) -> None:
-        log.warning("node %s marked failed", node_id)
-        msg = Fail(node_id)
-        for peer, link in self._live_links():
-            if peer != node_id:
-                self._send(link, msg)
-        self._peer_unreachable(node_id)
-
-    def _peer_unreachable(self, peer: str) -> None:
-        """No live link to ``peer``: stop waiting for its acks."""
-        for wait_id in self.waits.peer_gone(peer):
-            self._maybe_done(wait_id)
-
-    # -- subscribe visibility ----------------------------------------------------------------
-
-    def _maybe_done(self, wait_id: int) -> None:
-        if self.waits.done(wait_id):
-            self._finish_wait(wait_id)
-
-    def _finish_wait(self, wait_id: int) -> None:
-        self.waits.close(wait_id)
-        future, handle = self._futures.pop(wait_id, (None, None))
-        if handle is not None:
-            handle.cancel()
-        if future is not None and not future.done():
-            future.set_result(None)
-
-    def _visibility_timeout(self, wait_id: int) -> None:
-        if wait_id in self._futures:
-            self.stats.visibility_timeouts += 1
-            self._finish_wait(wait_id)
-
-    # -- sending -----------------------------------------------------------------------------
-
-    def _send(self, link: Link, msg: Message) -> None:
-        link.write(encode(msg, self._short))
-        self.stats.sent[_TYPE_OF[type(msg)]] += 1
-
-    def _link_to(self, node_id: str) -> Link | None:
-        link = self._out.get(node_id)
-        if link is not None and link.authenticated:
-            return link
-        link = self._in.get(node_id)
-        if link is not None and link.authenticated:
-            return link
-        return None
-
-    def _send_to(self, node_id: str, msg: Message, fallback: Link | None = None) -> None:
-        link = self._link_to(node_id) or fallback
-        if link is not None and not link.closed:
-            self._send(link, msg)
-
-    def _live_links(self) -> list[tuple[str, Link]]:
-        live = []
-        for node_id, rec in self.membership.peers.items():
-            if rec.flags & NodeFlags.FAIL:
-                continue
-            link = self._link_to(node_id)
-            if link is not None:
-                live.append((node_id, link))
-        return live
-
-    def _heartbeat(self, cls: type[_HB], to: str) -> _HB:
-        cfp, pfp, epoch, pmask, match_all = self.sync.heartbeat_fields()
-        return cls(
-            self.node_id,
-            self.advertised_host,
-            self.client_port,
-            self.port,
-            cfp,
-            pfp,
-            epoch,
-            pmask,
-            match_all,
-            0,
-            self.membership.gossip_sample(to, GOSSIP_ENTRIES),
-        )
 
     # -- the periodic tick -------------------------------------------------------------------
 
@@ -526,56 +365,8 @@ class ClusterBus:
         self._cron = self._loop.call_later(self.ping_interval_ms / 1000, self._tick)
 
     def _cron_step(self, now: int) -> None:
-        ms = self.membership
-        dialer = self.dialer
+        self.heartbeats.tick(now)
         half = self.node_timeout_ms // 2
-        for node_id, rec in list(ms.peers.items()):
-            link = self._out.get(node_id)
-            if link is not None and link.authenticated:
-                if rec.ping_sent_ms == 0:
-                    self._send(link, self._heartbeat(Ping, node_id))
-                    ms.ping_sent(node_id, now)
-                elif (
-                    now - rec.ping_sent_ms > half
-                    and now - link.created_ms > half
-                    and now - self._last_heard(node_id, link) > half
-                ):
-                    # no PONG and nothing at all from the peer for half the
-                    # timeout: the link may be half-open; redial (as Redis does)
-                    self.stats.links_dropped += 1
-                    link.close(abort=True)
-            else:
-                ms.ping_sent(node_id, now)  # unreachable counts as a PING outstanding
-                if link is None and rec.bus_port > 0:
-                    key = (rec.host, rec.bus_port)
-                    if dialer.due(key, now):
-                        dialer.dial(key)
-        for key in list(self._seeds):
-            if dialer.due(key, now):
-                dialer.dial(key)
-        for failed in ms.check_timeouts(now):
-            self._broadcast_fail(failed)
         for link in list(self._links):
             if not link.authenticated and now - link.created_ms > max(2000, half):
                 self._auth_failed(link, "handshake timeout")
-
-    def _last_heard(self, node_id: str, link: Link) -> int:
-        """When any link of ``node_id`` last delivered bytes (ms)."""
-        inbound = self._in.get(node_id)
-        return max(link.last_rx_ms, inbound.last_rx_ms if inbound is not None else 0)
-
-
-_TYPE_OF: dict[type, MsgType] = {
-    Hello: MsgType.HELLO,
-    HelloAuth: MsgType.HELLO_AUTH,
-    Meet: MsgType.MEET,
-    Ping: MsgType.PING,
-    Pong: MsgType.PONG,
-    FilterRequest: MsgType.FILTER_REQUEST,
-    FilterFull: MsgType.FILTER_FULL,
-    FilterDelta: MsgType.FILTER_DELTA,
-    Publish: MsgType.PUBLISH,
-    Fail: MsgType.FAIL,
-    Leave: MsgType.LEAVE,
-    Ack: MsgType.ACK,
-}

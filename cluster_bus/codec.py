@@ -1,9 +1,11 @@
 """Sans-IO codec of the cluster bus: bytes in, :mod:`cluster_bus.frames` out, and back.
 
 Like h11, nothing here touches a socket: :func:`encode` turns a message into
-bytes and :class:`FrameDecoder` turns a byte stream (fed in arbitrary pieces)
-into messages, raising :class:`BusProtocolError` on anything malformed. The
-caller closes the link on that error and counts it.
+bytes and :class:`cluster_bus.decoder.FrameDecoder` turns a byte stream (fed
+in arbitrary pieces) into messages, raising :class:`BusProtocolError` on
+anything malformed. The caller closes the link on that error and counts it.
+This module holds the wire layout (below) and the encoder; the decoder reads
+the same structs.
 
 Wire format (all integers big-endian, network order)
 ----------------------------------------------------
@@ -59,10 +61,9 @@ that raised stays broken (the link is to be closed).
 from __future__ import annotations
 
 from struct import Struct
-from struct import error as StructError
 
 from bitarray import bitarray
-from bitarray.util import sc_decode, sc_encode
+from bitarray.util import sc_encode
 
 from cluster_bus.frames import (
     FLAG_COMPRESSED,
@@ -72,9 +73,7 @@ from cluster_bus.frames import (
     Fail,
     FilterDelta,
     FilterFull,
-    FilterKind,
     FilterRequest,
-    GossipEntry,
     Heartbeat,
     Hello,
     HelloAuth,
@@ -278,230 +277,3 @@ def _bits_from_bytes(raw: bytes) -> bitarray:
     bits = bitarray(endian="big")
     bits.frombytes(raw)
     return bits
-
-
-class FrameDecoder:
-    """Incremental decoder: ``feed(bytes) -> list[Message]``.
-
-    ``max_body`` bounds the bytes buffered for one frame (memory is at most one
-    partial frame plus one ``feed`` call). ``expect_sender``, once set, is the
-    short id every frame's header must carry. ``last_senders`` is not kept: on
-    a TCP link the peer is the sender.
-    """
-
-    __slots__ = ("_broken", "_buf", "_need", "expect_sender", "max_body")
-
-    def __init__(self, max_body: int = DEFAULT_MAX_BODY, expect_sender: int | None = None) -> None:
-        self.max_body = max_body
-        self.expect_sender = expect_sender
-        self._buf = bytearray()
-        self._need = HEADER_SIZE
-        self._broken = False
-
-    @property
-    def buffered(self) -> int:
-        """Bytes held for a frame not yet complete."""
-        return len(self._buf)
-
-    def feed(self, data: bytes) -> list[Message]:
-        """Decode every complete frame in the stream so far.
-
-        Raises BusProtocolError on a malformed frame (and on every later call)."""
-        if self._broken:
-            raise BusProtocolError("decoder already failed")
-        buf = self._buf
-        if buf:
-            buf += data
-            if len(buf) < self._need:
-                return []
-            view = bytes(buf)
-            buf.clear()
-        else:
-            view = data
-        try:
-            out, pos = self._parse(view)
-        except BusProtocolError:
-            self._broken = True
-            raise
-        if pos < len(view):
-            buf += view[pos:]
-        return out
-
-    def _parse(self, data: bytes) -> tuple[list[Message], int]:
-        out: list[Message] = []
-        end = len(data)
-        pos = 0
-        unpack_header = HEADER.unpack_from
-        expect = self.expect_sender
-        max_body = self.max_body
-        while end - pos >= HEADER_SIZE:
-            magic, version, mtype, flags, length, sender = unpack_header(data, pos)
-            if magic != MAGIC:
-                raise BusProtocolError(f"bad magic {magic!r}")
-            if version != VERSION:
-                raise BusProtocolError(f"unknown protocol version {version}")
-            if mtype not in _TYPES:
-                raise BusProtocolError(f"unknown message type {mtype}")
-            if length > max_body:
-                raise BusProtocolError(f"frame length {length} above limit {max_body}")
-            if expect is not None and sender != expect:
-                raise BusProtocolError(f"sender {sender:08x} is not the link's peer")
-            start = pos + HEADER_SIZE
-            stop = start + length
-            if stop > end:
-                self._need = stop - pos
-                return out, pos
-            if mtype == _T_PUBLISH:
-                if length < 16:
-                    raise BusProtocolError("truncated PUBLISH")
-                link_seq, origin_seq, clen = _PUBLISH_FIXED.unpack_from(data, start)
-                cstart = start + 16
-                if cstart + clen > stop:
-                    raise BusProtocolError("truncated PUBLISH channel")
-                out.append(
-                    Publish(
-                        link_seq,
-                        origin_seq,
-                        bool(flags & FLAG_SHARD),
-                        data[cstart : cstart + clen],
-                        data[cstart + clen : stop],
-                    )
-                )
-            else:
-                try:
-                    out.append(_decode_body(mtype, flags, data[start:stop]))
-                except (StructError, ValueError, IndexError) as exc:
-                    raise BusProtocolError(f"bad {MsgType(mtype).name} body: {exc}") from None
-            pos = stop
-        self._need = HEADER_SIZE
-        return out, pos
-
-
-def _done(body: bytes, at: int, what: str) -> None:
-    if at != len(body):
-        raise BusProtocolError(f"{what}: {len(body) - at} trailing bytes")
-
-
-def _decode_heartbeat(mtype: int, body: bytes) -> Meet | Ping | Pong:
-    (node, cport, bport, cfp, pfp, epoch, mask, match_all, nflags, hlen, ng) = (
-        _HEARTBEAT.unpack_from(body, 0)
-    )
-    at = _HEARTBEAT.size
-    host = body[at : at + hlen]
-    if len(host) != hlen:
-        raise BusProtocolError("truncated host")
-    at += hlen
-    gossip = []
-    for _ in range(ng):
-        gnode, gc, gb, gflags, gpong, ghlen = _GOSSIP.unpack_from(body, at)
-        at += _GOSSIP.size
-        ghost = body[at : at + ghlen]
-        if len(ghost) != ghlen:
-            raise BusProtocolError("truncated gossip host")
-        at += ghlen
-        gossip.append(GossipEntry(gnode.hex(), ghost.decode(), gc, gb, gflags, gpong))
-    _done(body, at, "heartbeat")
-    cls = Meet if mtype == MsgType.MEET else Ping if mtype == MsgType.PING else Pong
-    return cls(
-        node.hex(),
-        host.decode(),
-        cport,
-        bport,
-        cfp,
-        pfp,
-        epoch,
-        mask,
-        bool(match_all),
-        nflags,
-        tuple(gossip),
-    )
-
-
-def _decode_m(m: int) -> None:
-    if m < 8 or m > MAX_FILTER_BITS or m & (m - 1):
-        raise BusProtocolError(f"filter size m={m} is not a power of two in 8..2^28")
-
-
-def _decode_body(mtype: int, flags: int, body: bytes) -> Message:
-    if mtype in (MsgType.MEET, MsgType.PING, MsgType.PONG):
-        return _decode_heartbeat(mtype, body)
-    if mtype == MsgType.HELLO:
-        node, nonce, mlen = _HELLO.unpack_from(body, 0)
-        mac = body[_HELLO.size :]
-        if len(mac) != mlen:
-            raise BusProtocolError("HELLO mac length mismatch")
-        return Hello(node.hex(), nonce, mac, bool(flags & FLAG_REPLY))
-    if mtype == MsgType.HELLO_AUTH:
-        return HelloAuth(body)
-    if mtype == MsgType.FILTER_REQUEST:
-        (kind,) = _U8.unpack_from(body, 0)
-        _done(body, 1, "FILTER_REQUEST")
-        return FilterRequest(FilterKind(kind))
-    if mtype == MsgType.FILTER_FULL:
-        kind, k, match_all, m, fp, epoch, mask = _FULL.unpack_from(body, 0)
-        _decode_m(m)
-        raw = body[_FULL.size :]
-        if flags & FLAG_COMPRESSED:
-            bits = _sc_decode_checked(raw, m)
-        else:
-            if len(raw) * 8 != m:
-                raise BusProtocolError("FILTER_FULL bits are not m/8 bytes")
-            bits = raw
-        return FilterFull(FilterKind(kind), m, k, bits, fp, epoch, mask, bool(match_all))
-    if mtype == MsgType.FILTER_DELTA:
-        (kind, match_all, delta_id, m, base, new, epoch, mask, nset, nclear) = _DELTA.unpack_from(
-            body, 0
-        )
-        _decode_m(m)
-        n = nset + nclear
-        if len(body) != _DELTA.size + 4 * n:
-            raise BusProtocolError("FILTER_DELTA length does not match its position count")
-        positions = Struct(f">{n}I").unpack_from(body, _DELTA.size)
-        if n and max(positions) >= m:
-            raise BusProtocolError("FILTER_DELTA position >= m")
-        return FilterDelta(
-            FilterKind(kind),
-            delta_id,
-            m,
-            base,
-            new,
-            positions[:nset],
-            positions[nset:],
-            epoch,
-            mask,
-            bool(match_all),
-        )
-    if mtype == MsgType.FAIL:
-        _done(body, 20, "FAIL")
-        (node,) = _NODE.unpack_from(body, 0)
-        return Fail(node.hex())
-    if mtype == MsgType.LEAVE:
-        _done(body, 0, "LEAVE")
-        return Leave()
-    if mtype == MsgType.ACK:
-        _done(body, 4, "ACK")
-        (delta_id,) = _U32.unpack_from(body, 0)
-        return Ack(delta_id)
-    raise BusProtocolError(f"unknown message type {mtype}")  # pragma: no cover
-
-
-def _sc_decode_checked(raw: bytes, m: int) -> bytes:
-    """sc_decode after checking the declared length is m (so no allocation bomb)."""
-    if not raw:
-        raise BusProtocolError("empty compressed filter")
-    head = raw[0]
-    nbytes = head & 0x0F
-    if head & 0xE0 or nbytes > 8 or len(raw) < 1 + nbytes:
-        raise BusProtocolError("bad compressed filter header")
-    length = int.from_bytes(raw[1 : 1 + nbytes], "little")
-    if length != m:
-        raise BusProtocolError(f"compressed filter holds {length} bits, expected m={m}")
-    try:
-        bits = sc_decode(raw)
-    except (ValueError, TypeError, StopIteration) as exc:
-        raise BusProtocolError(f"bad compressed filter: {exc}") from None
-    if len(bits) != m:
-        raise BusProtocolError("compressed filter length mismatch")
-    if bits.endian != "big":
-        bits = bitarray(bits, endian="big")
-    return bits.tobytes()

@@ -14,9 +14,6 @@ Two directions, one module, because both speak in the same fingerprints:
   is not our copy, marks that copy unknown (the peer then gets every PUBLISH:
   fail open) and asks for the whole filter with FILTER_REQUEST, at most once
   per ``REQUEST_RETRY_MS`` per (peer, filter) until a verified copy arrives.
-
-:class:`VisibilityWaits` tracks subscribe-visibility waits: which peers
-still owe an ACK of which delta. The bus keeps the futures and timers.
 """
 
 from __future__ import annotations
@@ -190,52 +187,3 @@ class FilterSync:
             return None
         self._requested[(peer, kind)] = now
         return FilterRequest(kind)
-
-
-class VisibilityWaits:
-    """Subscribe-visibility waits: for each wait id, the (peer, delta id) ACKs
-    still owed. A wait ends when the set empties (every live peer acked), when
-    a peer becomes unreachable (it no longer counts) or on timeout."""
-
-    def __init__(self) -> None:
-        self._pending: dict[int, set[tuple[str, int]]] = {}
-        self._of_delta: dict[int, int] = {}  # delta id -> wait id
-        self._next = 1
-
-    def open(self) -> int:
-        wait_id = self._next
-        self._next += 1
-        self._pending[wait_id] = set()
-        return wait_id
-
-    def expect(self, wait_id: int, peer: str, delta_id: int) -> None:
-        self._pending[wait_id].add((peer, delta_id))
-        self._of_delta[delta_id] = wait_id
-
-    def done(self, wait_id: int) -> bool:
-        return not self._pending.get(wait_id)
-
-    def acked(self, peer: str, delta_id: int) -> int | None:
-        """Record an ACK; the wait id it belongs to (None: no such wait)."""
-        wait_id = self._of_delta.get(delta_id)
-        if wait_id is not None:
-            self._pending[wait_id].discard((peer, delta_id))
-        return wait_id
-
-    def peer_gone(self, peer: str) -> list[int]:
-        """``peer`` is unreachable: drop what it owes; the waits it touched."""
-        touched = []
-        for wait_id, pending in self._pending.items():
-            owed = {item for item in pending if item[0] == peer}
-            if owed:
-                pending -= owed
-                touched.append(wait_id)
-        return touched
-
-    def close(self, wait_id: int) -> None:
-        self._pending.pop(wait_id, None)
-        for delta_id in [d for d, w in self._of_delta.items() if w == wait_id]:
-            del self._of_delta[delta_id]
-
-    def open_ids(self) -> list[int]:
-        return list(self._pending)

@@ -203,3 +203,20 @@ Message = (
     | Leave
     | Ack
 )
+
+
+#: the frame type of each message class
+MSG_TYPE: dict[type, MsgType] = {
+    Hello: MsgType.HELLO,
+    HelloAuth: MsgType.HELLO_AUTH,
+    Meet: MsgType.MEET,
+    Ping: MsgType.PING,
+    Pong: MsgType.PONG,
+    FilterRequest: MsgType.FILTER_REQUEST,
+    FilterFull: MsgType.FILTER_FULL,
+    FilterDelta: MsgType.FILTER_DELTA,
+    Publish: MsgType.PUBLISH,
+    Fail: MsgType.FAIL,
+    Leave: MsgType.LEAVE,
+    Ack: MsgType.ACK,
+}

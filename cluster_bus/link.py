@@ -1,5 +1,4 @@
-"""Links of the bus: one TCP connection each (:class:`Link`), and the dialler
-that keeps our outbound ones up (:class:`Dialer`).
+"""A link of the bus: one TCP connection (:class:`Link`), either direction.
 
 A link is an ``asyncio.Protocol`` around the sans-IO codec: bytes in go to a
 :class:`cluster_bus.codec.FrameDecoder` and the decoded frames to the link's
@@ -17,19 +16,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import random
 import time
-from collections.abc import Callable
 from typing import Protocol, cast
 
-from cluster_bus.codec import BusProtocolError, FrameDecoder, short_id
+from cluster_bus.codec import BusProtocolError, short_id
+from cluster_bus.decoder import FrameDecoder
 from cluster_bus.frames import Message, Publish
 from cluster_bus.handshake import Handshake
 
 log = logging.getLogger("bloomcast.bus")
 
 HANDSHAKE_MAX_BODY = 4096
-BACKOFF_BASE_MS = 100
 
 Address = tuple[str, int]
 
@@ -162,61 +159,3 @@ class Link(asyncio.Protocol):
             else:
                 self.transport.close()
         self.owner.link_closed(self)
-
-
-class Dialer:
-    """Dials peers' bus addresses, redialling failures with exponential backoff
-    and full jitter (AWS architecture blog "Exponential Backoff And Jitter":
-    delay = rand(0.5, 1) * min(cap, base * 2^attempt)), at most one dial per
-    address at a time, never our own address."""
-
-    def __init__(
-        self,
-        links: set[Link],
-        make_link: Callable[[Address], Link],
-        node_timeout_ms: int,
-    ) -> None:
-        self._links = links
-        self._make_link = make_link
-        self.node_timeout_ms = node_timeout_ms
-        self.backoff: dict[Address, tuple[int, int]] = {}  # -> (attempt, next dial ms)
-        self.myself: set[Address] = set()
-        self._dialing: set[Address] = set()
-        self._rng = random.Random()
-        self.stopping = False
-
-    def dial(self, key: Address) -> None:
-        if key in self._dialing or self.stopping:
-            return
-        self._dialing.add(key)
-        asyncio.get_running_loop().create_task(self._dial(key))
-
-    def due(self, key: Address, now: int) -> bool:
-        """Whether ``key`` may be dialled now (backoff passed, not in progress)."""
-        _, next_ms = self.backoff.get(key, (0, 0))
-        if now < next_ms or key in self._dialing or key in self.myself:
-            return False
-        # a link to it still in its handshake counts as dialling
-        return not any(
-            lk.dial_key == key and not lk.authenticated and not lk.closed for lk in self._links
-        )
-
-    def connected(self, key: Address) -> None:
-        self.backoff.pop(key, None)
-
-    async def _dial(self, key: Address) -> None:
-        host, port = key
-        loop = asyncio.get_running_loop()
-        try:
-            await asyncio.wait_for(
-                loop.create_connection(lambda: self._make_link(key), host, port),
-                max(1.0, self.node_timeout_ms / 2000),
-            )
-        except (TimeoutError, OSError) as exc:
-            attempt, _ = self.backoff.get(key, (0, 0))
-            cap = min(2000, max(200, self.node_timeout_ms // 2))
-            delay = min(cap, BACKOFF_BASE_MS * 2**attempt) * self._rng.uniform(0.5, 1.0)
-            self.backoff[key] = (attempt + 1, now_ms() + int(delay))
-            log.debug("dial %s:%d failed (%s); retry in %d ms", host, port, exc, delay)
-        finally:
-            self._dialing.discard(key)

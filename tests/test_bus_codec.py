@@ -14,10 +14,10 @@ from cluster_bus.codec import (
     PUBLISH_HEADER_SIZE,
     VERSION,
     BusProtocolError,
-    FrameDecoder,
     encode,
     short_id,
 )
+from cluster_bus.decoder import FrameDecoder
 from cluster_bus.frames import (
     Ack,
     Fail,

@@ -327,7 +327,7 @@ def test_sequence_gap_counted_and_bad_frame_closes_link():
             await until(lambda: converged(buses))
             buses[1].filters_changed([nodes[1].subscribe(b"c")])
             await until(lambda: buses[0].forward_publish(b"c", b"1", False, 1) == 1)
-            link = buses[0]._out[nodes[1].node_id]
+            link = buses[0].mesh.out[nodes[1].node_id]
             link.send_seq += 5  # as if five forwards were lost
             buses[0].forward_publish(b"c", b"2", False, 2)
             await until(lambda: stat(buses[1], "cluster_stats_sequence_gaps") == 5)
@@ -438,12 +438,14 @@ def test_link_reset_heals_and_counts_no_gap():
             buses[1].filters_changed([nodes[1].subscribe(b"c")])
             await until(lambda: buses[0].forward_publish(b"c", b"1", False, 1) == 1)
             await until(lambda: len(nodes[1].delivered) == 1)
-            old = buses[0]._out[nodes[1].node_id]
+            old = buses[0].mesh.out[nodes[1].node_id]
             for link in list(buses[0]._links):  # cut every link between the two
                 assert link.transport is not None
                 link.transport.abort()
             await until(
-                lambda: buses[0]._out.get(nodes[1].node_id) not in (None, old) and converged(buses),
+                lambda: (
+                    buses[0].mesh.out.get(nodes[1].node_id) not in (None, old) and converged(buses)
+                ),
                 what="healed",
             )
             assert buses[0].forward_publish(b"c", b"2", False, 2) == 1

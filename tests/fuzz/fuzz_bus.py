@@ -17,7 +17,8 @@ import random
 import sys
 import time
 
-from cluster_bus.codec import HEADER_SIZE, BusProtocolError, FrameDecoder, encode
+from cluster_bus.codec import HEADER_SIZE, BusProtocolError, encode
+from cluster_bus.decoder import FrameDecoder
 from cluster_bus.frames import (
     Ack,
     Fail,

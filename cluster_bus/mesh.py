@@ -1,0 +1,169 @@
+"""The full mesh: which link reaches each peer, sending on it, and dialling.
+
+Redis Cluster's model: one outbound connection to every known peer, dialled
+and kept by this node, plus the peer's inbound one (two links per pair). A
+frame to a peer goes on our outbound link when it is up, so filter deltas,
+heartbeats and PUBLISH forwards to one peer stay in one ordered stream; else
+on the peer's inbound link. :class:`Dialer` redials with backoff.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import Callable
+
+from cluster_bus.codec import encode
+from cluster_bus.frames import MSG_TYPE, Message, NodeFlags
+from cluster_bus.info import BusStats
+from cluster_bus.link import Address, Link, now_ms
+from cluster_bus.membership import Membership
+
+log = logging.getLogger("bloomcast.bus")
+
+BACKOFF_BASE_MS = 100
+
+
+class Mesh:
+    """This node's links: all of them, and the authenticated one each way per peer."""
+
+    def __init__(self, sender: int, stats: BusStats) -> None:
+        self._sender = sender  # our short id, in every frame header
+        self._stats = stats
+        self.out: dict[str, Link] = {}
+        self.inbound: dict[str, Link] = {}
+        self.links: set[Link] = set()
+
+    def adopt(self, link: Link) -> bool:
+        """An authenticated link becomes the way to its peer; False (and the
+        link is closed) when an authenticated outbound link to it exists."""
+        peer = link.peer_id
+        assert peer is not None
+        if not link.outbound:
+            self.inbound[peer] = link
+            return True
+        old = self.out.get(peer)
+        if old is not None and old is not link and old.authenticated:
+            link.close()
+            return False
+        self.out[peer] = link
+        return True
+
+    def drop(self, link: Link) -> None:
+        """A closed link is no longer a way to its peer."""
+        self.links.discard(link)
+        peer = link.peer_id
+        if peer is None:
+            return
+        if self.out.get(peer) is link:
+            del self.out[peer]
+        if self.inbound.get(peer) is link:
+            del self.inbound[peer]
+
+    def close_peer(self, node_id: str) -> None:
+        for table in (self.out, self.inbound):
+            link = table.get(node_id)
+            if link is not None:
+                link.close()
+
+    def link_to(self, node_id: str) -> Link | None:
+        link = self.out.get(node_id)
+        if link is not None and link.authenticated:
+            return link
+        link = self.inbound.get(node_id)
+        if link is not None and link.authenticated:
+            return link
+        return None
+
+    def linked_out(self, node_id: str) -> bool:
+        """Our own link to the peer is up (what CLUSTER NODES shows)."""
+        link = self.out.get(node_id)
+        return link is not None and link.authenticated
+
+    def connected(self) -> int:
+        return sum(1 for link in self.links if link.authenticated)
+
+    def live(self, ms: Membership) -> list[tuple[str, Link]]:
+        """(peer, link) for every peer not in FAIL that we can reach."""
+        live = []
+        for node_id, rec in ms.peers.items():
+            if rec.flags & NodeFlags.FAIL:
+                continue
+            link = self.link_to(node_id)
+            if link is not None:
+                live.append((node_id, link))
+        return live
+
+    def last_heard(self, node_id: str, link: Link) -> int:
+        """When any link of ``node_id`` last delivered bytes (ms)."""
+        inbound = self.inbound.get(node_id)
+        return max(link.last_rx_ms, inbound.last_rx_ms if inbound is not None else 0)
+
+    def send(self, link: Link, msg: Message) -> None:
+        link.write(encode(msg, self._sender))
+        self._stats.sent[MSG_TYPE[type(msg)]] += 1
+
+    def send_to(self, node_id: str, msg: Message, fallback: Link | None = None) -> None:
+        """Send to ``node_id`` on its preferred link, else on ``fallback``."""
+        link = self.link_to(node_id) or fallback
+        if link is not None and not link.closed:
+            self.send(link, msg)
+
+
+class Dialer:
+    """Dials peers' bus addresses, redialling failures with exponential backoff
+    and full jitter (AWS architecture blog "Exponential Backoff And Jitter":
+    delay = rand(0.5, 1) * min(cap, base * 2^attempt)), at most one dial per
+    address at a time, never our own address."""
+
+    def __init__(
+        self,
+        links: set[Link],
+        make_link: Callable[[Address], Link],
+        node_timeout_ms: int,
+    ) -> None:
+        self._links = links
+        self._make_link = make_link
+        self.node_timeout_ms = node_timeout_ms
+        self.backoff: dict[Address, tuple[int, int]] = {}  # -> (attempt, next dial ms)
+        self.myself: set[Address] = set()
+        self._dialing: set[Address] = set()
+        self._rng = random.Random()
+        self.stopping = False
+
+    def dial(self, key: Address) -> None:
+        if key in self._dialing or self.stopping:
+            return
+        self._dialing.add(key)
+        asyncio.get_running_loop().create_task(self._dial(key))
+
+    def due(self, key: Address, now: int) -> bool:
+        """Whether ``key`` may be dialled now (backoff passed, not in progress)."""
+        _, next_ms = self.backoff.get(key, (0, 0))
+        if now < next_ms or key in self._dialing or key in self.myself:
+            return False
+        # a link to it still in its handshake counts as dialling
+        return not any(
+            lk.dial_key == key and not lk.authenticated and not lk.closed for lk in self._links
+        )
+
+    def connected(self, key: Address) -> None:
+        self.backoff.pop(key, None)
+
+    async def _dial(self, key: Address) -> None:
+        host, port = key
+        loop = asyncio.get_running_loop()
+        try:
+            await asyncio.wait_for(
+                loop.create_connection(lambda: self._make_link(key), host, port),
+                max(1.0, self.node_timeout_ms / 2000),
+            )
+        except (TimeoutError, OSError) as exc:
+            attempt, _ = self.backoff.get(key, (0, 0))
+            cap = min(2000, max(200, self.node_timeout_ms // 2))
+            delay = min(cap, BACKOFF_BASE_MS * 2**attempt) * self._rng.uniform(0.5, 1.0)
+            self.backoff[key] = (attempt + 1, now_ms() + int(delay))
+            log.debug("dial %s:%d failed (%s); retry in %d ms", host, port, exc, delay)
+        finally:
+            self._dialing.discard(key)

@@ -1,0 +1,86 @@
+"""Subscribe visibility: a (P)SUBSCRIBE confirmation that waits for the peers.
+
+With ``--subscribe-visibility-timeout MS`` the node sends a subscribe
+confirmation only once every live peer acknowledged (ACK) the filter delta it
+caused, or after MS: a message published anywhere after the confirmation then
+reaches the new subscriber (nats-server #1142 and #2150 ask for exactly this
+signal). A wait ends when every (peer, delta id) it expects is acked, when a
+peer it expects becomes unreachable (it no longer counts), on timeout
+(counted), or when the bus stops.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from cluster_bus.info import BusStats
+
+
+class Visibility:
+    """Open waits: the (peer, delta id) ACKs each still owes, and its future."""
+
+    def __init__(self, timeout_ms: int, stats: BusStats) -> None:
+        self.timeout_ms = timeout_ms
+        self._stats = stats
+        self._pending: dict[int, set[tuple[str, int]]] = {}
+        self._of_delta: dict[int, int] = {}  # delta id -> wait id
+        self._futures: dict[int, tuple[asyncio.Future[None], asyncio.TimerHandle | None]] = {}
+        self._next = 1
+
+    def open(self) -> int:
+        wait_id = self._next
+        self._next += 1
+        self._pending[wait_id] = set()
+        return wait_id
+
+    def expect(self, wait_id: int, peer: str, delta_id: int) -> None:
+        self._pending[wait_id].add((peer, delta_id))
+        self._of_delta[delta_id] = wait_id
+
+    def future(self, wait_id: int, loop: asyncio.AbstractEventLoop) -> asyncio.Future[None]:
+        """The future of an opened wait (done at once when it expects nothing)."""
+        self._stats.visibility_waits += 1
+        future: asyncio.Future[None] = loop.create_future()
+        handle = None
+        if self._pending.get(wait_id):
+            handle = loop.call_later(self.timeout_ms / 1000, self._timed_out, wait_id)
+        self._futures[wait_id] = (future, handle)
+        self._maybe_done(wait_id)
+        return future
+
+    def acked(self, peer: str, delta_id: int) -> None:
+        wait_id = self._of_delta.get(delta_id)
+        if wait_id is not None:
+            self._pending[wait_id].discard((peer, delta_id))
+            self._maybe_done(wait_id)
+
+    def peer_gone(self, peer: str) -> None:
+        """``peer`` is unreachable: no wait waits for it any more."""
+        for wait_id, pending in list(self._pending.items()):
+            owed = {item for item in pending if item[0] == peer}
+            if owed:
+                pending -= owed
+                self._maybe_done(wait_id)
+
+    def stop(self) -> None:
+        for wait_id in list(self._pending):
+            self._finish(wait_id)
+
+    def _maybe_done(self, wait_id: int) -> None:
+        if not self._pending.get(wait_id):
+            self._finish(wait_id)
+
+    def _timed_out(self, wait_id: int) -> None:
+        if wait_id in self._futures:
+            self._stats.visibility_timeouts += 1
+            self._finish(wait_id)
+
+    def _finish(self, wait_id: int) -> None:
+        self._pending.pop(wait_id, None)
+        for delta_id in [d for d, w in self._of_delta.items() if w == wait_id]:
+            del self._of_delta[delta_id]
+        future, handle = self._futures.pop(wait_id, (None, None))
+        if handle is not None:
+            handle.cancel()
+        if future is not None and not future.done():
+            future.set_result(None)
