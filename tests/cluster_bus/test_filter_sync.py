@@ -1,0 +1,104 @@
+"""Filter synchronisation as pure state: what we announce, what we hold of
+peers, when we ask again. Time is passed in; nothing touches a socket."""
+
+from __future__ import annotations
+
+from bloom import CountingBloomFilter
+from cluster_bus.api import FilterChange, FilterSnapshot
+from cluster_bus.filter_sync import REQUEST_RETRY_MS, FilterSync
+from cluster_bus.frames import Ack, FilterDelta, FilterKind, FilterRequest, Ping
+from cluster_bus.routing import PeerTable, filter_fingerprint
+
+PEER = "cd" * 20
+
+
+def snapshot(f: CountingBloomFilter) -> FilterSnapshot:
+    return FilterSnapshot(f.m, f.k, f.exported.bits.tobytes(), f.fingerprint())
+
+
+def started(chan: CountingBloomFilter) -> FilterSync:
+    sync = FilterSync(PeerTable())
+    sync.start(FilterKind.CHANNELS, snapshot(chan))
+    empty = bytes(32)
+    sync.start(
+        FilterKind.PATTERNS,
+        FilterSnapshot(256, 7, empty, filter_fingerprint(FilterKind.PATTERNS, empty, 0, False)),
+    )
+    return sync
+
+
+def ping(cfp: int, pfp: int, epoch: int) -> Ping:
+    return Ping(PEER, "", 1, 2, cfp, pfp, epoch, 0, False)
+
+
+def test_deltas_chain_on_the_announced_fingerprint_under_one_epoch():
+    chan = CountingBloomFilter(1024)
+    sync = started(chan)
+    base = chan.fingerprint()
+    a = FilterChange("channels", chan.add(b"a"), (), chan.fingerprint(), chan.m)
+    b = FilterChange("channels", chan.add(b"b"), (), chan.fingerprint(), chan.m)
+    (da, db), whole = sync.announce([a, b])
+    assert whole == []
+    assert (da.base_fp, da.new_fp) == (base, a.fingerprint)
+    assert (db.base_fp, db.new_fp) == (a.fingerprint, b.fingerprint)
+    assert da.epoch == db.epoch == sync.epoch == 1
+    assert db.delta_id == da.delta_id + 1
+    assert sync.heartbeat_fields()[0] == chan.fingerprint()
+
+
+def test_a_new_m_is_announced_whole_with_a_new_epoch():
+    chan = CountingBloomFilter(1024)
+    sync = started(chan)
+    bigger = CountingBloomFilter.from_keys([b"a"], 2048, chan.k)
+    deltas, whole = sync.announce(
+        [FilterChange("channels", (), (), bigger.fingerprint(), bigger.m)]
+    )
+    assert deltas == [] and whole == [FilterKind.CHANNELS] and sync.epoch == 0
+    full = sync.full(FilterKind.CHANNELS, snapshot(bigger), announce=True)
+    assert (full.m, full.fingerprint, full.epoch) == (2048, bigger.fingerprint(), 1)
+    assert sync.heartbeat_fields()[0] == bigger.fingerprint()
+    # an answer to a FILTER_REQUEST announces nothing new
+    sync.full(FilterKind.CHANNELS, snapshot(bigger), announce=False)
+    assert sync.epoch == 1
+
+
+def test_heartbeat_mismatch_fails_open_and_requests_at_most_once_per_retry():
+    sync = started(CountingBloomFilter(1024))
+    routing = sync.routing
+    routing.add_peer(PEER)
+    theirs = CountingBloomFilter(1024)
+    theirs.add(b"x")
+    snap = snapshot(theirs)
+    routing.set_filter(PEER, FilterKind.CHANNELS, snap.m, snap.k, snap.bits, snap.fingerprint, 1)
+    assert routing.fingerprint(PEER, FilterKind.CHANNELS) == snap.fingerprint
+    other = snap.fingerprint ^ 1
+    out = sync.on_heartbeat(PEER, ping(other, 0, 2), now=10_000)
+    assert FilterRequest(FilterKind.CHANNELS) in out
+    assert routing.fingerprint(PEER, FilterKind.CHANNELS) is None  # fail open
+    assert FilterRequest(FilterKind.CHANNELS) not in sync.on_heartbeat(
+        PEER, ping(other, 0, 2), now=10_000 + REQUEST_RETRY_MS - 1
+    )
+    assert FilterRequest(FilterKind.CHANNELS) in sync.on_heartbeat(
+        PEER, ping(other, 0, 2), now=10_000 + REQUEST_RETRY_MS
+    )
+
+
+def test_a_delta_on_a_stale_base_is_acked_and_requested():
+    sync = started(CountingBloomFilter(1024))
+    sync.routing.add_peer(PEER)  # we hold no copy yet
+    delta = FilterDelta(FilterKind.CHANNELS, 9, 1024, 1, 2, (3,), (), 1)
+    assert sync.on_delta(PEER, delta, now=5_000) == [FilterRequest(FilterKind.CHANNELS), Ack(9)]
+
+
+def test_a_full_filter_that_does_not_verify_is_counted():
+    sync = started(CountingBloomFilter(1024))
+    sync.routing.add_peer(PEER)
+    f = CountingBloomFilter(1024)
+    snap = snapshot(f)
+    bad = sync.full(FilterKind.CHANNELS, FilterSnapshot(snap.m, snap.k, snap.bits, 123), False)
+    sync.on_full(PEER, bad)
+    assert sync.verify_failures == 1
+    assert sync.routing.fingerprint(PEER, FilterKind.CHANNELS) is None
+    good = sync.full(FilterKind.CHANNELS, snap, False)
+    sync.on_full(PEER, good)
+    assert sync.routing.fingerprint(PEER, FilterKind.CHANNELS) == snap.fingerprint
