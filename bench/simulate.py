@@ -11,7 +11,7 @@ What is simulated (issue 7 part 3):
 - Each node builds what it would export: a CountingBloomFilter of its
   channels sized with ``for_capacity(n, p)`` at the per-peer rate
   p = (target false forwards per PUBLISH) / (N - 1) (Summary Cache: false
-  forwards grow as peers x p; DESIGN §3), and a PatternFilter of its patterns.
+  forwards grow as peers x p; docs/architecture.md §7), and a PatternFilter of its patterns.
 - Routing: every node holds the other N-1 nodes' filters in BitSlicedIndex
   objects (one per filter size m). All nodes hold the same peer filters, so
   one index over all N nodes stands for every node's view; a node's route

@@ -1,4 +1,4 @@
-"""bloom: Bloom filters, fingerprints and the bit-sliced routing index (DESIGN §3).
+"""bloom: Bloom filters, fingerprints and the bit-sliced routing index (docs/architecture.md §7).
 
 Public API (import from ``bloom``):
 

@@ -4,7 +4,7 @@ Row j is an int bitmask of the peers whose filter has bit j set (peers are
 small ints: slot numbers the caller maps to node ids). A key may be in peer
 P's filter iff bit P is set in every one of its k rows, so a query is k row
 ANDs — its cost does not grow with the number of peers (Python ints AND
-whole machine words at a time; bit-sliced signatures, Faloutsos 1985; DESIGN §5).
+whole machine words at a time; bit-sliced signatures, Faloutsos 1985; docs/architecture.md §7).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """BloomFilter: m bits (m a power of two), k positions per key from :mod:`bloom.hashing`.
 
-Formulas (DESIGN §3):
+Formulas (docs/architecture.md §7):
 - false-positive rate after n distinct keys: (1 - e^(-k n / m))^k (Bloom 1970;
   the classic approximation);
 - from the bits alone, with X bits set: FP ~ (X/m)^k and

@@ -1,6 +1,6 @@
 """CountingBloomFilter: one saturating 8-bit counter per position, exported as bits.
 
-The exported bit filter is ``counter > 0`` (DESIGN §3). It is kept up to date
+The exported bit filter is ``counter > 0`` (docs/architecture.md §7). It is kept up to date
 incrementally: each add/remove reports the reduced positions whose exported
 bit flipped (0 -> 1 on add, 1 -> 0 on remove), which is exactly the material
 of a FILTER_DELTA (Summary Cache, Fan et al. 2000).
@@ -55,7 +55,7 @@ class CountingBloomFilter:
     def from_keys(cls, keys: Iterable[bytes], m: int, k: int = DEFAULT_K) -> CountingBloomFilter:
         """A filter of size m holding each of ``keys`` (distinct) once: the rebuild
         a node does from its exact subscriptions when it resizes (doubling m when
-        ``estimated_fp_rate`` exceeds its target, DESIGN §3)."""
+        ``estimated_fp_rate`` exceeds its target, docs/architecture.md §7)."""
         f = cls(m, k)
         for key in keys:
             f.add(key)

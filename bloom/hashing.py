@@ -12,7 +12,7 @@ and reused for every filter size (and folding a filter of size 2m to m keeps
 them consistent). The first j positions for k are the positions for j < k,
 so a caller may hash once with the largest k in use and slice.
 
-k, the seed and the scheme are cluster-wide constants (DESIGN §3): a change
+k, the seed and the scheme are cluster-wide constants (docs/architecture.md §7): a change
 is a protocol version change.
 """
 

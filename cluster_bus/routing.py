@@ -4,7 +4,7 @@ Every peer gets a small slot number; a set of peers is an int bitmask over
 slots. Peer channel filters of one size m live in one bit-sliced index (row j
 = the peers whose bit j is set), so routing a channel is: hash it once, reduce
 the positions per filter size in use, AND k rows per size (cost independent of
-the number of peers; redis/redis #122 and DESIGN §5). Pattern filters: for
+the number of peers; redis/redis #122; docs/architecture.md §3). Pattern filters: for
 each prefix length L in use by some peer, the channel's first L bytes are
 tested the same way against the pattern index, restricted to the peers that
 use length L. The peers with a match-all pattern and the peers whose filter
