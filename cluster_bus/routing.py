@@ -97,7 +97,7 @@ class PeerTable:
         self._pat_open |= bit
         for kind in FilterKind:
             self._filters[(node_id, kind)] = PeerFilter()
-        self._changed()
+        self._peers_changed()
         return slot
 
     def remove_peer(self, node_id: str) -> None:
@@ -117,7 +117,7 @@ class PeerTable:
             if not self._by_length[length]:
                 del self._by_length[length]
         self._node[slot] = None
-        self._changed()
+        self._peers_changed()
 
     def nodes_of(self, mask: int) -> tuple[str, ...]:
         """The node ids of a peer bitmask."""
@@ -292,6 +292,13 @@ class PeerTable:
 
     def _changed(self) -> None:
         self._cache.clear()
+
+    def _peers_changed(self) -> None:
+        """A peer came or went: a slot's bit may now mean another node, so the
+        mask -> node ids cache goes too (else a restarted node, new id in the
+        old slot, would never be routed to again)."""
+        self._cache.clear()
+        self._nodes_cache.clear()
 
     def _index_for(self, kind: FilterKind, m: int, k: int) -> BitSlicedIndex:
         table = self._chan_index if kind is FilterKind.CHANNELS else self._pat_index

@@ -155,3 +155,16 @@ def test_remove_peer_frees_its_slot_and_routes():
     table.add_peer("f" * 40)  # reuses the free slot, unknown -> gets everything
     assert "f" * 40 in table.nodes_of(table.route(b"nothing"))
     assert table.peer_count == 5
+
+
+def test_a_new_node_in_a_freed_slot_is_routed_to_after_the_cache_was_primed():
+    """Regression (kill -9 + restart with a new id): the mask -> node ids cache
+    must not keep the dead node's id for the slot the new node takes."""
+    table = PeerTable()
+    table.add_peer("a" * 40)
+    table.add_peer("b" * 40)
+    mask = table.route(b"news")  # both unknown: fail open to both
+    assert set(table.nodes_of(mask)) == {"a" * 40, "b" * 40}  # primes the cache
+    table.remove_peer("b" * 40)
+    table.add_peer("c" * 40)  # takes b's slot
+    assert set(table.nodes_of(table.route(b"news"))) == {"a" * 40, "c" * 40}
