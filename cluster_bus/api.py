@@ -112,6 +112,12 @@ class LocalDelivery(Protocol):
         """The whole filter, for FILTER_FULL (a peer asked, or the bus starts)."""
         ...
 
+    def forwards_lost(self, origin: str, count: int) -> None:
+        """``count`` PUBLISH frames forwarded to us by ``origin`` are lost for
+        good (its replay buffer no longer held them when we reconnected):
+        tell the clients (cluster_bus.session)."""
+        ...
+
 
 class ClusterLink(Protocol):
     """What the cluster bus offers the node."""
@@ -154,6 +160,8 @@ class BusConfig:
     ``host:port``. ``max_body`` bounds a frame body once a link is
     authenticated (two bulk strings of ``proto-max-bulk-len`` plus slack).
     ``ping_interval_ms`` None: node_timeout_ms / 10 within [20, 1000].
+    ``replay_bytes`` / ``replay_ms`` bound each peer's replay buffer of
+    forwarded PUBLISH frames (:mod:`cluster_bus.session`).
     """
 
     bind: str = "127.0.0.1"
@@ -165,6 +173,9 @@ class BusConfig:
     sendbuf_limit: int = 0  # cluster-link-sendbuf-limit; 0 = no limit, as Redis
     max_body: int = 2 * 512 * 1024 * 1024 + 64 * 1024
     visibility_timeout_ms: int = 0  # subscribe visibility; 0 = off
+    #: replay buffer per peer: >= 5 s at 10k forwards/s of 1 KiB by default
+    replay_bytes: int = 64 * 1024 * 1024
+    replay_ms: int = 10_000
     ping_interval_ms: int | None = None
 
     @property

@@ -25,8 +25,9 @@ import logging
 from collections.abc import Callable
 
 from cluster_bus.api import FILTER_NAMES, BusConfig, FilterChange, LocalDelivery
-from cluster_bus.codec import encode, encode_publish, short_id
+from cluster_bus.codec import encode, short_id
 from cluster_bus.filter_sync import KIND_OF, NAME_OF, FilterSync
+from cluster_bus.forwarding import Forwarding
 from cluster_bus.frames import (
     MSG_TYPE,
     Ack,
@@ -44,6 +45,8 @@ from cluster_bus.frames import (
     Ping,
     Pong,
     Publish,
+    Resend,
+    Session,
 )
 from cluster_bus.handshake import Handshake
 from cluster_bus.heartbeat import Heartbeats
@@ -91,6 +94,15 @@ class ClusterBus:
         self.mesh = Mesh(self._short, self.stats)
         self._links = self.mesh.links
         self.dialer = Dialer(self._links, lambda key: self._new_link(key), self.node_timeout_ms)
+        self.forwarding = Forwarding(
+            node,
+            self.routing,
+            self.mesh,
+            self.stats,
+            sender=self._short,
+            replay_bytes=config.replay_bytes,
+            replay_ms=config.replay_ms,
+        )
         self.heartbeats = Heartbeats(
             self.membership,
             self.mesh,
@@ -101,6 +113,7 @@ class ClusterBus:
             advertised_host=self.advertised_host,
             node_timeout_ms=self.node_timeout_ms,
             unreachable=self.visibility.peer_gone,
+            forgotten=self.forwarding.forget,
         )
         self._seeds = self.heartbeats.seeds
         self._server: asyncio.Server | None = None
@@ -115,6 +128,8 @@ class ClusterBus:
             FilterFull: self._on_filter_full,
             FilterRequest: self._on_filter_request,
             Ack: self._on_ack,
+            Session: self._on_session,
+            Resend: self._on_resend,
             Fail: self.heartbeats.on_fail,
             Leave: self.heartbeats.on_leave,
             Hello: self._on_late_handshake,
@@ -162,31 +177,7 @@ class ClusterBus:
     # -- ClusterLink ---------------------------------------------------------------
 
     def forward_publish(self, channel: bytes, message: bytes, shard: bool, origin_seq: int) -> int:
-        routing = self.routing
-        peers = routing.peer_count
-        if not peers:  # a lone node: nothing to route to
-            return 0
-        stats = self.stats
-        mask = routing.route(channel, shard)
-        if not mask:
-            stats.publish_suppressed += peers
-            return 0
-        sent = 0
-        out, inbound, short = self.mesh.out, self.mesh.inbound, self._short
-        nodes = routing.nodes_of(mask)
-        for node_id in nodes:
-            link = out.get(node_id)
-            if link is None or not link.authenticated:
-                link = inbound.get(node_id)
-                if link is None or not link.authenticated:
-                    stats.publish_dropped_no_link += 1
-                    continue
-            link.send_seq = seq = (link.send_seq + 1) & 0xFFFFFFFF
-            link.write(encode_publish(short, seq, origin_seq, shard, channel, message))
-            sent += 1
-        stats.sent[MsgType.PUBLISH] += sent
-        stats.publish_suppressed += peers - len(nodes)
-        return sent
+        return self.forwarding.forward(channel, message, shard, origin_seq)
 
     def filters_changed(self, changes: list[FilterChange]) -> asyncio.Future[None] | None:
         deltas, whole = self.sync.announce(changes)
@@ -217,6 +208,7 @@ class ClusterBus:
             epoch=self.sync.epoch,
             bus_port=self.port,
             links_connected=self.mesh.connected(),
+            replay_buffer_bytes=self.forwarding.replay_buffer_bytes(),
             verify_failures=self.sync.verify_failures,
         )
 
@@ -236,17 +228,7 @@ class ClusterBus:
             self.mesh.send(link, link.handshake.hello())
 
     def publish_received(self, link: Link, msg: Publish) -> None:
-        self.stats.received[MsgType.PUBLISH] += 1
-        expected = link.recv_seq
-        if expected is not None and msg.link_seq != expected:
-            lost = (msg.link_seq - expected) & 0xFFFFFFFF
-            self.stats.sequence_gaps += lost
-            log.warning("bus link from %s: %d forwarded PUBLISH lost", link.peer_id, lost)
-        link.recv_seq = (msg.link_seq + 1) & 0xFFFFFFFF
-        assert link.peer_id is not None
-        self.node.deliver_forwarded(
-            link.peer_id, msg.origin_seq, msg.channel, msg.payload, msg.shard
-        )
+        self.forwarding.publish_received(link, msg)
 
     def message_received(self, link: Link, msg: Message) -> None:
         self.stats.received[MSG_TYPE[type(msg)]] += 1
@@ -303,6 +285,7 @@ class ClusterBus:
         link.authenticate(peer, self.config.max_body)
         if not self.mesh.adopt(link):
             return
+        self.forwarding.link_up(link, peer)
         if link.outbound:
             if link.dial_key is not None:
                 self.dialer.connected(link.dial_key)
@@ -337,6 +320,14 @@ class ClusterBus:
         snap = self.node.filter_snapshot(NAME_OF[msg.kind])
         self.mesh.send_to(peer, self.sync.full(msg.kind, snap, announce=False), link)
 
+    def _on_session(self, link: Link, peer: str, msg: Message) -> None:
+        assert isinstance(msg, Session)
+        self.forwarding.on_session(link, peer, msg)
+
+    def _on_resend(self, link: Link, peer: str, msg: Message) -> None:
+        assert isinstance(msg, Resend)
+        self.forwarding.on_resend(link, peer, msg)
+
     def _on_ack(self, link: Link, peer: str, msg: Message) -> None:
         assert isinstance(msg, Ack)
         self.visibility.acked(peer, msg.delta_id)
@@ -366,6 +357,7 @@ class ClusterBus:
 
     def _cron_step(self, now: int) -> None:
         self.heartbeats.tick(now)
+        self.forwarding.tick(now)
         half = self.node_timeout_ms // 2
         for link in list(self._links):
             if not link.authenticated and now - link.created_ms > max(2000, half):

@@ -25,7 +25,7 @@ PUBLISH body (so the whole PUBLISH frame header is 14 + 16 = 30 bytes, against
 Redis Cluster's 2256-byte ``clusterMsg`` header and Valkey's 16-byte light header
 which carries no sequence numbers)::
 
-    14     4    link_seq     per-link sequence number (u32, wraps)
+    14     4    seq          forwarding session sequence number (u32, wraps)
     18     8    origin_seq   the origin node's PUBLISH counter
     26     4    channel_len
     30     ..   channel, then the payload (the rest of the body)
@@ -50,6 +50,8 @@ Other bodies (``20s`` = a node id as 20 raw bytes)::
     FAIL        20s node_id
     LEAVE       (empty)
     ACK         u32 delta_id
+    SESSION     u64 session_id, u32 first_seq, u32 next_seq
+    RESEND      u64 session_id, u32 from_seq
 
 Errors: bad magic, unknown version, unknown type, a length above ``max_body``,
 a body shorter than its fields say (truncated) or longer (trailing bytes), a
@@ -84,6 +86,8 @@ from cluster_bus.frames import (
     Ping,
     Pong,
     Publish,
+    Resend,
+    Session,
 )
 
 MAGIC = b"bc"
@@ -100,6 +104,8 @@ _FULL = Struct(">BBBQQQQ")
 _DELTA = Struct(">BBIQQQQQII")
 _U8 = Struct(">B")
 _U32 = Struct(">I")
+_SESSION = Struct(">QII")
+_RESEND = Struct(">QI")
 _NODE = Struct(">20s")
 
 #: default largest body: two 512 MiB bulk strings (channel and payload) + slack
@@ -139,7 +145,7 @@ def _frame(mtype: MsgType, flags: int, sender: int, body: bytes) -> bytes:
 
 
 def encode_publish(
-    sender: int, link_seq: int, origin_seq: int, shard: bool, channel: bytes, payload: bytes
+    sender: int, seq: int, origin_seq: int, shard: bool, channel: bytes, payload: bytes
 ) -> bytes:
     """The PUBLISH frame without building a :class:`Publish` (the hot path)."""
     return b"".join(
@@ -151,7 +157,7 @@ def encode_publish(
                 FLAG_SHARD if shard else 0,
                 16 + len(channel) + len(payload),
                 sender,
-                link_seq & 0xFFFFFFFF,
+                seq & 0xFFFFFFFF,
                 origin_seq,
                 len(channel),
             ),
@@ -203,9 +209,7 @@ def encode(msg: Message, sender: int = 0) -> bytes:
     Raises ValueError for a message that cannot be encoded (bad node id, host
     longer than 255 bytes, position >= m, ...)."""
     if isinstance(msg, Publish):
-        return encode_publish(
-            sender, msg.link_seq, msg.origin_seq, msg.shard, msg.channel, msg.payload
-        )
+        return encode_publish(sender, msg.seq, msg.origin_seq, msg.shard, msg.channel, msg.payload)
     if isinstance(msg, Meet):
         return _encode_heartbeat(MsgType.MEET, msg, sender)
     if isinstance(msg, Ping):
@@ -265,6 +269,11 @@ def encode(msg: Message, sender: int = 0) -> bytes:
         return _frame(MsgType.LEAVE, 0, sender, b"")
     if isinstance(msg, Ack):
         return _frame(MsgType.ACK, 0, sender, _U32.pack(msg.delta_id))
+    if isinstance(msg, Session):
+        body = _SESSION.pack(msg.session_id, msg.first_seq, msg.next_seq)
+        return _frame(MsgType.SESSION, 0, sender, body)
+    if isinstance(msg, Resend):
+        return _frame(MsgType.RESEND, 0, sender, _RESEND.pack(msg.session_id, msg.from_seq))
     raise TypeError(f"not a bus message: {msg!r}")
 
 

@@ -24,6 +24,8 @@ from cluster_bus.codec import (
     _HELLO,
     _NODE,
     _PUBLISH_FIXED,
+    _RESEND,
+    _SESSION,
     _T_PUBLISH,
     _TYPES,
     _U8,
@@ -56,6 +58,8 @@ from cluster_bus.frames import (
     Ping,
     Pong,
     Publish,
+    Resend,
+    Session,
 )
 
 
@@ -133,13 +137,13 @@ class FrameDecoder:
             if mtype == _T_PUBLISH:
                 if length < 16:
                     raise BusProtocolError("truncated PUBLISH")
-                link_seq, origin_seq, clen = _PUBLISH_FIXED.unpack_from(data, start)
+                seq, origin_seq, clen = _PUBLISH_FIXED.unpack_from(data, start)
                 cstart = start + 16
                 if cstart + clen > stop:
                     raise BusProtocolError("truncated PUBLISH channel")
                 out.append(
                     Publish(
-                        link_seq,
+                        seq,
                         origin_seq,
                         bool(flags & FLAG_SHARD),
                         data[cstart : cstart + clen],
@@ -261,6 +265,12 @@ def _decode_body(mtype: int, flags: int, body: bytes) -> Message:
         _done(body, 4, "ACK")
         (delta_id,) = _U32.unpack_from(body, 0)
         return Ack(delta_id)
+    if mtype == MsgType.SESSION:
+        _done(body, _SESSION.size, "SESSION")
+        return Session(*_SESSION.unpack_from(body, 0))
+    if mtype == MsgType.RESEND:
+        _done(body, _RESEND.size, "RESEND")
+        return Resend(*_RESEND.unpack_from(body, 0))
     raise BusProtocolError(f"unknown message type {mtype}")  # pragma: no cover
 
 

@@ -30,6 +30,8 @@ class MsgType(IntEnum):
     FAIL = 10
     LEAVE = 11
     ACK = 12
+    SESSION = 13  # a forwarding session's id and replayable range (first frame on a link)
+    RESEND = 14  # replay a session's PUBLISH frames from a sequence number
 
 
 class FilterKind(IntEnum):
@@ -163,7 +165,7 @@ class Publish:
     """A forwarded client PUBLISH/SPUBLISH. The origin is the link's peer (a
     forwarded message is never forwarded again)."""
 
-    link_seq: int  # per-link sequence, u32 wrapping; gaps are counted
+    seq: int  # the forwarding session's sequence number, u32 wrapping (cluster_bus.session)
     origin_seq: int  # the origin node's PUBLISH counter (traffic event id)
     shard: bool
     channel: bytes
@@ -189,6 +191,24 @@ class Ack:
     delta_id: int
 
 
+@dataclass(frozen=True, slots=True)
+class Session:
+    """The sender's forwarding session with the receiver: its random id, the
+    oldest sequence number it can still replay and the next it will use."""
+
+    session_id: int  # u64, never 0
+    first_seq: int
+    next_seq: int
+
+
+@dataclass(frozen=True, slots=True)
+class Resend:
+    """Replay session ``session_id``'s PUBLISH frames from ``from_seq`` on."""
+
+    session_id: int
+    from_seq: int
+
+
 Message = (
     Hello
     | HelloAuth
@@ -202,6 +222,8 @@ Message = (
     | Fail
     | Leave
     | Ack
+    | Session
+    | Resend
 )
 
 
@@ -219,4 +241,6 @@ MSG_TYPE: dict[type, MsgType] = {
     Fail: MsgType.FAIL,
     Leave: MsgType.LEAVE,
     Ack: MsgType.ACK,
+    Session: MsgType.SESSION,
+    Resend: MsgType.RESEND,
 }

@@ -36,7 +36,8 @@ GOSSIP_ENTRIES = 8
 
 class Heartbeats:
     """Membership on the wire for one bus. ``unreachable(peer)`` is called when
-    a peer can no longer be counted on (FAIL, LEAVE)."""
+    a peer can no longer be counted on (FAIL, LEAVE), ``forgotten(peer)`` when
+    it leaves membership (its per-peer state goes: sessions, filter copies)."""
 
     def __init__(
         self,
@@ -50,6 +51,7 @@ class Heartbeats:
         advertised_host: str,
         node_timeout_ms: int,
         unreachable: Callable[[str], None],
+        forgotten: Callable[[str], None],
     ) -> None:
         self.membership = membership
         self.mesh = mesh
@@ -60,6 +62,7 @@ class Heartbeats:
         self._advertised_host = advertised_host
         self.node_timeout_ms = node_timeout_ms
         self._unreachable = unreachable
+        self._forgotten = forgotten
         self.seeds: set[Address] = set()
 
     def on_heartbeat(self, link: Link, peer: str, msg: Message) -> None:
@@ -111,6 +114,7 @@ class Heartbeats:
         for node_id in self.routing.node_ids() - current:
             self.routing.remove_peer(node_id)
             self.mesh.close_peer(node_id)
+            self._forgotten(node_id)
         for node_id in current - self.routing.node_ids():
             self.routing.add_peer(node_id)
 

@@ -28,6 +28,8 @@ REDIS_MSG_NAMES: dict[MsgType, str] = {
     MsgType.FILTER_DELTA: "filter_delta",
     MsgType.ACK: "ack",
     MsgType.LEAVE: "leave",
+    MsgType.SESSION: "session",
+    MsgType.RESEND: "resend",
 }
 
 
@@ -38,8 +40,11 @@ class BusStats:
     sent: dict[MsgType, int] = field(default_factory=lambda: dict.fromkeys(MsgType, 0))
     received: dict[MsgType, int] = field(default_factory=lambda: dict.fromkeys(MsgType, 0))
     publish_suppressed: int = 0  # peers a broadcast would have sent to, but the filters said no
-    publish_dropped_no_link: int = 0
-    sequence_gaps: int = 0  # forwarded PUBLISH frames missing inside a link
+    publish_held_no_link: int = 0  # routed to a peer with no link up: replay buffer only
+    publish_replayed: int = 0  # frames sent again on a RESEND
+    publish_duplicates: int = 0  # frames received twice (dropped)
+    publish_lost: int = 0  # frames a peer could no longer replay to us (exact)
+    sequence_gaps: int = 0  # gaps seen in a peer's session (each asks for a RESEND)
     bad_frames: int = 0
     auth_failures: int = 0
     buffer_limit_exceeded: int = 0
@@ -78,6 +83,7 @@ def cluster_info(
     epoch: int,
     bus_port: int,
     links_connected: int,
+    replay_buffer_bytes: int,
     verify_failures: int,
 ) -> dict[str, int | str]:
     """CLUSTER INFO fields (the node adds its own receive-side counters)."""
@@ -108,7 +114,11 @@ def cluster_info(
             "cluster_filters_converged": int(sync.converged),
             "cluster_filter_epoch": epoch,
             "cluster_stats_publish_suppressed": stats.publish_suppressed,
-            "cluster_stats_publish_dropped_no_link": stats.publish_dropped_no_link,
+            "cluster_stats_publish_held_no_link": stats.publish_held_no_link,
+            "cluster_stats_publish_replayed": stats.publish_replayed,
+            "cluster_stats_publish_duplicates": stats.publish_duplicates,
+            "cluster_stats_publish_lost": stats.publish_lost,
+            "cluster_replay_buffer_bytes": replay_buffer_bytes,
             "cluster_stats_filter_deltas_sent": sent[MsgType.FILTER_DELTA],
             "cluster_stats_filter_deltas_received": received[MsgType.FILTER_DELTA],
             "cluster_stats_filter_requests_sent": sent[MsgType.FILTER_REQUEST],

@@ -68,8 +68,6 @@ class Link(asyncio.Protocol):
         self.authenticated = False
         self.closed = False
         self.decoder = FrameDecoder(HANDSHAKE_MAX_BODY)
-        self.send_seq = 0
-        self.recv_seq: int | None = None
         self.created_ms = now_ms()
         self.last_rx_ms = self.created_ms
         self._pending: list[bytes] | None = None

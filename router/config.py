@@ -46,6 +46,9 @@ class NodeConfig:
     node_timeout_ms: int = 15000  # redis.conf cluster-node-timeout
     cluster_link_sendbuf_limit: int = 0  # bytes; 0 = no limit, as Redis
     subscribe_visibility_timeout_ms: int = 0  # 0 = off
+    cluster_replay_buffer_bytes: int = 64 * 1024 * 1024  # per peer
+    cluster_replay_buffer_ms: int = 10_000
+    on_publish_loss: str = "notify"  # or "disconnect" (redis/redis #122's two options)
     # traffic tap (spark/)
     traffic_dir: str | None = None
     traffic_sample: float = 1.0
@@ -67,6 +70,8 @@ class NodeConfig:
             sendbuf_limit=self.cluster_link_sendbuf_limit,
             max_body=2 * self.proto_max_bulk_len + 64 * 1024,
             visibility_timeout_ms=self.subscribe_visibility_timeout_ms,
+            replay_bytes=self.cluster_replay_buffer_bytes,
+            replay_ms=self.cluster_replay_buffer_ms,
         )
 
     @classmethod
@@ -113,6 +118,18 @@ def add_node_arguments(parser: argparse.ArgumentParser) -> None:
         type=int,
         metavar="MS",
         help="delay SUBSCRIBE replies until every live peer has the filter change",
+    )
+    add(
+        "--cluster-replay-buffer-bytes",
+        type=int,
+        help="per peer: forwarded PUBLISH kept for replay after a link fault, bytes",
+    )
+    add("--cluster-replay-buffer-ms", type=int, help="per peer: how long forwards are kept, ms")
+    add(
+        "--on-publish-loss",
+        choices=("notify", "disconnect"),
+        help="forwards lost for good: notify on __bloomcast__:loss (default), or also "
+        "disconnect subscribed clients",
     )
     add("--traffic-dir", help="spool directory for traffic events (NDJSON)")
     add("--traffic-sample", type=float, help="share of PUBLISH events recorded (0..1)")

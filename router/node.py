@@ -20,6 +20,8 @@ Running a node in-process (tests)::
 from __future__ import annotations
 
 import asyncio
+import json
+import logging
 import os
 import time
 from dataclasses import dataclass
@@ -39,6 +41,11 @@ from router.config import NodeConfig
 from router.registry import Registry, Subscriber
 from spark.events import Role, TrafficEvent, TrafficRecorder, channel_text
 
+log = logging.getLogger("bloomcast.node")
+
+#: where a node tells its clients that forwarded messages were lost for good
+LOSS_CHANNEL = b"__bloomcast__:loss"
+
 
 @dataclass
 class NodeStats:
@@ -50,6 +57,8 @@ class NodeStats:
     rejected_connections: int = 0
     publish_received: int = 0  # client PUBLISH/SPUBLISH handled here
     messages_delivered: int = 0  # messages written to local subscribers
+    forwards_lost: int = 0  # forwarded PUBLISH lost for good (peer's replay buffer passed)
+    loss_disconnections: int = 0  # clients closed by --on-publish-loss disconnect
 
 
 class Node:
@@ -65,6 +74,7 @@ class Node:
         self.stats = NodeStats()
         self.port = config.port
         self.publish_seq = 0
+        self.forwards_lost_from: dict[str, int] = {}  # origin node id -> frames lost
         self.started = time.time()
         self._ids = count(1)
         self._dirty: list[Client] = []  # clients with queued pub/sub output
@@ -205,6 +215,28 @@ class Node:
         self.stats.messages_delivered += delivered
         return delivered
 
+    def forwards_lost(self, origin: str, count: int) -> None:
+        """LocalDelivery: ``count`` forwards from ``origin`` are lost for good.
+        Counted per origin (INFO), announced on ``__bloomcast__:loss`` to local
+        subscribers (JSON: node, lost, time), and with ``--on-publish-loss
+        disconnect`` every client subscribed to anything else is closed, so it
+        resubscribes and knows it may have missed messages (redis/redis #122)."""
+        self.stats.forwards_lost += count
+        self.forwards_lost_from[origin] = self.forwards_lost_from.get(origin, 0) + count
+        note = {"node": origin, "lost": count, "time": round(time.time(), 3)}
+        self.deliver(LOSS_CHANNEL, json.dumps(note, separators=(",", ":")).encode(), False)
+        if self.config.on_publish_loss != "disconnect":
+            return
+        for client in list(self.clients.values()):
+            if (client.channels - {LOSS_CHANNEL}) or client.patterns or client.shard_channels:
+                self.stats.loss_disconnections += 1
+                client.flush()
+                if client.transport is not None:
+                    client.transport.close()
+        log.warning(
+            "clients closed after a loss of %d forwards (on-publish-loss disconnect)", count
+        )
+
     def filter_snapshot(self, name: FilterName) -> FilterSnapshot:
         """One of our filters whole (LocalDelivery: the bus sends it as FILTER_FULL)."""
         return self.registry.snapshot(name)
@@ -276,10 +308,16 @@ class Node:
                 ),
                 "total_publish_received": self.stats.publish_received,
                 "total_messages_delivered": self.stats.messages_delivered,
+                "total_forwards_lost": self.stats.forwards_lost,
+                "loss_disconnections": self.stats.loss_disconnections,
             },
             "filters": dict(registry.filter_info()),
             "cluster": {"cluster_enabled": 1, **self.cluster_info()},
         }
+        if self.forwards_lost_from:
+            sections["forwards_lost"] = {
+                f"from_{origin}": n for origin, n in sorted(self.forwards_lost_from.items())
+            }
         if self.tap is not None:
             sections["traffic"] = dict(self.tap.info_fields())
         return sections

@@ -16,7 +16,7 @@ import pytest
 from bloom import CountingBloomFilter, PatternFilter
 from cluster_bus.api import BusConfig, FilterChange, FilterName, FilterSnapshot
 from cluster_bus.bus import ClusterBus
-from cluster_bus.codec import encode
+from cluster_bus.codec import encode, encode_publish, short_id
 from cluster_bus.frames import FilterKind, Leave, NodeFlags, Publish
 
 pytestmark = pytest.mark.timeout(60)
@@ -35,6 +35,7 @@ class BusTestNode:
         self.delivered: list[tuple[bytes, bytes, bool]] = []
         self.origins: list[tuple[str, int]] = []
         self.false_positives = 0
+        self.lost: list[tuple[str, int]] = []
         self.chan = CountingBloomFilter(m)
         self.pat = PatternFilter(256)
 
@@ -50,6 +51,9 @@ class BusTestNode:
             self.delivered.append((channel, message, shard))
         else:
             self.false_positives += 1
+
+    def forwards_lost(self, origin: str, count: int) -> None:
+        self.lost.append((origin, count))
 
     def filter_snapshot(self, name: FilterName) -> FilterSnapshot:
         if name == "channels":
@@ -327,10 +331,27 @@ def test_sequence_gap_counted_and_bad_frame_closes_link():
             await until(lambda: converged(buses))
             buses[1].filters_changed([nodes[1].subscribe(b"c")])
             await until(lambda: buses[0].forward_publish(b"c", b"1", False, 1) == 1)
+            await until(lambda: len(nodes[1].delivered) == 1)
             link = buses[0].mesh.out[nodes[1].node_id]
-            link.send_seq += 5  # as if five forwards were lost
+            # five forwards dropped on the way (numbered and kept, never written)
+            session = buses[0].forwarding.out_sessions[nodes[1].node_id]
+            for i in range(5):
+                seq = session.number()
+                frame = encode_publish(
+                    short_id(nodes[0].node_id), seq, 10 + i, False, b"c", b"d%d" % i
+                )
+                session.keep(seq, frame, int(time.time() * 1000))
             buses[0].forward_publish(b"c", b"2", False, 2)
-            await until(lambda: stat(buses[1], "cluster_stats_sequence_gaps") == 5)
+            # the gap is seen, a RESEND replays the five and then "2", in order
+            await until(lambda: len(nodes[1].delivered) == 7, what="gap repaired")
+            assert [m for _, m, _ in nodes[1].delivered] == [
+                b"1",
+                *(b"d%d" % i for i in range(5)),
+                b"2",
+            ]
+            assert stat(buses[1], "cluster_stats_sequence_gaps") == 1
+            assert stat(buses[1], "cluster_stats_publish_lost") == 0
+            assert stat(buses[0], "cluster_stats_publish_replayed") == 6
             # a frame with a wrong sender id on an established link: closed and counted
             link.write(encode(Leave(), 12345))
             await until(lambda: stat(buses[1], "cluster_stats_bad_frames") == 1)
@@ -442,15 +463,21 @@ def test_link_reset_heals_and_counts_no_gap():
             for link in list(buses[0]._links):  # cut every link between the two
                 assert link.transport is not None
                 link.transport.abort()
+            await until(lambda: buses[0].mesh.link_to(nodes[1].node_id) is None, what="cut")
+            # published while no link is up: held in the replay buffer
+            assert buses[0].forward_publish(b"c", b"during", False, 2) == 1
+            assert stat(buses[0], "cluster_stats_publish_held_no_link") == 1
             await until(
                 lambda: (
                     buses[0].mesh.out.get(nodes[1].node_id) not in (None, old) and converged(buses)
                 ),
                 what="healed",
             )
-            assert buses[0].forward_publish(b"c", b"2", False, 2) == 1
-            await until(lambda: [m for _, m, _ in nodes[1].delivered] == [b"1", b"2"])
-            assert stat(buses[1], "cluster_stats_sequence_gaps") == 0
+            assert buses[0].forward_publish(b"c", b"2", False, 3) == 1
+            await until(lambda: len(nodes[1].delivered) >= 3)
+            assert [m for _, m, _ in nodes[1].delivered] == [b"1", b"during", b"2"]
+            assert stat(buses[1], "cluster_stats_publish_lost") == 0
+            assert stat(buses[1], "cluster_stats_publish_duplicates") == 0
         finally:
             await stop_all(pairs)
 
@@ -532,5 +559,35 @@ def test_unreachable_seed_is_redialled_with_growing_jittered_backoff():
                 assert delay <= base + 20  # rand(0.5, 1) x min(cap, base x 2^n)
         finally:
             await bus.stop()
+
+    run(main())
+
+
+def test_a_cut_longer_than_the_replay_buffer_loses_an_exact_counted_number():
+    """Frames held while no link is up, past the replay buffer's limit (three
+    33-byte frames here): the receiver gets the newest three in order and
+    counts exactly the rest as lost, and its node is told."""
+
+    async def main():
+        pairs = await start_cluster(2, replay_bytes=100)
+        nodes = [p[0] for p in pairs]
+        buses = [p[1] for p in pairs]
+        try:
+            await until(lambda: converged(buses))
+            buses[1].filters_changed([nodes[1].subscribe(b"c")])
+            await until(lambda: buses[0].forward_publish(b"c", b"00", False, 1) == 1)
+            await until(lambda: len(nodes[1].delivered) == 1)
+            for link in list(buses[0]._links):
+                assert link.transport is not None
+                link.transport.abort()
+            await until(lambda: buses[0].mesh.link_to(nodes[1].node_id) is None, what="cut")
+            for i in range(1, 11):
+                assert buses[0].forward_publish(b"c", b"%02d" % i, False, 1 + i) == 1
+            await until(lambda: len(nodes[1].delivered) == 4, what="healed and replayed")
+            assert [m for _, m, _ in nodes[1].delivered] == [b"00", b"08", b"09", b"10"]
+            assert nodes[1].lost == [(nodes[0].node_id, 7)]
+            assert stat(buses[1], "cluster_stats_publish_lost") == 7
+        finally:
+            await stop_all(pairs)
 
     run(main())

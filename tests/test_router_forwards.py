@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 from collections.abc import AsyncIterator
 
 from bloom import CountingBloomFilter
 from cluster_bus.api import FilterChange, NoPeers
 from router.config import NodeConfig
-from router.node import Node
+from router.node import LOSS_CHANNEL, Node
 from router.registry import FP_CHECK_EVERY, Registry
 from spark.events import TrafficEvent
 
@@ -58,8 +59,8 @@ class RecordingLink(NoPeers):
 
 
 @contextlib.asynccontextmanager
-async def wired_node() -> AsyncIterator[tuple[Node, RecordingLink, Recorder]]:
-    node = Node(NodeConfig(port=0))
+async def wired_node(**config: str) -> AsyncIterator[tuple[Node, RecordingLink, Recorder]]:
+    node = Node(NodeConfig(port=0, **config))
     await node.start()
     link, tap = RecordingLink(), Recorder()
     node.link, node.tap = link, tap
@@ -159,5 +160,62 @@ def test_node_hands_a_rebuilt_filter_to_its_link():
             for i in range(FP_CHECK_EVERY):
                 node.deliver_forwarded(ORIGIN, i, b"other%d" % i, b"x", False)
             assert [[c.m for c in call] for call in link.calls] == [[128]]
+
+    asyncio.run(scenario())
+
+
+async def subscribed(
+    port: int, channel: bytes
+) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    r, w = await asyncio.open_connection("127.0.0.1", port)
+    w.write(b"SUBSCRIBE %b\r\n" % channel)
+    reply = b"*3\r\n$9\r\nsubscribe\r\n$%d\r\n%b\r\n:1\r\n" % (len(channel), channel)
+    assert await asyncio.wait_for(r.readexactly(len(reply)), 5) == reply
+    return r, w
+
+
+async def loss_note(r: asyncio.StreamReader) -> dict:
+    """The payload of one ``message`` frame on the loss channel, as JSON."""
+    lines = [await asyncio.wait_for(r.readline(), 5) for _ in range(7)]
+    assert lines[:5] == [b"*3\r\n", b"$7\r\n", b"message\r\n", b"$18\r\n", LOSS_CHANNEL + b"\r\n"]
+    return json.loads(lines[6])
+
+
+def test_lost_forwards_are_counted_and_announced_on_the_loss_channel():
+    async def scenario() -> None:
+        async with wired_node() as (node, _, _):
+            watch_r, watch_w = await subscribed(node.port, LOSS_CHANNEL)
+            news_r, news_w = await subscribed(node.port, b"news")
+            node.forwards_lost(ORIGIN, 7)
+            note = await loss_note(watch_r)
+            assert note["node"] == ORIGIN and note["lost"] == 7 and note["time"] > 0
+            info = node.info_sections()
+            assert info["stats"]["total_forwards_lost"] == 7
+            assert info["forwards_lost"] == {f"from_{ORIGIN}": 7}
+            # notify mode closes nobody
+            news_w.write(b"PING\r\n")
+            assert await asyncio.wait_for(news_r.readline(), 5) == b"*2\r\n"
+            for w in (watch_w, news_w):
+                w.close()
+
+    asyncio.run(scenario())
+
+
+def test_disconnect_mode_closes_the_affected_subscribers_only():
+    async def scenario() -> None:
+        async with wired_node(on_publish_loss="disconnect") as (node, _, _):
+            watch_r, watch_w = await subscribed(node.port, LOSS_CHANNEL)
+            news_r, news_w = await subscribed(node.port, b"news")
+            plain_r, plain_w = await asyncio.open_connection("127.0.0.1", node.port)
+            node.forwards_lost(ORIGIN, 2)
+            assert (await loss_note(watch_r))["lost"] == 2
+            assert await asyncio.wait_for(news_r.read(), 5) == b""  # closed
+            plain_w.write(b"PING\r\n")
+            assert await asyncio.wait_for(plain_r.readline(), 5) == b"+PONG\r\n"
+            watch_w.write(b"PING\r\n")
+            assert await asyncio.wait_for(watch_r.readline(), 5) == b"*2\r\n"
+            assert node.info_sections()["stats"]["loss_disconnections"] == 1
+            for w in (watch_w, news_w, plain_w):
+                w.close()
 
     asyncio.run(scenario())

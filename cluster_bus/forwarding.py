@@ -1,0 +1,183 @@
+"""PUBLISH forwarding over sessions: the routing decision on the way out, the
+session rules on the way in (:mod:`cluster_bus.session`).
+
+Out: route the channel (:class:`cluster_bus.routing.PeerTable`), number one
+frame per matching peer in that peer's :class:`OutSession`, keep it for
+replay, and write it on the peer's link, or hold it (replay buffer only) when
+no link is up: a reconnect replays it.
+
+In: deliver exactly the next sequence number of the sender's session, never
+forward it again; a duplicate is dropped and counted, a gap asks for a RESEND.
+Frames the sender could no longer replay are counted per peer, logged and
+reported to the node (``LocalDelivery.forwards_lost``), which tells its
+clients.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from cluster_bus.api import LocalDelivery
+from cluster_bus.codec import encode_publish
+from cluster_bus.frames import MsgType, Publish, Resend, Session
+from cluster_bus.info import BusStats
+from cluster_bus.link import Link, now_ms
+from cluster_bus.mesh import Mesh
+from cluster_bus.routing import PeerTable
+from cluster_bus.session import InSession, OutSession, seq_diff
+
+log = logging.getLogger("bloomcast.bus")
+
+
+class Forwarding:
+    """The forwarding sessions of one bus, with every peer, both ways."""
+
+    def __init__(
+        self,
+        node: LocalDelivery,
+        routing: PeerTable,
+        mesh: Mesh,
+        stats: BusStats,
+        *,
+        sender: int,
+        replay_bytes: int,
+        replay_ms: int,
+    ) -> None:
+        self.node = node
+        self.routing = routing
+        self.mesh = mesh
+        self.stats = stats
+        self._sender = sender
+        self.replay_bytes = replay_bytes
+        self.replay_ms = replay_ms
+        self.out_sessions: dict[str, OutSession] = {}
+        self.in_sessions: dict[str, InSession] = {}
+
+    def _out(self, peer: str) -> OutSession:
+        session = self.out_sessions.get(peer)
+        if session is None:
+            session = self.out_sessions[peer] = OutSession(self.replay_bytes, self.replay_ms)
+        return session
+
+    def _in(self, peer: str) -> InSession:
+        session = self.in_sessions.get(peer)
+        if session is None:
+            session = self.in_sessions[peer] = InSession()
+        return session
+
+    # -- out ---------------------------------------------------------------------------
+
+    def forward(self, channel: bytes, message: bytes, shard: bool, origin_seq: int) -> int:
+        """ClusterLink.forward_publish: the number of peers it was routed to
+        (written now, or held for replay when the peer has no link)."""
+        routing = self.routing
+        peers = routing.peer_count
+        if not peers:  # a lone node: nothing to route to
+            return 0
+        stats = self.stats
+        mask = routing.route(channel, shard)
+        if not mask:
+            stats.publish_suppressed += peers
+            return 0
+        nodes = routing.nodes_of(mask)
+        out, inbound, sessions, sender = (
+            self.mesh.out,
+            self.mesh.inbound,
+            self.out_sessions,
+            self._sender,
+        )
+        now = now_ms()
+        sent = 0
+        for node_id in nodes:
+            session = sessions.get(node_id) or self._out(node_id)
+            seq = session.number()
+            frame = encode_publish(sender, seq, origin_seq, shard, channel, message)
+            session.keep(seq, frame, now)
+            link = out.get(node_id)
+            if link is None or not link.authenticated:
+                link = inbound.get(node_id)
+                if link is None or not link.authenticated:
+                    stats.publish_held_no_link += 1
+                    continue
+            link.write(frame)
+            sent += 1
+        stats.sent[MsgType.PUBLISH] += sent
+        stats.publish_suppressed += peers - len(nodes)
+        return len(nodes)
+
+    def link_up(self, link: Link, peer: str) -> None:
+        """A new authenticated link: first of all, where our session with the peer stands."""
+        self.mesh.send(link, self._announce(self._out(peer)))
+
+    @staticmethod
+    def _announce(session: OutSession) -> Session:
+        session.announced = session.next_seq
+        return Session(session.session_id, session.first_seq, session.next_seq)
+
+    def on_resend(self, link: Link, peer: str, msg: Resend) -> None:
+        session = self._out(peer)
+        if msg.session_id != session.session_id or seq_diff(msg.from_seq, session.first_seq) < 0:
+            # not this session, or gone from the buffer: say what we hold (the
+            # receiver counts the rest as lost and asks again)
+            self.mesh.send_to(
+                peer, Session(session.session_id, session.first_seq, session.next_seq), link
+            )
+            return
+        frames = session.replay(msg.from_seq)
+        target = self.mesh.link_to(peer) or link
+        for frame in frames:
+            target.write(frame)
+        self.stats.publish_replayed += len(frames)
+        self.stats.sent[MsgType.PUBLISH] += len(frames)
+
+    # -- in ----------------------------------------------------------------------------
+
+    def publish_received(self, link: Link, msg: Publish) -> None:
+        self.stats.received[MsgType.PUBLISH] += 1
+        peer = link.peer_id
+        assert peer is not None
+        session = self.in_sessions.get(peer) or self._in(peer)
+        if session.accept(msg.seq):
+            self.node.deliver_forwarded(peer, msg.origin_seq, msg.channel, msg.payload, msg.shard)
+            return
+        verdict = session.out_of_order(msg.seq, now_ms())
+        if verdict.resend is not None:
+            self.stats.sequence_gaps += 1
+            self.mesh.send_to(peer, Resend(session.session_id, verdict.resend), link)
+        elif verdict.duplicate:
+            self.stats.publish_duplicates += 1
+
+    def on_session(self, link: Link, peer: str, msg: Session) -> None:
+        session = self._in(peer)
+        lost, resend = session.start(msg.session_id, msg.first_seq, msg.next_seq, now_ms())
+        if lost:
+            self.stats.publish_lost += lost
+            log.warning(
+                "%d forwarded PUBLISH from node %s lost: no longer in its replay buffer",
+                lost,
+                peer,
+            )
+            self.node.forwards_lost(peer, lost)
+        if resend is not None:
+            self.mesh.send_to(peer, Resend(msg.session_id, resend), link)
+
+    # -- upkeep ------------------------------------------------------------------------
+
+    def tick(self, now: int) -> None:
+        """Each heartbeat period: age out idle replay buffers, and tell every peer
+        we sent to since the last tick where our session stands (a receiver
+        that missed the tail of a burst has no later frame to reveal the gap)."""
+        for peer, session in self.out_sessions.items():
+            session.expire(now)
+            if session.announced != session.next_seq:
+                link = self.mesh.link_to(peer)
+                if link is not None:
+                    self.mesh.send(link, self._announce(session))
+
+    def forget(self, peer: str) -> None:
+        """The peer left membership: its sessions, both ways, go with it."""
+        self.out_sessions.pop(peer, None)
+        self.in_sessions.pop(peer, None)
+
+    def replay_buffer_bytes(self) -> int:
+        return sum(s.buffered_bytes for s in self.out_sessions.values())

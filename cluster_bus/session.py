@@ -1,0 +1,161 @@
+"""Forwarding sessions: PUBLISH forwards that survive reconnects, sans-IO.
+
+antirez in redis/redis #122: "you may lose messages without knowing it ... use
+message IDs internally". A session is the stream of forwarded PUBLISH frames
+from one node incarnation to another (a node id is an incarnation: a restarted
+node has a new one). Its sequence numbers belong to the pair of incarnations,
+not to a TCP connection, so a link that drops, stalls or is reset loses
+nothing:
+
+- The sender (:class:`OutSession`) numbers each frame and keeps it in a replay
+  buffer bounded by bytes and age (``replay_bytes``, ``replay_ms``), whether a
+  link is up or not.
+- The receiver (:class:`InSession`) delivers exactly the next sequence number
+  (go-back-N, as TCP's ancestors did): an older one is a duplicate (dropped,
+  counted), a newer one reveals a gap: it is held back and the receiver asks
+  for the rest with RESEND(from), once per ``RESEND_RETRY_MS`` until the gap
+  closes. Dedup is exact and takes no memory: the contiguous sequence is the
+  whole state.
+- Each new link starts with SESSION(id, first, next) from the sender, and
+  each heartbeat tick repeats it when frames were sent since (so a lost tail,
+  with nothing after it to reveal the gap, is found within one period): the
+  session's random id, the oldest frame it can still replay and the next it
+  will number. The receiver adopts a new id (every frame of a new session was
+  for it, from 1), counts ``first - expected`` frames as lost when the buffer
+  no longer holds them (the only loss, always exact), and asks for
+  ``[expected, next)`` with RESEND.
+
+Sequence numbers are u32 and compared modulo 2^32 (RFC 1982 serial number
+arithmetic), so a session may wrap.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import deque
+from dataclasses import dataclass
+
+#: a RESEND for one session is repeated at most this often while the gap stays
+RESEND_RETRY_MS = 100
+_MOD = 1 << 32
+_HALF = 1 << 31
+
+
+def seq_diff(a: int, b: int) -> int:
+    """a - b in serial number arithmetic (RFC 1982): negative when a is before b."""
+    d = (a - b) % _MOD
+    return d - _MOD if d >= _HALF else d
+
+
+def new_session_id() -> int:
+    return int.from_bytes(os.urandom(8), "big") or 1
+
+
+class OutSession:
+    """The sending half: numbering and the replay buffer of one peer."""
+
+    __slots__ = ("_buffer", "_bytes", "announced", "max_bytes", "max_ms", "next_seq", "session_id")
+
+    def __init__(self, max_bytes: int, max_ms: int, session_id: int | None = None) -> None:
+        self.session_id = session_id if session_id is not None else new_session_id()
+        self.max_bytes = max_bytes
+        self.max_ms = max_ms
+        self.next_seq = 1
+        self.announced = 1  # next_seq when a SESSION last told the peer
+        self._buffer: deque[tuple[int, int, bytes]] = deque()  # (seq, time ms, frame)
+        self._bytes = 0
+
+    def number(self) -> int:
+        """The sequence number of the next frame (then keep it with :meth:`keep`)."""
+        seq = self.next_seq
+        self.next_seq = (seq + 1) % _MOD or 1
+        return seq
+
+    def keep(self, seq: int, frame: bytes, now: int) -> None:
+        """Keep an encoded frame for replay, evicting what is over the limits."""
+        buffer = self._buffer
+        buffer.append((seq, now, frame))
+        self._bytes += len(frame)
+        if self._bytes > self.max_bytes or now - buffer[0][1] > self.max_ms:
+            self.expire(now)
+
+    def expire(self, now: int) -> None:
+        buffer = self._buffer
+        while buffer and (self._bytes > self.max_bytes or now - buffer[0][1] > self.max_ms):
+            self._bytes -= len(buffer.popleft()[2])
+
+    @property
+    def first_seq(self) -> int:
+        """The oldest sequence number still in the buffer (next_seq when empty)."""
+        return self._buffer[0][0] if self._buffer else self.next_seq
+
+    @property
+    def buffered_bytes(self) -> int:
+        return self._bytes
+
+    def replay(self, from_seq: int) -> list[bytes]:
+        """The kept frames numbered ``from_seq`` and later, in order."""
+        return [frame for seq, _, frame in self._buffer if seq_diff(seq, from_seq) >= 0]
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """What to do with a PUBLISH that is not the next one: drop it either way;
+    ``duplicate``: it was delivered before; ``resend``: ask the sender for
+    everything from this sequence number (None: already asked, wait)."""
+
+    duplicate: bool = False
+    resend: int | None = None
+
+
+DUPLICATE = Verdict(duplicate=True)
+
+
+class InSession:
+    """The receiving half: the next sequence number expected from one peer."""
+
+    __slots__ = ("_asked", "_asked_ms", "expected", "lost", "session_id")
+
+    def __init__(self) -> None:
+        self.session_id = 0  # none yet
+        self.expected = 1
+        self.lost = 0  # frames the sender could no longer replay (exact)
+        self._asked = 0  # the sequence number last asked for
+        self._asked_ms = -RESEND_RETRY_MS
+
+    def accept(self, seq: int) -> bool:
+        """Whether ``seq`` is the next one (then it is delivered: in order, once)."""
+        if seq != self.expected:
+            return False
+        self.expected = (seq + 1) % _MOD or 1
+        return True
+
+    def out_of_order(self, seq: int, now: int) -> Verdict:
+        """A PUBLISH that :meth:`accept` refused: a duplicate, or past a gap."""
+        if seq_diff(seq, self.expected) < 0:
+            return DUPLICATE
+        return Verdict(resend=self._ask(now))
+
+    def _ask(self, now: int) -> int | None:
+        """RESEND from ``expected``, unless that was asked less than
+        ``RESEND_RETRY_MS`` ago (the replay may be on its way)."""
+        if self._asked == self.expected and now - self._asked_ms < RESEND_RETRY_MS:
+            return None
+        self._asked, self._asked_ms = self.expected, now
+        return self.expected
+
+    def start(self, session_id: int, first: int, next_seq: int, now: int) -> tuple[int, int | None]:
+        """A SESSION frame: (frames lost for good, sequence to RESEND from or None)."""
+        if session_id != self.session_id:
+            # a new session of this pair: every frame of it was for us, from 1
+            # (what an older session still owed is unknown: the sender forgot it)
+            self.session_id = session_id
+            self.expected = 1
+        lost = 0
+        if seq_diff(first, self.expected) > 0:
+            lost = seq_diff(first, self.expected)
+            self.lost += lost
+            self.expected = first
+        if seq_diff(next_seq, self.expected) > 0:
+            return lost, self._ask(now)
+        return lost, None

@@ -1,0 +1,139 @@
+"""Forwarding sessions, sans-IO: numbering, the replay buffer, in-order
+exactly-once delivery over a lossy, duplicating link with reconnects, and the
+exact count of what the buffer could no longer replay."""
+
+from __future__ import annotations
+
+import random
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cluster_bus.session import RESEND_RETRY_MS, InSession, OutSession, seq_diff
+
+
+def test_numbering_and_buffer_limits():
+    out = OutSession(max_bytes=30, max_ms=1000, session_id=7)
+    for i in range(5):
+        seq = out.number()
+        out.keep(seq, b"0123456789", now=i)  # 10 bytes each: at most 3 kept
+    assert out.next_seq == 6 and out.first_seq == 3 and out.buffered_bytes == 30
+    assert out.replay(4) == [b"0123456789"] * 2
+    out.expire(now=2000)  # older than max_ms
+    assert out.first_seq == out.next_seq == 6 and out.buffered_bytes == 0
+
+
+def test_in_order_duplicate_and_gap():
+    s = InSession()
+    s.start(9, 1, 1, now=0)
+    assert s.accept(1) and s.accept(2)
+    assert not s.accept(2) and s.out_of_order(2, now=0).duplicate
+    assert not s.accept(5)
+    assert s.out_of_order(5, now=1000).resend == 3
+    assert s.out_of_order(6, now=1000 + RESEND_RETRY_MS - 1).resend is None  # asked already
+    assert s.out_of_order(6, now=1000 + RESEND_RETRY_MS).resend == 3
+    assert s.accept(3) and s.expected == 4
+
+
+def test_session_frame_counts_what_the_buffer_lost_and_asks_for_the_rest():
+    s = InSession()
+    assert s.start(1, 1, 1, now=0) == (0, None)
+    assert s.accept(1)
+    # reconnect: the sender now holds 5..9 only; 2..4 are gone
+    assert s.start(1, 5, 10, now=10) == (3, 5)
+    assert s.lost == 3 and s.expected == 5
+    # a new session of the pair starts from 1, whatever the old one owed
+    assert s.start(2, 1, 4, now=20) == (0, 1)
+
+
+def test_sequence_numbers_wrap():
+    assert seq_diff(1, 0xFFFFFFFF) == 2 and seq_diff(0xFFFFFFFF, 1) == -2
+    out = OutSession(1 << 20, 10_000)
+    out.next_seq = 0xFFFFFFFF
+    assert out.number() == 0xFFFFFFFF and out.number() == 1  # 0 is never used
+    s = InSession()
+    s.expected = 0xFFFFFFFF
+    assert s.accept(0xFFFFFFFF) and s.accept(1)
+
+
+def run_link(seed: int, drop: float, dup: float, cuts: int, frames: int, max_bytes: int):
+    """A sender and a receiver joined by a link that drops and duplicates
+    frames (as a faulty middlebox would) and is cut ``cuts`` times (a cut drops
+    what is in flight; the new link starts with SESSION); every 15 steps the
+    sender's tick announces its session when it sent since the last tick, and
+    keeps doing so while the link is quiet. Returns (delivered, lost count)."""
+    rng = random.Random(seed)
+    out = OutSession(max_bytes, 1_000_000, session_id=42)
+    inn = InSession()
+    delivered: list[int] = []
+    to_receiver: list[tuple] = [("session", out.session_id, out.first_seq, out.next_seq)]
+    to_sender: list[tuple] = []
+    now = 0
+    cut_at = set(rng.sample(range(frames), cuts))
+
+    def wire(queue: list[tuple], msg: tuple) -> None:
+        if rng.random() < drop:
+            return
+        queue.append(msg)
+        if rng.random() < dup:
+            queue.append(msg)
+
+    announced = out.next_seq
+    for i in range(frames + 3000):
+        now += 7
+        if i % 15 == 0 and out.next_seq != announced:  # the heartbeat tick
+            announced = out.next_seq
+            wire(to_receiver, ("session", out.session_id, out.first_seq, out.next_seq))
+        if i < frames:
+            seq = out.number()
+            frame = i.to_bytes(4, "big")
+            out.keep(seq, frame, now)
+            wire(to_receiver, ("publish", seq, frame))
+            if i in cut_at:  # the link resets: in flight is gone, a new one opens
+                to_receiver.clear()
+                to_sender.clear()
+                to_receiver.append(("session", out.session_id, out.first_seq, out.next_seq))
+        while to_receiver:
+            msg = to_receiver.pop(0)
+            if msg[0] == "session":
+                _, resend = inn.start(msg[1], msg[2], msg[3], now)
+                if resend is not None:
+                    wire(to_sender, ("resend", resend))
+            elif inn.accept(msg[1]):
+                delivered.append(int.from_bytes(msg[2], "big"))
+            else:
+                resend = inn.out_of_order(msg[1], now).resend
+                if resend is not None:
+                    wire(to_sender, ("resend", resend))
+        while to_sender:
+            _, from_seq = to_sender.pop(0)
+            if seq_diff(from_seq, out.first_seq) < 0:
+                to_receiver.append(("session", out.session_id, out.first_seq, out.next_seq))
+            else:
+                for seq, frame in zip(
+                    range(from_seq, out.next_seq), out.replay(from_seq), strict=True
+                ):
+                    wire(to_receiver, ("publish", seq, frame))
+        if i > frames and i % 15 == 0:  # quiet: each tick re-announces until all is in
+            wire(to_receiver, ("session", out.session_id, out.first_seq, out.next_seq))
+    return delivered, inn.lost
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    seed=st.integers(0, 2**32),
+    drop=st.sampled_from([0.0, 0.02, 0.1]),
+    dup=st.sampled_from([0.0, 0.1]),
+    cuts=st.integers(0, 5),
+)
+def test_lossy_link_with_a_big_buffer_delivers_each_frame_once_in_order(seed, drop, dup, cuts):
+    delivered, lost = run_link(seed, drop, dup, cuts, frames=200, max_bytes=1 << 20)
+    assert delivered == list(range(200)) and lost == 0
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**32), cuts=st.integers(1, 5))
+def test_with_a_small_buffer_every_frame_is_delivered_or_counted_lost(seed, cuts):
+    delivered, lost = run_link(seed, drop=0.1, dup=0.1, cuts=cuts, frames=200, max_bytes=4 * 8)
+    assert delivered == sorted(delivered) and len(set(delivered)) == len(delivered)
+    assert len(delivered) + lost == 200
