@@ -34,6 +34,8 @@ from cluster_bus.frames import (
     Ping,
     Pong,
     Publish,
+    Resend,
+    Session,
 )
 
 node_ids = st.binary(min_size=20, max_size=20).map(bytes.hex)
@@ -121,6 +123,8 @@ messages = st.one_of(
     st.builds(Fail, node_ids),
     st.just(Leave()),
     st.builds(Ack, u32),
+    st.builds(Session, u64, u32, u32),
+    st.builds(Resend, u64, u32),
 )
 
 

@@ -1,4 +1,4 @@
-"""Mutational fuzzer of the cluster bus decoder (cluster_bus.codec.FrameDecoder).
+"""Mutational fuzzer of the cluster bus decoder (cluster_bus.decoder.FrameDecoder).
 
     uv run python -m tests.fuzz.fuzz_bus --count 1000000 [--seed N]
 
@@ -35,6 +35,8 @@ from cluster_bus.frames import (
     Ping,
     Pong,
     Publish,
+    Resend,
+    Session,
 )
 
 MAX_BODY = 1 << 16
@@ -61,6 +63,8 @@ def corpus() -> list[bytes]:
         Fail(NID),
         Leave(),
         Ack(77),
+        Session(2**64 - 1, 1, 2**32 - 1),
+        Resend(0x1234, 99),
     ]
     frames = [encode(m, sender=0x01234567) for m in msgs]
     return [*frames, b"".join(frames[:5]), b"".join(frames[8:12])]
