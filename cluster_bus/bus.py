@@ -313,7 +313,8 @@ class ClusterBus:
 
     def _on_filter_full(self, link: Link, peer: str, msg: Message) -> None:
         assert isinstance(msg, FilterFull)
-        self.sync.on_full(peer, msg)
+        for request in self.sync.on_full(peer, msg, now_ms()):
+            self.mesh.send_to(peer, request, link)
 
     def _on_filter_request(self, link: Link, peer: str, msg: Message) -> None:
         assert isinstance(msg, FilterRequest)

@@ -18,6 +18,8 @@ Two directions, one module, because both speak in the same fingerprints:
 
 from __future__ import annotations
 
+import logging
+
 from cluster_bus.api import FilterChange, FilterName, FilterSnapshot
 from cluster_bus.frames import (
     Ack,
@@ -29,6 +31,8 @@ from cluster_bus.frames import (
     Message,
 )
 from cluster_bus.routing import PeerTable
+
+log = logging.getLogger("bloomcast.bus")
 
 #: a FILTER_REQUEST for one (peer, filter) is repeated at most this often (ms)
 REQUEST_RETRY_MS = 1000
@@ -136,14 +140,19 @@ class FilterSync:
             self._requested.pop((peer, kind), None)
             return None
         if held is not None and routing.epoch(peer, kind) > epoch:
-            return None  # an older heartbeat overtaken by a newer delta
+            # our copy claims to be newer than the heartbeat: usually a delta
+            # that overtook it on another link, but an epoch proves nothing (a
+            # bogus 2^63 would silence every later heartbeat), so ask anyway,
+            # keeping the copy for routing until the answer comes
+            return self._request(peer, kind, now)
         return self._distrust(peer, kind, now)
 
-    def on_full(self, peer: str, msg: FilterFull) -> None:
-        """Install a peer's whole filter (counted when it does not verify)."""
+    def on_full(self, peer: str, msg: FilterFull, now: int) -> list[Message]:
+        """Install a peer's whole filter; one that does not verify is counted,
+        logged and asked for again (the copy fails open meanwhile)."""
         if not self.routing.has_peer(peer):
-            return
-        if not self.routing.set_filter(
+            return []
+        if self.routing.set_filter(
             peer,
             msg.kind,
             msg.m,
@@ -154,8 +163,14 @@ class FilterSync:
             msg.prefix_mask,
             msg.match_all,
         ):
-            self.verify_failures += 1
-        self._requested.pop((peer, msg.kind), None)
+            self._requested.pop((peer, msg.kind), None)
+            return []
+        self.verify_failures += 1
+        log.warning(
+            "node %s sent a %s filter that does not verify; asking again", peer, msg.kind.name
+        )
+        request = self._request(peer, msg.kind, now)
+        return [request] if request is not None else []
 
     def on_delta(self, peer: str, msg: FilterDelta, now: int) -> list[Message]:
         """Apply a peer's delta; the ACK (always: a copy we distrust gets
@@ -183,6 +198,10 @@ class FilterSync:
     def _distrust(self, peer: str, kind: FilterKind, now: int) -> Message | None:
         """Fail open on ``peer``'s ``kind`` filter until a verified copy arrives."""
         self.routing.mark_unknown(peer, kind)
+        return self._request(peer, kind, now)
+
+    def _request(self, peer: str, kind: FilterKind, now: int) -> Message | None:
+        """A FILTER_REQUEST, at most one per ``REQUEST_RETRY_MS`` per (peer, filter)."""
         if now - self._requested.get((peer, kind), 0) < REQUEST_RETRY_MS:
             return None
         self._requested[(peer, kind)] = now

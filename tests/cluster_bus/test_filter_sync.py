@@ -6,7 +6,7 @@ from __future__ import annotations
 from bloom import CountingBloomFilter
 from cluster_bus.api import FilterChange, FilterSnapshot
 from cluster_bus.filter_sync import REQUEST_RETRY_MS, FilterSync
-from cluster_bus.frames import Ack, FilterDelta, FilterKind, FilterRequest, Ping
+from cluster_bus.frames import Ack, FilterDelta, FilterFull, FilterKind, FilterRequest, Ping
 from cluster_bus.routing import PeerTable, filter_fingerprint
 
 PEER = "cd" * 20
@@ -96,9 +96,31 @@ def test_a_full_filter_that_does_not_verify_is_counted():
     f = CountingBloomFilter(1024)
     snap = snapshot(f)
     bad = sync.full(FilterKind.CHANNELS, FilterSnapshot(snap.m, snap.k, snap.bits, 123), False)
-    sync.on_full(PEER, bad)
+    assert sync.on_full(PEER, bad, now=50_000) == [FilterRequest(FilterKind.CHANNELS)]
     assert sync.verify_failures == 1
+    assert sync.on_full(PEER, bad, now=50_001) == []  # asked again, but not in a loop
+    assert sync.verify_failures == 2
     assert sync.routing.fingerprint(PEER, FilterKind.CHANNELS) is None
     good = sync.full(FilterKind.CHANNELS, snap, False)
-    sync.on_full(PEER, good)
+    assert sync.on_full(PEER, good, now=50_002) == []
     assert sync.routing.fingerprint(PEER, FilterKind.CHANNELS) == snap.fingerprint
+
+
+def test_a_bogus_huge_epoch_does_not_silence_later_heartbeats():
+    """A FILTER_FULL with epoch 2^63 (spoofed or corrupt) must not make every
+    later heartbeat look older: the first mismatching heartbeat asks again."""
+    sync = started(CountingBloomFilter(1024))
+    routing = sync.routing
+    routing.add_peer(PEER)
+    bogus = snapshot(CountingBloomFilter(1024))  # all zeros: routes the peer nothing
+    huge = FilterFull(FilterKind.CHANNELS, bogus.m, bogus.k, bogus.bits, bogus.fingerprint, 2**63)
+    sync.on_full(PEER, huge, now=1_000)
+    assert routing.epoch(PEER, FilterKind.CHANNELS) == 2**63
+    real = CountingBloomFilter(1024)
+    real.add(b"payroll")
+    out = sync.on_heartbeat(PEER, ping(real.fingerprint(), 0, 5), now=2_000)
+    assert FilterRequest(FilterKind.CHANNELS) in out
+    snap = snapshot(real)
+    sync.on_full(PEER, sync.full(FilterKind.CHANNELS, snap, False), now=2_010)
+    assert routing.fingerprint(PEER, FilterKind.CHANNELS) == real.fingerprint()
+    assert routing.nodes_of(routing.route(b"payroll")) == (PEER,)
