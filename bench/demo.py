@@ -544,7 +544,7 @@ def stats_views(out: Path, node_names: dict[str, str], now: float) -> dict[str, 
     """The Spark job's distributions (file sink under ``out``) decayed to ``now``
     (Unix seconds: the end of the workload, so the job's own run time does not
     decay the picture away)."""
-    from spark.job import read_file_counters
+    from spark.sinks import read_file_counters
     from spark.stats_command import Source, top_rows
 
     source = Source(None, str(out))

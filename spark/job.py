@@ -18,9 +18,9 @@ Pipeline (one streaming query, checkpointed):
 4. ``foreachBatch``: per half-life ``h`` (``a = ln 2 / h``) and distribution,
    ``S_b[bin] = sum w exp(a (t - T_b))`` against the batch landmark ``T_b =
    ceil(max t)`` (see :mod:`spark.decay`), collected to the driver (one row per
-   distribution bin), then written idempotently by the sinks: Redis (goforget
-   layout, the batch id committed in the same MULTI/EXEC) and/or files (one
-   file per batch id, renamed into place).
+   distribution bin), then written idempotently by the sinks
+   (:mod:`spark.sinks`): Redis (goforget layout, the batch id committed in the
+   same MULTI/EXEC) and/or files (one file per batch id, renamed into place).
 
 Distributions (``<stat>:<half-life label>``, e.g. ``channels:1m``):
 
@@ -42,31 +42,21 @@ the driver, which writes the sinks.
 
 from __future__ import annotations
 
-import json
 import math
-import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
-from spark.decay import decay_rate, half_life_label, merge
+from spark.decay import decay_rate, half_life_label
 from spark.events import SCHEMA_FIELDS
+from spark.sinks import Sink, make_sinks
 
 if TYPE_CHECKING:
-    import redis
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming import StreamingQuery
 
 STATS = ("channels", "forwarded", "receiver", "false_positive", "forwards")
-
-#: Redis keys of the job's own bookkeeping (next to the distributions)
-BATCH_KEY = "bloomcast:stats:_batch"
-MALFORMED_KEY = "bloomcast:stats:_malformed"
-EVENTS_KEY = "bloomcast:stats:_events"
-
-#: file-sink layout under --out
-BATCH_DIR = "batches"
 
 
 def dist_name(stat: str, half_life: float) -> str:
@@ -229,149 +219,10 @@ def batch_aggregates(df: DataFrame, half_lives: Sequence[float]) -> BatchResult:
     return result
 
 
-# -- sinks ----------------------------------------------------------------------------
-
-
-class RedisSink:
-    """goforget layout, one MULTI/EXEC per batch, replays skipped by batch id.
-
-    Per distribution ``d``: ``d`` is a sorted set bin -> decayed count at
-    ``d._T`` (integer Unix seconds), ``d._Z`` the sum of its scores. The
-    transaction WATCHes the batch-id key and every key it rewrites; the new
-    batch id is SET inside the same MULTI, so a batch is applied exactly once
-    even if Spark replays it after a crash.
-    """
-
-    def __init__(self, client: redis.Redis) -> None:
-        self.client = client
-
-    def write(self, batch_id: int, result: BatchResult) -> bool:
-        """Apply the batch; False when it was already applied (a replay)."""
-        import redis as redis_mod
-
-        watched = [BATCH_KEY]
-        for d in result.dists:
-            watched += [d, f"{d}._T"]
-        with self.client.pipeline(transaction=True) as pipe:
-            while True:
-                try:
-                    pipe.watch(*watched)
-                    last = pipe.get(BATCH_KEY)
-                    if last is not None and int(last) >= batch_id:
-                        pipe.unwatch()
-                        return False
-                    updates = {}
-                    for d, bins in result.dists.items():
-                        assert result.time is not None
-                        pairs = cast(
-                            "list[tuple[bytes, float]]", pipe.zrange(d, 0, -1, withscores=True)
-                        )
-                        old = {_text(k): float(v) for k, v in pairs}
-                        raw_t = pipe.get(f"{d}._T")
-                        old_t = float(raw_t) if raw_t is not None and old else None
-                        rate = decay_rate(result.half_lives[d])
-                        updates[d] = merge(old, old_t, bins, result.time, rate)
-                    pipe.multi()
-                    for d, (scores, t) in updates.items():
-                        pipe.delete(d)
-                        pipe.zadd(d, dict(scores))
-                        pipe.set(f"{d}._Z", repr(math.fsum(scores.values())))
-                        pipe.set(f"{d}._T", str(int(t)))
-                    pipe.incrby(EVENTS_KEY, result.events)
-                    pipe.incrby(MALFORMED_KEY, result.malformed)
-                    pipe.set(BATCH_KEY, batch_id)
-                    pipe.execute()
-                    return True
-                except redis_mod.WatchError:
-                    continue
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value
-
-
-class FileSink:
-    """One JSON (and one Parquet) file per batch id under ``<out>/batches/``.
-
-    ``<out>/batches/<batch id, 12 digits>.json``: :meth:`BatchResult.to_json`.
-    ``<out>/batches/<batch id>.parquet``: rows (dist, bin, half_life, time, s).
-    Each is written to a ``.tmp`` name and renamed, so a replayed batch
-    overwrites its own file and a reader never sees half a file. Readers fold
-    all batches with :func:`spark.decay.merge` (forward decay is additive).
-    """
-
-    def __init__(self, out: str | os.PathLike[str]) -> None:
-        self.directory = Path(out) / BATCH_DIR
-        self.directory.mkdir(parents=True, exist_ok=True)
-
-    def write(self, batch_id: int, result: BatchResult) -> bool:
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-
-        stem = self.directory / f"{batch_id:012d}"
-        tmp = stem.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(result.to_json(batch_id), sort_keys=True))
-        os.replace(tmp, stem.with_suffix(".json"))
-        rows: dict[str, list[Any]] = {"dist": [], "bin": [], "half_life": [], "time": [], "s": []}
-        for d, bins in result.dists.items():
-            for b, s in bins.items():
-                rows["dist"].append(d)
-                rows["bin"].append(b)
-                rows["half_life"].append(result.half_lives[d])
-                rows["time"].append(result.time)
-                rows["s"].append(s)
-        ptmp = stem.with_suffix(".parquet.tmp")
-        pq.write_table(pa.table(rows), ptmp)
-        os.replace(ptmp, stem.with_suffix(".parquet"))
-        return True
-
-
-def read_file_distributions(
-    out: str | os.PathLike[str],
-) -> dict[str, tuple[dict[str, float], float, float]]:
-    """Fold every batch file under ``out``: dist -> (bin -> count at T, T, half-life)."""
-    state: dict[str, tuple[dict[str, float], float, float]] = {}
-    directory = Path(out) / BATCH_DIR
-    for path in sorted(directory.glob("*.json")):
-        batch = json.loads(path.read_text())
-        for d, entry in batch["dists"].items():
-            h = float(entry["half_life"])
-            old, old_t, _ = state.get(d, ({}, None, h))
-            scores, t = merge(old, old_t, entry["bins"], float(batch["time"]), decay_rate(h))
-            state[d] = (scores, t, h)
-    return state
-
-
-def read_file_counters(out: str | os.PathLike[str]) -> dict[str, int]:
-    """Totals over all batch files: events, malformed, batches."""
-    totals = {"events": 0, "malformed": 0, "batches": 0}
-    for path in (Path(out) / BATCH_DIR).glob("*.json"):
-        batch = json.loads(path.read_text())
-        totals["events"] += batch["events"]
-        totals["malformed"] += batch["malformed"]
-        totals["batches"] += 1
-    return totals
-
-
 # -- running it -----------------------------------------------------------------------
 
-Sink = RedisSink | FileSink
 #: test hook: called with (batch id, "before" | "after") around the sink writes
 FaultHook = Callable[[int, str], None]
-
-
-def make_sinks(config: JobConfig) -> list[Sink]:
-    """Redis sink when ``redis_url``; file sink when ``out`` (at least one is required)."""
-    sinks: list[Sink] = []
-    if config.redis_url:
-        import redis
-
-        sinks.append(RedisSink(redis.Redis.from_url(config.redis_url)))
-    if config.out:
-        sinks.append(FileSink(config.out))
-    if not sinks:
-        raise ValueError("give --redis URL or --out DIR")
-    return sinks
 
 
 def start_query(

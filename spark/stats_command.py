@@ -98,7 +98,8 @@ def _run_job(args: argparse.Namespace) -> int:
 
     from pyspark.sql import SparkSession
 
-    from spark.job import BatchResult, JobConfig, make_sinks, start_query
+    from spark.job import BatchResult, JobConfig, start_query
+    from spark.sinks import make_sinks
 
     config = JobConfig(
         spool=os.path.abspath(args.spool) if "://" not in args.spool else args.spool,
@@ -201,7 +202,7 @@ class Source:
             client.close()
             return {b: float(s) for b, s in pairs}, (float(raw_t) if raw_t else None)
         if self._files is None:
-            from spark.job import read_file_distributions
+            from spark.sinks import read_file_distributions
 
             self._files = read_file_distributions(self.out)
         counts, t, _h = self._files.get(dist, ({}, None, 0.0))
@@ -216,7 +217,7 @@ class Source:
             client.close()
             return found
         if self._files is None:
-            from spark.job import read_file_distributions
+            from spark.sinks import read_file_distributions
 
             self._files = read_file_distributions(self.out)
         return list(self._files)

@@ -15,18 +15,14 @@ import redis
 from router.cli import main as cli_main
 from spark.decay import decay_rate, decayed_counts_by_key
 from spark.events import TrafficEvent
-from spark.job import (
+from spark.job import STATS, JobConfig, dist_name, run_once, start_query
+from spark.sinks import (
     BATCH_KEY,
     EVENTS_KEY,
     MALFORMED_KEY,
-    STATS,
-    JobConfig,
-    dist_name,
     make_sinks,
     read_file_counters,
     read_file_distributions,
-    run_once,
-    start_query,
 )
 from spark.tap import TrafficTap
 from tests.spark_fixtures import spark, valkey_url  # noqa: F401  (fixtures)

@@ -18,7 +18,8 @@ import pytest
 import redis
 
 from spark.decay import decay_rate, decayed_counts_by_key
-from spark.job import EVENTS_KEY, STATS, dist_name
+from spark.job import STATS, dist_name
+from spark.sinks import EVENTS_KEY
 from tests.spark_fixtures import free_port, valkey_url  # noqa: F401  (fixture)
 from tests.test_spark_job import expected_rows, lines_of, make_events
 
