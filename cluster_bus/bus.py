@@ -113,7 +113,7 @@ class ClusterBus:
             advertised_host=self.advertised_host,
             node_timeout_ms=self.node_timeout_ms,
             unreachable=self.visibility.peer_gone,
-            forgotten=self.forwarding.forget,
+            forgotten=self._forget_peer,
         )
         self._seeds = self.heartbeats.seeds
         self._server: asyncio.Server | None = None
@@ -320,6 +320,11 @@ class ClusterBus:
         assert isinstance(msg, FilterRequest)
         snap = self.node.filter_snapshot(NAME_OF[msg.kind])
         self.mesh.send_to(peer, self.sync.full(msg.kind, snap, announce=False), link)
+
+    def _forget_peer(self, peer: str) -> None:
+        """Membership forgot ``peer`` (LEAVE, expiry): every per-peer state goes."""
+        self.forwarding.forget(peer)
+        self.sync.forget(peer)
 
     def _on_session(self, link: Link, peer: str, msg: Message) -> None:
         assert isinstance(msg, Session)

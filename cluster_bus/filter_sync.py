@@ -195,6 +195,11 @@ class FilterSync:
         out.append(Ack(msg.delta_id))
         return out
 
+    def forget(self, peer: str) -> None:
+        """The peer left membership (its copy went with ``PeerTable.remove_peer``)."""
+        for kind in FilterKind:
+            self._requested.pop((peer, kind), None)
+
     def _distrust(self, peer: str, kind: FilterKind, now: int) -> Message | None:
         """Fail open on ``peer``'s ``kind`` filter until a verified copy arrives."""
         self.routing.mark_unknown(peer, kind)
