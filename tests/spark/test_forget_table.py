@@ -11,7 +11,6 @@ import pytest
 import redis
 
 from spark.forget_table import ForgetTable
-from tests.spark_fixtures import valkey_url  # noqa: F401  (fixture)
 
 
 class Clock:

@@ -20,8 +20,8 @@ import redis
 from spark.decay import decay_rate, decayed_counts_by_key
 from spark.job import STATS, dist_name
 from spark.sinks import EVENTS_KEY
-from tests.spark_fixtures import free_port, valkey_url  # noqa: F401  (fixture)
-from tests.test_spark_job import expected_rows, lines_of, make_events
+from tests.procs import free_port
+from tests.spark.events_data import expected_rows, lines_of, make_events
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -118,7 +118,7 @@ def standalone(tmp_path):
             f.close()
 
 
-def test_stats_run_on_a_standalone_cluster(standalone, valkey_url, tmp_path):  # noqa: F811
+def test_stats_run_on_a_standalone_cluster(standalone, valkey_url, tmp_path):
     master, env = standalone
     spool = tmp_path / "spool"
     spool.mkdir()
@@ -152,7 +152,7 @@ def test_stats_run_on_a_standalone_cluster(standalone, valkey_url, tmp_path):  #
         "1",
     ]
     done = subprocess.run(
-        cmd, env=env, capture_output=True, text=True, timeout=240, cwd=Path(__file__).parent.parent
+        cmd, env=env, capture_output=True, text=True, timeout=240, cwd=Path(__file__).parents[2]
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "1 malformed" in done.stdout

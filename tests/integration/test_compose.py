@@ -17,7 +17,7 @@ import yaml
 from router.cli import build_parser
 from router.config import NodeConfig, add_node_arguments, config_from_args
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = ROOT / "compose" / "docker-compose.yml"
 
 

@@ -17,14 +17,8 @@ from collections import Counter
 
 import pytest
 
-from tests.node_oracle import (
-    bloomcast_node,
-    connect,
-    exchange,
-    read_quiet,
-    split_frames,
-    valkey_server,
-)
+from tests.differential.oracle import exchange, split_frames, valkey_server
+from tests.procs import bloomcast_node, connect, read_quiet
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -1,0 +1,131 @@
+"""router/pattern_index.py: pattern subscriptions bucketed by literal prefix.
+``matches`` must agree with a full scan through router.glob.stringmatch, and
+must glob only the patterns whose literal prefix starts the channel."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import router.pattern_index
+from router.glob import literal_prefix, stringmatch
+from router.pattern_index import PatternIndex
+from tests.router.fakes import FakeSubscriber
+
+
+def matched(index: PatternIndex[FakeSubscriber], channel: bytes) -> dict[bytes, set]:
+    return {pattern: set(subs) for pattern, subs in index.matches(channel)}
+
+
+def test_add_is_true_only_for_the_first_subscriber():
+    index: PatternIndex[FakeSubscriber] = PatternIndex()
+    a, b = FakeSubscriber("a"), FakeSubscriber("b")
+    assert index.add(b"news.*", a) is True
+    assert index.add(b"news.*", b) is False
+    assert index.add(b"news.*", a) is False  # again: still two subscribers
+    assert index.subscribers(b"news.*") == {a, b}
+    assert len(index) == 1 and b"news.*" in index and list(index) == [b"news.*"]
+    assert b"news.?" not in index and index.subscribers(b"news.?") == set()
+
+
+def test_remove_is_true_only_when_the_last_subscriber_goes():
+    index: PatternIndex[FakeSubscriber] = PatternIndex()
+    a, b, c = FakeSubscriber("a"), FakeSubscriber("b"), FakeSubscriber("c")
+    index.add(b"news.*", a)
+    index.add(b"news.*", b)
+    assert index.remove(b"other.*", a) is False  # unknown pattern
+    assert index.remove(b"news.*", c) is False  # not a subscriber
+    assert index.remove(b"news.*", a) is False  # b remains
+    assert index.subscribers(b"news.*") == {b}
+    assert matched(index, b"news.x") == {b"news.*": {b}}
+    assert index.remove(b"news.*", b) is True
+    assert index.remove(b"news.*", b) is False  # already gone
+    assert len(index) == 0 and b"news.*" not in index
+    assert index.lengths == ()
+    assert matched(index, b"news.x") == {}
+
+
+def test_lengths_follow_the_prefix_lengths_in_use():
+    index: PatternIndex[FakeSubscriber] = PatternIndex()
+    a = FakeSubscriber("a")
+    for pattern in (b"abcde*", b"*", b"ab.*", b"xy.?"):
+        index.add(pattern, a)
+    assert index.lengths == (0, 3, 5)
+    index.remove(b"ab.*", a)
+    assert index.lengths == (0, 3, 5)  # xy.? still has a 3-byte prefix
+    index.remove(b"xy.?", a)
+    assert index.lengths == (0, 5)
+    index.remove(b"*", a)
+    assert index.lengths == (5,)
+    assert matched(index, b"abcdef") == {b"abcde*": {a}}
+
+
+def test_match_all_and_escaped_patterns():
+    index: PatternIndex[FakeSubscriber] = PatternIndex()
+    a, b, c = FakeSubscriber("a"), FakeSubscriber("b"), FakeSubscriber("c")
+    index.add(b"*", a)
+    index.add(b"a\\*b*", b)  # literal prefix b"a*b"
+    index.add(b"plain", c)  # no glob: the whole name is the prefix
+    assert matched(index, b"a*bc") == {b"*": {a}, b"a\\*b*": {b}}
+    assert matched(index, b"axbc") == {b"*": {a}}
+    assert matched(index, b"plain") == {b"*": {a}, b"plain": {c}}
+    assert matched(index, b"plainer") == {b"*": {a}}
+    assert matched(index, b"") == {}  # as Redis: "*" does not match b""
+
+
+def test_matches_globs_only_the_patterns_of_the_channels_prefixes(monkeypatch):
+    index: PatternIndex[FakeSubscriber] = PatternIndex()
+    a = FakeSubscriber("a")
+    patterns = [b"p%d.*" % i for i in range(50)] + [b"p7*", b"p?.x", b"q*"]
+    for pattern in patterns:
+        index.add(pattern, a)
+    globbed: list[bytes] = []
+
+    def counting(pattern: bytes, channel: bytes) -> bool:
+        globbed.append(pattern)
+        return stringmatch(pattern, channel)
+
+    monkeypatch.setattr(router.pattern_index, "stringmatch", counting)
+    assert set(matched(index, b"p7.x")) == {b"p7.*", b"p7*", b"p?.x"}
+    want = {p for p in patterns if b"p7.x".startswith(literal_prefix(p))}
+    assert want == {b"p7.*", b"p7*", b"p?.x"}
+    assert sorted(globbed) == sorted(want)  # each once, no other pattern
+
+
+ALPHA = st.sampled_from(list(b"ab.*?[]^-\\"))
+PATTERNS = st.lists(ALPHA, max_size=8).map(bytes)
+CHANNELS = st.lists(st.sampled_from(list(b"ab.-]^*\\")), max_size=8).map(bytes)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.tuples(PATTERNS, st.integers(0, 2)), max_size=25),
+    st.lists(CHANNELS, min_size=1, max_size=10),
+    st.data(),
+)
+def test_matches_equals_a_full_scan_with_stringmatch(subscriptions, channels, data):
+    subs = [FakeSubscriber(name) for name in "abc"]
+    index: PatternIndex[FakeSubscriber] = PatternIndex()
+    exact: dict[bytes, set[FakeSubscriber]] = {}
+    for pattern, i in subscriptions:
+        assert index.add(pattern, subs[i]) is (pattern not in exact)
+        exact.setdefault(pattern, set()).add(subs[i])
+
+    def agrees() -> None:
+        assert set(index) == set(exact)
+        assert index.lengths == tuple(sorted({len(literal_prefix(p)) for p in exact}))
+        for channel in channels:
+            want = {p: s for p, s in exact.items() if stringmatch(p, channel)}
+            assert matched(index, channel) == want, channel
+
+    agrees()
+    leaving = (
+        data.draw(st.lists(st.sampled_from(subscriptions), unique=True)) if subscriptions else []
+    )
+    for pattern, i in leaving:
+        exact[pattern].discard(subs[i])
+        last = not exact[pattern]
+        if last:
+            del exact[pattern]
+        assert index.remove(pattern, subs[i]) is last
+    agrees()
