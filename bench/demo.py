@@ -62,7 +62,7 @@ if TYPE_CHECKING:
 
 #: modules the demo runs, with what they are, for the "not built yet" message
 NEEDED = {
-    "router.node_command": "the node agent (`bloomcast node`, router/)",
+    "bloomcast.node_command": "the node agent (`bloomcast node`, router/)",
     "cluster_bus.local_cluster": "the cluster bus and its LocalCluster helper (cluster_bus/)",
     "spark.stats_command": "the Spark statistics job (`bloomcast stats`, spark/)",
     "spark.tap": "the traffic tap (spark/tap.py)",
@@ -511,7 +511,7 @@ def run_stats_job(spool: Path, out: Path, master: str, log: Path) -> tuple[int, 
     """``bloomcast stats run --once`` over ``spool`` as a child process (killed on
     Ctrl-C); returns (exit code, seconds, last output line)."""
     cmd = [
-        sys.executable, "-m", "router.cli", "stats", "run",
+        sys.executable, "-m", "bloomcast.cli", "stats", "run",
         "--spool", str(spool), "--out", str(out), "--once", "--master", master,
         "--half-life", f"{SHORT_HALF_LIFE},{LONG_HALF_LIFE}",
         "--shuffle-partitions", "2", "--max-files-per-trigger", "10000",

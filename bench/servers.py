@@ -129,7 +129,7 @@ def start_node(extra_args: Sequence[str] = ()) -> Server:
     workdir = Path(tempfile.mkdtemp(prefix="bench-node-"))
     root = str(Path(__file__).resolve().parent.parent)
     cmd = [
-        sys.executable, "-m", "router.cli", "node",
+        sys.executable, "-m", "bloomcast.cli", "node",
         "--bind", LOOPBACK,
         "--port", str(port),
         "--cluster-port", str(bus_port),

@@ -52,7 +52,7 @@ def parse_info(text: str | bytes) -> dict[str, str]:
 
 
 class LocalCluster:
-    """N node processes (``python -m router.cli node``), node 0 the seed of the others.
+    """N node processes (``python -m bloomcast.cli node``), node 0 the seed of the others.
 
     ``base_port``: client ports base_port..base_port+N-1 and bus ports +10000
     (Redis's rule); None picks free ports. ``extra_args`` go to every node.
@@ -109,7 +109,7 @@ class LocalCluster:
     def node_args(self, i: int) -> list[str]:
         """The command line of node ``i``."""
         args = [
-            self.python, "-m", "router.cli", "node",
+            self.python, "-m", "bloomcast.cli", "node",
             "--bind", self.host,
             "--port", str(self.ports[i]),
             "--cluster-port", str(self.bus_ports[i]),

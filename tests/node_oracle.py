@@ -76,7 +76,7 @@ def valkey_server(*extra: str) -> Iterator[int]:
 @contextlib.contextmanager
 def bloomcast_node(*extra: str, bus: bool = False) -> Iterator[int]:
     port = free_port()
-    args = [sys.executable, "-m", "router.cli", "node", "--port", str(port)]
+    args = [sys.executable, "-m", "bloomcast.cli", "node", "--port", str(port)]
     args += ["--cluster-port", str(free_port())] if bus else ["--no-bus"]
     proc = subprocess.Popen(
         [*args, *extra],

@@ -239,7 +239,7 @@ def test_node_process_stops_on_sigterm():
         [
             sys.executable,
             "-m",
-            "router.cli",
+            "bloomcast.cli",
             "node",
             "--port",
             str(port),

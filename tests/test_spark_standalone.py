@@ -131,7 +131,7 @@ def test_stats_run_on_a_standalone_cluster(standalone, valkey_url, tmp_path):  #
     cmd = [
         sys.executable,
         "-m",
-        "router.cli",
+        "bloomcast.cli",
         "stats",
         "run",
         "--spool",
