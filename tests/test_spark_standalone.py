@@ -17,9 +17,10 @@ from pathlib import Path
 import pytest
 import redis
 
+from bloomcast.testing import free_port
 from spark.decay import decay_rate, decayed_counts_by_key
 from spark.job import EVENTS_KEY, STATS, dist_name
-from tests.spark_fixtures import free_port, valkey_url  # noqa: F401  (fixture)
+from tests.spark_fixtures import valkey_url  # noqa: F401  (fixture)
 from tests.test_spark_job import expected_rows, lines_of, make_events
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
