@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.demo import parse_duration
-from bench.report import percentiles, plot_chart, write_report
+from bloomcast.demo import parse_duration
+from bloomcast.demo.report import percentiles, plot_chart, write_report
 
 ROOT = Path(__file__).resolve().parent.parent
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
