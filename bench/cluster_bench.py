@@ -34,9 +34,17 @@ from typing import Any, Protocol
 import redis
 
 from bench.loadgen import SubscriberPool, parse_benchmark_csv, redis_benchmark_path
-from bench.procs import LOOPBACK, redis_server_path, server_version, tcp_bytes_sent
+from bench.procs import tcp_bytes_sent
 from bench.redis_cluster import RedisCluster
-from bench.servers import NODE, REDIS, VALKEY, bloomcast_version
+from bench.servers import NODE, bloomcast_version
+from bloomcast.testing import (
+    LOOPBACK,
+    REDIS,
+    VALKEY,
+    redis_server_path,
+    server_version,
+    valkey_server_path,
+)
 
 MESSAGE = b"hello"
 
@@ -88,7 +96,7 @@ def start_cluster(system: str, n: int, extra_args: Sequence[str] = ()) -> Iterat
 
     ``extra_args`` go to every bloomcast node (ignored for Redis)."""
     if system == NODE:
-        from cluster_bus.local_cluster import LocalCluster
+        from bloomcast.testing import LocalCluster
 
         with LocalCluster(n, extra_args=extra_args) as cluster:
             yield cluster
@@ -103,8 +111,6 @@ def start_cluster(system: str, n: int, extra_args: Sequence[str] = ()) -> Iterat
 def system_version(system: str) -> str:
     if system == NODE:
         return bloomcast_version()
-    from bench.procs import valkey_server_path
-
     binary = redis_server_path() if system == REDIS else valkey_server_path()
     return server_version(binary) if binary else "missing"
 

@@ -25,8 +25,8 @@ import redis
 
 from bench.cluster_bench import BusCluster, start_cluster, system_version
 from bench.loadgen import message_frame, subscribe_reply
-from bench.procs import LOOPBACK, redis_server_path
-from bench.servers import NODE, REDIS, VALKEY
+from bench.servers import NODE
+from bloomcast.testing import LOOPBACK, REDIS, VALKEY, redis_server_path
 
 MESSAGE = b"c"
 

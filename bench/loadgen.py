@@ -15,9 +15,8 @@ import subprocess
 import threading
 import time
 from dataclasses import dataclass
-from types import TracebackType
 
-from bench.procs import LOOPBACK
+from bloomcast.testing import LOOPBACK, Managed
 
 INSTALL_HINT = "redis-benchmark not found: apt-get install redis-tools"
 
@@ -122,7 +121,7 @@ def subscribe_reply(channel: bytes, count: int) -> bytes:
     return b"*3\r\n$9\r\nsubscribe\r\n$%d\r\n%s\r\n:%d\r\n" % (len(channel), channel, count)
 
 
-class SubscriberPool:
+class SubscriberPool(Managed):
     """``n`` raw-socket clients, each SUBSCRIBEd to ``channel`` (or to every
     channel of a list, all of the same length) on ``port``.
 
@@ -150,22 +149,6 @@ class SubscriberPool:
         self._thread: threading.Thread | None = None
         self.closed = 0
         self.last_receive = 0.0
-
-    def __enter__(self) -> SubscriberPool:
-        try:
-            self.start()
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     def start(self, timeout: float = 10.0) -> None:
         """Connect, SUBSCRIBE, wait for every confirmation, start draining."""

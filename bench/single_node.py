@@ -26,7 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.loadgen import SubscriberPool, redis_benchmark
-from bench.servers import NODE, Server, available_anchors, start_server
+from bench.servers import NODE, available_anchors, start_server
+from bloomcast.testing import Server
 
 CHANNEL = b"bench:ch"
 MESSAGE = b"hello"

@@ -105,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
         stats = [
             sys.executable,
             "-m",
-            "router.cli",
+            "bloomcast.cli",
             "stats",
             "run",
             "--master",

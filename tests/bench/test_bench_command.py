@@ -6,7 +6,7 @@ import json
 import pytest
 
 from bench.bench_command import parse_sizes
-from router.cli import main
+from bloomcast.cli import main
 
 DOC = "# Benchmarks\n\n## spark\n\nspark text, owned by another part\n"
 

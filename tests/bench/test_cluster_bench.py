@@ -12,7 +12,8 @@ from bench.cluster_bench import (
     start_cluster,
 )
 from bench.convergence import measure_delays, percentile
-from bench.servers import NODE, VALKEY
+from bench.servers import NODE
+from bloomcast.testing import VALKEY
 
 PLAN = ClusterPlan.quick()
 

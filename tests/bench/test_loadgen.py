@@ -12,8 +12,8 @@ from bench.loadgen import (
     parse_benchmark_csv,
     redis_benchmark,
 )
-from bench.procs import LOOPBACK, tcp_bytes_sent
-from bench.servers import VALKEY, start_anchor
+from bench.procs import tcp_bytes_sent
+from bloomcast.testing import LOOPBACK, VALKEY, start_anchor
 
 needs_redis_benchmark = pytest.mark.skipif(
     shutil.which("redis-benchmark") is None,

@@ -6,8 +6,9 @@ import time
 
 import pytest
 
-from bench.procs import redis_server_path, tcp_bytes_sent
-from bench.redis_cluster import CLUSTER_SLOTS, RedisCluster, parse_info, slot_ranges
+from bench.procs import tcp_bytes_sent
+from bench.redis_cluster import CLUSTER_SLOTS, RedisCluster, slot_ranges
+from bloomcast.testing import parse_info, redis_server_path
 
 
 def test_slot_ranges_cover_every_slot_once():

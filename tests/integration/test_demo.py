@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.demo import parse_duration
-from bench.report import percentiles, plot_chart, write_report
+from bloomcast.demo import parse_duration
+from bloomcast.demo.report import percentiles, plot_chart, write_report
 
 ROOT = Path(__file__).resolve().parents[2]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -72,7 +72,7 @@ def test_demo_end_to_end(tmp_path):
     and report.json holds the figures the README promises."""
     out = tmp_path / "demo"
     cmd = [
-        sys.executable, "-m", "router.cli", "demo",
+        sys.executable, "-m", "bloomcast.cli", "demo",
         "--nodes", "3", "--duration", "4s", "--subscribers", "60", "--rate", "60",
         "--phase-seconds", "1", "--probes", "5", "--seed", "3",
         "--out", str(out), "--no-progress",
@@ -130,7 +130,7 @@ def _processes_mentioning(text: str) -> list[int]:
 def test_demo_ctrl_c_stops_every_process(tmp_path):
     out = tmp_path / "demo-int"
     cmd = [
-        sys.executable, "-m", "router.cli", "demo", "--nodes", "3", "--duration", "60s",
+        sys.executable, "-m", "bloomcast.cli", "demo", "--nodes", "3", "--duration", "60s",
         "--skip-stats", "--no-progress", "--out", str(out),
     ]  # fmt: skip
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)

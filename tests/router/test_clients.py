@@ -21,7 +21,8 @@ import pytest
 import redis
 import redis.asyncio as aioredis
 
-from tests.procs import bloomcast_node, free_port, wait_port
+from bloomcast.testing import free_port, wait_port
+from tests.procs import bloomcast_node
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -239,7 +240,7 @@ def test_node_process_stops_on_sigterm():
         [
             sys.executable,
             "-m",
-            "router.cli",
+            "bloomcast.cli",
             "node",
             "--port",
             str(port),

