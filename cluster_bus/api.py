@@ -23,6 +23,8 @@ import asyncio
 from dataclasses import dataclass, field, replace
 from typing import Literal, Protocol
 
+from bloom import CountingBloomFilter, PatternFilter
+
 FilterName = Literal["channels", "patterns"]
 FILTER_NAMES: tuple[FilterName, ...] = ("channels", "patterns")
 
@@ -91,6 +93,25 @@ class FilterSnapshot:
     fingerprint: int
     prefix_mask: int = 0
     match_all: bool = False
+
+    @classmethod
+    def of_channels(cls, channels: CountingBloomFilter) -> FilterSnapshot:
+        """The exported bits of a node's channel filter."""
+        return cls(channels.m, channels.k, channels.exported.bits.tobytes(), channels.fingerprint())
+
+    @classmethod
+    def of_patterns(cls, patterns: PatternFilter) -> FilterSnapshot:
+        """The exported bits of a node's pattern filter, with its prefix-length
+        mask and match-all flag (both are in its fingerprint)."""
+        bits = patterns.counting
+        return cls(
+            patterns.m,
+            bits.k,
+            bits.exported.bits.tobytes(),
+            patterns.fingerprint(),
+            patterns.prefix_lengths,
+            patterns.match_all,
+        )
 
 
 class LocalDelivery(Protocol):

@@ -198,18 +198,8 @@ class Registry:
     def snapshot(self, name: FilterName) -> FilterSnapshot:
         """One filter as the bus sends it whole (FILTER_FULL)."""
         if name == "channels":
-            c = self.channel_filter
-            return FilterSnapshot(c.m, c.k, c.exported.bits.tobytes(), c.fingerprint())
-        p = self.pattern_filter
-        bits = p.counting
-        return FilterSnapshot(
-            p.m,
-            bits.k,
-            bits.exported.bits.tobytes(),
-            p.fingerprint(),
-            p.prefix_lengths,
-            p.match_all,
-        )
+            return FilterSnapshot.of_channels(self.channel_filter)
+        return FilterSnapshot.of_patterns(self.pattern_filter)
 
     # ------------------------------------------------------------ figures
 

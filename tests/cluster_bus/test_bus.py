@@ -57,18 +57,8 @@ class BusTestNode:
 
     def filter_snapshot(self, name: FilterName) -> FilterSnapshot:
         if name == "channels":
-            c = self.chan
-            return FilterSnapshot(c.m, c.k, c.exported.bits.tobytes(), c.fingerprint())
-        p = self.pat
-        bits = p.counting
-        return FilterSnapshot(
-            p.m,
-            bits.k,
-            bits.exported.bits.tobytes(),
-            p.fingerprint(),
-            p.prefix_lengths,
-            p.match_all,
-        )
+            return FilterSnapshot.of_channels(self.chan)
+        return FilterSnapshot.of_patterns(self.pat)
 
     # what router does on (un)subscribe and on a rebuild
     def _chan_change(self, set_positions=(), cleared=()) -> FilterChange:
@@ -155,6 +145,14 @@ def crash(bus: ClusterBus) -> None:
     for link in list(bus._links):
         assert link.transport is not None
         link.transport.abort()
+
+
+async def cut_links(bus: ClusterBus, peer: str) -> None:
+    """Reset every link of ``bus`` (a TCP RST each) and wait until none reaches ``peer``."""
+    for link in list(bus._links):
+        assert link.transport is not None
+        link.transport.abort()
+    await until(lambda: bus.mesh.link_to(peer) is None, what="links cut")
 
 
 def run(coro):
@@ -460,10 +458,7 @@ def test_link_reset_heals_and_counts_no_gap():
             await until(lambda: buses[0].forward_publish(b"c", b"1", False, 1) == 1)
             await until(lambda: len(nodes[1].delivered) == 1)
             old = buses[0].mesh.out[nodes[1].node_id]
-            for link in list(buses[0]._links):  # cut every link between the two
-                assert link.transport is not None
-                link.transport.abort()
-            await until(lambda: buses[0].mesh.link_to(nodes[1].node_id) is None, what="cut")
+            await cut_links(buses[0], nodes[1].node_id)
             # published while no link is up: held in the replay buffer
             assert buses[0].forward_publish(b"c", b"during", False, 2) == 1
             assert stat(buses[0], "cluster_stats_publish_held_no_link") == 1
@@ -577,10 +572,7 @@ def test_a_cut_longer_than_the_replay_buffer_loses_an_exact_counted_number():
             buses[1].filters_changed([nodes[1].subscribe(b"c")])
             await until(lambda: buses[0].forward_publish(b"c", b"00", False, 1) == 1)
             await until(lambda: len(nodes[1].delivered) == 1)
-            for link in list(buses[0]._links):
-                assert link.transport is not None
-                link.transport.abort()
-            await until(lambda: buses[0].mesh.link_to(nodes[1].node_id) is None, what="cut")
+            await cut_links(buses[0], nodes[1].node_id)
             for i in range(1, 11):
                 assert buses[0].forward_publish(b"c", b"%02d" % i, False, 1 + i) == 1
             await until(lambda: len(nodes[1].delivered) == 4, what="healed and replayed")

@@ -13,7 +13,7 @@ PEER = "cd" * 20
 
 
 def snapshot(f: CountingBloomFilter) -> FilterSnapshot:
-    return FilterSnapshot(f.m, f.k, f.exported.bits.tobytes(), f.fingerprint())
+    return FilterSnapshot.of_channels(f)
 
 
 def started(chan: CountingBloomFilter) -> FilterSync:

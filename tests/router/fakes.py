@@ -1,6 +1,11 @@
-"""A client as router.registry sees it, for the registry and pattern-index tests."""
+"""Stand-ins for the router tests: a client as router.registry sees it, and a
+ClusterLink that records what the node announces."""
 
 from __future__ import annotations
+
+import asyncio
+
+from cluster_bus.api import FilterChange, NoPeers
 
 
 class FakeSubscriber:
@@ -21,3 +26,15 @@ class FakeSubscriber:
 
     def __repr__(self) -> str:
         return f"FakeSubscriber({self.name!r})"
+
+
+class RecordingLink(NoPeers):
+    """A ClusterLink that records every ``filters_changed`` call and never waits."""
+
+    def __init__(self) -> None:
+        super().__init__("0" * 40, "127.0.0.1", 0)
+        self.calls: list[list[FilterChange]] = []
+
+    def filters_changed(self, changes: list[FilterChange]) -> asyncio.Future[None] | None:
+        self.calls.append(changes)
+        return None

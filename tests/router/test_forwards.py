@@ -10,26 +10,13 @@ import json
 from collections.abc import AsyncIterator
 
 from bloom import CountingBloomFilter
-from cluster_bus.api import FilterChange, NoPeers
 from router.config import NodeConfig
 from router.node import LOSS_CHANNEL, Node
 from router.registry import FP_CHECK_EVERY, Registry
 from spark.events import TrafficEvent
+from tests.router.fakes import FakeSubscriber, RecordingLink
 
 ORIGIN = "ab" * 20
-
-
-class Sub:
-    """The least a registry subscriber is."""
-
-    def __init__(self) -> None:
-        self.channels: set[bytes] = set()
-        self.patterns: set[bytes] = set()
-        self.shard_channels: set[bytes] = set()
-        self.resp = 2
-
-    def write(self, data: bytes) -> None:
-        pass
 
 
 class Recorder:
@@ -48,16 +35,6 @@ class Recorder:
         return {"traffic_events": len(self.events)}
 
 
-class RecordingLink(NoPeers):
-    def __init__(self) -> None:
-        super().__init__("0" * 40, "127.0.0.1", 0)
-        self.calls: list[list[FilterChange]] = []
-
-    def filters_changed(self, changes: list[FilterChange]) -> asyncio.Future[None] | None:
-        self.calls.append(changes)
-        return None
-
-
 @contextlib.asynccontextmanager
 async def wired_node(**config: str) -> AsyncIterator[tuple[Node, RecordingLink, Recorder]]:
     node = Node(NodeConfig(port=0, **config))
@@ -70,11 +47,11 @@ async def wired_node(**config: str) -> AsyncIterator[tuple[Node, RecordingLink, 
         await node.stop()
 
 
-def crowded_registry() -> tuple[Registry, Sub]:
+def crowded_registry() -> tuple[Registry, FakeSubscriber]:
     """A registry whose 64-bit channel filter holds 40 channels: mostly ones."""
     registry = Registry(capacity=16, fp_rate=0.01)
     registry.channel_filter = CountingBloomFilter(64)
-    sub = Sub()
+    sub = FakeSubscriber("s")
     for i in range(40):
         registry.subscribe(sub, b"sub%d" % i)
     return registry, sub
@@ -136,7 +113,7 @@ def test_mostly_false_positive_window_rebuilds_the_filter_at_twice_m():
 
 def test_true_hits_on_a_sparse_filter_do_not_rebuild():
     registry = Registry(capacity=1024, fp_rate=0.01)
-    registry.subscribe(Sub(), b"only")
+    registry.subscribe(FakeSubscriber("s"), b"only")
     for _ in range(4 * FP_CHECK_EVERY):
         assert registry.forward_received(False) == []
     assert registry.channel_filter.m == Registry(1024, 0.01).channel_filter.m
@@ -153,7 +130,7 @@ def test_rebuild_stops_at_max_m():
 def test_node_hands_a_rebuilt_filter_to_its_link():
     async def scenario() -> None:
         async with wired_node() as (node, link, _):
-            sub = Sub()
+            sub = FakeSubscriber("s")
             node.registry.channel_filter = CountingBloomFilter(64)
             for i in range(40):
                 node.registry.subscribe(sub, b"sub%d" % i)

@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator
 from cluster_bus.api import FilterChange, NoPeers
 from router.config import NodeConfig
 from router.node import Node
+from tests.router.fakes import RecordingLink
 
 
 @contextlib.asynccontextmanager
@@ -89,16 +90,6 @@ def test_confirmation_is_held_and_precedes_messages():
                 w.close()
 
     asyncio.run(scenario())
-
-
-class RecordingLink(NoPeers):
-    def __init__(self) -> None:
-        super().__init__("0" * 40, "127.0.0.1", 0)
-        self.calls: list[list[FilterChange]] = []
-
-    def filters_changed(self, changes: list[FilterChange]) -> asyncio.Future[None] | None:
-        self.calls.append(changes)
-        return None
 
 
 def test_one_command_announces_one_merged_change_per_filter():
