@@ -177,8 +177,9 @@ class BusConfig:
     """The cluster bus's settings. Times in ms, sizes in bytes.
 
     ``port`` is the bus port (0: any free port); ``client_port`` is announced
-    to peers (CLUSTER NODES shows it). ``join`` holds seed bus addresses
-    ``host:port``. ``max_body`` bounds a frame body once a link is
+    to peers (CLUSTER NODES shows it), and so is ``announce_bus_port`` instead
+    of the bound bus port when given (Redis's ``cluster-announce-bus-port``).
+    ``join`` holds seed bus addresses ``host:port``. ``max_body`` bounds a frame body once a link is
     authenticated (two bulk strings of ``proto-max-bulk-len`` plus slack).
     ``ping_interval_ms`` None: node_timeout_ms / 10 within [20, 1000].
     ``replay_bytes`` / ``replay_ms`` bound each peer's replay buffer of
@@ -188,6 +189,7 @@ class BusConfig:
     bind: str = "127.0.0.1"
     port: int = 16379
     client_port: int = 6379
+    announce_bus_port: int | None = None  # redis.conf cluster-announce-bus-port
     join: tuple[str, ...] = field(default_factory=tuple)
     cluster_secret: str | None = None
     node_timeout_ms: int = 15000  # redis.conf cluster-node-timeout

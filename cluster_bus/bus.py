@@ -149,7 +149,7 @@ class ClusterBus:
             lambda: self._new_link(None), self.config.bind, self.config.port
         )
         self.port = self._server.sockets[0].getsockname()[1]
-        self.membership.myself.bus_port = self.port
+        self.membership.myself.bus_port = self.config.announce_bus_port or self.port
         for name in FILTER_NAMES:
             self.sync.start(KIND_OF[name], self.node.filter_snapshot(name))
         for seed in self.config.join:
@@ -214,7 +214,11 @@ class ClusterBus:
 
     def nodes_lines(self) -> list[str]:
         return cluster_nodes(
-            self.membership, self.client_port, self.port, self.sync.epoch, self.mesh.linked_out
+            self.membership,
+            self.client_port,
+            self.membership.myself.bus_port,
+            self.sync.epoch,
+            self.mesh.linked_out,
         )
 
     # -- LinkOwner: what links report --------------------------------------------------

@@ -41,6 +41,7 @@ class NodeConfig:
     filter_fp_rate: float = 0.01  # target false-positive rate per peer filter
     # cluster bus (cluster_bus/)
     cluster_port: int | None = None  # default: port + 10000, as Redis Cluster
+    cluster_announce_bus_port: int | None = None  # told to peers instead (NAT, proxies)
     join: list[str] = field(default_factory=list)  # seeds, "host:busport"
     cluster_secret: str | None = None
     node_timeout_ms: int = 15000  # redis.conf cluster-node-timeout
@@ -64,6 +65,7 @@ class NodeConfig:
             bind=self.bind,
             port=self.bus_port,
             client_port=client_port,
+            announce_bus_port=self.cluster_announce_bus_port,
             join=tuple(self.join),
             cluster_secret=self.cluster_secret,
             node_timeout_ms=self.node_timeout_ms,
@@ -108,6 +110,11 @@ def add_node_arguments(parser: argparse.ArgumentParser) -> None:
     add("--filter-capacity", type=int, help="channels the first filter is sized for")
     add("--filter-fp-rate", type=float, help="target false-positive rate per filter")
     add("--cluster-port", type=int, help="cluster bus port (default port+10000)")
+    add(
+        "--cluster-announce-bus-port",
+        type=int,
+        help="bus port announced to peers, when they reach this node through NAT or a proxy",
+    )
     add("--join", action="append", help="seed node bus address host:port (repeatable)")
     add("--cluster-secret", help="shared secret: HMAC on the bus handshake")
     add("--node-timeout-ms", type=int, help="PING timeout before a peer is suspected")

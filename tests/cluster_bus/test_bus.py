@@ -583,3 +583,24 @@ def test_a_cut_longer_than_the_replay_buffer_loses_an_exact_counted_number():
             await stop_all(pairs)
 
     run(main())
+
+
+def test_announced_bus_port_is_what_peers_learn_and_dial():
+    """cluster-announce-bus-port: peers learn (and CLUSTER NODES shows) the
+    announced port, not the bound one (how nodes behind a proxy are reached)."""
+
+    async def main():
+        a = BusTestNode()
+        bus_a = ClusterBus(a, config(announce_bus_port=45678))
+        await bus_a.start()
+        b = BusTestNode()
+        bus_b = ClusterBus(b, config(join=[f"127.0.0.1:{bus_a.port}"]))
+        await bus_b.start()
+        try:
+            await until(lambda: a.node_id in bus_b.membership.peers, what="joined")
+            await until(lambda: bus_b.membership.peers[a.node_id].bus_port == 45678)
+            assert bus_a.nodes_lines()[0].split()[1].endswith("@45678")
+        finally:
+            await stop_all([(a, bus_a), (b, bus_b)])
+
+    run(main())
