@@ -18,7 +18,6 @@ from __future__ import annotations
 import logging
 
 from cluster_bus.api import LocalDelivery
-from cluster_bus.codec import encode_publish
 from cluster_bus.frames import MsgType, Publish, Resend, Session
 from cluster_bus.info import BusStats
 from cluster_bus.link import Link, now_ms
@@ -56,7 +55,8 @@ class Forwarding:
     def _out(self, peer: str) -> OutSession:
         session = self.out_sessions.get(peer)
         if session is None:
-            session = self.out_sessions[peer] = OutSession(self.replay_bytes, self.replay_ms)
+            session = OutSession(self.replay_bytes, self.replay_ms, now=now_ms())
+            self.out_sessions[peer] = session
         return session
 
     def _in(self, peer: str) -> InSession:
@@ -86,13 +86,10 @@ class Forwarding:
             self.out_sessions,
             self._sender,
         )
-        now = now_ms()
         sent = 0
         for node_id in nodes:
             session = sessions.get(node_id) or self._out(node_id)
-            seq = session.number()
-            frame = encode_publish(sender, seq, origin_seq, shard, channel, message)
-            session.keep(seq, frame, now)
+            frame = session.publish(sender, origin_seq, shard, channel, message)
             link = out.get(node_id)
             if link is None or not link.authenticated:
                 link = inbound.get(node_id)

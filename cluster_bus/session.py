@@ -34,6 +34,9 @@ from __future__ import annotations
 import os
 from collections import deque
 from dataclasses import dataclass
+from itertools import islice
+
+from cluster_bus.codec import encode_publish
 
 #: a RESEND for one session is repeated at most this often while the gap stays
 RESEND_RETRY_MS = 100
@@ -52,42 +55,88 @@ def new_session_id() -> int:
 
 
 class OutSession:
-    """The sending half: numbering and the replay buffer of one peer."""
+    """The sending half: numbering and the replay buffer of one peer.
 
-    __slots__ = ("_buffer", "_bytes", "announced", "max_bytes", "max_ms", "next_seq", "session_id")
+    The buffer holds frames only (bytes objects, which the garbage collector
+    does not track: a full 64 MiB buffer costs no GC time); their sequence
+    numbers are consecutive from ``first_seq``. Frames are stamped with the
+    time of the last :meth:`expire` (the bus calls it every heartbeat period)
+    rather than read from the clock per frame, so the age limit holds to
+    within a period; ``_marks`` keeps one (stamp, first sequence) per period."""
 
-    def __init__(self, max_bytes: int, max_ms: int, session_id: int | None = None) -> None:
+    __slots__ = (
+        "_bytes",
+        "_first",
+        "_frames",
+        "_marked",
+        "_marks",
+        "announced",
+        "max_bytes",
+        "max_ms",
+        "next_seq",
+        "session_id",
+        "stamp",
+    )
+
+    def __init__(
+        self, max_bytes: int, max_ms: int, session_id: int | None = None, now: int = 0
+    ) -> None:
         self.session_id = session_id if session_id is not None else new_session_id()
         self.max_bytes = max_bytes
         self.max_ms = max_ms
         self.next_seq = 1
         self.announced = 1  # next_seq when a SESSION last told the peer
-        self._buffer: deque[tuple[int, int, bytes]] = deque()  # (seq, time ms, frame)
+        self.stamp = now
+        self._frames: deque[bytes] = deque()
+        self._first = 1  # sequence number of _frames[0]
         self._bytes = 0
+        self._marks: deque[tuple[int, int]] = deque()  # (stamp ms, first seq stamped so)
+        self._marked = False
 
-    def number(self) -> int:
-        """The sequence number of the next frame (then keep it with :meth:`keep`)."""
+    def publish(
+        self, sender: int, origin_seq: int, shard: bool, channel: bytes, payload: bytes
+    ) -> bytes:
+        """Number a forwarded PUBLISH, keep its frame for replay, return the frame."""
         seq = self.next_seq
-        self.next_seq = (seq + 1) % _MOD or 1
-        return seq
-
-    def keep(self, seq: int, frame: bytes, now: int) -> None:
-        """Keep an encoded frame for replay, evicting what is over the limits."""
-        buffer = self._buffer
-        buffer.append((seq, now, frame))
+        self.next_seq = seq + 1 if seq != 0xFFFFFFFF else 1  # 0 is never a sequence number
+        frame = encode_publish(sender, seq, origin_seq, shard, channel, payload)
+        if not self._frames:
+            self._first = seq
+        self._frames.append(frame)
+        if not self._marked:
+            self._marks.append((self.stamp, seq))
+            self._marked = True
         self._bytes += len(frame)
-        if self._bytes > self.max_bytes or now - buffer[0][1] > self.max_ms:
-            self.expire(now)
+        if self._bytes > self.max_bytes:
+            self._evict_bytes()
+        return frame
 
     def expire(self, now: int) -> None:
-        buffer = self._buffer
-        while buffer and (self._bytes > self.max_bytes or now - buffer[0][1] > self.max_ms):
-            self._bytes -= len(buffer.popleft()[2])
+        """Drop frames past the age limit; later frames are stamped ``now``."""
+        self.stamp = now
+        self._marked = False
+        marks = self._marks
+        while marks and now - marks[0][0] > self.max_ms:
+            marks.popleft()
+            end = marks[0][1] if marks else self.next_seq
+            while self._frames and seq_diff(end, self._first) > 0:
+                self._drop_first()
+
+    def _evict_bytes(self) -> None:
+        while self._frames and self._bytes > self.max_bytes:
+            self._drop_first()
+        marks = self._marks
+        while len(marks) > 1 and seq_diff(marks[1][1], self._first) <= 0:
+            marks.popleft()
+
+    def _drop_first(self) -> None:
+        self._bytes -= len(self._frames.popleft())
+        self._first = self._first + 1 if self._first != 0xFFFFFFFF else 1
 
     @property
     def first_seq(self) -> int:
         """The oldest sequence number still in the buffer (next_seq when empty)."""
-        return self._buffer[0][0] if self._buffer else self.next_seq
+        return self._first if self._frames else self.next_seq
 
     @property
     def buffered_bytes(self) -> int:
@@ -95,7 +144,8 @@ class OutSession:
 
     def replay(self, from_seq: int) -> list[bytes]:
         """The kept frames numbered ``from_seq`` and later, in order."""
-        return [frame for seq, _, frame in self._buffer if seq_diff(seq, from_seq) >= 0]
+        skip = max(0, seq_diff(from_seq, self._first)) if self._frames else 0
+        return list(islice(self._frames, skip, None))
 
 
 @dataclass(frozen=True, slots=True)

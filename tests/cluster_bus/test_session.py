@@ -9,18 +9,42 @@ import random
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from cluster_bus.decoder import FrameDecoder
+from cluster_bus.frames import Publish
 from cluster_bus.session import RESEND_RETRY_MS, InSession, OutSession, seq_diff
 
 
+def decode(frame: bytes) -> Publish:
+    (msg,) = FrameDecoder().feed(frame)
+    assert isinstance(msg, Publish)
+    return msg
+
+
 def test_numbering_and_buffer_limits():
-    out = OutSession(max_bytes=30, max_ms=1000, session_id=7)
+    out = OutSession(max_bytes=3 * 32, max_ms=1000, session_id=7)
+    frames = []
     for i in range(5):
-        seq = out.number()
-        out.keep(seq, b"0123456789", now=i)  # 10 bytes each: at most 3 kept
-    assert out.next_seq == 6 and out.first_seq == 3 and out.buffered_bytes == 30
-    assert out.replay(4) == [b"0123456789"] * 2
-    out.expire(now=2000)  # older than max_ms
+        out.expire(now=i)  # the tick stamps what follows
+        frames.append(out.publish(0xAB, 100 + i, False, b"c", b"%d" % i))  # 32 bytes each
+    assert decode(frames[0]) == Publish(1, 100, False, b"c", b"0")
+    assert out.next_seq == 6 and out.first_seq == 3 and out.buffered_bytes == 3 * 32
+    assert out.replay(4) == frames[3:]
+    out.expire(now=1003)  # frame 3 (stamped 2) is now older than max_ms
+    assert out.first_seq == 4
+    out.expire(now=2000)
     assert out.first_seq == out.next_seq == 6 and out.buffered_bytes == 0
+
+
+def test_age_eviction_after_bytes_eviction_keeps_the_newer_frames():
+    out = OutSession(max_bytes=2 * 32, max_ms=100, session_id=3)
+    out.expire(now=0)
+    for i in range(3):  # stamped 0; the first is evicted by bytes
+        out.publish(1, i, False, b"c", b"a")
+    out.expire(now=50)
+    newer = out.publish(1, 9, False, b"c", b"b")  # stamped 50; evicts the second
+    assert out.first_seq == 3
+    out.expire(now=101)  # the stamp-0 frames are too old, the stamp-50 one is not
+    assert out.first_seq == 4 and out.replay(4) == [newer]
 
 
 def test_in_order_duplicate_and_gap():
@@ -50,7 +74,8 @@ def test_sequence_numbers_wrap():
     assert seq_diff(1, 0xFFFFFFFF) == 2 and seq_diff(0xFFFFFFFF, 1) == -2
     out = OutSession(1 << 20, 10_000)
     out.next_seq = 0xFFFFFFFF
-    assert out.number() == 0xFFFFFFFF and out.number() == 1  # 0 is never used
+    assert decode(out.publish(1, 1, False, b"c", b"")).seq == 0xFFFFFFFF
+    assert decode(out.publish(1, 2, False, b"c", b"")).seq == 1  # 0 is never used
     s = InSession()
     s.expected = 0xFFFFFFFF
     assert s.accept(0xFFFFFFFF) and s.accept(1)
@@ -84,10 +109,11 @@ def run_link(seed: int, drop: float, dup: float, cuts: int, frames: int, max_byt
         if i % 15 == 0 and out.next_seq != announced:  # the heartbeat tick
             announced = out.next_seq
             wire(to_receiver, ("session", out.session_id, out.first_seq, out.next_seq))
+        if i % 15 == 0:
+            out.expire(now)
         if i < frames:
-            seq = out.number()
-            frame = i.to_bytes(4, "big")
-            out.keep(seq, frame, now)
+            seq = out.next_seq
+            frame = out.publish(1, i, False, b"c", i.to_bytes(4, "big"))
             wire(to_receiver, ("publish", seq, frame))
             if i in cut_at:  # the link resets: in flight is gone, a new one opens
                 to_receiver.clear()
@@ -100,7 +126,7 @@ def run_link(seed: int, drop: float, dup: float, cuts: int, frames: int, max_byt
                 if resend is not None:
                     wire(to_sender, ("resend", resend))
             elif inn.accept(msg[1]):
-                delivered.append(int.from_bytes(msg[2], "big"))
+                delivered.append(int.from_bytes(msg[2][-4:], "big"))
             else:
                 resend = inn.out_of_order(msg[1], now).resend
                 if resend is not None:
@@ -134,6 +160,6 @@ def test_lossy_link_with_a_big_buffer_delivers_each_frame_once_in_order(seed, dr
 @settings(max_examples=60, deadline=None)
 @given(seed=st.integers(0, 2**32), cuts=st.integers(1, 5))
 def test_with_a_small_buffer_every_frame_is_delivered_or_counted_lost(seed, cuts):
-    delivered, lost = run_link(seed, drop=0.1, dup=0.1, cuts=cuts, frames=200, max_bytes=4 * 8)
+    delivered, lost = run_link(seed, drop=0.1, dup=0.1, cuts=cuts, frames=200, max_bytes=8 * 35)
     assert delivered == sorted(delivered) and len(set(delivered)) == len(delivered)
     assert len(delivered) + lost == 200
