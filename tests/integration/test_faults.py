@@ -137,6 +137,36 @@ def test_dropped_publish_frames_are_found_and_replayed(cluster):
         run.stop()
 
 
+def test_dropped_tail_of_a_burst_is_found_without_a_later_frame(cluster):
+    """The last frames of a burst dropped, nothing published after them: no later
+    frame reveals the gap, so the sender's per-tick SESSION must (session.py)."""
+    run = started(cluster)
+    try:
+        pub = run.ledger.publisher
+        pub.pause()
+        time.sleep(0.3)
+        for proxy in cluster.proxies:
+            proxy.drop_frames(3)
+        pub.resume()
+        pub.wait_published(pub.published + 3)
+        pub.pause()
+        deadline = time.monotonic() + 5
+        while sum(p.counts["frames_dropped"] for p in cluster.proxies) < 3:
+            assert time.monotonic() < deadline, "the proxies dropped no PUBLISH frame"
+            time.sleep(0.01)
+        for proxy in cluster.proxies:
+            proxy.pass_through()
+        run.last = pub.published
+        run.ledger.drain(run.last, 10, run.current)
+        verdicts = run.verdicts()
+        print({k: v.as_dict() for k, v in verdicts.items()})
+        for v in verdicts.values():
+            assert v.clean, v.as_dict()
+        assert counter(cluster, 1, "cluster_stats_sequence_gaps") > 0
+    finally:
+        run.stop()
+
+
 @pytest.mark.slow
 def test_sigstop_past_the_node_timeout_loses_nothing(cluster):
     run = started(cluster)
