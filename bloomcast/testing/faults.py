@@ -34,6 +34,7 @@ from typing import Any, TypeVar
 import redis
 
 from bloomcast.testing.local_cluster import LocalCluster
+from bloomcast.testing.ports import free_ports
 from bloomcast.testing.process import parse_info
 from bloomcast.testing.proxy import FaultProxy
 
@@ -46,7 +47,16 @@ class ProxiedCluster(LocalCluster):
 
     def __init__(self, nodes: int, **kwargs: Any) -> None:
         super().__init__(nodes, **kwargs)
-        self.proxies = [FaultProxy(self.bus_ports[i], host=self.host) for i in range(nodes)]
+        if kwargs.get("base_port") is None:
+            # all 3N ports from one call: distinct (separate calls may repeat one)
+            picked = free_ports(3 * nodes, self.host)
+            self.ports, self.bus_ports = picked[:nodes], picked[nodes : 2 * nodes]
+            proxy_ports = picked[2 * nodes :]
+        else:
+            proxy_ports = free_ports(nodes, self.host)
+        self.proxies = [
+            FaultProxy(self.bus_ports[i], proxy_ports[i], host=self.host) for i in range(nodes)
+        ]
         self.announce_ports = [p.port for p in self.proxies]
         self._proxies_started = False
 

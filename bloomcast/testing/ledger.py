@@ -96,6 +96,7 @@ class Publisher:
         self.published = 0  # the last number sent (answered or uncertain)
         self.uncertain: set[int] = set()
         self._paused = threading.Event()
+        self._idle = threading.Event()  # the thread saw the pause: nothing in flight
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -112,6 +113,7 @@ class Publisher:
         next_at = time.monotonic()
         while not self._stop.is_set():
             if self._paused.is_set():
+                self._idle.set()
                 time.sleep(0.01)
                 next_at = time.monotonic()
                 continue
@@ -146,11 +148,34 @@ class Publisher:
         if sock is not None:
             sock.close()
 
-    def pause(self) -> None:
+    def pause(self, timeout: float = 10.0) -> None:
+        """Stop publishing; returns once no PUBLISH of the thread is in flight."""
+        self._idle.clear()
         self._paused.set()
+        if self._thread is not None and self._thread.is_alive() and not self._idle.wait(timeout):
+            raise TimeoutError("the publisher did not pause")
 
     def resume(self) -> None:
         self._paused.clear()
+
+    def burst(self, count: int) -> None:
+        """While paused: publish exactly the next ``count`` numbers from the
+        caller's thread, each answered before this returns."""
+        if not self._idle.is_set():
+            raise RuntimeError("burst() needs the publisher paused")
+        reader = hiredis.Reader()
+        with _connect(self.address, None, 5.0) as sock:
+            for _ in range(count):
+                n = self.published + 1
+                sock.sendall(_command("PUBLISH", self.channel, f"{self.name}:{n}"))
+                while (reply := reader.gets()) is False:
+                    data = sock.recv(4096)
+                    if not data:
+                        raise ConnectionError("closed")
+                    reader.feed(data)
+                if isinstance(reply, hiredis.ReplyError):
+                    raise reply
+                self.published = n
 
     def wait_published(self, n: int, timeout: float = 30.0) -> None:
         deadline = time.monotonic() + timeout

@@ -139,20 +139,21 @@ def test_dropped_publish_frames_are_found_and_replayed(cluster):
 
 
 def test_dropped_tail_of_a_burst_is_found_without_a_later_frame(cluster):
-    """The last frames of a burst dropped, nothing published after them: no later
-    frame reveals the gap, so the sender's per-tick SESSION must (session.py)."""
+    """A whole burst dropped and nothing published after it: no later frame
+    reveals the gap (sequence_gaps stays put), so the sender's per-tick
+    SESSION must, and the replay brings every frame (session.py)."""
     run = started(cluster)
     try:
         pub = run.ledger.publisher
         pub.pause()
-        time.sleep(0.3)
-        for proxy in cluster.proxies:
-            proxy.drop_frames(3)
-        pub.resume()
-        pub.wait_published(pub.published + 3)
-        pub.pause()
+        run.ledger.drain(pub.published, 10, run.current)
+        gaps = counter(cluster, 1, "cluster_stats_sequence_gaps")
+        replayed = counter(cluster, 0, "cluster_stats_publish_replayed")
+        for proxy in cluster.proxies:  # A's forwards to B cross exactly one of them
+            proxy.drop_frames(5)
+        pub.burst(5)
         deadline = time.monotonic() + 5
-        while sum(p.counts["frames_dropped"] for p in cluster.proxies) < 3:
+        while sum(p.counts["frames_dropped"] for p in cluster.proxies) < 5:
             assert time.monotonic() < deadline, "the proxies dropped no PUBLISH frame"
             time.sleep(0.01)
         for proxy in cluster.proxies:
@@ -163,7 +164,9 @@ def test_dropped_tail_of_a_burst_is_found_without_a_later_frame(cluster):
         print({k: v.as_dict() for k, v in verdicts.items()})
         for v in verdicts.values():
             assert v.clean, v.as_dict()
-        assert counter(cluster, 1, "cluster_stats_sequence_gaps") > 0
+        assert sum(p.counts["frames_dropped"] for p in cluster.proxies) == 5
+        assert counter(cluster, 1, "cluster_stats_sequence_gaps") == gaps
+        assert counter(cluster, 0, "cluster_stats_publish_replayed") - replayed == 5
     finally:
         run.stop()
 
