@@ -1,11 +1,11 @@
 """``bloomcast bench``: every benchmark side by side with its anchor, in one run.
 
-    bloomcast bench [all|single|cluster|simulate|convergence] [--nodes 3,6,12]
+    bloomcast bench [all|single|cluster|simulate|convergence|faults] [--nodes 3,6,12]
                     [--quick] [--out docs/]
 
 Writes ``<out>/benchmarks.json`` (merged key by key) and the sections it owns
 in ``<out>/benchmarks.md`` ("How these numbers were taken", "single node",
-"cluster", "convergence"), leaving other sections as they are; plots go to
+"cluster", "convergence", "faults"), leaving other sections as they are; plots go to
 ``<out>/*.png``. redis-benchmark (Debian's redis-tools) is required; the
 command says how to install it when missing. Speed is reported, never
 asserted.
@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-PARTS = ("single", "cluster", "simulate", "convergence")
+PARTS = ("single", "cluster", "simulate", "convergence", "faults")
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -113,6 +113,11 @@ def run_parts(
         vplan.sizes = parse_sizes(sizes_arg, vplan.sizes)
         print(f"bench: convergence {vplan.sizes} ...", flush=True)
         results["convergence"] = run_convergence(vplan)
+    if "faults" in parts:
+        from bench.faults import run_faults
+
+        print("bench: faults (bloomcast and Redis Cluster) ...", flush=True)
+        results["faults"] = run_faults()
     if "simulate" in parts:
         results["simulation"] = run_simulate(args, sizes_arg if args.part == "simulate" else None)
     return results
@@ -187,6 +192,10 @@ def write_outputs(
         sections["cluster"] = _with_command(body, meta)
     if "convergence" in results:
         sections["convergence"] = _with_command(convergence_markdown(results["convergence"]), meta)
+    if "faults" in results:
+        from bench.faults import faults_markdown
+
+        sections["faults"] = _with_command(faults_markdown(results["faults"]), meta)
     update_markdown(out / "benchmarks.md", sections)
     return meta
 

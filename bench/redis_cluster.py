@@ -63,6 +63,7 @@ class ClusterNode:
     bus_port: int
     workdir: Path
     proc: subprocess.Popen[bytes]
+    cmd: list[str] = field(default_factory=list)  # to restart it (bench/faults.py)
 
 
 @dataclass(frozen=True)
@@ -91,6 +92,10 @@ class RedisCluster(Managed):
     node_timeout_ms: int = 5000
     start_timeout: float = 60.0
     nodes: list[ClusterNode] = field(default_factory=list)
+    #: bus ports to announce (``cluster-announce-bus-port``, and the port MEET
+    #: uses), e.g. fault proxies in front of ``bus_ports_fixed`` (bench/faults.py)
+    announce_bus_ports: list[int] | None = None
+    bus_ports_fixed: list[int] | None = None
 
     def __post_init__(self) -> None:
         if self.binary is None:
@@ -122,6 +127,8 @@ class RedisCluster(Managed):
         ports = free_ports(2 * self.n)
         for i in range(self.n):
             port, bus_port = ports[2 * i], ports[2 * i + 1]
+            if self.bus_ports_fixed is not None:
+                bus_port = self.bus_ports_fixed[i]
             workdir = Path(tempfile.mkdtemp(prefix=f"bench-rc-{port}-"))
             cmd = [
                 self.binary,
@@ -137,8 +144,10 @@ class RedisCluster(Managed):
                 "--protected-mode", "no",
                 "--logfile", str(workdir / "server.log"),
             ]  # fmt: skip
+            if self.announce_bus_ports is not None:
+                cmd += ["--cluster-announce-bus-port", str(self.announce_bus_ports[i])]
             proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            self.nodes.append(ClusterNode(port, bus_port, workdir, proc))
+            self.nodes.append(ClusterNode(port, bus_port, workdir, proc, cmd))
         for node in self.nodes:
             wait_for_ping(node.port, timeout=self.start_timeout, proc=node.proc)
         # distinct config epochs up front, as redis-cli --cluster create does: no
@@ -150,8 +159,9 @@ class RedisCluster(Managed):
         # waiting for gossip to spread (slow at N = 12 on a busy machine)
         for i in range(1, self.n):
             with self.client(i) as c:
-                for other in self.nodes[:i]:
-                    c.execute_command("CLUSTER", "MEET", LOOPBACK, other.port, other.bus_port)
+                for j, other in enumerate(self.nodes[:i]):
+                    bus = self.announce_bus_ports[j] if self.announce_bus_ports else other.bus_port
+                    c.execute_command("CLUSTER", "MEET", LOOPBACK, other.port, bus)
         for i, (lo, hi) in enumerate(slot_ranges(self.n)):
             with self.client(i) as c:
                 c.execute_command("CLUSTER", "ADDSLOTSRANGE", lo, hi)
