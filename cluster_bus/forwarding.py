@@ -161,15 +161,20 @@ class Forwarding:
     # -- upkeep ------------------------------------------------------------------------
 
     def tick(self, now: int) -> None:
-        """Each heartbeat period: age out idle replay buffers, and tell every peer
-        we sent to since the last tick where our session stands (a receiver
-        that missed the tail of a burst has no later frame to reveal the gap)."""
+        """Each heartbeat period: age out idle replay buffers, tell every peer we
+        sent to since the last tick where our session stands (a receiver that
+        missed the tail of a burst has no later frame to reveal the gap), and
+        ask again for any gap still open (its replay may have been lost too)."""
         for peer, session in self.out_sessions.items():
             session.expire(now)
             if session.announced != session.next_seq:
                 link = self.mesh.link_to(peer)
                 if link is not None:
                     self.mesh.send(link, self._announce(session))
+        for peer, incoming in self.in_sessions.items():
+            resend = incoming.retry(now)
+            if resend is not None:
+                self.mesh.send_to(peer, Resend(incoming.session_id, resend))
 
     def forget(self, peer: str) -> None:
         """The peer left membership: its sessions, both ways, go with it."""

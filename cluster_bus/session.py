@@ -164,7 +164,7 @@ DUPLICATE = Verdict(duplicate=True)
 class InSession:
     """The receiving half: the next sequence number expected from one peer."""
 
-    __slots__ = ("_asked", "_asked_ms", "expected", "lost", "session_id")
+    __slots__ = ("_asked", "_asked_ms", "_horizon", "expected", "lost", "session_id")
 
     def __init__(self) -> None:
         self.session_id = 0  # none yet
@@ -172,6 +172,7 @@ class InSession:
         self.lost = 0  # frames the sender could no longer replay (exact)
         self._asked = 0  # the sequence number last asked for
         self._asked_ms = -RESEND_RETRY_MS
+        self._horizon: int | None = None  # 1 + the highest sequence number known sent
 
     def accept(self, seq: int) -> bool:
         """Whether ``seq`` is the next one (then it is delivered: in order, once)."""
@@ -184,7 +185,12 @@ class InSession:
         """A PUBLISH that :meth:`accept` refused: a duplicate, or past a gap."""
         if seq_diff(seq, self.expected) < 0:
             return DUPLICATE
+        self._extend((seq + 1) % _MOD or 1)
         return Verdict(resend=self._ask(now))
+
+    def _extend(self, horizon: int) -> None:
+        if self._horizon is None or seq_diff(horizon, self._horizon) > 0:
+            self._horizon = horizon
 
     def _ask(self, now: int) -> int | None:
         """RESEND from ``expected``, unless that was asked less than
@@ -194,6 +200,16 @@ class InSession:
         self._asked, self._asked_ms = self.expected, now
         return self.expected
 
+    def retry(self, now: int) -> int | None:
+        """Each heartbeat period: a RESEND to repeat while a known gap stays open
+        (frames past it were seen, or a SESSION said more was sent) and the last
+        ask is ``RESEND_RETRY_MS`` old: its replay may have been lost as well."""
+        horizon = self._horizon
+        if horizon is None or seq_diff(horizon, self.expected) <= 0:
+            self._horizon = None
+            return None
+        return self._ask(now)
+
     def start(self, session_id: int, first: int, next_seq: int, now: int) -> tuple[int, int | None]:
         """A SESSION frame: (frames lost for good, sequence to RESEND from or None)."""
         if session_id != self.session_id:
@@ -201,11 +217,13 @@ class InSession:
             # (what an older session still owed is unknown: the sender forgot it)
             self.session_id = session_id
             self.expected = 1
+            self._horizon = None
         lost = 0
         if seq_diff(first, self.expected) > 0:
             lost = seq_diff(first, self.expected)
             self.lost += lost
             self.expected = first
         if seq_diff(next_seq, self.expected) > 0:
+            self._extend(next_seq)
             return lost, self._ask(now)
         return lost, None

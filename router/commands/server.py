@@ -11,7 +11,15 @@ if TYPE_CHECKING:
     from router.client import Client
     from router.node import Node
 
-_DEFAULT_SECTIONS = ("server", "clients", "stats", "filters", "traffic", "cluster")
+_DEFAULT_SECTIONS = (
+    "server",
+    "clients",
+    "stats",
+    "filters",
+    "traffic",
+    "forwards_lost",
+    "cluster",
+)
 
 
 def info(node: Node, client: Client, args: list[bytes]) -> Reply:

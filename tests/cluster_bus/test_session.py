@@ -59,6 +59,19 @@ def test_in_order_duplicate_and_gap():
     assert s.accept(3) and s.expected == 4
 
 
+def test_an_open_gap_is_asked_again_each_period_until_it_closes():
+    s = InSession()
+    s.start(9, 1, 1, now=0)
+    assert s.retry(now=1000) is None  # nothing known missing
+    assert s.out_of_order(4, now=1000).resend == 1  # 1..3 missing
+    assert s.retry(now=1000 + RESEND_RETRY_MS - 1) is None  # just asked
+    assert s.retry(now=1000 + RESEND_RETRY_MS) == 1  # the replay was lost too
+    assert s.accept(1) and s.accept(2) and s.accept(3)
+    assert s.retry(now=5000) == 4  # 4 was seen before, but never delivered
+    assert s.accept(4)
+    assert s.retry(now=9000) is None
+
+
 def test_session_frame_counts_what_the_buffer_lost_and_asks_for_the_rest():
     s = InSession()
     assert s.start(1, 1, 1, now=0) == (0, None)
