@@ -116,9 +116,7 @@ class Forwarding:
         if msg.session_id != session.session_id or seq_diff(msg.from_seq, session.first_seq) < 0:
             # not this session, or gone from the buffer: say what we hold (the
             # receiver counts the rest as lost and asks again)
-            self.mesh.send_to(
-                peer, Session(session.session_id, session.first_seq, session.next_seq), link
-            )
+            self.mesh.send_to(peer, self._announce(session), link)
             return
         frames = session.replay(msg.from_seq)
         target = self.mesh.link_to(peer) or link
