@@ -255,6 +255,8 @@ class ClusterBus:
 
     def link_closed(self, link: Link) -> None:
         self.mesh.drop(link)
+        if link.authenticated:
+            self.forwarding.link_down(link)
         peer = link.peer_id
         if peer is None:
             return

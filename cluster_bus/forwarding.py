@@ -51,6 +51,7 @@ class Forwarding:
         self.replay_ms = replay_ms
         self.out_sessions: dict[str, OutSession] = {}
         self.in_sessions: dict[str, InSession] = {}
+        self._heard: dict[str, int] = {}  # peer -> last bytes from it on a closed link, ms
 
     def _out(self, peer: str) -> OutSession:
         session = self.out_sessions.get(peer)
@@ -152,7 +153,7 @@ class Forwarding:
                 lost,
                 peer,
             )
-            self.node.forwards_lost(peer, lost)
+            self.node.forwards_lost(peer, lost, self._heard.get(peer, 0))
         if resend is not None:
             self.mesh.send_to(peer, Resend(msg.session_id, resend), link)
 
@@ -174,10 +175,18 @@ class Forwarding:
             if resend is not None:
                 self.mesh.send_to(peer, Resend(incoming.session_id, resend))
 
+    def link_down(self, link: Link) -> None:
+        """A link closed: remember when its peer last sent on it (the start of
+        the time range of any loss learned on reconnect)."""
+        if link.peer_id is not None:
+            heard = self._heard.get(link.peer_id, 0)
+            self._heard[link.peer_id] = max(heard, link.last_rx_ms)
+
     def forget(self, peer: str) -> None:
         """The peer left membership: its sessions, both ways, go with it."""
         self.out_sessions.pop(peer, None)
         self.in_sessions.pop(peer, None)
+        self._heard.pop(peer, None)
 
     def replay_buffer_bytes(self) -> int:
         return sum(s.buffered_bytes for s in self.out_sessions.values())

@@ -36,6 +36,7 @@ class BusTestNode:
         self.origins: list[tuple[str, int]] = []
         self.false_positives = 0
         self.lost: list[tuple[str, int]] = []
+        self.lost_since = -1
         self.chan = CountingBloomFilter(m)
         self.pat = PatternFilter(256)
 
@@ -52,8 +53,9 @@ class BusTestNode:
         else:
             self.false_positives += 1
 
-    def forwards_lost(self, origin: str, count: int) -> None:
+    def forwards_lost(self, origin: str, count: int, since_ms: int) -> None:
         self.lost.append((origin, count))
+        self.lost_since = since_ms
 
     def filter_snapshot(self, name: FilterName) -> FilterSnapshot:
         if name == "channels":
@@ -568,12 +570,15 @@ def test_a_cut_longer_than_the_replay_buffer_loses_an_exact_counted_number():
             buses[1].filters_changed([nodes[1].subscribe(b"c")])
             await until(lambda: buses[0].forward_publish(b"c", b"00", False, 1) == 1)
             await until(lambda: len(nodes[1].delivered) == 1)
+            cut_at = int(time.time() * 1000)
             await cut_links(buses[0], nodes[1].node_id)
             for i in range(1, 11):
                 assert buses[0].forward_publish(b"c", b"%02d" % i, False, 1 + i) == 1
             await until(lambda: len(nodes[1].delivered) == 4, what="healed and replayed")
             assert [m for _, m, _ in nodes[1].delivered] == [b"00", b"08", b"09", b"10"]
             assert nodes[1].lost == [(nodes[0].node_id, 7)]
+            # the loss's time range starts when the receiver last heard the origin
+            assert cut_at - 5_000 < nodes[1].lost_since <= int(time.time() * 1000)
             assert stat(buses[1], "cluster_stats_publish_lost") == 7
         finally:
             await stop_all(pairs)

@@ -163,9 +163,10 @@ def test_lost_forwards_are_counted_and_announced_on_the_loss_channel():
         async with wired_node() as (node, _, _):
             watch_r, watch_w = await subscribed(node.port, LOSS_CHANNEL)
             news_r, news_w = await subscribed(node.port, b"news")
-            node.forwards_lost(ORIGIN, 7)
+            node.forwards_lost(ORIGIN, 7, 1_700_000_000_000)
             note = await loss_note(watch_r)
-            assert note["node"] == ORIGIN and note["lost"] == 7 and note["time"] > 0
+            assert note["node"] == ORIGIN and note["lost"] == 7
+            assert note["from"] == 1_700_000_000.0 and note["to"] > note["from"]
             info = node.info_sections()
             assert info["stats"]["total_forwards_lost"] == 7
             assert info["forwards_lost"] == {f"from_{ORIGIN}": 7}
@@ -184,7 +185,7 @@ def test_disconnect_mode_closes_the_affected_subscribers_only():
             watch_r, watch_w = await subscribed(node.port, LOSS_CHANNEL)
             news_r, news_w = await subscribed(node.port, b"news")
             plain_r, plain_w = await asyncio.open_connection("127.0.0.1", node.port)
-            node.forwards_lost(ORIGIN, 2)
+            node.forwards_lost(ORIGIN, 2, 0)
             assert (await loss_note(watch_r))["lost"] == 2
             assert await asyncio.wait_for(news_r.read(), 5) == b""  # closed
             plain_w.write(b"PING\r\n")
