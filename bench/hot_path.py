@@ -7,7 +7,11 @@
   and the hiredis fast path, side by side;
 - a whole :class:`router.client.Client` (parse, dispatch, PUBLISH, replies
   queued and flushed once per loop turn) with 0, 1 and 10 subscribers, on
-  uvloop, with transports that only count bytes.
+  uvloop, with transports that only count bytes;
+- ``ClusterBus.forward_publish`` to one peer whose filter matches, over a
+  link that only counts bytes: routing, the session's numbering and replay
+  buffer, the frame (the forwarding path that ``bloomcast bench cluster``
+  measures end to end).
 
 It isolates the Python cost per command from the system calls that the
 socket benchmark (``bloomcast bench single``) adds; it is a tool for working on
@@ -101,6 +105,50 @@ async def client_us(subscribers: int, batches: int) -> float:
     return elapsed / commands * 1e6
 
 
+class CountingLink:
+    """An authenticated bus link that only counts what is written to it."""
+
+    authenticated = True
+    closed = False
+
+    def __init__(self) -> None:
+        self.frames = 0
+
+    def write(self, data: bytes) -> None:
+        self.frames += 1
+
+
+def forward_us(forwards: int) -> float:
+    """Microseconds per ``forward_publish`` to one matching peer.
+
+    Raises RuntimeError unless every forward reached the link."""
+    from bloom import CountingBloomFilter
+    from cluster_bus.api import BusConfig
+    from cluster_bus.bus import ClusterBus
+    from cluster_bus.frames import FilterKind
+
+    node = Node(NodeConfig(port=0))
+    bus = ClusterBus(node, BusConfig(port=0))
+    peer = "ab" * 20
+    bus.routing.add_peer(peer)
+    theirs = CountingBloomFilter(1024)
+    theirs.add(b"bench:ch")
+    bits = theirs.exported.bits.tobytes()
+    bus.routing.set_filter(
+        peer, FilterKind.CHANNELS, theirs.m, theirs.k, bits, theirs.fingerprint(), 1
+    )
+    link = CountingLink()
+    bus.mesh.out[peer] = link  # type: ignore[assignment]
+    forward = bus.forward_publish
+    start = time.perf_counter()
+    for i in range(forwards):
+        forward(b"bench:ch", b"hello", False, i)
+    elapsed = time.perf_counter() - start
+    if link.frames != forwards:
+        raise RuntimeError(f"forward path lost frames: {link.frames} of {forwards}")
+    return elapsed / forwards * 1e6
+
+
 def run(batches: int = 5000, repeats: int = 5) -> dict[str, float]:
     """Best-of-``repeats`` microseconds per command for each case."""
     new_loop: Callable[[], asyncio.AbstractEventLoop]
@@ -119,6 +167,9 @@ def run(batches: int = 5000, repeats: int = 5) -> dict[str, float]:
             out[f"Client, PUBLISH, {subs} subscribers"] = min(
                 runner.run(client_us(subs, batches)) for _ in range(repeats)
             )
+    out["ClusterBus.forward_publish, 1 peer"] = min(
+        forward_us(batches * PIPELINE) for _ in range(repeats)
+    )
     return out
 
 
