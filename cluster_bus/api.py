@@ -24,6 +24,7 @@ from dataclasses import dataclass, field, replace
 from typing import Literal, Protocol
 
 from bloom import CountingBloomFilter, PatternFilter
+from cluster_bus.slots import CLUSTER_SLOTS
 
 FilterName = Literal["channels", "patterns"]
 FILTER_NAMES: tuple[FilterName, ...] = ("channels", "patterns")
@@ -114,6 +115,18 @@ class FilterSnapshot:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class SlotRange:
+    """Slots ``start``..``end`` (inclusive) shown as served by a node (CLUSTER
+    SLOTS / SHARDS): its id and client address (cluster_bus.slots)."""
+
+    start: int
+    end: int
+    node_id: str
+    host: str
+    port: int
+
+
 class LocalDelivery(Protocol):
     """What the node offers the cluster bus."""
 
@@ -166,6 +179,10 @@ class ClusterLink(Protocol):
 
     def nodes_lines(self) -> list[str]:
         """CLUSTER NODES lines in Redis's format, this node first."""
+        ...
+
+    def slot_map(self) -> list[SlotRange]:
+        """The hash slots over the live nodes, in slot order (cluster_bus.slots)."""
         ...
 
     def peer_count(self) -> int:
@@ -226,9 +243,12 @@ class NoPeers:
     def info_fields(self) -> dict[str, int | str]:
         return {
             "cluster_state": "ok",
-            "cluster_slots_assigned": 0,
+            "cluster_slots_assigned": CLUSTER_SLOTS,
+            "cluster_slots_ok": CLUSTER_SLOTS,
+            "cluster_slots_pfail": 0,
+            "cluster_slots_fail": 0,
             "cluster_known_nodes": 1,
-            "cluster_size": 0,
+            "cluster_size": 1,
             "cluster_current_epoch": 0,
             "cluster_my_epoch": 0,
             "cluster_stats_messages_sent": 0,
@@ -238,8 +258,11 @@ class NoPeers:
     def nodes_lines(self) -> list[str]:
         return [
             f"{self._node_id} {self._host}:{self._port}@{self._port + 10000} "
-            "myself,master - 0 0 0 connected"
+            f"myself,master - 0 0 0 connected 0-{CLUSTER_SLOTS - 1}"
         ]
+
+    def slot_map(self) -> list[SlotRange]:
+        return [SlotRange(0, CLUSTER_SLOTS - 1, self._node_id, self._host, self._port)]
 
     def peer_count(self) -> int:
         return 0

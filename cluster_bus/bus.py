@@ -24,7 +24,7 @@ import contextlib
 import logging
 from collections.abc import Callable
 
-from cluster_bus.api import FILTER_NAMES, BusConfig, FilterChange, LocalDelivery
+from cluster_bus.api import FILTER_NAMES, BusConfig, FilterChange, LocalDelivery, SlotRange
 from cluster_bus.codec import encode, short_id
 from cluster_bus.filter_sync import KIND_OF, NAME_OF, FilterSync
 from cluster_bus.forwarding import Forwarding
@@ -50,7 +50,7 @@ from cluster_bus.frames import (
 )
 from cluster_bus.handshake import Handshake
 from cluster_bus.heartbeat import Heartbeats
-from cluster_bus.info import BusStats, cluster_info, cluster_nodes, sync_state
+from cluster_bus.info import BusStats, cluster_info, cluster_nodes, live_slot_ranges, sync_state
 from cluster_bus.link import Address, Link, now_ms
 from cluster_bus.membership import Membership
 from cluster_bus.mesh import Dialer, Mesh
@@ -220,6 +220,14 @@ class ClusterBus:
             self.sync.epoch,
             self.mesh.linked_out,
         )
+
+    def slot_map(self) -> list[SlotRange]:
+        ms = self.membership
+        nodes = {ms.my_id: ms.myself, **ms.peers}
+        return [
+            SlotRange(start, end, node_id, nodes[node_id].host, nodes[node_id].client_port)
+            for start, end, node_id in live_slot_ranges(ms)
+        ]
 
     # -- LinkOwner: what links report --------------------------------------------------
 

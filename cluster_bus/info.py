@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from cluster_bus.frames import MsgType, NodeFlags
 from cluster_bus.membership import Membership
 from cluster_bus.routing import PeerTable
+from cluster_bus.slots import CLUSTER_SLOTS, slot_ranges
 
 #: Redis's per-type counter names (cluster_stats_messages_<name>_sent/received)
 REDIS_MSG_NAMES: dict[MsgType, str] = {
@@ -75,6 +76,12 @@ def sync_state(ms: Membership, routing: PeerTable, linked: Callable[[str], bool]
     return SyncState(known, converged)
 
 
+def live_slot_ranges(ms: Membership) -> list[tuple[int, int, str]]:
+    """The slot map over this node and every peer not in FAIL (cluster_bus.slots)."""
+    live = [ms.my_id] + [r.node_id for r in ms.peers.values() if not r.flags & NodeFlags.FAIL]
+    return slot_ranges(live)
+
+
 def cluster_info(
     stats: BusStats,
     ms: Membership,
@@ -87,14 +94,20 @@ def cluster_info(
     verify_failures: int,
 ) -> dict[str, int | str]:
     """CLUSTER INFO fields (the node adds its own receive-side counters)."""
+    ranges = live_slot_ranges(ms)
+    pfail = sum(
+        end - start + 1
+        for start, end, node_id in ranges
+        if node_id in ms.peers and ms.peers[node_id].flags & NodeFlags.PFAIL
+    )
     fields: dict[str, int | str] = {
         "cluster_state": ms.cluster_state(),
-        "cluster_slots_assigned": 0,
-        "cluster_slots_ok": 0,
-        "cluster_slots_pfail": 0,
+        "cluster_slots_assigned": CLUSTER_SLOTS,
+        "cluster_slots_ok": CLUSTER_SLOTS - pfail,
+        "cluster_slots_pfail": pfail,
         "cluster_slots_fail": 0,
         "cluster_known_nodes": 1 + len(ms.peers),
-        "cluster_size": 0,
+        "cluster_size": len(ranges),
         "cluster_current_epoch": epoch,
         "cluster_my_epoch": epoch,
     }
@@ -141,17 +154,20 @@ def cluster_nodes(
     ms: Membership, client_port: int, bus_port: int, epoch: int, linked: Callable[[str], bool]
 ) -> list[str]:
     """CLUSTER NODES: ``<id> <ip:port@cport> <flags> <master> <ping-sent>
-    <pong-recv> <config-epoch> <link-state>`` (no slots), this node first.
+    <pong-recv> <config-epoch> <link-state> <slot range>``, this node first.
     ``linked(node_id)``: our outbound link to it is up (Redis shows its own
-    link to the node)."""
+    link to the node). A node in FAIL serves no slots."""
     me = ms.myself
+    slots = {node_id: f" {start}-{end}" for start, end, node_id in live_slot_ranges(ms)}
     lines = [
-        f"{me.node_id} {me.host}:{client_port}@{bus_port} myself,master - 0 0 {epoch} connected"
+        f"{me.node_id} {me.host}:{client_port}@{bus_port} myself,master - 0 0 {epoch} "
+        f"connected{slots[me.node_id]}"
     ]
     for rec in sorted(ms.peers.values(), key=lambda r: r.node_id):
         state = "connected" if linked(rec.node_id) else "disconnected"
         lines.append(
             f"{rec.node_id} {rec.host}:{rec.client_port}@{rec.bus_port} "
             f"{rec.flag_names()} - {rec.ping_sent_ms} {rec.pong_received_ms} 0 {state}"
+            f"{slots.get(rec.node_id, '')}"
         )
     return lines

@@ -10,7 +10,15 @@ existence, arity, authentication and the subscribed context before calling it
 
 from __future__ import annotations
 
-from router.commands import client_cmd, connection, publish, pubsub, server, subscribe
+from router.commands import (
+    client_cmd,
+    cluster_cmd,
+    connection,
+    publish,
+    pubsub,
+    server,
+    subscribe,
+)
 from router.commands.base import Command, Handler, Reply, subcommand_table
 
 __all__ = ["COMMANDS", "LOOKUP", "Command", "Handler", "Reply", "subcommand_table"]
@@ -18,7 +26,7 @@ __all__ = ["COMMANDS", "LOOKUP", "Command", "Handler", "Reply", "subcommand_tabl
 
 def _build() -> dict[bytes, Command]:
     table: dict[bytes, Command] = {}
-    for module in (subscribe, publish, pubsub, connection, client_cmd, server):
+    for module in (subscribe, publish, pubsub, connection, client_cmd, server, cluster_cmd):
         for cmd in module.COMMANDS:
             table[cmd.name.encode()] = cmd
     return table

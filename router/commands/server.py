@@ -79,26 +79,8 @@ def command_docs(node: Node, client: Client, args: list[bytes]) -> Reply:
     return resp.encode_value(docs, client.resp)
 
 
-def cluster_info(node: Node, client: Client, args: list[bytes]) -> Reply:
-    text = "".join(f"{k}:{v}\r\n" for k, v in node.cluster_info().items())
-    return resp.verbatim(text.encode(), client.resp)
-
-
-def cluster_myid(node: Node, client: Client, args: list[bytes]) -> Reply:
-    return resp.bulk(node.node_id.encode())
-
-
-def cluster_nodes(node: Node, client: Client, args: list[bytes]) -> Reply:
-    text = "".join(line + "\n" for line in node.link.nodes_lines())
-    return resp.verbatim(text.encode(), client.resp)
-
-
 def _container(node: Node, client: Client, args: list[bytes]) -> Reply:
     return command_all(node, client, args)
-
-
-def _cluster_container(node: Node, client: Client, args: list[bytes]) -> Reply:
-    raise AssertionError("CLUSTER always dispatches to a subcommand")
 
 
 COMMANDS = (
@@ -122,30 +104,6 @@ COMMANDS = (
                 "command|info", -2, command_info, "Returns information about commands.", "server"
             ),
             Command("command|list", -2, command_list, "Returns a list of command names.", "server"),
-        ),
-    ),
-    Command(
-        "cluster",
-        -2,
-        _cluster_container,
-        "A container for Redis Cluster commands.",
-        "cluster",
-        subcommands=subcommand_table(
-            Command(
-                "cluster|info",
-                2,
-                cluster_info,
-                "Returns information about the state of a node.",
-                "cluster",
-            ),
-            Command("cluster|myid", 2, cluster_myid, "Returns the ID of a node.", "cluster"),
-            Command(
-                "cluster|nodes",
-                2,
-                cluster_nodes,
-                "Returns the cluster configuration for a node.",
-                "cluster",
-            ),
         ),
     ),
 )

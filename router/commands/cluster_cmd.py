@@ -1,0 +1,180 @@
+"""CLUSTER and DBSIZE: what Redis Cluster clients read to find their way.
+
+Replies follow Redis 7.0.15 byte for byte (``clusterCommand`` in redis
+``src/cluster.c``): CLUSTER SLOTS is ``[start, end, [ip, port, id,
+metadata]]`` per range (the metadata an empty array in RESP2, an empty map in
+RESP3); CLUSTER SHARDS is one map per shard (``slots``, ``nodes``: id, port,
+ip, endpoint, role, replication-offset, health). The slot map is the bus's
+(:mod:`cluster_bus.slots`): the same on every node with the same membership.
+A node holds no keys: DBSIZE, COUNTKEYSINSLOT and GETKEYSINSLOT answer 0 and
+nothing, after Redis's argument checks.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from cluster_bus.slots import CLUSTER_SLOTS, key_slot
+from router import resp
+from router.commands.base import Command, Reply, subcommand_table
+from router.parser import _string2ll
+
+if TYPE_CHECKING:
+    from router.client import Client
+    from router.node import Node
+
+_NOT_INTEGER = resp.error("ERR value is not an integer or out of range")
+
+
+def cluster_info(node: Node, client: Client, args: list[bytes]) -> Reply:
+    text = "".join(f"{k}:{v}\r\n" for k, v in node.cluster_info().items())
+    return resp.verbatim(text.encode(), client.resp)
+
+
+def cluster_myid(node: Node, client: Client, args: list[bytes]) -> Reply:
+    return resp.bulk(node.node_id.encode())
+
+
+def cluster_nodes(node: Node, client: Client, args: list[bytes]) -> Reply:
+    text = "".join(line + "\n" for line in node.link.nodes_lines())
+    return resp.verbatim(text.encode(), client.resp)
+
+
+def cluster_slots(node: Node, client: Client, args: list[bytes]) -> Reply:
+    meta = resp.map_header(0, client.resp)  # networking metadata: none (no hostname)
+    ranges = node.link.slot_map()
+    out = [resp.array_header(len(ranges))]
+    for r in ranges:
+        out.append(
+            b"*3\r\n%b%b*4\r\n%b%b%b%b"
+            % (
+                resp.integer(r.start),
+                resp.integer(r.end),
+                resp.bulk(r.host.encode()),
+                resp.integer(r.port),
+                resp.bulk(r.node_id.encode()),
+                meta,
+            )
+        )
+    return b"".join(out)
+
+
+def cluster_shards(node: Node, client: Client, args: list[bytes]) -> Reply:
+    shards: list[Any] = [
+        {
+            "slots": [r.start, r.end],
+            "nodes": [
+                {
+                    "id": r.node_id,
+                    "port": r.port,
+                    "ip": r.host,
+                    "endpoint": r.host,
+                    "role": "master",
+                    "replication-offset": 0,
+                    "health": "online",
+                }
+            ],
+        }
+        for r in node.link.slot_map()
+    ]
+    return resp.encode_value(shards, client.resp)
+
+
+def cluster_keyslot(node: Node, client: Client, args: list[bytes]) -> Reply:
+    return resp.integer(key_slot(args[2]))
+
+
+def _slot(arg: bytes) -> int | bytes:
+    """A slot argument as Redis's getSlotOrReply reads it, or the error reply."""
+    slot = _string2ll(arg)
+    if slot is None:
+        return _NOT_INTEGER
+    if not 0 <= slot < CLUSTER_SLOTS:
+        return resp.error("ERR Invalid slot")
+    return slot
+
+
+def cluster_countkeysinslot(node: Node, client: Client, args: list[bytes]) -> Reply:
+    slot = _slot(args[2])
+    return slot if isinstance(slot, bytes) else resp.integer(0)
+
+
+def cluster_getkeysinslot(node: Node, client: Client, args: list[bytes]) -> Reply:
+    slot, count = _string2ll(args[2]), _string2ll(args[3])
+    if slot is None or count is None:
+        return _NOT_INTEGER
+    if not 0 <= slot < CLUSTER_SLOTS or count < 0:
+        return resp.error("ERR Invalid slot or number of keys")
+    return resp.array_header(0)
+
+
+_HELP = (
+    "CLUSTER <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "COUNTKEYSINSLOT <slot>",
+    "    Return the number of keys in <slot>.",
+    "GETKEYSINSLOT <slot> <count>",
+    "    Return key names stored by current node in a slot.",
+    "INFO",
+    "    Return information about the cluster.",
+    "KEYSLOT <key>",
+    "    Return the hash slot for <key>.",
+    "MYID",
+    "    Return the node id.",
+    "NODES",
+    "    Return cluster configuration seen by node. Output format:",
+    "    <id> <ip:port> <flags> <master> <pings> <pongs> <epoch> <link> <slot> ...",
+    "SLOTS",
+    "    Return information about slots range mappings. Each range is made of:",
+    "    start, end, master and replicas IP addresses, ports and ids",
+    "SHARDS",
+    "    Return information about slot range mappings and the nodes associated with them.",
+    "HELP",
+    "    Prints this help.",
+)
+
+
+def cluster_help(node: Node, client: Client, args: list[bytes]) -> Reply:
+    """Redis 7.0.15's lines for the subcommands this node has."""
+    return resp.array_header(len(_HELP)) + b"".join(resp.simple(line) for line in _HELP)
+
+
+def dbsize(node: Node, client: Client, args: list[bytes]) -> Reply:
+    return resp.integer(0)  # a pub/sub node holds no keys
+
+
+def _container(node: Node, client: Client, args: list[bytes]) -> Reply:
+    raise AssertionError("CLUSTER always dispatches to a subcommand")
+
+
+def _sub(name: str, arity: int, handler: Any, summary: str) -> Command:
+    return Command(f"cluster|{name}", arity, handler, summary, "cluster")
+
+
+COMMANDS = (
+    Command(
+        "cluster",
+        -2,
+        _container,
+        "A container for Redis Cluster commands.",
+        "cluster",
+        subcommands=subcommand_table(
+            _sub(
+                "countkeysinslot",
+                3,
+                cluster_countkeysinslot,
+                "Returns the number of keys in a hash slot.",
+            ),
+            _sub(
+                "getkeysinslot", 4, cluster_getkeysinslot, "Returns the key names in a hash slot."
+            ),
+            _sub("help", 2, cluster_help, "Returns helpful text about the different subcommands."),
+            _sub("info", 2, cluster_info, "Returns information about the state of a node."),
+            _sub("keyslot", 3, cluster_keyslot, "Returns the hash slot for a key."),
+            _sub("myid", 2, cluster_myid, "Returns the ID of a node."),
+            _sub("nodes", 2, cluster_nodes, "Returns the cluster configuration for a node."),
+            _sub("shards", 2, cluster_shards, "Returns the mapping of cluster slots to shards."),
+            _sub("slots", 2, cluster_slots, "Returns the mapping of cluster slots to nodes."),
+        ),
+    ),
+    Command("dbsize", 1, dbsize, "Returns the number of keys in the database.", "keyspace"),
+)
