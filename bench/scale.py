@@ -22,8 +22,11 @@ The markdown section and the plot are in :mod:`bench.scale_report`.
 from __future__ import annotations
 
 import os
+import random
 import shutil
+import socket
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -124,18 +127,51 @@ class _System:
         raise NotImplementedError
 
 
+def base_port_below_ephemeral(n: int, low: int = 10000, high: int = 22000) -> int:
+    """A base port with base..base+n-1 and base+10000.. (LocalCluster's rule) all
+    free now and below the ephemeral range (32768+). Free ports picked by the
+    kernel come from that range, and at N = 50 the links of the nodes already
+    up can take the port of a node that has not started yet (it then exits
+    with "address in use")."""
+    for _ in range(100):
+        base = random.randrange(low, high - n)
+        ports = [base + i for i in range(n)] + [base + 10000 + i for i in range(n)]
+        if all(_bindable(p) for p in ports):
+            return base
+    raise RuntimeError(f"no free range of {n} ports below {high}")
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind((LOOPBACK, port))
+        except OSError:
+            return False
+    return True
+
+
 class _Bloomcast(_System):
     name = "bloomcast"
 
     def __init__(self, n: int, plan: ScalePlan) -> None:
         self.n = n
-        self.cluster = LocalCluster(n, extra_args=["--node-timeout-ms", str(plan.node_timeout_ms)])
+        self.logs = Path(tempfile.mkdtemp(prefix="bench-scale-"))
+        self.cluster = LocalCluster(
+            n,
+            base_port=base_port_below_ephemeral(n),
+            extra_args=["--node-timeout-ms", str(plan.node_timeout_ms)],
+            log_dir=self.logs,
+        )
         self.ports, self.bus_ports = self.cluster.ports, self.cluster.bus_ports
         self.timeout = plan.ready_timeout_s
 
     def start(self) -> float:
         t0 = time.monotonic()
-        self.cluster.start(timeout=self.timeout)
+        try:
+            self.cluster.start(timeout=self.timeout)
+        except RuntimeError as exc:  # a node exited: say why
+            tails = [log.read_text()[-300:] for log in sorted(self.logs.glob("node-*.log"))]
+            raise RuntimeError(f"{exc}; " + " | ".join(t for t in tails if t.strip())) from exc
         return time.monotonic() - t0
 
     def pids(self) -> list[int]:
@@ -146,6 +182,7 @@ class _Bloomcast(_System):
 
     def stop(self) -> None:
         self.cluster.stop()
+        shutil.rmtree(self.logs, ignore_errors=True)
 
 
 class _ReadyRedisCluster(RedisCluster):
