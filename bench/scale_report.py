@@ -133,8 +133,9 @@ def scale_markdown(result: dict[str, Any], cmd: str) -> str:
         "",
         f"![idle bus bytes/s and CPU per node vs N]({PLOT})",
         "",
-        f"Reproduce: `{cmd}` (the full run, N = 10, 25, 50: about 15 minutes on 2 "
-        "cores, mostly Redis forming and both systems' failure detection at a 15 s node timeout).",
+        f"Reproduce: `{cmd}` (the full run, N = 10, 25, 50, takes about 8 minutes on "
+        "2 cores: per N and system 25 s of settle and idle window, 16 to 22 s of failure "
+        "detection at the 15 s node timeout, and forming, up to ~30 s for Redis).",
     ])  # fmt: skip
 
 
