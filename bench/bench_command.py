@@ -1,14 +1,15 @@
 """``bloomcast bench``: every benchmark side by side with its anchor, in one run.
 
-    bloomcast bench [all|single|cluster|simulate|convergence|faults] [--nodes 3,6,12]
-                    [--quick] [--out docs/]
+    bloomcast bench [all|single|cluster|simulate|convergence|faults|scale]
+                    [--nodes 3,6,12] [--quick] [--out docs/]
 
 Writes ``<out>/benchmarks.json`` (merged key by key) and the sections it owns
 in ``<out>/benchmarks.md`` ("How these numbers were taken", "single node",
-"cluster", "convergence", "faults"), leaving other sections as they are; plots go to
+"cluster", "convergence", "faults", "scale"), leaving other sections as they are; plots go to
 ``<out>/*.png``. redis-benchmark (Debian's redis-tools) is required; the
 command says how to install it when missing. Speed is reported, never
-asserted.
+asserted. ``scale`` (idle cost per node vs N, minutes per size) runs only
+when named: ``all`` leaves it out.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from pathlib import Path
 from typing import Any
 
 PARTS = ("single", "cluster", "simulate", "convergence", "faults")
+#: parts that run only when named (too long for ``all``)
+EXTRA_PARTS = ("scale",)
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -29,13 +32,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "part",
         nargs="?",
         default="all",
-        choices=("all", *PARTS),
+        choices=("all", *PARTS, *EXTRA_PARTS),
         help="which benchmark to run (default: all)",
     )
     parser.add_argument(
         "--nodes",
         default=None,
-        help="cluster sizes, comma separated (default 3,6,12; simulate: 100,1000)",
+        help="cluster sizes, comma separated (default 3,6,12; simulate: 100,1000; scale: 10,25,50)",
     )
     parser.add_argument("--quick", action="store_true", help="tiny sizes: checks the bench runs")
     parser.add_argument("--out", default="docs", help="directory for benchmarks.md/.json/.png")
@@ -118,6 +121,13 @@ def run_parts(
 
         print("bench: faults (bloomcast and Redis Cluster) ...", flush=True)
         results["faults"] = run_faults()
+    if "scale" in parts:
+        from bench.scale import ScalePlan, run_scale
+
+        splan = ScalePlan.quick() if args.quick else ScalePlan()
+        splan.sizes = parse_sizes(sizes_arg, splan.sizes)
+        print(f"bench: scale {splan.sizes} (bloomcast and Redis Cluster) ...", flush=True)
+        results["scale"] = run_scale(splan)
     if "simulate" in parts:
         results["simulation"] = run_simulate(args, sizes_arg if args.part == "simulate" else None)
     return results
@@ -196,8 +206,18 @@ def write_outputs(
         from bench.faults import faults_markdown
 
         sections["faults"] = _with_command(faults_markdown(results["faults"]), meta)
+    if "scale" in results:
+        sections["scale"] = _with_command(_scale_section(results["scale"], args, out), meta)
     update_markdown(out / "benchmarks.md", sections)
     return meta
+
+
+def _scale_section(result: dict[str, Any], args: argparse.Namespace, out: Path) -> str:
+    from bench.scale_report import PLOT, command, plot_scale, scale_markdown
+
+    cmd = command(args.nodes, args.quick)
+    plot_scale(result, out / PLOT, cmd)
+    return scale_markdown(result, cmd)
 
 
 def _with_command(body: str, meta: dict[str, Any]) -> str:

@@ -1,0 +1,350 @@
+"""``bloomcast bench scale``: what an idle cluster costs per node as N grows,
+bloomcast next to a real Redis 7.0 Cluster, same node timeout, same machine.
+
+The measurement the issue "Membership and heartbeats that scale" asks for
+before any redesign of cluster_bus/. For each N, one system at a time
+(bloomcast first, then Redis, so both see the same machine load):
+
+1. ready time: from the first process start until every node reports the
+   whole cluster (bloomcast: ``cluster_known_nodes == N`` and
+   ``cluster_filters_converged:1``; Redis: ``cluster_state:ok`` and
+   ``cluster_known_nodes == N``);
+2. settle, then an idle window with no client traffic and no polling: bus
+   bytes (kernel ``tcp_info`` bytes_sent summed over every socket on a bus
+   port, both ends), CPU (utime + stime of every server process,
+   ``/proc/<pid>/stat``) and RSS (``/proc/<pid>/status``), all per node;
+3. failure detection: kill -9 one node and time until every live node's
+   CLUSTER NODES flags it ``fail``.
+
+The markdown section and the plot are in :mod:`bench.scale_report`.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import redis
+
+from bench.procs import tcp_bytes_sent
+from bench.redis_cluster import RedisCluster
+from bloomcast.testing import LOOPBACK, LocalCluster, server_version
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+@dataclass
+class ScalePlan:
+    """Sizes and windows; ``quick()`` is the CI-sized variant."""
+
+    sizes: tuple[int, ...] = (10, 25, 50)
+    node_timeout_ms: int = 15000
+    settle_s: float = 5.0
+    window_s: float = 20.0
+    ready_timeout_s: float = 600.0
+    detect_timeout_s: float = 180.0
+    #: how often detection polls every live node's CLUSTER NODES
+    poll_s: float = 0.25
+
+    @classmethod
+    def quick(cls) -> ScalePlan:
+        return cls(sizes=(3,), node_timeout_ms=2000, settle_s=0.5, window_s=2.0,
+                   ready_timeout_s=60.0, detect_timeout_s=30.0, poll_s=0.1)  # fmt: skip
+
+
+# -- /proc readings ----------------------------------------------------------------------
+
+
+def descendants(pids: list[int]) -> list[int]:
+    """``pids`` and every process below them (a server may fork helpers)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        children.setdefault(ppid, []).append(int(entry))
+    out: list[int] = []
+    todo = list(pids)
+    while todo:
+        pid = todo.pop()
+        out.append(pid)
+        todo += children.get(pid, [])
+    return out
+
+
+def cpu_ticks(pids: list[int]) -> int:
+    """utime + stime (clock ticks) summed over ``pids``; gone processes count 0."""
+    total = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])  # fields 14 and 15 of stat(5)
+    return total
+
+
+def rss_mb(pid: int) -> float:
+    """VmRSS of ``pid`` in MB (10^6 bytes); 0 if it is gone."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024 / 1e6
+    except OSError:
+        pass
+    return 0.0
+
+
+# -- the two systems behind one face -----------------------------------------------------
+
+
+class _System:
+    name = ""
+    n = 0
+    ports: list[int]
+    bus_ports: list[int]
+
+    def pids(self) -> list[int]:
+        raise NotImplementedError
+
+    def kill(self, i: int) -> None:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+
+def base_port_below_ephemeral(n: int, low: int = 10000, high: int = 22000) -> int:
+    """A base port with base..base+n-1 and base+10000.. (LocalCluster's rule) all
+    free now and below the ephemeral range (32768+). Free ports picked by the
+    kernel come from that range, and at N = 50 the links of the nodes already
+    up can take the port of a node that has not started yet (it then exits
+    with "address in use")."""
+    for _ in range(100):
+        base = random.randrange(low, high - n)
+        ports = [base + i for i in range(n)] + [base + 10000 + i for i in range(n)]
+        if all(_bindable(p) for p in ports):
+            return base
+    raise RuntimeError(f"no free range of {n} ports below {high}")
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind((LOOPBACK, port))
+        except OSError:
+            return False
+    return True
+
+
+class _Bloomcast(_System):
+    name = "bloomcast"
+
+    def __init__(self, n: int, plan: ScalePlan) -> None:
+        self.n = n
+        self.logs = Path(tempfile.mkdtemp(prefix="bench-scale-"))
+        self.cluster = LocalCluster(
+            n,
+            base_port=base_port_below_ephemeral(n),
+            extra_args=["--node-timeout-ms", str(plan.node_timeout_ms)],
+            log_dir=self.logs,
+        )
+        self.ports, self.bus_ports = self.cluster.ports, self.cluster.bus_ports
+        self.timeout = plan.ready_timeout_s
+
+    def start(self) -> float:
+        t0 = time.monotonic()
+        try:
+            self.cluster.start(timeout=self.timeout)
+        except RuntimeError as exc:  # a node exited: say why
+            tails = [log.read_text()[-300:] for log in sorted(self.logs.glob("node-*.log"))]
+            raise RuntimeError(f"{exc}; " + " | ".join(t for t in tails if t.strip())) from exc
+        return time.monotonic() - t0
+
+    def pids(self) -> list[int]:
+        return [p.pid for p in self.cluster.processes if p is not None]
+
+    def kill(self, i: int) -> None:
+        self.cluster.kill(i)
+
+    def stop(self) -> None:
+        self.cluster.stop()
+        shutil.rmtree(self.logs, ignore_errors=True)
+
+
+class _ReadyRedisCluster(RedisCluster):
+    """:class:`RedisCluster` that notes when every node first reports
+    ``cluster_state:ok`` and N known nodes (then waits for full links as usual)."""
+
+    ready_at: float | None = None
+
+    def wait_ok(self) -> None:
+        deadline = time.monotonic() + self.start_timeout
+        while self.ready_at is None:
+            infos = [self.cluster_info(i) for i in range(self.n)]
+            if all(
+                info.get("cluster_state") == "ok"
+                and int(info.get("cluster_known_nodes", 0)) == self.n
+                for info in infos
+            ):
+                self.ready_at = time.monotonic()
+            elif time.monotonic() > deadline:
+                raise TimeoutError(f"Redis cluster not ok after {self.start_timeout} s")
+            else:
+                time.sleep(0.2)
+        super().wait_ok()
+
+
+class _Redis(_System):
+    name = "redis"
+
+    def __init__(self, n: int, plan: ScalePlan, binary: str) -> None:
+        self.n = n
+        self.cluster = _ReadyRedisCluster(
+            n, binary=binary, node_timeout_ms=plan.node_timeout_ms,
+            start_timeout=plan.ready_timeout_s,
+        )  # fmt: skip
+
+    def start(self) -> float:
+        t0 = time.monotonic()
+        self.cluster.start()
+        self.ports, self.bus_ports = self.cluster.ports, self.cluster.bus_ports
+        assert self.cluster.ready_at is not None
+        return self.cluster.ready_at - t0
+
+    def pids(self) -> list[int]:
+        return [node.proc.pid for node in self.cluster.nodes]
+
+    def kill(self, i: int) -> None:
+        proc = self.cluster.nodes[i].proc
+        proc.kill()
+        proc.wait(10)
+
+    def stop(self) -> None:
+        self.cluster.stop()
+
+
+# -- measuring ---------------------------------------------------------------------------
+
+
+def idle_window(system: _System, plan: ScalePlan) -> dict[str, Any]:
+    """Bus bytes/s, CPU % and RSS per node over ``plan.window_s`` of silence."""
+    time.sleep(plan.settle_s)
+    pids = descendants(system.pids())
+    bytes0, ticks0, t0 = tcp_bytes_sent(system.bus_ports), cpu_ticks(pids), time.monotonic()
+    time.sleep(plan.window_s)
+    bytes1, ticks1, t1 = tcp_bytes_sent(system.bus_ports), cpu_ticks(pids), time.monotonic()
+    seconds, n = t1 - t0, system.n
+    rss = [rss_mb(pid) for pid in system.pids()]
+    return {
+        "window_s": round(seconds, 3),
+        "bus_bytes_per_s_per_node": (bytes1 - bytes0) / seconds / n,
+        "cpu_pct_per_node": 100.0 * (ticks1 - ticks0) / CLK_TCK / seconds / n,
+        "rss_mb_mean": sum(rss) / len(rss),
+        "rss_mb_max": max(rss),
+        "processes": len(pids),
+    }
+
+
+def _flags_of(client: redis.Redis, port: int) -> list[str] | None:
+    raw = client.execute_command("CLUSTER", "NODES")
+    text = raw.decode() if isinstance(raw, bytes) else str(raw)
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) > 2 and f":{port}@" in parts[1]:
+            return parts[2].split(",")
+    return None  # forgotten: not failed-and-listed
+
+
+def detection(system: _System, plan: ScalePlan, victim: int) -> dict[str, Any]:
+    """kill -9 node ``victim``; seconds until every live node flags it ``fail``."""
+    port = system.ports[victim]
+    live = [i for i in range(system.n) if i != victim]
+    clients = {i: redis.Redis(host=LOOPBACK, port=system.ports[i], socket_timeout=5) for i in live}
+    try:
+        for c in clients.values():
+            c.ping()
+        t0 = time.monotonic()
+        system.kill(victim)
+        seen: dict[int, float] = {}
+        while len(seen) < len(live):
+            now = time.monotonic()
+            if now - t0 > plan.detect_timeout_s:
+                return {"seconds": None, "victim": victim, "reported": len(seen),
+                        "live": len(live)}  # fmt: skip
+            for i in live:
+                if i not in seen and "fail" in (_flags_of(clients[i], port) or []):
+                    seen[i] = time.monotonic() - t0
+            time.sleep(plan.poll_s)
+        return {"seconds": max(seen.values()), "first_s": min(seen.values()),
+                "victim": victim, "reported": len(seen), "live": len(live)}  # fmt: skip
+    finally:
+        for c in clients.values():
+            c.close()
+
+
+def measure(make: Callable[[], Any], plan: ScalePlan) -> dict[str, Any]:
+    """One system at one N: ready, idle window, detection; always stopped."""
+    system = make()
+    try:
+        ready = system.start()
+        print(f"bench: scale {system.name} N={system.n} ready in {ready:.1f} s", flush=True)
+        row: dict[str, Any] = {"ready_s": ready, **idle_window(system, plan)}
+        print(f"bench: scale {system.name} N={system.n} idle "
+              f"{row['bus_bytes_per_s_per_node']:,.0f} B/s/node "
+              f"{row['cpu_pct_per_node']:.2f}% CPU/node", flush=True)  # fmt: skip
+        row["detection"] = detection(system, plan, victim=system.n - 1)
+        print(f"bench: scale {system.name} N={system.n} detection "
+              f"{row['detection']['seconds']} s", flush=True)  # fmt: skip
+        return row
+    finally:
+        system.stop()
+
+
+def git_commit() -> str:
+    root = Path(__file__).resolve().parent.parent
+    out = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"],
+                         capture_output=True, text=True, timeout=10)  # fmt: skip
+    return out.stdout.strip() or "unknown"
+
+
+def run_scale(plan: ScalePlan, redis_binary: str | None = None) -> dict[str, Any]:
+    """Every N in ``plan.sizes``: bloomcast, then Redis. Sizes that fail (e.g. a
+    timeout) are recorded with ``error`` and the run goes on."""
+    binary = redis_binary or shutil.which("redis-server")
+    if binary is None:
+        raise ValueError("bench scale needs redis-server (apt-get install redis-server)")
+    sizes = []
+    for n in plan.sizes:
+        results: dict[str, Any] = {}
+        makers: dict[str, Callable[[], Any]] = {
+            "bloomcast": lambda n=n: _Bloomcast(n, plan),  # type: ignore[misc]
+            "redis": lambda n=n: _Redis(n, plan, binary),  # type: ignore[misc]
+        }
+        for name, make in makers.items():
+            print(f"bench: scale {name} N={n} ...", flush=True)
+            try:
+                results[name] = measure(make, plan)
+            except (TimeoutError, RuntimeError, redis.RedisError) as exc:
+                results[name] = {"error": f"{type(exc).__name__}: {exc}"}
+                print(f"bench: scale {name} N={n} failed: {exc}", flush=True)
+        sizes.append({"nodes": n, "results": results})
+    return {
+        "versions": {"redis-server (scale)": server_version(binary)},
+        "plan": asdict(plan),
+        "commit": git_commit(),
+        "sizes": sizes,
+    }

@@ -1,0 +1,186 @@
+"""The ``scale`` section of docs/benchmarks.md and ``idle_cost_vs_n.png``, from
+:func:`bench.scale.run_scale`'s result."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from bench.results import fmt_num, fmt_ratio, table
+
+SYSTEMS = ("bloomcast", "redis")
+PLOT = "idle_cost_vs_n.png"
+
+
+def command(nodes: str | None, quick: bool) -> str:
+    argv = "uv run bloomcast bench scale"
+    if nodes:
+        argv += f" --nodes {nodes}"
+    return argv + (" --quick" if quick else "")
+
+
+def _ok(size: dict[str, Any], system: str) -> dict[str, Any] | None:
+    row = size["results"].get(system)
+    return row if row and "error" not in row else None
+
+
+def _detect(row: dict[str, Any]) -> str:
+    d = row["detection"]
+    if d["seconds"] is None:
+        return f"not within the limit ({d['reported']}/{d['live']})"
+    return fmt_num(d["seconds"], 1)
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return a / b if a is not None and b else None
+
+
+def _metric(row: dict[str, Any] | None, key: str) -> float | None:
+    if row is None:
+        return None
+    if key == "detection_s":
+        return row["detection"]["seconds"]
+    return row[key]
+
+
+RATIO_KEYS = (
+    ("bus_bytes_per_s_per_node", "idle bus B/s"),
+    ("cpu_pct_per_node", "idle CPU"),
+    ("rss_mb_mean", "RSS"),
+    ("ready_s", "ready"),
+    ("detection_s", "detection"),
+)
+
+
+def growth(result: dict[str, Any], system: str, key: str) -> tuple[int, int, float] | None:
+    """(first N, last N, value at last / value at first) over the sizes measured."""
+    points = [(s["nodes"], _metric(_ok(s, system), key)) for s in result["sizes"]]
+    points = [(n, v) for n, v in points if v is not None]
+    if len(points) < 2 or not points[0][1]:
+        return None
+    (n0, v0), (n1, v1) = points[0], points[-1]
+    assert v0 is not None and v1 is not None
+    return n0, n1, v1 / v0
+
+
+def scale_markdown(result: dict[str, Any], cmd: str) -> str:
+    """Table per N and system, ratios bloomcast/Redis, growth, reproduce line."""
+    plan = result["plan"]
+    rows, ratio_rows = [], []
+    for size in result["sizes"]:
+        n = size["nodes"]
+        for system in SYSTEMS:
+            row = _ok(size, system)
+            if row is None:
+                err = size["results"].get(system, {}).get("error", "not run")
+                rows.append([str(n), system, f"failed: {err}", "", "", "", ""])
+                continue
+            rows.append([
+                str(n), system, fmt_num(row["ready_s"], 1),
+                fmt_num(row["bus_bytes_per_s_per_node"]),
+                f"{row['cpu_pct_per_node']:.2f}%",
+                f"{row['rss_mb_mean']:.1f} / {row['rss_mb_max']:.1f}",
+                _detect(row),
+            ])  # fmt: skip
+        b, r = _ok(size, "bloomcast"), _ok(size, "redis")
+        ratio_rows.append(
+            [str(n)] + [fmt_ratio(_ratio(_metric(b, k), _metric(r, k))) for k, _ in RATIO_KEYS]
+        )
+    growth_lines = []
+    for system in SYSTEMS:
+        parts = []
+        for key, label in RATIO_KEYS[:3]:
+            g = growth(result, system, key)
+            if g is not None:
+                parts.append(f"{label} x{g[2]:.2f}")
+        g = growth(result, system, "bus_bytes_per_s_per_node")
+        if g is not None:
+            span = f"N = {g[0]} to N = {g[1]} (x{g[1] / g[0]:.1f} nodes)"
+            growth_lines.append(f"- {system}, {span}: per node " + ", ".join(parts) + ".")
+    header = ["N", "system", "ready s", "idle bus B/s per node", "idle CPU % per node",
+              "RSS MB per node (mean / max)", "detection s"]  # fmt: skip
+    timeout = plan["node_timeout_ms"]
+    return "\n".join([
+        f"Idle cost per node as the cluster grows, bloomcast (commit {result['commit']}, "
+        f"`--node-timeout-ms {timeout}`) next to Redis Cluster "
+        f"({result['versions'].get('redis-server (scale)', 'redis-server')}, "
+        f"`cluster-node-timeout {timeout}`), real processes on this one machine. For each "
+        "N the two systems run one after the other (bloomcast, then Redis) in the same "
+        "run, so both see the same load from the other work on the machine.",
+        "",
+        "*ready*: first process start until every node reports the full cluster "
+        "(bloomcast `cluster_known_nodes` = N and `cluster_filters_converged:1`; Redis "
+        "`cluster_state:ok` and `cluster_known_nodes` = N; Redis is formed with CLUSTER "
+        "MEET to every earlier node and ADDSLOTSRANGE, as in bench/redis_cluster.py). "
+        f"Then {plan['settle_s']:g} s to settle and a {plan['window_s']:g} s idle window "
+        "(no clients, no polling): *idle bus B/s* is kernel `tcp_info` bytes_sent summed "
+        "over every socket on a bus port (both ends, so both directions) / N / seconds; "
+        "*CPU* is utime + stime of every server process (`/proc/<pid>/stat`) / N; *RSS* "
+        "is VmRSS at the end of the window. *detection*: kill -9 the last node, seconds "
+        "until every live node's CLUSTER NODES flags it `fail` "
+        f"(every live node polled every {plan['poll_s']:g} s).",
+        "",
+        table(header, rows),
+        "",
+        "bloomcast / Redis (above 1: bloomcast costs more or takes longer):",
+        "",
+        table(["N", *[label for _, label in RATIO_KEYS]], ratio_rows),
+        "",
+        "Growth per node from the smallest to the largest N measured (flat would be "
+        "x1.00; linear in N is the node ratio):",
+        "",
+        *growth_lines,
+        "",
+        f"![idle bus bytes/s and CPU per node vs N]({PLOT})",
+        "",
+        f"Reproduce: `{cmd}` (the full run, N = 10, 25, 50, takes about 8 minutes on "
+        "2 cores: per N and system 25 s of settle and idle window, 16 to 22 s of failure "
+        "detection at the 15 s node timeout, and forming, up to ~30 s for Redis).",
+    ])  # fmt: skip
+
+
+def plot_scale(result: dict[str, Any], path: Path, cmd: str) -> Path | None:
+    """Idle bus bytes/s and CPU % per node vs N, both systems."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(11, 4.4))
+    styles = {"bloomcast": dict(marker="o", linestyle="-"),
+              "redis": dict(marker="s", linestyle="--")}  # fmt: skip
+    drawn = False
+    for system in SYSTEMS:
+        pts = [(s["nodes"], _ok(s, system)) for s in result["sizes"]]
+        good = [(n, r) for n, r in pts if r is not None]
+        if not good:
+            continue
+        drawn = True
+        ns = [n for n, _ in good]
+        ax.plot(ns, [r["bus_bytes_per_s_per_node"] for _, r in good], label=system,
+                **styles[system])  # fmt: skip
+        bx.plot(ns, [r["cpu_pct_per_node"] for _, r in good], label=system,
+                **styles[system])  # fmt: skip
+    if not drawn:
+        plt.close(fig)
+        return None
+    sizes = [s["nodes"] for s in result["sizes"]]
+    for axis, label in ((ax, "idle bus bytes/s per node (kernel tcp_info)"),
+                        (bx, "idle CPU % per node (utime+stime)")):  # fmt: skip
+        axis.set_xlabel("nodes N")
+        axis.set_ylabel(label)
+        axis.set_xticks(sizes)
+        axis.set_ylim(bottom=0)
+        axis.grid(alpha=0.3)
+        axis.legend()
+    timeout = result["plan"]["node_timeout_ms"]
+    fig.suptitle(
+        f"Idle cluster (no clients), node timeout {timeout} ms both systems, "
+        f"{result['plan']['window_s']:g} s window; bloomcast {result['commit']} vs "
+        f"{result['versions'].get('redis-server (scale)', 'Redis')}; `{cmd}`",
+        fontsize=9,
+    )
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path

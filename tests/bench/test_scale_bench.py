@@ -1,0 +1,84 @@
+"""`bloomcast bench scale --quick`: a 3-node bloomcast cluster and a 3-node Redis
+Cluster (node timeout 2 s, 2 s idle window) end to end; the section, the JSON
+and the plot are written with numbers that make sense. Speed is not asserted.
+Also the markdown alone, from a made-up result (ratios and growth)."""
+
+import json
+import shutil
+
+import pytest
+
+from bench.scale import cpu_ticks, descendants, rss_mb
+from bench.scale_report import growth, scale_markdown
+from bloomcast.cli import main
+
+DOC = "# Benchmarks\n\n## spark\n\nspark text, owned by another part\n"
+
+
+@pytest.mark.skipif(
+    shutil.which("redis-server") is None or shutil.which("redis-benchmark") is None,
+    reason="needs Debian's redis-server and redis-tools",
+)
+def test_scale_quick_writes_section_json_and_plot(tmp_path):
+    (tmp_path / "benchmarks.md").write_text(DOC)
+    assert main(["bench", "scale", "--quick", "--out", str(tmp_path)]) == 0
+    data = json.loads((tmp_path / "benchmarks.json").read_text())
+    scale = data["scale"]
+    assert scale["plan"]["sizes"] == [3] and scale["plan"]["node_timeout_ms"] == 2000
+    (size,) = scale["sizes"]
+    assert size["nodes"] == 3
+    for system in ("bloomcast", "redis"):
+        row = size["results"][system]
+        assert "error" not in row, row
+        assert row["bus_bytes_per_s_per_node"] > 0
+        assert row["cpu_pct_per_node"] >= 0
+        assert 1 < row["rss_mb_mean"] <= row["rss_mb_max"] < 1000
+        assert 0 < row["ready_s"] < 60
+        assert row["processes"] >= 3
+        d = row["detection"]
+        assert d["reported"] == d["live"] == 2
+        # the node timeout is 2 s: nobody can call the node failed before it
+        assert 2.0 <= d["seconds"] < 30
+    text = (tmp_path / "benchmarks.md").read_text()
+    assert text.startswith(DOC)  # another part's section untouched
+    assert "## scale" in text and "uv run bloomcast bench scale --quick" in text
+    assert "| 3 | bloomcast |" in text and "| 3 | redis |" in text
+    assert (tmp_path / "idle_cost_vs_n.png").stat().st_size > 10_000
+
+
+def test_proc_readings_of_this_process():
+    import os
+
+    me = os.getpid()
+    assert me in descendants([me])
+    assert cpu_ticks([me]) >= 0
+    assert rss_mb(me) > 1
+    assert rss_mb(2**31) == 0.0  # gone
+
+
+def _row(nbytes, cpu, detect):
+    return {"ready_s": 4.0, "bus_bytes_per_s_per_node": nbytes, "cpu_pct_per_node": cpu,
+            "rss_mb_mean": 40.0, "rss_mb_max": 42.0, "window_s": 20.0, "processes": 10,
+            "detection": {"seconds": detect, "reported": 9, "live": 9}}  # fmt: skip
+
+
+def test_markdown_ratios_growth_and_failures():
+    result = {
+        "commit": "abc1234",
+        "versions": {"redis-server (scale)": "Redis 7.0.15"},
+        "plan": {"node_timeout_ms": 15000, "settle_s": 5.0, "window_s": 20.0, "poll_s": 0.25},
+        "sizes": [
+            {"nodes": 10, "results": {"bloomcast": _row(8000, 0.5, 20.0),
+                                      "redis": _row(4000, 0.1, 25.0)}},
+            {"nodes": 50, "results": {"bloomcast": _row(40000, 2.5, 22.0),
+                                      "redis": {"error": "TimeoutError: slow"}}},
+        ],
+    }  # fmt: skip
+    text = scale_markdown(result, "uv run bloomcast bench scale")
+    assert "| 10 | bloomcast | 4.0 | 8,000 | 0.50% | 40.0 / 42.0 | 20.0 |" in text
+    assert "| 10 | 2.00x | 5.00x | 1.00x | 1.00x | 0.80x |" in text
+    assert "| 50 | redis | failed: TimeoutError: slow |" in text
+    assert growth(result, "bloomcast", "bus_bytes_per_s_per_node") == (10, 50, 5.0)
+    assert growth(result, "redis", "bus_bytes_per_s_per_node") is None  # one point only
+    assert "- bloomcast, N = 10 to N = 50 (x5.0 nodes): per node idle bus B/s x5.00" in text
+    assert "Reproduce: `uv run bloomcast bench scale`" in text
