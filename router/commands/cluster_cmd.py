@@ -1,4 +1,5 @@
-"""CLUSTER and DBSIZE: what Redis Cluster clients read to find their way.
+"""CLUSTER, DBSIZE, FLUSHALL/FLUSHDB, FUNCTION FLUSH: what Redis Cluster clients
+and tools (redis-cli --cluster, Redis's own test suite) expect of a node.
 
 Replies follow Redis 7.0.15 byte for byte (``clusterCommand`` in redis
 ``src/cluster.c``): CLUSTER SLOTS is ``[start, end, [ip, port, id,
@@ -142,8 +143,23 @@ def dbsize(node: Node, client: Client, args: list[bytes]) -> Reply:
     return resp.integer(0)  # a pub/sub node holds no keys
 
 
+def flush(node: Node, client: Client, args: list[bytes]) -> Reply:
+    """FLUSHALL / FLUSHDB [ASYNC|SYNC]: nothing to flush; Redis's argument check
+    (test suites and tools call them between tests)."""
+    if len(args) > 2 or (len(args) == 2 and args[1].lower() not in (b"async", b"sync")):
+        return resp.error("ERR syntax error")
+    return resp.OK
+
+
+def function_flush(node: Node, client: Client, args: list[bytes]) -> Reply:
+    """FUNCTION FLUSH [ASYNC|SYNC]: a node has no functions to delete."""
+    if len(args) > 3 or (len(args) == 3 and args[2].lower() not in (b"async", b"sync")):
+        return resp.error("ERR FUNCTION FLUSH only supports SYNC|ASYNC option")
+    return resp.OK
+
+
 def _container(node: Node, client: Client, args: list[bytes]) -> Reply:
-    raise AssertionError("CLUSTER always dispatches to a subcommand")
+    raise AssertionError("a container always dispatches to a subcommand")
 
 
 def _sub(name: str, arity: int, handler: Any, summary: str) -> Command:
@@ -177,4 +193,22 @@ COMMANDS = (
         ),
     ),
     Command("dbsize", 1, dbsize, "Returns the number of keys in the database.", "keyspace"),
+    Command("flushall", -1, flush, "Removes all keys from all databases.", "keyspace"),
+    Command(
+        "function",
+        -2,
+        _container,
+        "A container for function commands.",
+        "scripting",
+        subcommands=subcommand_table(
+            Command(
+                "function|flush",
+                -2,
+                function_flush,
+                "Deletes all library and functions.",
+                "scripting",
+            ),
+        ),
+    ),
+    Command("flushdb", -1, flush, "Remove all keys from the current database.", "keyspace"),
 )

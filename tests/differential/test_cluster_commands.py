@@ -30,6 +30,9 @@ CASES = {
     "arity": b"CLUSTER KEYSLOT\r\nCLUSTER SLOTS x\r\nCLUSTER INFO x\r\nCLUSTER MYID x\r\n"
     b"DBSIZE x\r\nCLUSTER COUNTKEYSINSLOT\r\nCLUSTER GETKEYSINSLOT 1\r\nCLUSTER\r\n",
     "unknown subcommand": b"CLUSTER FOO\r\ncluster Bar baz\r\n",
+    "flush": b"FLUSHALL\r\nFLUSHALL ASYNC\r\nflushall sync\r\nFLUSHALL x\r\nFLUSHALL a b\r\n"
+    b"FLUSHDB\r\nFLUSHDB SYNC\r\nFLUSHDB nope\r\nFUNCTION FLUSH\r\nFUNCTION FLUSH ASYNC\r\n"
+    b"FUNCTION FLUSH x\r\nFUNCTION\r\n",
 }
 
 
