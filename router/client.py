@@ -106,27 +106,38 @@ class Client(asyncio.Protocol):
     def _process(self) -> None:
         if self.closed or self._close_after_reply:
             return  # QUIT or a protocol error ended this connection: read no more
-        out: list[bytes] = []
+        # replies go straight to the output queue, the one that pub/sub
+        # messages go to, so output leaves in command order (a message this
+        # connection publishes to itself follows the confirmation and the
+        # replies before it, as in Redis); the queue is still written once
+        # per loop turn
+        out = self._out
         execute = self.execute
+        queued = 0
         try:
             for args in self.parser.requests():
                 reply = execute(args)
                 if type(reply) is bytes:
+                    if not out:
+                        self.node.schedule_flush(self)
                     out.append(reply)
+                    queued += len(reply)
                     if self._close_after_reply or self.closed:  # QUIT, or cut
                         break
                     continue
                 # blocked until the future resolves (subscribe visibility);
                 # what follows stays buffered in the parser until then
-                if out:
-                    self.write(b"".join(out))
+                self._out_bytes += queued
                 self._block(reply)  # type: ignore[arg-type]
                 return
         except parser.ProtocolError as exc:
-            out.append(resp.error(str(exc)))
+            self._out_bytes += queued
+            queued = 0
+            self.write(resp.error(str(exc)))
             self._close_after_reply = True
-        if out:
-            self.write(out[0] if len(out) == 1 else b"".join(out))
+        self._out_bytes += queued
+        if self._out_bytes > self._queue_limit:
+            self.flush()
         if self._close_after_reply and self.transport is not None:
             self.flush()
             self.transport.close()
