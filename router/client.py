@@ -33,7 +33,8 @@ from router.commands import COMMANDS, LOOKUP, Reply
 if TYPE_CHECKING:
     from router.node import Node
 
-# commands a RESP2 client may send while subscribed (Redis's processCommand)
+# commands a RESP2 client may send while subscribed (Redis's processCommand);
+# subscribed = any channel, pattern or shard channel (Redis 7.0's CLIENT_PUBSUB)
 _SUBSCRIBED_ALLOWED = frozenset(
     {"subscribe", "ssubscribe", "sunsubscribe", "psubscribe", "unsubscribe", "punsubscribe"}
     | {"ping", "quit", "reset"}
@@ -182,7 +183,7 @@ class Client(asyncio.Protocol):
             return resp.error("NOAUTH Authentication required.")
         if (
             self.resp == 2
-            and (self.channels or self.patterns)
+            and (self.channels or self.patterns or self.shard_channels)
             and top.name not in _SUBSCRIBED_ALLOWED
         ):
             return resp.error(

@@ -53,6 +53,16 @@ SCENARIOS: dict[str, tuple[bytes, bool]] = {
         b"CLIENT ID\r\nFOO\r\nSSUBSCRIBE s\r\nRESET\r\nPUBLISH a b\r\n",
         False,
     ),
+    "subscribed context, shard channels only": (
+        b"SSUBSCRIBE s\r\nECHO x\r\nPING\r\nCLIENT ID\r\nSUNSUBSCRIBE s\r\nECHO y\r\n"
+        b"SSUBSCRIBE s\r\nPUNSUBSCRIBE\r\nUNSUBSCRIBE\r\nECHO z\r\nSUNSUBSCRIBE\r\nECHO w\r\n",
+        False,
+    ),
+    "subscribed context, shard channel left": (
+        b"SUBSCRIBE a\r\nSSUBSCRIBE s\r\nUNSUBSCRIBE a\r\nECHO x\r\nSSUBSCRIBE t\r\n"
+        b"PSUBSCRIBE p*\r\nSUNSUBSCRIBE\r\nPUNSUBSCRIBE\r\nECHO y\r\n",
+        True,
+    ),
     "subscribed context resp3": (
         HELLO3 + b"SUBSCRIBE a\r\nPING\r\nPUBLISH zz b\r\nECHO x\r\nUNSUBSCRIBE\r\n"
         b"UNSUBSCRIBE\r\nPSUBSCRIBE p*\r\nPUNSUBSCRIBE p*\r\nSSUBSCRIBE s\r\nSUNSUBSCRIBE\r\n",
