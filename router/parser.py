@@ -58,8 +58,9 @@ class ProtocolError(Exception):
     """A request Redis would reject; ``str(exc)`` is the reply text without ``-``."""
 
 
-def _string2ll(raw: bytes) -> int | None:
-    """Redis ``string2ll``: optional ``-``, digits, no ``+``, no leading zeros."""
+def string2ll(raw: bytes) -> int | None:
+    """Redis ``string2ll``: optional ``-``, digits, no ``+``, no leading zeros,
+    within a signed 64-bit integer; None where Redis fails."""
     if not raw or len(raw) > 20:
         return None
     if raw == b"0":
@@ -67,7 +68,8 @@ def _string2ll(raw: bytes) -> int | None:
     digits = raw[1:] if raw[:1] == b"-" else raw
     if not digits.isdigit() or digits[:1] == b"0" or not digits.isascii():
         return None
-    return int(raw)
+    n = int(raw)
+    return n if -(1 << 63) <= n < (1 << 63) else None
 
 
 class RequestParser:
@@ -241,7 +243,7 @@ class RequestParser:
             if len(buf) - self._pos > INLINE_MAX_SIZE:
                 raise ProtocolError("ERR Protocol error: too big mbulk count string")
             return None
-        count = _string2ll(bytes(buf[self._pos + 1 : nl]))
+        count = string2ll(bytes(buf[self._pos + 1 : nl]))
         if count is None or count > self.max_multibulk:
             raise ProtocolError("ERR Protocol error: invalid multibulk length")
         if count > UNAUTH_MAX_MULTIBULK and not self.authenticated:
@@ -271,7 +273,7 @@ class RequestParser:
             if raw.isdigit() and (raw[0] != 0x30 or len(raw) == 1) and len(raw) < 19:
                 size: int | None = int(raw)
             else:
-                size = _string2ll(bytes(raw))
+                size = string2ll(bytes(raw))
             if size is None or size < 0 or size > self.max_bulk:
                 raise ProtocolError("ERR Protocol error: invalid bulk length")
             if size > UNAUTH_MAX_BULK and not self.authenticated:

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from router import resp
 from router.commands.base import Command, Reply
+from router.parser import string2ll
 
 if TYPE_CHECKING:
     from router.client import Client
@@ -60,10 +61,11 @@ def hello(node: Node, client: Client, args: list[bytes]) -> Reply:
     version = client.resp
     i = 1
     if len(args) >= 2:
-        try:
-            version = int(args[1])
-        except ValueError:
+        # Redis getLongLongFromObjectOrReply: string2ll's strict rules
+        parsed = string2ll(args[1])
+        if parsed is None:
             return resp.error("ERR Protocol version is not an integer or out of range")
+        version = parsed
         if version not in (2, 3):
             return resp.error("NOPROTO unsupported protocol version")
         i = 2

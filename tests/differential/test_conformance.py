@@ -76,6 +76,19 @@ SCENARIOS: dict[str, tuple[bytes, bool]] = {
     ),
     "auth without password": (b"AUTH x\r\nAUTH a b\r\nAUTH default x\r\n", False),
     "hello errors": (b"HELLO 4\r\nHELLO x\r\nHELLO 2 FOO\r\nHELLO 2 SETNAME\r\n", False),
+    # string2ll: no '+', no leading zero or space, within 64 bits; then 2 or 3
+    "hello versions": (
+        b"HELLO 0\r\nHELLO 1\r\nHELLO 4\r\nHELLO -1\r\nHELLO 99999999999999999999\r\n"
+        b"HELLO abc\r\nHELLO 9223372036854775807\r\nHELLO 9223372036854775808\r\n"
+        b"HELLO -9223372036854775808\r\nHELLO -9223372036854775809\r\nHELLO 3.0\r\n"
+        b'HELLO " 3"\r\nHELLO ""\r\nHELLO 03\r\nHELLO +3\r\nHELLO -0\r\nHELLO 2x\r\n'
+        b"HELLO 123456789012345678901\r\nHELLO 99999999999999999999 AUTH a b\r\n",
+        False,
+    ),
+    "hello versions resp3": (
+        HELLO3 + b"HELLO 99999999999999999999\r\nHELLO 4\r\nHELLO 03\r\nHELLO +2\r\nPING\r\n",
+        False,
+    ),
     "client names": (
         b'CLIENT SETNAME "a b"\r\nCLIENT GETNAME\r\nCLIENT SETNAME xx\r\nCLIENT GETNAME\r\n'
         b'CLIENT SETNAME ""\r\nCLIENT GETNAME\r\n',
