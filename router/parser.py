@@ -292,6 +292,8 @@ class RequestParser:
     def _read_inline(self) -> list[bytes] | None:
         buf = self._buf
         nl = buf.find(b"\n", self._pos)
+        if nl >= 0 and buf.find(0, self._pos, nl) >= 0:
+            nl = -1  # Redis finds the newline with strchr: a NUL before it hides it
         if nl < 0:
             if len(buf) - self._pos > INLINE_MAX_SIZE:
                 raise ProtocolError("ERR Protocol error: too big inline request")
@@ -307,7 +309,10 @@ class RequestParser:
 
 
 _ESCAPES = {ord("n"): 10, ord("r"): 13, ord("t"): 9, ord("b"): 8, ord("a"): 7}
+# sdssplitargs skips isspace() between arguments and after a closing quote,
+# but ends an unquoted argument only at these (so "ECHO\va" is one argument)
 _SPACE = frozenset(b" \n\r\t\v\f")
+_END = frozenset(b" \n\r\t")
 _HEX = frozenset(b"0123456789abcdefABCDEF")
 
 
@@ -316,9 +321,11 @@ def split_args(line: bytes) -> list[bytes] | None:
 
     Double quotes take ``\\xHH``, ``\\n``, ``\\r``, ``\\t``, ``\\b``, ``\\a`` and
     ``\\<c>`` escapes; single quotes only ``\\'``. A closing quote must be
-    followed by a space or the end of the line.
+    followed by a space or the end of the line. Blanks (``isspace``) are
+    skipped between arguments, but only space, tab, CR and LF end an unquoted
+    one: ``\\v`` and ``\\f`` inside or right after it belong to it.
     """
-    if b'"' not in line and b"'" not in line:
+    if b'"' not in line and b"'" not in line and b"\v" not in line and b"\f" not in line:
         return line.split()
     out: list[bytes] = []
     i, n = 0, len(line)
@@ -371,7 +378,7 @@ def split_args(line: bytes) -> list[bytes] | None:
                 if i >= n:
                     break
                 c = line[i]
-                if c in _SPACE:
+                if c in _END:
                     break
                 if c == 0x22:
                     inq = True

@@ -19,13 +19,11 @@ from collections import Counter
 import pytest
 
 from bloomcast.testing import REDIS
-from tests.differential.oracle import ORACLE, exchange, split_frames
+from tests.differential.oracle import HELLO3, ORACLE, exchange, hello_masked, split_frames
 from tests.procs import connect, read_quiet
 
 pytestmark = pytest.mark.timeout(120)
 
-
-HELLO3 = b"HELLO 3\r\n"
 
 # name -> (payload, compare as multiset of frames)
 SCENARIOS: dict[str, tuple[bytes, bool]] = {
@@ -266,18 +264,12 @@ SELF_PUBLISH = {
 }
 
 
-def _hello_masked(data: bytes) -> list[bytes]:
-    """The frames, each HELLO reply (server fields differ) as one placeholder."""
-    hello = (b"%7\r\n$6\r\nserver\r\n", b"*14\r\n$6\r\nserver\r\n")
-    return [b"HELLO" if f.startswith(hello) else f for f in split_frames(data)]
-
-
 @pytest.mark.parametrize("name", list(SELF_PUBLISH))
 def test_self_publish_in_command_order(servers, name):
     oracle, node = servers
     want, _ = exchange(oracle, SELF_PUBLISH[name])
     got, _ = exchange(node, SELF_PUBLISH[name])
-    assert _hello_masked(got) == _hello_masked(want)
+    assert hello_masked(got) == hello_masked(want)
     assert b"message" in got
 
 
