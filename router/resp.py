@@ -23,8 +23,11 @@ def simple(text: str) -> bytes:
 
 
 def error(text: str) -> bytes:
-    """An error reply; like Redis's addReplyError, newlines become spaces."""
-    return b"-" + text.replace("\r", " ").replace("\n", " ").encode() + b"\r\n"
+    """An error reply; like Redis's addReplyError, newlines become spaces.
+    Bytes decoded with ``surrogateescape`` go out as they came in."""
+    return (
+        b"-" + text.replace("\r", " ").replace("\n", " ").encode(errors="surrogateescape") + b"\r\n"
+    )
 
 
 #: ``:0`` .. ``:1023``, encoded once (PUBLISH replies are small counts; Redis

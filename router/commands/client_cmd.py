@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 from router import resp
 from router.commands.base import Command, Reply, subcommand_table
 from router.commands.connection import valid_client_name
+from router.parser import string2ll
 
 if TYPE_CHECKING:
     from router.client import Client
@@ -43,8 +44,39 @@ def setinfo(node: Node, client: Client, args: list[bytes]) -> Reply:
     return resp.OK
 
 
+#: Redis getClientTypeByName; the node has no master or replica connections
+_CLIENT_TYPES = frozenset({b"normal", b"pubsub", b"master", b"slave", b"replica"})
+
+
+def _client_type(c: Client) -> bytes:
+    """Redis getClientType: pubsub while subscribed to anything, else normal."""
+    return b"pubsub" if c.channels or c.patterns or c.shard_channels else b"normal"
+
+
 def client_list(node: Node, client: Client, args: list[bytes]) -> Reply:
-    text = "".join(c.info_line() + "\n" for c in node.clients.values())
+    """CLIENT LIST [TYPE type | ID id [id ...]] (Redis 7.0 clientCommand)."""
+    listed: list[Client]
+    option = args[2].lower() if len(args) > 2 else b""
+    if len(args) == 4 and option == b"type":
+        kind = args[3].lower()
+        if kind not in _CLIENT_TYPES:
+            shown = args[3].split(b"\0", 1)[0].decode(errors="surrogateescape")  # %s
+            return resp.error(f"ERR Unknown client type '{shown}'")
+        listed = [c for c in node.clients.values() if _client_type(c) == kind]
+    elif len(args) > 3 and option == b"id":
+        listed = []
+        for raw in args[3:]:  # in argument order, a repeated id repeated
+            cid = string2ll(raw)
+            if cid is None:
+                return resp.error("ERR Invalid client ID")
+            found = node.clients.get(cid)
+            if found is not None:
+                listed.append(found)
+    elif len(args) != 2:
+        return resp.error("ERR syntax error")
+    else:
+        listed = list(node.clients.values())
+    text = "".join(c.info_line() + "\n" for c in listed)
     return resp.verbatim(text.encode(), client.resp)
 
 
