@@ -84,6 +84,8 @@ def client_info(node: Node, client: Client, args: list[bytes]) -> Reply:
     return resp.verbatim((client.info_line() + "\n").encode(), client.resp)
 
 
+#: Redis 7.0.15's CLIENT HELP lines for the subcommands the node has, in its
+#: order, and SETINFO's lines from Redis 7.2 (7.0 has no SETINFO)
 _HELP = (
     "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
     "GETNAME",
@@ -92,8 +94,10 @@ _HELP = (
     "    Return the ID of the current connection.",
     "INFO",
     "    Return information about the current client connection.",
-    "LIST",
-    "    Return information about client connections.",
+    "LIST [options ...]",
+    "    Return information about client connections. Options:",
+    "    * TYPE (NORMAL|MASTER|REPLICA|PUBSUB)",
+    "      Return clients of specified type.",
     "SETINFO <option> <value>",
     "    Set client meta attr. Options are:",
     "    * LIB-NAME: the client lib name.",
@@ -101,7 +105,7 @@ _HELP = (
     "SETNAME <name>",
     "    Assign the name <name> to the current connection.",
     "HELP",
-    "    Print this help.",
+    "    Prints this help.",
 )
 
 
