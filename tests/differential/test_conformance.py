@@ -34,6 +34,14 @@ SCENARIOS: dict[str, tuple[bytes, bool]] = {
         False,
     ),
     "unknown subcommand": (b"PUBSUB FOO\r\nCLIENT NOPE x\r\npubsub Foo\r\n", False),
+    # printed with %s: raw bytes, cut at a NUL
+    "unknown names, raw bytes": (
+        b"*3\r\n$3\r\na\x00b\r\n$3\r\nc\x00d\r\n$2\r\n\xff\xfe\r\nECHO\x85a b\xc3\r\n"
+        b"*2\r\n$6\r\nPUBSUB\r\n$3\r\n\x85\x00b\r\n*2\r\n$6\r\nCLIENT\r\n$2\r\n\xc3\xa9\r\n"
+        b"*2\r\n$3\r\n\x00ab\r\n$200\r\n" + b"\xe9" * 200 + b"\r\n",
+        False,
+    ),
+    "unknown names, raw bytes resp3": (HELLO3 + b"ECHO\x85a b\xc3\r\nPUBSUB \xff\r\n", False),
     "ping echo": (b"PING\r\nPING hi\r\nECHO hello\r\nping\r\nEcHo x\r\n", False),
     "publish without subscribers": (b"PUBLISH a b\r\nSPUBLISH a b\r\n", False),
     "subscribe and counts": (
