@@ -136,6 +136,8 @@ class Client(asyncio.Protocol):
             queued = 0
             self.write(resp.error(str(exc)))
             self._close_after_reply = True
+        # (an early flush in the batch, a message to this client over the
+        # limit, reset the count: it may over-count, flushing early once more)
         self._out_bytes += queued
         if self._out_bytes > self._queue_limit:
             self.flush()
