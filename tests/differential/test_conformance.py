@@ -64,6 +64,10 @@ SCENARIOS: dict[str, tuple[bytes, bool]] = {
         b"SSUBSCRIBE s\r\nPUNSUBSCRIBE\r\nUNSUBSCRIBE\r\nECHO z\r\nSUNSUBSCRIBE\r\nECHO w\r\n",
         False,
     ),
+    "shard channels only, resp3 (no subscribed context)": (
+        HELLO3 + b"SSUBSCRIBE s\r\nECHO x\r\nPING\r\nPUBSUB NUMPAT\r\nSUNSUBSCRIBE s\r\nECHO y\r\n",
+        False,
+    ),
     "subscribed context, shard channel left": (
         b"SUBSCRIBE a\r\nSSUBSCRIBE s\r\nUNSUBSCRIBE a\r\nECHO x\r\nSSUBSCRIBE t\r\n"
         b"PSUBSCRIBE p*\r\nSUNSUBSCRIBE\r\nPUNSUBSCRIBE\r\nECHO y\r\n",
