@@ -174,7 +174,7 @@ class Client(asyncio.Protocol):
         if cmd.subcommands is not None and argc >= 2:
             sub = cmd.subcommands.get(args[1].lower())
             if sub is None:
-                shown = c_string(args[1][:128])
+                shown = resp.c_string(args[1][:128])
                 return resp.error(f"ERR unknown subcommand '{shown}'. Try {cmd.name.upper()} HELP.")
             cmd = sub
         self.last_command = cmd.name
@@ -293,12 +293,6 @@ class Client(asyncio.Protocol):
         )
 
 
-def c_string(raw: bytes) -> str:
-    """``raw`` as Redis's ``%s`` prints it: up to the first NUL, bytes kept
-    (surrogate-escaped; :func:`router.resp.error` writes them back raw)."""
-    return raw.split(b"\0", 1)[0].decode(errors="surrogateescape")
-
-
 def unknown_command_text(args: list[bytes]) -> str:
     """Redis's unknown-command error: name and the first arguments, each cut so
     the argument list stays within 128 bytes (``processCommand``)."""
@@ -306,5 +300,7 @@ def unknown_command_text(args: list[bytes]) -> str:
     for arg in args[1:]:
         if len(shown) >= 128:
             break
-        shown += f"'{c_string(arg[: 128 - len(shown)])}' "
-    return f"ERR unknown command '{c_string(args[0][:128])}', with args beginning with: {shown}"
+        shown += f"'{resp.c_string(arg[: 128 - len(shown)])}' "
+    return (
+        f"ERR unknown command '{resp.c_string(args[0][:128])}', with args beginning with: {shown}"
+    )

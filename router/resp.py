@@ -24,6 +24,12 @@ def simple(text: str) -> bytes:
     return b"+" + text.encode() + b"\r\n"
 
 
+def c_string(raw: bytes) -> str:
+    """``raw`` as Redis's ``%s`` prints it in an error: up to the first NUL,
+    bytes kept (surrogate-escaped; :func:`error` writes them back raw)."""
+    return raw.split(b"\0", 1)[0].decode(errors="surrogateescape")
+
+
 def error(text: str) -> bytes:
     """An error reply; like Redis's addReplyError, newlines become spaces.
     Bytes decoded with ``surrogateescape`` go out as they came in."""

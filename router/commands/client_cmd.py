@@ -32,7 +32,7 @@ def getname(node: Node, client: Client, args: list[bytes]) -> Reply:
 def setinfo(node: Node, client: Client, args: list[bytes]) -> Reply:
     attr = args[2].lower()
     if attr not in (b"lib-name", b"lib-ver"):
-        return resp.error(f"ERR Unrecognized option '{args[2].decode(errors='replace')}'")
+        return resp.error(f"ERR Unrecognized option '{resp.c_string(args[2])}'")
     if not all(33 <= c <= 126 for c in args[3]):
         return resp.error(
             f"ERR {attr.decode()} cannot contain spaces, newlines or special characters."
@@ -60,8 +60,7 @@ def client_list(node: Node, client: Client, args: list[bytes]) -> Reply:
     if len(args) == 4 and option == b"type":
         kind = args[3].lower()
         if kind not in _CLIENT_TYPES:
-            shown = args[3].split(b"\0", 1)[0].decode(errors="surrogateescape")  # %s
-            return resp.error(f"ERR Unknown client type '{shown}'")
+            return resp.error(f"ERR Unknown client type '{resp.c_string(args[3])}'")
         listed = [c for c in node.clients.values() if _client_type(c) == kind]
     elif len(args) > 3 and option == b"id":
         listed = []

@@ -86,9 +86,7 @@ def hello(node: Node, client: Client, args: list[bytes]) -> Reply:
                 )
             i += 2
         else:
-            return resp.error(
-                f"ERR Syntax error in HELLO option '{args[i].decode(errors='replace')}'"
-            )
+            return resp.error(f"ERR Syntax error in HELLO option '{resp.c_string(args[i])}'")
     if not client.authenticated:
         return resp.error(
             "NOAUTH HELLO must be called with the client already authenticated, otherwise "

@@ -42,6 +42,10 @@ SCENARIOS: dict[str, tuple[bytes, bool]] = {
         False,
     ),
     "unknown names, raw bytes resp3": (HELLO3 + b"ECHO\x85a b\xc3\r\nPUBSUB \xff\r\n", False),
+    "hello option, raw bytes": (
+        b"HELLO 2 \xff\xfe\r\n*3\r\n$5\r\nHELLO\r\n$1\r\n3\r\n$3\r\na\x00b\r\nHELLO 3 x\xe9\r\n",
+        False,
+    ),
     "ping echo": (b"PING\r\nPING hi\r\nECHO hello\r\nping\r\nEcHo x\r\n", False),
     "publish without subscribers": (b"PUBLISH a b\r\nSPUBLISH a b\r\n", False),
     "subscribe and counts": (

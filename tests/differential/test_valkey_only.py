@@ -17,6 +17,7 @@ def test_client_setinfo_same_bytes_as_valkey():
     payload = (
         b"CLIENT SETINFO foo bar\r\nCLIENT SETINFO lib-name x\r\nCLIENT SETINFO LIB-VER 1\r\n"
         b"CLIENT SETINFO lib-name a\x01b\r\nCLIENT SETINFO lib-ver\r\n"
+        b"*4\r\n$6\r\nCLIENT\r\n$7\r\nSETINFO\r\n$3\r\na\x00b\r\n$1\r\nx\r\n"
     )
     with start_anchor(VALKEY) as valkey, bloomcast_node() as node:
         assert exchange(node, payload) == exchange(valkey.port, payload)
