@@ -76,10 +76,13 @@ def command_info(node: Node, client: Client, args: list[bytes]) -> Reply:
 
 
 def command_docs(node: Node, client: Client, args: list[bytes]) -> Reply:
-    """A map of full name -> docs; unknown names are left out (Redis 7.0)."""
-    cmds = [lookup(n) for n in args[2:]] if len(args) > 2 else _commands()
-    docs = {c.name: c.docs() for c in cmds if c is not None}
-    return resp.encode_value(docs, client.resp)
+    """A map of full name -> docs, one entry per name given (a repeated name
+    repeated), unknown names left out (Redis 7.0 ``commandDocsCommand``)."""
+    found = [lookup(n) for n in args[2:]] if len(args) > 2 else _commands()
+    cmds = [c for c in found if c is not None]
+    return resp.map_header(len(cmds), client.resp) + b"".join(
+        resp.bulk(c.name.encode()) + resp.encode_value(c.docs(), client.resp) for c in cmds
+    )
 
 
 def cluster_info(node: Node, client: Client, args: list[bytes]) -> Reply:

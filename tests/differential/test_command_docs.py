@@ -62,6 +62,7 @@ def test_pubsub_container_entries_like_redis(servers, resp3):
 def test_unknown_and_subcommand_names_like_redis(servers, resp3):
     oracle, node = servers
     for kind in (b"INFO", b"DOCS"):
-        command = b"COMMAND %b nosuch SUBSCRIBE pubsub|nosuch PUBSUB|NUMSUB a|b|c spublish\r\n"
+        command = b"COMMAND %b nosuch SUBSCRIBE pubsub|nosuch PUBSUB|NUMSUB a|b|c spublish"
+        command += b" subscribe ping|x ssubscribe\r\n"
         command %= kind
         assert _reply(node, resp3, command) == _reply(oracle, resp3, command)
