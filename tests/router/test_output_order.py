@@ -6,39 +6,23 @@ client), and a pipelined batch is still one ``transport.write`` per loop turn
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
+from bench.hot_path import CountingTransport
 from router.client import Client
 from router.config import NodeConfig
 from router.node import Node
 
 
-class RecordingTransport:
-    """The transport calls a Client makes, keeping every write."""
+class RecordingTransport(CountingTransport):
+    """The benchmark's stand-in transport, also keeping every write."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.writes: list[bytes] = []
 
     def write(self, data: bytes) -> None:
+        super().write(data)
         self.writes.append(data)
-
-    def get_extra_info(self, name: str) -> Any:
-        return None
-
-    def get_write_buffer_size(self) -> int:
-        return 0
-
-    def pause_reading(self) -> None:
-        pass
-
-    def resume_reading(self) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
-
-    def abort(self) -> None:
-        pass
 
 
 def _run(batches: list[bytes]) -> list[bytes]:
