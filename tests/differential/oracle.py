@@ -88,5 +88,10 @@ def _skip(data: bytes, pos: int) -> int:
 
 def hello_masked(data: bytes) -> list[bytes]:
     """The frames, each HELLO reply (server fields differ) as one placeholder."""
-    hello = (b"%7\r\n$6\r\nserver\r\n", b"*14\r\n$6\r\nserver\r\n")
-    return [b"HELLO" if f.startswith(hello) else f for f in split_frames(data)]
+    return [b"HELLO" if _is_hello(f) else f for f in split_frames(data)]
+
+
+def _is_hello(frame: bytes) -> bool:
+    """A HELLO reply: a map (RESP3) or flat array (RESP2) whose first key is server."""
+    head, _, rest = frame.partition(b"\r\n")
+    return head[:1] in (b"%", b"*") and rest.startswith(b"$6\r\nserver\r\n")

@@ -19,7 +19,14 @@ from collections import Counter
 import pytest
 
 from bloomcast.testing import REDIS
-from tests.differential.oracle import HELLO3, ORACLE, exchange, hello_masked, split_frames
+from tests.differential.oracle import (
+    HELLO3,
+    ORACLE,
+    exchange,
+    hello_masked,
+    redis_only,
+    split_frames,
+)
 from tests.procs import connect, read_quiet
 
 pytestmark = pytest.mark.timeout(120)
@@ -165,7 +172,13 @@ def _compare(oracle: int, node: int, payload: bytes, unordered: bool, skip: int)
     assert got_closed == want_closed
 
 
-@pytest.mark.parametrize("name", list(SCENARIOS))
+# where Valkey 9, the fallback oracle, differs from Redis 7.0.15
+REDIS_ONLY = {"unknown names, raw bytes resp3", "hello option, raw bytes"}
+
+
+@pytest.mark.parametrize(
+    "name", [pytest.param(n, marks=redis_only) if n in REDIS_ONLY else n for n in SCENARIOS]
+)
 def test_same_bytes_as_the_oracle(servers, name):
     oracle, node = servers
     payload, unordered = SCENARIOS[name]
@@ -280,6 +293,7 @@ SELF_PUBLISH = {
 }
 
 
+@redis_only  # Valkey 9 writes PUBLISH's reply before the message to the publisher itself
 @pytest.mark.parametrize("name", list(SELF_PUBLISH))
 def test_self_publish_in_command_order(servers, name):
     oracle, node = servers

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.differential.oracle import HELLO3, exchange, hello_masked
+from tests.differential.oracle import HELLO3, exchange, hello_masked, redis_only
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -29,7 +29,13 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("name", list(CASES))
+# Valkey 9, the fallback oracle, splits some of these lines otherwise
+REDIS_ONLY = {"blanks", "blanks resp3"}
+
+
+@pytest.mark.parametrize(
+    "name", [pytest.param(n, marks=redis_only) if n in REDIS_ONLY else n for n in CASES]
+)
 def test_inline_same_bytes_as_the_oracle(servers, name):
     oracle, node = servers
     want = exchange(oracle, CASES[name])
