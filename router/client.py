@@ -33,7 +33,8 @@ from router.commands import COMMANDS, LOOKUP, Reply
 if TYPE_CHECKING:
     from router.node import Node
 
-# commands a RESP2 client may send while subscribed (Redis's processCommand)
+# commands a RESP2 client may send while subscribed (Redis's processCommand);
+# subscribed = any channel, pattern or shard channel (Redis 7.0's CLIENT_PUBSUB)
 _SUBSCRIBED_ALLOWED = frozenset(
     {"subscribe", "ssubscribe", "sunsubscribe", "psubscribe", "unsubscribe", "punsubscribe"}
     | {"ping", "quit", "reset"}
@@ -106,27 +107,40 @@ class Client(asyncio.Protocol):
     def _process(self) -> None:
         if self.closed or self._close_after_reply:
             return  # QUIT or a protocol error ended this connection: read no more
-        out: list[bytes] = []
+        # replies go straight to the output queue, the one that pub/sub
+        # messages go to, so output leaves in command order (a message this
+        # connection publishes to itself follows the confirmation and the
+        # replies before it, as in Redis); the queue is still written once
+        # per loop turn
+        out = self._out
         execute = self.execute
+        queued = 0
         try:
             for args in self.parser.requests():
                 reply = execute(args)
                 if type(reply) is bytes:
+                    if not out:
+                        self.node.schedule_flush(self)
                     out.append(reply)
+                    queued += len(reply)
                     if self._close_after_reply or self.closed:  # QUIT, or cut
                         break
                     continue
                 # blocked until the future resolves (subscribe visibility);
                 # what follows stays buffered in the parser until then
-                if out:
-                    self.write(b"".join(out))
+                self._out_bytes += queued
                 self._block(reply)  # type: ignore[arg-type]
                 return
         except parser.ProtocolError as exc:
-            out.append(resp.error(str(exc)))
+            self._out_bytes += queued
+            queued = 0
+            self.write(resp.error(str(exc)))
             self._close_after_reply = True
-        if out:
-            self.write(out[0] if len(out) == 1 else b"".join(out))
+        # (an early flush in the batch, a message to this client over the
+        # limit, reset the count: it may over-count, flushing early once more)
+        self._out_bytes += queued
+        if self._out_bytes > self._queue_limit:
+            self.flush()
         if self._close_after_reply and self.transport is not None:
             self.flush()
             self.transport.close()
@@ -160,7 +174,7 @@ class Client(asyncio.Protocol):
         if cmd.subcommands is not None and argc >= 2:
             sub = cmd.subcommands.get(args[1].lower())
             if sub is None:
-                shown = args[1][:128].decode(errors="replace")
+                shown = resp.c_string(args[1][:128])
                 return resp.error(f"ERR unknown subcommand '{shown}'. Try {cmd.name.upper()} HELP.")
             cmd = sub
         self.last_command = cmd.name
@@ -171,7 +185,7 @@ class Client(asyncio.Protocol):
             return resp.error("NOAUTH Authentication required.")
         if (
             self.resp == 2
-            and (self.channels or self.patterns)
+            and (self.channels or self.patterns or self.shard_channels)
             and top.name not in _SUBSCRIBED_ALLOWED
         ):
             return resp.error(
@@ -286,6 +300,7 @@ def unknown_command_text(args: list[bytes]) -> str:
     for arg in args[1:]:
         if len(shown) >= 128:
             break
-        shown += f"'{arg[: 128 - len(shown)].decode(errors='replace')}' "
-    name = args[0][:128].decode(errors="replace")
-    return f"ERR unknown command '{name}', with args beginning with: {shown}"
+        shown += f"'{resp.c_string(arg[: 128 - len(shown)])}' "
+    return (
+        f"ERR unknown command '{resp.c_string(args[0][:128])}', with args beginning with: {shown}"
+    )

@@ -58,8 +58,9 @@ class ProtocolError(Exception):
     """A request Redis would reject; ``str(exc)`` is the reply text without ``-``."""
 
 
-def _string2ll(raw: bytes) -> int | None:
-    """Redis ``string2ll``: optional ``-``, digits, no ``+``, no leading zeros."""
+def string2ll(raw: bytes) -> int | None:
+    """Redis ``string2ll``: optional ``-``, digits, no ``+``, no leading zeros,
+    within a signed 64-bit integer; None where Redis fails."""
     if not raw or len(raw) > 20:
         return None
     if raw == b"0":
@@ -67,7 +68,8 @@ def _string2ll(raw: bytes) -> int | None:
     digits = raw[1:] if raw[:1] == b"-" else raw
     if not digits.isdigit() or digits[:1] == b"0" or not digits.isascii():
         return None
-    return int(raw)
+    n = int(raw)
+    return n if -(1 << 63) <= n < (1 << 63) else None
 
 
 class RequestParser:
@@ -241,7 +243,7 @@ class RequestParser:
             if len(buf) - self._pos > INLINE_MAX_SIZE:
                 raise ProtocolError("ERR Protocol error: too big mbulk count string")
             return None
-        count = _string2ll(bytes(buf[self._pos + 1 : nl]))
+        count = string2ll(bytes(buf[self._pos + 1 : nl]))
         if count is None or count > self.max_multibulk:
             raise ProtocolError("ERR Protocol error: invalid multibulk length")
         if count > UNAUTH_MAX_MULTIBULK and not self.authenticated:
@@ -271,7 +273,7 @@ class RequestParser:
             if raw.isdigit() and (raw[0] != 0x30 or len(raw) == 1) and len(raw) < 19:
                 size: int | None = int(raw)
             else:
-                size = _string2ll(bytes(raw))
+                size = string2ll(bytes(raw))
             if size is None or size < 0 or size > self.max_bulk:
                 raise ProtocolError("ERR Protocol error: invalid bulk length")
             if size > UNAUTH_MAX_BULK and not self.authenticated:
@@ -290,6 +292,8 @@ class RequestParser:
     def _read_inline(self) -> list[bytes] | None:
         buf = self._buf
         nl = buf.find(b"\n", self._pos)
+        if nl >= 0 and buf.find(0, self._pos, nl) >= 0:
+            nl = -1  # Redis finds the newline with strchr: a NUL before it hides it
         if nl < 0:
             if len(buf) - self._pos > INLINE_MAX_SIZE:
                 raise ProtocolError("ERR Protocol error: too big inline request")
@@ -305,7 +309,10 @@ class RequestParser:
 
 
 _ESCAPES = {ord("n"): 10, ord("r"): 13, ord("t"): 9, ord("b"): 8, ord("a"): 7}
+# sdssplitargs skips isspace() between arguments and after a closing quote,
+# but ends an unquoted argument only at these (so "ECHO\va" is one argument)
 _SPACE = frozenset(b" \n\r\t\v\f")
+_END = frozenset(b" \n\r\t")
 _HEX = frozenset(b"0123456789abcdefABCDEF")
 
 
@@ -314,9 +321,11 @@ def split_args(line: bytes) -> list[bytes] | None:
 
     Double quotes take ``\\xHH``, ``\\n``, ``\\r``, ``\\t``, ``\\b``, ``\\a`` and
     ``\\<c>`` escapes; single quotes only ``\\'``. A closing quote must be
-    followed by a space or the end of the line.
+    followed by a space or the end of the line. Blanks (``isspace``) are
+    skipped between arguments, but only space, tab, CR and LF end an unquoted
+    one: ``\\v`` and ``\\f`` inside or right after it belong to it.
     """
-    if b'"' not in line and b"'" not in line:
+    if b'"' not in line and b"'" not in line and b"\v" not in line and b"\f" not in line:
         return line.split()
     out: list[bytes] = []
     i, n = 0, len(line)
@@ -369,7 +378,7 @@ def split_args(line: bytes) -> list[bytes] | None:
                 if i >= n:
                     break
                 c = line[i]
-                if c in _SPACE:
+                if c in _END:
                     break
                 if c == 0x22:
                     inq = True

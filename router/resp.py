@@ -12,6 +12,8 @@ RESP3 push frames (same count, ``>`` for ``*``) for RESP3 receivers.
 
 from __future__ import annotations
 
+from typing import Any
+
 OK = b"+OK\r\n"
 PONG = b"+PONG\r\n"
 NULL2 = b"$-1\r\n"
@@ -22,9 +24,18 @@ def simple(text: str) -> bytes:
     return b"+" + text.encode() + b"\r\n"
 
 
+def c_string(raw: bytes) -> str:
+    """``raw`` as Redis's ``%s`` prints it in an error: up to the first NUL,
+    bytes kept (surrogate-escaped; :func:`error` writes them back raw)."""
+    return raw.split(b"\0", 1)[0].decode(errors="surrogateescape")
+
+
 def error(text: str) -> bytes:
-    """An error reply; like Redis's addReplyError, newlines become spaces."""
-    return b"-" + text.replace("\r", " ").replace("\n", " ").encode() + b"\r\n"
+    """An error reply; like Redis's addReplyError, newlines become spaces.
+    Bytes decoded with ``surrogateescape`` go out as they came in."""
+    return (
+        b"-" + text.replace("\r", " ").replace("\n", " ").encode(errors="surrogateescape") + b"\r\n"
+    )
 
 
 #: ``:0`` .. ``:1023``, encoded once (PUBLISH replies are small counts; Redis
@@ -69,11 +80,29 @@ def bulk_array(items: list[bytes]) -> bytes:
     return array_header(len(items)) + b"".join(bulk(x) for x in items)
 
 
+class Status(str):
+    """A simple string (``+text``) for :func:`encode_value`."""
+
+    __slots__ = ()
+
+
+class Set(tuple[Any, ...]):
+    """A set for :func:`encode_value`: ``~n`` in RESP3, an array in RESP2."""
+
+    __slots__ = ()
+
+
 def encode_value(value: object, resp: int) -> bytes:
-    """Encode nested Python values: bytes/str -> bulk, int -> integer, None -> null,
-    list -> array, dict -> map. For replies built rarely (HELLO, COMMAND)."""
+    """Encode nested Python values: bytes/str -> bulk, Status -> simple string,
+    int -> integer, None -> null, list -> array, Set -> set, dict -> map. For
+    replies built rarely (HELLO, COMMAND)."""
     if isinstance(value, bytes):
         return bulk(value)
+    if isinstance(value, Status):
+        return simple(value)
+    if isinstance(value, Set):
+        head = b"~%d\r\n" % len(value) if resp == 3 else array_header(len(value))
+        return head + b"".join(encode_value(v, resp) for v in value)
     if isinstance(value, str):
         return bulk(value.encode())
     if isinstance(value, bool):

@@ -15,6 +15,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from router.commands.redis_meta import REDIS_META
+from router.resp import Set
+from router.resp import Status as S
+
 if TYPE_CHECKING:
     from router.client import Client
     from router.node import Node
@@ -36,12 +40,41 @@ class Command:
 
     def info(self) -> list[Any]:
         """The COMMAND INFO entry: name, arity, flags, first/last key, step, ACL
-        categories, tips, key specs, subcommands."""
-        subs = [c.info() for c in (self.subcommands or {}).values()]
-        return [self.name, self.arity, list(self.flags), 0, 0, 0, [f"@{self.group}"], [], [], subs]
+        categories, tips, key specs, subcommands (Redis 7.0 ``addReplyCommandInfo``:
+        flags, categories, tips and key specs are sets, and so are no subcommands).
+        The pub/sub commands' fields are Redis 7.0.15's own (:mod:`router.commands.redis_meta`)."""
+        subs: list[Any] | Set = (
+            [c.info() for c in self.subcommands.values()] if self.subcommands else Set()
+        )
+        meta = REDIS_META.get(self.name)
+        if meta is None:
+            flags = Set(S(f) for f in self.flags)
+            return [
+                self.name,
+                self.arity,
+                flags,
+                0,
+                0,
+                0,
+                Set((S(f"@{self.group}"),)),
+                Set(),
+                Set(),
+                subs,
+            ]
+        first, last, step = meta.keys
+        return [
+            self.name, self.arity, meta.flags, first, last, step,
+            meta.acl, meta.tips, meta.key_specs, subs,
+        ]  # fmt: skip
 
     def docs(self) -> dict[str, Any]:
-        doc: dict[str, Any] = {"summary": self.summary, "since": "1.0.0", "group": self.group}
+        """The COMMAND DOCS map (Redis 7.0.15's for the pub/sub commands)."""
+        meta = REDIS_META.get(self.name)
+        doc: dict[str, Any] = (
+            dict(meta.docs)
+            if meta is not None
+            else {"summary": self.summary, "since": "1.0.0", "group": self.group}
+        )
         if self.subcommands:
             doc["subcommands"] = {c.name: c.docs() for c in self.subcommands.values()}
         return doc

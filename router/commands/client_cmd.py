@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 from router import resp
 from router.commands.base import Command, Reply, subcommand_table
 from router.commands.connection import valid_client_name
+from router.parser import string2ll
 
 if TYPE_CHECKING:
     from router.client import Client
@@ -31,7 +32,7 @@ def getname(node: Node, client: Client, args: list[bytes]) -> Reply:
 def setinfo(node: Node, client: Client, args: list[bytes]) -> Reply:
     attr = args[2].lower()
     if attr not in (b"lib-name", b"lib-ver"):
-        return resp.error(f"ERR Unrecognized option '{args[2].decode(errors='replace')}'")
+        return resp.error(f"ERR Unrecognized option '{resp.c_string(args[2])}'")
     if not all(33 <= c <= 126 for c in args[3]):
         return resp.error(
             f"ERR {attr.decode()} cannot contain spaces, newlines or special characters."
@@ -43,8 +44,38 @@ def setinfo(node: Node, client: Client, args: list[bytes]) -> Reply:
     return resp.OK
 
 
+#: Redis getClientTypeByName; the node has no master or replica connections
+_CLIENT_TYPES = frozenset({b"normal", b"pubsub", b"master", b"slave", b"replica"})
+
+
+def _client_type(c: Client) -> bytes:
+    """Redis getClientType: pubsub while subscribed to anything, else normal."""
+    return b"pubsub" if c.channels or c.patterns or c.shard_channels else b"normal"
+
+
 def client_list(node: Node, client: Client, args: list[bytes]) -> Reply:
-    text = "".join(c.info_line() + "\n" for c in node.clients.values())
+    """CLIENT LIST [TYPE type | ID id [id ...]] (Redis 7.0 clientCommand)."""
+    listed: list[Client]
+    option = args[2].lower() if len(args) > 2 else b""
+    if len(args) == 4 and option == b"type":
+        kind = args[3].lower()
+        if kind not in _CLIENT_TYPES:
+            return resp.error(f"ERR Unknown client type '{resp.c_string(args[3])}'")
+        listed = [c for c in node.clients.values() if _client_type(c) == kind]
+    elif len(args) > 3 and option == b"id":
+        listed = []
+        for raw in args[3:]:  # in argument order, a repeated id repeated
+            cid = string2ll(raw)
+            if cid is None:
+                return resp.error("ERR Invalid client ID")
+            found = node.clients.get(cid)
+            if found is not None:
+                listed.append(found)
+    elif len(args) != 2:
+        return resp.error("ERR syntax error")
+    else:
+        listed = list(node.clients.values())
+    text = "".join(c.info_line() + "\n" for c in listed)
     return resp.verbatim(text.encode(), client.resp)
 
 
@@ -52,6 +83,8 @@ def client_info(node: Node, client: Client, args: list[bytes]) -> Reply:
     return resp.verbatim((client.info_line() + "\n").encode(), client.resp)
 
 
+#: Redis 7.0.15's CLIENT HELP lines for the subcommands the node has, in its
+#: order, and SETINFO's lines from Redis 7.2 (7.0 has no SETINFO)
 _HELP = (
     "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
     "GETNAME",
@@ -60,8 +93,10 @@ _HELP = (
     "    Return the ID of the current connection.",
     "INFO",
     "    Return information about the current client connection.",
-    "LIST",
-    "    Return information about client connections.",
+    "LIST [options ...]",
+    "    Return information about client connections. Options:",
+    "    * TYPE (NORMAL|MASTER|REPLICA|PUBSUB)",
+    "      Return clients of specified type.",
     "SETINFO <option> <value>",
     "    Set client meta attr. Options are:",
     "    * LIB-NAME: the client lib name.",
@@ -69,7 +104,7 @@ _HELP = (
     "SETNAME <name>",
     "    Assign the name <name> to the current connection.",
     "HELP",
-    "    Print this help.",
+    "    Prints this help.",
 )
 
 

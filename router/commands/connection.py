@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from router import resp
 from router.commands.base import Command, Reply
+from router.parser import string2ll
 
 if TYPE_CHECKING:
     from router.client import Client
@@ -60,10 +61,11 @@ def hello(node: Node, client: Client, args: list[bytes]) -> Reply:
     version = client.resp
     i = 1
     if len(args) >= 2:
-        try:
-            version = int(args[1])
-        except ValueError:
+        # Redis getLongLongFromObjectOrReply: string2ll's strict rules
+        parsed = string2ll(args[1])
+        if parsed is None:
             return resp.error("ERR Protocol version is not an integer or out of range")
+        version = parsed
         if version not in (2, 3):
             return resp.error("NOPROTO unsupported protocol version")
         i = 2
@@ -84,9 +86,7 @@ def hello(node: Node, client: Client, args: list[bytes]) -> Reply:
                 )
             i += 2
         else:
-            return resp.error(
-                f"ERR Syntax error in HELLO option '{args[i].decode(errors='replace')}'"
-            )
+            return resp.error(f"ERR Syntax error in HELLO option '{resp.c_string(args[i])}'")
     if not client.authenticated:
         return resp.error(
             "NOAUTH HELLO must be called with the client already authenticated, otherwise "

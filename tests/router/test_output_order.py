@@ -1,0 +1,66 @@
+"""One connection's output, in-process: replies and the pushes it gets from
+its own PUBLISHes leave in command order (Redis has one output buffer per
+client), and a pipelined batch is still one ``transport.write`` per loop turn
+(docs/architecture.md §3: Redis's ``handleClientsWithPendingWrites``)."""
+
+from __future__ import annotations
+
+import asyncio
+
+from bench.hot_path import CountingTransport
+from router.client import Client
+from router.config import NodeConfig
+from router.node import Node
+
+
+class RecordingTransport(CountingTransport):
+    """The benchmark's stand-in transport, also keeping every write."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.writes: list[bytes] = []
+
+    def write(self, data: bytes) -> None:
+        super().write(data)
+        self.writes.append(data)
+
+
+def _run(batches: list[bytes]) -> list[bytes]:
+    """Feed each batch to one client, one loop turn apart; its writes."""
+
+    async def main() -> list[bytes]:
+        client = Client(Node(NodeConfig(port=0)))
+        transport = RecordingTransport()
+        client.connection_made(transport)  # type: ignore[arg-type]
+        for batch in batches:
+            client.data_received(batch)
+            await asyncio.sleep(0)
+        await asyncio.sleep(0)
+        return transport.writes
+
+    return asyncio.run(main())
+
+
+SUBSCRIBED = b">3\r\n$9\r\nsubscribe\r\n$4\r\nself\r\n:1\r\n"
+MESSAGE = b">3\r\n$7\r\nmessage\r\n$4\r\nself\r\n$2\r\nm%d\r\n"  # m0 .. m9
+
+
+def test_self_publish_pushes_follow_the_replies_before_them():
+    writes = _run(
+        [b"HELLO 3\r\n", b"SUBSCRIBE self\r\nPUBLISH self m1\r\nPING\r\nPUBLISH self m2\r\n"]
+    )
+    assert len(writes) == 2  # one write per loop turn
+    assert writes[1] == (
+        SUBSCRIBED + MESSAGE % 1 + b":1\r\n" + b"+PONG\r\n" + MESSAGE % 2 + b":1\r\n"
+    )
+
+
+def test_a_pipelined_batch_is_one_write():
+    publish = b"*3\r\n$7\r\nPUBLISH\r\n$4\r\nself\r\n$2\r\nm%d\r\n"
+    batch = b"HELLO 3\r\nSUBSCRIBE self\r\n" + b"".join(publish % (i % 10) for i in range(16))
+    writes = _run([batch, b"RESET\r\nPING\r\n"])
+    assert len(writes) == 2
+    first = writes[0]
+    assert first.index(SUBSCRIBED) < first.index(MESSAGE % 0)
+    assert first.endswith(b"".join(MESSAGE % (i % 10) + b":1\r\n" for i in range(16)))
+    assert writes[1] == b"+RESET\r\n+PONG\r\n"
