@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from cluster_bus.slots import CLUSTER_SLOTS, key_slot
 from router import resp
 from router.commands.base import Command, Reply, subcommand_table
-from router.parser import _string2ll
+from router.parser import string2ll
 
 if TYPE_CHECKING:
     from router.client import Client
@@ -87,7 +87,7 @@ def cluster_keyslot(node: Node, client: Client, args: list[bytes]) -> Reply:
 
 def _slot(arg: bytes) -> int | bytes:
     """A slot argument as Redis's getSlotOrReply reads it, or the error reply."""
-    slot = _string2ll(arg)
+    slot = string2ll(arg)
     if slot is None:
         return _NOT_INTEGER
     if not 0 <= slot < CLUSTER_SLOTS:
@@ -101,7 +101,7 @@ def cluster_countkeysinslot(node: Node, client: Client, args: list[bytes]) -> Re
 
 
 def cluster_getkeysinslot(node: Node, client: Client, args: list[bytes]) -> Reply:
-    slot, count = _string2ll(args[2]), _string2ll(args[3])
+    slot, count = string2ll(args[2]), string2ll(args[3])
     if slot is None or count is None:
         return _NOT_INTEGER
     if not 0 <= slot < CLUSTER_SLOTS or count < 0:
