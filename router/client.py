@@ -41,6 +41,13 @@ _SUBSCRIBED_ALLOWED = frozenset(
 )
 
 
+# commands whose replies are pub/sub confirmations: Redis 7.0 sends them as
+# pushes (CLIENT_PUSHING), which CLIENT REPLY OFF / SKIP do not silence
+_CONFIRMING = frozenset(
+    {"subscribe", "ssubscribe", "sunsubscribe", "psubscribe", "unsubscribe", "punsubscribe"}
+)
+
+
 class Client(asyncio.Protocol):
     """One client connection of a node."""
 
@@ -64,6 +71,11 @@ class Client(asyncio.Protocol):
         self.created = time.monotonic()
         self.last_interaction = self.created
         self.last_command = "NULL"  # Redis's cmd= before the first command
+        # CLIENT REPLY OFF / SKIP (Redis's CLIENT_REPLY_OFF, _SKIP_NEXT flags);
+        # ``quiet`` is either, so the common path checks one attribute
+        self.reply_off = False
+        self.reply_skip_next = False
+        self.quiet = False
         self.addr = "?:0"
         self.laddr = "?:0"
         self._blocked: asyncio.Future[bytes] | None = None
@@ -117,7 +129,7 @@ class Client(asyncio.Protocol):
         queued = 0
         try:
             for args in self.parser.requests():
-                reply = execute(args)
+                reply = self.execute_quietly(args) if self.quiet else execute(args)
                 if type(reply) is bytes:
                     if not out:
                         self.node.schedule_flush(self)
@@ -162,6 +174,19 @@ class Client(asyncio.Protocol):
         if self.transport is not None:
             self.transport.resume_reading()
         self._process()
+
+    def execute_quietly(self, args: list[bytes]) -> Reply:
+        """Run one request under CLIENT REPLY OFF or SKIP (Redis's
+        ``resetClient`` / ``prepareClientToWrite``): SKIP silences the next
+        command's reply, OFF every reply until ON or RESET; pub/sub
+        confirmations and messages are pushes and always go out."""
+        skip = self.reply_skip_next
+        self.reply_skip_next = False
+        reply = self.execute(args)
+        if (skip or self.reply_off) and args[0].lower().decode(errors="replace") not in _CONFIRMING:
+            reply = b""
+        self.quiet = self.reply_off or self.reply_skip_next
+        return reply
 
     def execute(self, args: list[bytes]) -> Reply:
         """Run one request; returns reply bytes or a future of them."""

@@ -97,6 +97,8 @@ _HELP = (
     "    Return information about client connections. Options:",
     "    * TYPE (NORMAL|MASTER|REPLICA|PUBSUB)",
     "      Return clients of specified type.",
+    "REPLY (ON|OFF|SKIP)",
+    "    Control the replies sent to the current connection.",
     "SETINFO <option> <value>",
     "    Set client meta attr. Options are:",
     "    * LIB-NAME: the client lib name.",
@@ -106,6 +108,23 @@ _HELP = (
     "HELP",
     "    Prints this help.",
 )
+
+
+def reply(node: Node, client: Client, args: list[bytes]) -> Reply:
+    """CLIENT REPLY ON|OFF|SKIP (Redis's clientCommand): ON answers OK; OFF and
+    SKIP answer nothing (their own reply is already silenced)."""
+    mode = args[2].lower()
+    if mode == b"on":
+        client.reply_off = client.reply_skip_next = client.quiet = False
+        return resp.OK
+    if mode == b"off":
+        client.reply_off = client.quiet = True
+        return b""
+    if mode == b"skip":
+        if not client.reply_off:
+            client.reply_skip_next = client.quiet = True
+        return b""
+    return resp.error("ERR syntax error")
 
 
 def help_(node: Node, client: Client, args: list[bytes]) -> Reply:
@@ -143,6 +162,13 @@ COMMANDS = (
                 "connection",
             ),
             Command("client|list", -2, client_list, "Lists open connections.", "connection"),
+            Command(
+                "client|reply",
+                3,
+                reply,
+                "Instructs the server whether to reply to commands.",
+                "connection",
+            ),
             Command(
                 "client|info",
                 2,

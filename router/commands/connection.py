@@ -119,6 +119,7 @@ def reset(node: Node, client: Client, args: list[bytes]) -> Reply:
     node.filters_changed(node.registry.drop_client(client))
     client.resp = 2
     client.name = b""
+    client.reply_off = client.reply_skip_next = client.quiet = False
     client.set_authenticated(node.config.requirepass is None)
     return b"+RESET\r\n"
 
