@@ -60,19 +60,12 @@ class ProxiedCluster(LocalCluster):
         self.announce_ports = [p.port for p in self.proxies]
         self._proxies_started = False
 
+    def seed_port(self, j: int) -> int:
+        return self.announce_ports[j]  # joins go through the proxies too
+
     def node_args(self, i: int) -> list[str]:
-        args = [
-            self.python, "-m", "bloomcast.cli", "node",
-            "--bind", self.host,
-            "--port", str(self.ports[i]),
-            "--cluster-port", str(self.bus_ports[i]),
-            "--cluster-announce-bus-port", str(self.announce_ports[i]),
-        ]  # fmt: skip
-        for j in [j for j in range(self.size) if j != i][:2]:
-            args += ["--join", f"{self.host}:{self.announce_ports[j]}"]
-        if self.traffic_dir is not None:
-            args += ["--traffic-dir", self.traffic_dir]
-        return args + self.extra_args
+        announce = ["--cluster-announce-bus-port", str(self.announce_ports[i])]
+        return [*super().node_args(i), *announce]
 
     def start(self, timeout: float = 60.0) -> None:
         if not self._proxies_started:

@@ -70,6 +70,10 @@ class LocalCluster(Managed):
 
     # -- lifecycle -----------------------------------------------------------------
 
+    def seed_port(self, j: int) -> int:
+        """The bus port the other nodes join node ``j`` at."""
+        return self.bus_ports[j]
+
     def node_args(self, i: int) -> list[str]:
         """The command line of node ``i``."""
         args = [
@@ -81,7 +85,7 @@ class LocalCluster(Managed):
         # two seeds each, so a node still joins when one seed is down
         seeds = [j for j in range(self.size) if j != i][:2]
         for j in seeds:
-            args += ["--join", f"{self.host}:{self.bus_ports[j]}"]
+            args += ["--join", f"{self.host}:{self.seed_port(j)}"]
         if self.traffic_dir is not None:
             args += ["--traffic-dir", self.traffic_dir]
         return args + self.extra_args

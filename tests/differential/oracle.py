@@ -95,3 +95,12 @@ def _is_hello(frame: bytes) -> bool:
     """A HELLO reply: a map (RESP3) or flat array (RESP2) whose first key is server."""
     head, _, rest = frame.partition(b"\r\n")
     return head[:1] in (b"%", b"*") and rest.startswith(b"$6\r\nserver\r\n")
+
+
+def assert_same_as_oracle(servers: tuple[int, int], payload: bytes) -> None:
+    """The node's reply bytes (and whether it closed) are the oracle's, each
+    HELLO reply masked."""
+    oracle, node = servers
+    want, got = exchange(oracle, payload), exchange(node, payload)
+    assert hello_masked(got[0]) == hello_masked(want[0])
+    assert got[1] == want[1]

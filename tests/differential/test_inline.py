@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.differential.oracle import HELLO3, exchange, hello_masked, redis_only
+from tests.differential.oracle import HELLO3, assert_same_as_oracle, redis_only
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -37,8 +37,4 @@ REDIS_ONLY = {"blanks", "blanks resp3"}
     "name", [pytest.param(n, marks=redis_only) if n in REDIS_ONLY else n for n in CASES]
 )
 def test_inline_same_bytes_as_the_oracle(servers, name):
-    oracle, node = servers
-    want = exchange(oracle, CASES[name])
-    got = exchange(node, CASES[name])
-    assert hello_masked(got[0]) == hello_masked(want[0])
-    assert got[1] == want[1]
+    assert_same_as_oracle(servers, CASES[name])
