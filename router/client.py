@@ -76,6 +76,7 @@ class Client(asyncio.Protocol):
         self.reply_off = False
         self.reply_skip_next = False
         self.quiet = False
+        self.db = 0  # SELECT: recorded only, pub/sub ignores it (as Redis)
         self.addr = "?:0"
         self.laddr = "?:0"
         self._blocked: asyncio.Future[bytes] | None = None
@@ -308,7 +309,7 @@ class Client(asyncio.Protocol):
         return (
             f"id={self.id} addr={self.addr} laddr={self.laddr} fd=-1 "
             f"name={self.name.decode(errors='replace')} age={int(now - self.created)} "
-            f"idle={int(now - self.last_interaction)} flags={self.flags()} db=0 "
+            f"idle={int(now - self.last_interaction)} flags={self.flags()} db={self.db} "
             f"sub={len(self.channels)} psub={len(self.patterns)} "
             f"ssub={len(self.shard_channels)} multi=-1 qbuf={self.parser.buffered} "
             f"omem={self.output_buffer_size()} cmd={self.last_command} "

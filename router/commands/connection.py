@@ -115,11 +115,35 @@ def valid_client_name(name: bytes) -> bool:
     return all(33 <= c <= 126 for c in name)
 
 
+#: redis.conf ``databases``
+DATABASES = 16
+
+
+def select(node: Node, client: Client, args: list[bytes]) -> Reply:
+    """SELECT db: pub/sub does not depend on the database (as in Redis), so the
+    number is only recorded (CLIENT LIST db=). A Redis Cluster node refuses any
+    db but 0; bloomcast accepts 0..15 as a standalone Redis does, so clients
+    configured with a database (redis-py ``db=1``, node-redis ``database``)
+    keep working."""
+    db = string2ll(args[1])  # Redis getIntFromObjectOrReply
+    if db is None:
+        return resp.error("ERR value is not an integer or out of range")
+    if not -(2**31) <= db < 2**31:
+        return resp.error(
+            "ERR value is out of range, value must between -2147483648 and 2147483647"
+        )
+    if not 0 <= db < DATABASES:
+        return resp.error("ERR DB index is out of range")
+    client.db = db
+    return resp.OK
+
+
 def reset(node: Node, client: Client, args: list[bytes]) -> Reply:
     node.filters_changed(node.registry.drop_client(client))
     client.resp = 2
     client.name = b""
     client.reply_off = client.reply_skip_next = client.quiet = False
+    client.db = 0
     client.set_authenticated(node.config.requirepass is None)
     return b"+RESET\r\n"
 
@@ -135,5 +159,6 @@ COMMANDS = (
     Command("hello", -1, hello, "Handshakes with the server.", "connection", no_auth=True),
     Command("auth", -2, auth, "Authenticates the connection.", "connection", no_auth=True),
     Command("reset", 1, reset, "Resets the connection.", "connection", no_auth=True),
+    Command("select", 2, select, "Changes the selected database.", "connection", ("fast",)),
     Command("quit", -1, quit_, "Closes the connection.", "connection", no_auth=True),
 )
