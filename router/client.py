@@ -110,6 +110,7 @@ class Client(asyncio.Protocol):
         self.node.client_disconnected(self)
 
     def data_received(self, data: bytes) -> None:
+        self.node.stats.net_input_bytes += len(data)
         self.parser.feed(data)
         self.last_interaction = time.monotonic()
         if self._blocked is None:
@@ -132,6 +133,8 @@ class Client(asyncio.Protocol):
             for args in self.parser.requests():
                 reply = self.execute_quietly(args) if self.quiet else execute(args)
                 if type(reply) is bytes:
+                    if reply[:1] == b"-":
+                        self.node.stats.error_replied(reply)
                     if not out:
                         self.node.schedule_flush(self)
                     out.append(reply)
@@ -147,7 +150,9 @@ class Client(asyncio.Protocol):
         except parser.ProtocolError as exc:
             self._out_bytes += queued
             queued = 0
-            self.write(resp.error(str(exc)))
+            error = resp.error(str(exc))
+            self.node.stats.error_replied(error)
+            self.write(error)
             self._close_after_reply = True
         # (an early flush in the batch, a message to this client over the
         # limit, reset the count: it may over-count, flushing early once more)
@@ -268,7 +273,9 @@ class Client(asyncio.Protocol):
             out.clear()
             self._out_bytes = 0
             return
-        transport.write(out[0] if len(out) == 1 else b"".join(out))
+        data = out[0] if len(out) == 1 else b"".join(out)
+        transport.write(data)
+        self.node.stats.net_output_bytes += len(data)
         out.clear()
         self._out_bytes = 0
         if not (self.channels or self.patterns or self.shard_channels):

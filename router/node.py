@@ -24,7 +24,7 @@ import json
 import logging
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import count
 
 from cluster_bus.api import (
@@ -58,6 +58,17 @@ class NodeStats:
     publish_received: int = 0  # client PUBLISH/SPUBLISH handled here
     messages_delivered: int = 0  # messages written to local subscribers
     forwards_lost: int = 0  # forwarded PUBLISH lost for good (peer's replay buffer passed)
+    net_input_bytes: int = 0  # bytes read from clients (INFO total_net_input_bytes)
+    net_output_bytes: int = 0  # bytes written to clients (total_net_output_bytes)
+    #: error replies by their first word (INFO errorstats, as Redis's afterErrorReply)
+    errors: dict[str, int] = field(default_factory=dict)
+
+    def error_replied(self, reply: bytes) -> None:
+        """Count one error reply (``-PREFIX text``) under its prefix."""
+        end = reply.find(b" ")
+        prefix = reply[1 : end if end > 0 else reply.find(b"\r")].decode(errors="replace")
+        self.errors[prefix] = self.errors.get(prefix, 0) + 1
+
     loss_disconnections: int = 0  # clients closed by --on-publish-loss disconnect
 
 
@@ -279,55 +290,6 @@ class Node:
             "cluster_stats_false_positives_received": registry.false_positives_received,
             "cluster_stats_filter_resizes": registry.filter_epoch,
         }
-
-    def info_sections(self) -> dict[str, dict[str, int | str]]:
-        c = self.config
-        registry = self.registry
-        pubsub_clients = sum(
-            1 for cl in self.clients.values() if cl.channels or cl.patterns or cl.shard_channels
-        )
-        sections: dict[str, dict[str, int | str]] = {
-            "server": {
-                "redis_version": "7.2.0",
-                "bloomcast_version": "0.1.0",
-                "redis_mode": "cluster",
-                "process_id": os.getpid(),
-                "run_id": self.node_id,
-                "node_id": self.node_id,
-                "tcp_port": self.port,
-                "uptime_in_seconds": int(time.time() - self.started),
-            },
-            "clients": {
-                "connected_clients": len(self.clients),
-                "maxclients": c.maxclients,
-                "pubsub_clients": pubsub_clients,
-                "blocked_clients": 0,
-            },
-            "stats": {
-                "total_connections_received": self.stats.connections_received,
-                "total_commands_processed": self.stats.commands_processed,
-                "rejected_connections": self.stats.rejected_connections,
-                "pubsub_channels": len(registry.channels),
-                "pubsub_patterns": len(registry.patterns),
-                "pubsubshard_channels": len(registry.shard_channels),
-                "client_output_buffer_limit_disconnections": (
-                    self.stats.output_buffer_limit_disconnections
-                ),
-                "total_publish_received": self.stats.publish_received,
-                "total_messages_delivered": self.stats.messages_delivered,
-                "total_forwards_lost": self.stats.forwards_lost,
-                "loss_disconnections": self.stats.loss_disconnections,
-            },
-            "filters": dict(registry.filter_info()),
-            "cluster": {"cluster_enabled": 1, **self.cluster_info()},
-        }
-        if self.forwards_lost_from:
-            sections["forwards_lost"] = {
-                f"from_{origin}": n for origin, n in sorted(self.forwards_lost_from.items())
-            }
-        if self.tap is not None:
-            sections["traffic"] = dict(self.tap.info_fields())
-        return sections
 
 
 def _write_all(subs: set[Subscriber], frame2: bytes) -> int:

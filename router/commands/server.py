@@ -6,24 +6,33 @@ from typing import TYPE_CHECKING, Any
 
 from router import resp
 from router.commands.base import Command, Reply, subcommand_table
+from router.info import info_sections
 
 if TYPE_CHECKING:
     from router.client import Client
     from router.node import Node
 
+#: Redis 7's default sections in its order, then bloomcast's
 _DEFAULT_SECTIONS = (
     "server",
     "clients",
+    "memory",
+    "persistence",
     "stats",
-    "filters",
-    "traffic",
-    "forwards_lost",
+    "replication",
+    "cpu",
+    "modules",
+    "errorstats",
     "cluster",
+    "keyspace",
+    "filters",
+    "forwards_lost",
+    "traffic",
 )
 
 
 def info(node: Node, client: Client, args: list[bytes]) -> Reply:
-    sections = node.info_sections()
+    sections = info_sections(node)
     wanted = [a.decode(errors="replace").lower() for a in args[1:]]
     if not wanted or any(w in ("all", "everything", "default") for w in wanted):
         wanted = list(_DEFAULT_SECTIONS)
@@ -32,7 +41,8 @@ def info(node: Node, client: Client, args: list[bytes]) -> Reply:
         fields = sections.get(name)
         if fields is None:
             continue
-        lines = [f"# {name.capitalize()}"] + [f"{k}:{v}" for k, v in fields.items()]
+        title = "CPU" if name == "cpu" else name.capitalize()
+        lines = [f"# {title}"] + [f"{k}:{v}" for k, v in fields.items()]
         parts.append("\r\n".join(lines) + "\r\n")
     return resp.verbatim("\r\n".join(parts).encode(), client.resp)
 

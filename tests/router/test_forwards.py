@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator
 
 from bloom import CountingBloomFilter
 from router.config import NodeConfig
+from router.info import info_sections
 from router.node import LOSS_CHANNEL, Node
 from router.registry import FP_CHECK_EVERY, Registry
 from spark.events import TrafficEvent
@@ -167,7 +168,7 @@ def test_lost_forwards_are_counted_and_announced_on_the_loss_channel():
             note = await loss_note(watch_r)
             assert note["node"] == ORIGIN and note["lost"] == 7
             assert note["from"] == 1_700_000_000.0 and note["to"] > note["from"]
-            info = node.info_sections()
+            info = info_sections(node)
             assert info["stats"]["total_forwards_lost"] == 7
             assert info["forwards_lost"] == {f"from_{ORIGIN}": 7}
             # notify mode closes nobody
@@ -192,7 +193,7 @@ def test_disconnect_mode_closes_the_affected_subscribers_only():
             assert await asyncio.wait_for(plain_r.readline(), 5) == b"+PONG\r\n"
             watch_w.write(b"PING\r\n")
             assert await asyncio.wait_for(watch_r.readline(), 5) == b"*2\r\n"
-            assert node.info_sections()["stats"]["loss_disconnections"] == 1
+            assert info_sections(node)["stats"]["loss_disconnections"] == 1
             for w in (watch_w, news_w, plain_w):
                 w.close()
 

@@ -1,0 +1,164 @@
+"""INFO: Redis 7's sections and field names wherever the concept exists on a
+node, then bloomcast's own sections.
+
+Redis's ``genRedisInfoString`` (``src/server.c``) is the model: ``server``,
+``clients``, ``memory``, ``persistence``, ``stats``, ``replication``,
+``cpu``, ``cluster``, ``keyspace``, in that order, so dashboards and
+redis_exporter find the fields they know (``used_memory``,
+``used_cpu_sys``, ``total_net_input_bytes``, ``role``, ...). A pub/sub node
+holds no keys and persists nothing: those fields are zero and ``# Keyspace``
+is empty, as on an empty Redis. Memory is the process's resident set
+(``/proc/self/statm``): Python has no allocator total as cheap as Redis's
+``zmalloc_used_memory``, so ``used_memory`` is the RSS too (said in the
+field ``mem_allocator:pymalloc``). bloomcast's own: ``# Filters``,
+``# Forwards_lost``, ``# Traffic``.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import resource
+import sys
+import time
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from router.node import Node
+
+Section = dict[str, int | str]
+
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+
+def _rss_bytes() -> int:
+    try:
+        with open("/proc/self/statm", "rb") as fh:
+            return int(fh.read().split()[1]) * _PAGE
+    except OSError:  # not Linux: the peak is what getrusage knows
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def _human(n: int) -> str:
+    """Redis's ``bytesToHuman``: B, K, M, G with two decimals."""
+    for unit, size in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
+        if n >= size:
+            return f"{n / size:.2f}{unit}"
+    return f"{n}B"
+
+
+def info_sections(node: Node) -> dict[str, Section]:
+    """Every INFO section of ``node``, in Redis's order, then bloomcast's."""
+    config, stats, registry = node.config, node.stats, node.registry
+    now = time.time()
+    uptime = int(now - node.started)
+    usage, children = (
+        resource.getrusage(resource.RUSAGE_SELF),
+        resource.getrusage(resource.RUSAGE_CHILDREN),
+    )
+    rss = _rss_bytes()
+    peak = max(rss, usage.ru_maxrss * 1024)
+    pubsub_clients = sum(
+        1 for cl in node.clients.values() if cl.channels or cl.patterns or cl.shard_channels
+    )
+    cluster = node.cluster_info()
+    sections: dict[str, Section] = {
+        "server": {
+            "redis_version": "7.2.0",
+            "redis_git_sha1": "00000000",
+            "redis_git_dirty": 0,
+            "redis_mode": "cluster",
+            "os": f"{platform.system()} {platform.release()} {platform.machine()}",
+            "arch_bits": 64 if sys.maxsize > 2**32 else 32,
+            "multiplexing_api": "epoll" if sys.platform == "linux" else "kqueue",
+            "process_id": os.getpid(),
+            "process_supervised": "no",
+            "run_id": node.node_id,
+            "tcp_port": node.port,
+            "server_time_usec": int(now * 1_000_000),
+            "uptime_in_seconds": uptime,
+            "uptime_in_days": uptime // 86400,
+            "executable": sys.argv[0] if sys.argv else "",
+            "config_file": "",
+            "io_threads_active": 0,
+            "bloomcast_version": "0.1.0",
+            "python_version": platform.python_version(),
+            "node_id": node.node_id,
+        },
+        "clients": {
+            "connected_clients": len(node.clients),
+            "cluster_connections": int(cluster.get("cluster_links_connected", 0)),
+            "maxclients": config.maxclients,
+            "blocked_clients": 0,
+            "tracking_clients": 0,
+            "clients_in_timeout_table": 0,
+            "pubsub_clients": pubsub_clients,
+        },
+        "memory": {
+            "used_memory": rss,
+            "used_memory_human": _human(rss),
+            "used_memory_rss": rss,
+            "used_memory_rss_human": _human(rss),
+            "used_memory_peak": peak,
+            "used_memory_peak_human": _human(peak),
+            "maxmemory": 0,
+            "maxmemory_human": "0B",
+            "maxmemory_policy": "noeviction",
+            "mem_allocator": "pymalloc",
+        },
+        "persistence": {
+            "loading": 0,
+            "rdb_changes_since_last_save": 0,
+            "rdb_bgsave_in_progress": 0,
+            "rdb_last_bgsave_status": "ok",
+            "aof_enabled": 0,
+            "aof_rewrite_in_progress": 0,
+        },
+        "stats": {
+            "total_connections_received": stats.connections_received,
+            "total_commands_processed": stats.commands_processed,
+            "total_net_input_bytes": stats.net_input_bytes,
+            "total_net_output_bytes": stats.net_output_bytes,
+            "rejected_connections": stats.rejected_connections,
+            "total_error_replies": sum(stats.errors.values()),
+            "expired_keys": 0,
+            "evicted_keys": 0,
+            "keyspace_hits": 0,
+            "keyspace_misses": 0,
+            "pubsub_channels": len(registry.channels),
+            "pubsub_patterns": len(registry.patterns),
+            "pubsubshard_channels": len(registry.shard_channels),
+            "client_output_buffer_limit_disconnections": stats.output_buffer_limit_disconnections,
+            "total_publish_received": stats.publish_received,
+            "total_messages_delivered": stats.messages_delivered,
+            "total_forwards_lost": stats.forwards_lost,
+            "loss_disconnections": stats.loss_disconnections,
+        },
+        "replication": {
+            "role": "master",
+            "connected_slaves": 0,
+            "master_failover_state": "no-failover",
+            "master_replid": node.node_id,
+            "master_repl_offset": 0,
+        },
+        "cpu": {
+            "used_cpu_sys": f"{usage.ru_stime:.6f}",
+            "used_cpu_user": f"{usage.ru_utime:.6f}",
+            "used_cpu_sys_children": f"{children.ru_stime:.6f}",
+            "used_cpu_user_children": f"{children.ru_utime:.6f}",
+        },
+        "modules": {},
+        "errorstats": {
+            f"errorstat_{prefix}": f"count={n}" for prefix, n in sorted(stats.errors.items())
+        },
+        "cluster": {"cluster_enabled": 1, **cluster},
+        "keyspace": {},
+        "filters": dict(registry.filter_info()),
+    }
+    if node.forwards_lost_from:
+        sections["forwards_lost"] = {
+            f"from_{origin}": n for origin, n in sorted(node.forwards_lost_from.items())
+        }
+    if node.tap is not None:
+        sections["traffic"] = dict(node.tap.info_fields())
+    return sections
