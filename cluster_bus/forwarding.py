@@ -154,7 +154,8 @@ class Forwarding:
                 peer,
             )
             self.node.forwards_lost(peer, lost, self._heard.get(peer, 0))
-        if resend is not None:
+        if resend is not None:  # frames are missing: a gap, found by the SESSION
+            self.stats.sequence_gaps += 1
             self.mesh.send_to(peer, Resend(msg.session_id, resend), link)
 
     # -- upkeep ------------------------------------------------------------------------

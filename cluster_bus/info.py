@@ -45,7 +45,7 @@ class BusStats:
     publish_replayed: int = 0  # frames sent again on a RESEND
     publish_duplicates: int = 0  # frames received twice (dropped)
     publish_lost: int = 0  # frames a peer could no longer replay to us (exact)
-    sequence_gaps: int = 0  # gaps seen in a peer's session (each asks for a RESEND)
+    sequence_gaps: int = 0  # gaps found in a peer's session, by a later frame or a SESSION
     bad_frames: int = 0
     auth_failures: int = 0
     buffer_limit_exceeded: int = 0
