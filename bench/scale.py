@@ -120,6 +120,10 @@ class _System:
     def pids(self) -> list[int]:
         raise NotImplementedError
 
+    def suspicions(self) -> int | None:
+        """Suspicions raised so far, summed over the nodes (None: not exposed)."""
+        return None
+
     def kill(self, i: int) -> None:
         raise NotImplementedError
 
@@ -176,6 +180,12 @@ class _Bloomcast(_System):
 
     def pids(self) -> list[int]:
         return [p.pid for p in self.cluster.processes if p is not None]
+
+    def suspicions(self) -> int | None:
+        return sum(
+            int(self.cluster.cluster_info(i).get("cluster_stats_suspicions", 0))
+            for i in range(self.n)
+        )
 
     def kill(self, i: int) -> None:
         self.cluster.kill(i)
@@ -244,9 +254,11 @@ def idle_window(system: _System, plan: ScalePlan) -> dict[str, Any]:
     """Bus bytes/s, CPU % and RSS per node over ``plan.window_s`` of silence."""
     time.sleep(plan.settle_s)
     pids = descendants(system.pids())
+    suspicions0 = system.suspicions()  # read outside the window: client traffic only
     bytes0, ticks0, t0 = tcp_bytes_sent(system.bus_ports), cpu_ticks(pids), time.monotonic()
     time.sleep(plan.window_s)
     bytes1, ticks1, t1 = tcp_bytes_sent(system.bus_ports), cpu_ticks(pids), time.monotonic()
+    suspicions1 = system.suspicions()
     seconds, n = t1 - t0, system.n
     rss = [rss_mb(pid) for pid in system.pids()]
     return {
@@ -256,6 +268,11 @@ def idle_window(system: _System, plan: ScalePlan) -> dict[str, Any]:
         "rss_mb_mean": sum(rss) / len(rss),
         "rss_mb_max": max(rss),
         "processes": len(pids),
+        "suspicions": (
+            suspicions1 - suspicions0
+            if suspicions0 is not None and suspicions1 is not None
+            else None
+        ),
     }
 
 

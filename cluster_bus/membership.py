@@ -61,8 +61,9 @@ from cluster_bus.probes import Probe, ProbeSchedule, ProbeStep
 FORGET_TTL_MS = 60_000
 #: peers asked to probe a node that did not answer (SWIM's k)
 INDIRECT_PROBES = 3
-#: state changes piggybacked per heartbeat, and random entries after them
-UPDATES_PER_MESSAGE = 6
+#: state changes piggybacked per heartbeat (about 1.3 kB: the 1400-byte budget
+#: memberlist fills per UDP packet; nothing when idle), then random entries
+UPDATES_PER_MESSAGE = 20
 RANDOM_ENTRIES = 2
 #: entries in a MEET and in the PONG answering it: a new link learns the cluster at once
 MEET_ENTRIES = 255

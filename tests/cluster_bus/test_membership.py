@@ -31,7 +31,9 @@ def entry(i: int, flags: int = 0, incarnation: int = 0, epoch: int = 0, cfp: int
 
 
 def heartbeat(i: int, incarnation: int = 0, epoch: int = 0, cfp: int = 0) -> Ping:
-    return Ping(nid(i), "127.0.0.1", 7000 + i, 17000 + i, cfp, 0, epoch, 0, False, 0, (), incarnation)
+    return Ping(
+        nid(i), "127.0.0.1", 7000 + i, 17000 + i, cfp, 0, epoch, 0, False, 0, (), incarnation
+    )
 
 
 def ack_everything(m: Membership, now: int) -> None:
@@ -192,7 +194,11 @@ def test_our_filter_changes_ride_on_the_next_heartbeats():
     m.announce_filters(3, 0xAB, 0xCD)
     section = m.gossip_for(nid(1))
     mine = [g for g in section if g.node_id == nid(0)]
-    assert mine and (mine[0].filter_epoch, mine[0].channel_fp, mine[0].pattern_fp) == (3, 0xAB, 0xCD)
+    assert mine and (mine[0].filter_epoch, mine[0].channel_fp, mine[0].pattern_fp) == (
+        3,
+        0xAB,
+        0xCD,
+    )
 
 
 def test_gossip_section_is_bounded_and_meet_carries_everyone():
