@@ -51,8 +51,6 @@ from cluster_bus.membership import Membership
 from cluster_bus.nodes import NodeRecord
 
 HOST = "10.0.0.1"
-#: how often (virtual ms) a stop condition is evaluated: results are this precise
-CHECK_EVERY_MS = 10
 
 
 def node_id(i: int) -> str:
@@ -188,8 +186,11 @@ class Sim:
             else:
                 ms.fail_received(msg.node_id, msg.incarnation, now)
 
-    def run_until(self, t_end: float, stop: Callable[[], bool] | None = None) -> bool:
-        """Advance virtual time to ``t_end`` ms; True if ``stop`` became true first.
+    def run_until(
+        self, t_end: float, stop: Callable[[], bool] | None = None, check_ms: float = 10
+    ) -> bool:
+        """Advance virtual time to ``t_end`` ms; True if ``stop`` became true first
+        (evaluated every ``check_ms`` of virtual time: results are that precise).
         One heap holds both message arrivals and node ticks (``msg`` None)."""
         queue = self._queue
         next_check = self.now
@@ -206,7 +207,7 @@ class Sim:
             if stop is not None and self.now >= next_check:
                 if stop():
                     return True
-                next_check = self.now + CHECK_EVERY_MS
+                next_check = self.now + check_ms
         self.now = t_end
         return False
 
@@ -306,7 +307,7 @@ def simulate(
         pending[:] = [nd for nd in pending if any(r.failing for r in nd.ms.peers.values())]
         return not pending
 
-    sim.run_until(t0 + 20 * node_timeout_ms, healed)
+    sim.run_until(t0 + 20 * node_timeout_ms, healed, check_ms=100)
     heal = (sim.now - t0) / 1000
     hb = allpairs_heartbeat_bytes(n)
     per_s = 1000 / period_ms

@@ -15,7 +15,6 @@ record when it is sent, so a newer change about a node replaces the older one
 
 from __future__ import annotations
 
-import heapq
 import math
 
 #: memberlist's default RetransmitMult
@@ -29,13 +28,16 @@ def retransmit_limit(nodes: int, mult: int = RETRANSMIT_MULT) -> int:
 
 
 class Broadcasts:
-    """Node ids whose state changed, each with how often it has been sent."""
+    """Node ids whose state changed, each with how often it has been sent.
+
+    Ids sit in buckets by transmission count (insertion-ordered dicts), so
+    :meth:`take` costs O(count), not O(queue): after a partition heals the
+    queue holds every node of the other side."""
 
     def __init__(self, mult: int = RETRANSMIT_MULT) -> None:
         self.mult = mult
         self._sent: dict[str, int] = {}  # node id -> transmissions so far
-        self._born: dict[str, int] = {}  # node id -> queue order (newer is larger)
-        self._clock = 0
+        self._buckets: list[dict[str, None]] = [{}]  # [transmissions] -> ids, oldest first
 
     def __len__(self) -> int:
         return len(self._sent)
@@ -45,26 +47,41 @@ class Broadcasts:
 
     def queue(self, node_id: str) -> None:
         """``node_id``'s state changed: (re)start spreading it."""
-        self._clock += 1
+        self.drop(node_id)
         self._sent[node_id] = 0
-        self._born[node_id] = self._clock
+        self._buckets[0][node_id] = None
 
     def drop(self, node_id: str) -> None:
-        self._sent.pop(node_id, None)
-        self._born.pop(node_id, None)
+        sent = self._sent.pop(node_id, None)
+        if sent is not None:
+            del self._buckets[sent][node_id]
 
     def take(self, count: int, nodes: int, skip: str | None = None) -> list[str]:
         """Up to ``count`` ids to piggyback on one message: fewest transmissions
         first, newest first among equals. Each is counted as sent once; an id
         that reached :func:`retransmit_limit` (``nodes`` = cluster size) leaves."""
-        if count <= 0 or not self._sent:
-            return []
-        sent, born = self._sent, self._born
-        candidates = (i for i in sent if i != skip)
-        chosen = heapq.nsmallest(count, candidates, key=lambda i: (sent[i], -born[i]))
+        chosen: list[str] = []
+        if count <= 0:
+            return chosen
+        for bucket in self._buckets:
+            for node_id in reversed(bucket):
+                if node_id != skip:
+                    chosen.append(node_id)
+                    if len(chosen) == count:
+                        break
+            if len(chosen) == count:
+                break
         limit = retransmit_limit(nodes, self.mult)
+        buckets = self._buckets
         for node_id in chosen:
-            sent[node_id] += 1
-            if sent[node_id] >= limit:
-                self.drop(node_id)
+            sent = self._sent[node_id]
+            del buckets[sent][node_id]
+            sent += 1
+            if sent >= limit:
+                del self._sent[node_id]
+                continue
+            self._sent[node_id] = sent
+            if sent == len(buckets):
+                buckets.append({})
+            buckets[sent][node_id] = None
         return chosen

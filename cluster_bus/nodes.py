@@ -11,6 +11,7 @@ from cluster_bus.frames import GossipEntry, NodeFlags
 
 #: the flags that mean "not answering": suspected (PFAIL) or failed (FAIL)
 SUSPECT_FLAGS = NodeFlags.PFAIL | NodeFlags.FAIL
+_SUSPECT_INT = int(SUSPECT_FLAGS)
 
 
 @dataclass
@@ -36,7 +37,8 @@ class NodeRecord:
 
     @property
     def failing(self) -> bool:
-        return bool(self.flags & SUSPECT_FLAGS)
+        # int.__and__: IntFlag's own & builds a new enum member (slow per call)
+        return bool(int.__and__(self.flags, _SUSPECT_INT))
 
     def rank(self) -> int:
         """0 alive, 1 suspected, 2 failed: with the incarnation, SWIM's order."""

@@ -4,7 +4,13 @@ import random
 
 from cluster_bus.dissemination import Broadcasts, retransmit_limit
 from cluster_bus.frames import GossipEntry, NodeFlags, Ping
-from cluster_bus.membership import FORGET_TTL_MS, INDIRECT_PROBES, Membership
+from cluster_bus.membership import (
+    FORGET_TTL_MS,
+    INDIRECT_PROBES,
+    RANDOM_ENTRIES,
+    UPDATES_PER_MESSAGE,
+    Membership,
+)
 
 TIMEOUT = 1000
 PERIOD = 100
@@ -202,9 +208,14 @@ def test_our_filter_changes_ride_on_the_next_heartbeats():
 
 
 def test_gossip_section_is_bounded_and_meet_carries_everyone():
-    m = cluster(40)
+    m = cluster(40)  # every node learned: 39 changes queued
     section = m.gossip_for(nid(1))
-    assert len(section) <= 8 and all(g.node_id != nid(1) for g in section)
+    assert len(section) == UPDATES_PER_MESSAGE + RANDOM_ENTRIES
+    assert all(g.node_id != nid(1) for g in section)
+    while m.broadcasts.take(100, 40):
+        pass
+    idle = m.gossip_for(nid(1))  # nothing changed: only the random entries
+    assert len(idle) == RANDOM_ENTRIES and all(g.node_id != nid(1) for g in idle)
     full = m.gossip_for(nid(1), full=True)
     assert len(full) == 38 and nid(1) not in {g.node_id for g in full}
 
