@@ -25,10 +25,12 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
+from time import perf_counter_ns
 from typing import TYPE_CHECKING, cast
 
 from router import parser, resp
-from router.commands import COMMANDS, LOOKUP, Reply
+from router.commands import COMMANDS, LOOKUP, Command, Reply
+from router.stats import CommandStat
 
 if TYPE_CHECKING:
     from router.node import Node
@@ -46,6 +48,10 @@ _SUBSCRIBED_ALLOWED = frozenset(
 _CONFIRMING = frozenset(
     {"subscribe", "ssubscribe", "sunsubscribe", "psubscribe", "unsubscribe", "punsubscribe"}
 )
+
+# run at once inside MULTI, never queued (Redis ``processCommand``)
+_MULTI_IMMEDIATE = frozenset({"exec", "discard", "multi", "watch", "quit", "reset"})
+_QUEUED = b"+QUEUED\r\n"
 
 
 class Client(asyncio.Protocol):
@@ -77,6 +83,12 @@ class Client(asyncio.Protocol):
         self.reply_skip_next = False
         self.quiet = False
         self.db = 0  # SELECT: recorded only, pub/sub ignores it (as Redis)
+        # MULTI: the queued commands (None outside a transaction) and whether
+        # one was refused while queueing (Redis's CLIENT_DIRTY_EXEC)
+        self.multi: list[tuple[Command, list[bytes]]] | None = None
+        self.multi_dirty = False
+        self.in_exec = False  # running EXEC's commands: replies never wait
+        self.no_evict = False  # CLIENT NO-EVICT: shown only (the node evicts no client)
         self.addr = "?:0"
         self.laddr = "?:0"
         self._blocked: asyncio.Future[bytes] | None = None
@@ -195,41 +207,96 @@ class Client(asyncio.Protocol):
         return reply
 
     def execute(self, args: list[bytes]) -> Reply:
-        """Run one request; returns reply bytes or a future of them."""
+        """Run one request; returns reply bytes or a future of them. Checked
+        in Redis's ``processCommand`` order: unknown command, arity,
+        authentication, subscribed context, CLIENT PAUSE, then queued when in
+        MULTI (a rejection there aborts the transaction: ``flagTransaction``)."""
         node = self.node
         top = LOOKUP.get(args[0]) or COMMANDS.get(args[0].lower())
         if top is None:
-            return resp.error(unknown_command_text(args))
+            return self._reject(None, resp.unknown_command_text(args))
         cmd = top
         argc = len(args)
         if cmd.subcommands is not None and argc >= 2:
             sub = cmd.subcommands.get(args[1].lower())
             if sub is None:
                 shown = resp.c_string(args[1][:128])
-                return resp.error(f"ERR unknown subcommand '{shown}'. Try {cmd.name.upper()} HELP.")
+                return self._reject(
+                    None, f"ERR unknown subcommand '{shown}'. Try {cmd.name.upper()} HELP."
+                )
             cmd = sub
         self.last_command = cmd.name
         arity = cmd.arity
         if argc != arity and (arity > 0 or argc < -arity):
-            return resp.error(f"ERR wrong number of arguments for '{cmd.name}' command")
+            return self._reject(cmd, f"ERR wrong number of arguments for '{cmd.name}' command")
         if not self.authenticated and not cmd.no_auth:
-            return resp.error("NOAUTH Authentication required.")
+            return self._reject(cmd, "NOAUTH Authentication required.")
         if (
             self.resp == 2
             and (self.channels or self.patterns or self.shard_channels)
             and top.name not in _SUBSCRIBED_ALLOWED
         ):
-            return resp.error(
+            return self._reject(
+                cmd,
                 f"ERR Can't execute '{cmd.name}': only (P|S)SUBSCRIBE / "
-                "(P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context"
+                "(P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context",
             )
-        # Redis counts a command in call(): rejected ones are not processed
-        node.stats.commands_processed += 1
-        return cmd.handler(node, self, args)
+        if node.pause.level and node.pause.holds(self, cmd):
+            return node.pause.postpone(self, args)
+        if self.multi is not None and top.name not in _MULTI_IMMEDIATE:
+            self.multi.append((cmd, args))
+            return _QUEUED
+        return self.call(cmd, args)
+
+    def call(self, cmd: Command, args: list[bytes]) -> Reply:
+        """Run a checked command and count it (Redis ``call``: calls, time,
+        failed calls for INFO commandstats and ``total_commands_processed``)."""
+        node = self.node
+        start = perf_counter_ns()
+        reply = cmd.handler(node, self, args)
+        elapsed = perf_counter_ns() - start
+        stats = node.stats
+        stats.commands_processed += 1
+        stat = stats.commands.get(cmd.name)
+        if stat is None:
+            stat = stats.commands[cmd.name] = CommandStat()
+        stat.calls += 1
+        stat.nanoseconds += elapsed
+        if type(reply) is bytes and reply[:1] == b"-":
+            stat.failed_calls += 1
+        return reply
+
+    def _reject(self, cmd: Command | None, text: str) -> bytes:
+        """A command refused before it ran (Redis ``rejectCommand``)."""
+        if cmd is not None:
+            self.node.stats.command_stat(cmd.name).rejected_calls += 1
+        if self.multi is not None:
+            if cmd is not None and cmd.name == "exec":  # execCommandAbort
+                self.multi = None
+                self.multi_dirty = False
+                text = "EXECABORT Transaction discarded because of: " + text.removeprefix("ERR ")
+            else:
+                self.multi_dirty = True
+        return resp.error(text)
 
     def close_after_reply(self) -> None:
         """QUIT: write what is pending, then close."""
         self._close_after_reply = True
+
+    def set_queue_limit(self, hard_limit: int) -> None:
+        """The pubsub hard limit changed (CONFIG SET client-output-buffer-limit)."""
+        self._queue_limit = hard_limit or sys.maxsize
+
+    @property
+    def closing(self) -> bool:
+        """Closed, or to be closed once what is queued is written."""
+        return self.closed or self._close_after_reply
+
+    def swap_output(self, out: list[bytes]) -> list[bytes]:
+        """Make ``out`` the output queue; returns the queue it replaces (EXEC
+        collects what its commands write into its own reply)."""
+        saved, self._out = self._out, out
+        return saved
 
     def set_authenticated(self, value: bool) -> None:
         self.authenticated = value
@@ -306,34 +373,3 @@ class Client(asyncio.Protocol):
 
     def output_buffer_size(self) -> int:
         return self.transport.get_write_buffer_size() if self.transport else 0
-
-    def flags(self) -> str:
-        return "P" if self.channels or self.patterns or self.shard_channels else "N"
-
-    def info_line(self) -> str:
-        """One CLIENT LIST / CLIENT INFO line (Redis's field names)."""
-        now = time.monotonic()
-        return (
-            f"id={self.id} addr={self.addr} laddr={self.laddr} fd=-1 "
-            f"name={self.name.decode(errors='replace')} age={int(now - self.created)} "
-            f"idle={int(now - self.last_interaction)} flags={self.flags()} db={self.db} "
-            f"sub={len(self.channels)} psub={len(self.patterns)} "
-            f"ssub={len(self.shard_channels)} multi=-1 qbuf={self.parser.buffered} "
-            f"omem={self.output_buffer_size()} cmd={self.last_command} "
-            f"user=default resp={self.resp} "
-            f"lib-name={self.lib_name.decode(errors='replace')} "
-            f"lib-ver={self.lib_ver.decode(errors='replace')}"
-        )
-
-
-def unknown_command_text(args: list[bytes]) -> str:
-    """Redis's unknown-command error: name and the first arguments, each cut so
-    the argument list stays within 128 bytes (``processCommand``)."""
-    shown = ""
-    for arg in args[1:]:
-        if len(shown) >= 128:
-            break
-        shown += f"'{resp.c_string(arg[: 128 - len(shown)])}' "
-    return (
-        f"ERR unknown command '{resp.c_string(args[0][:128])}', with args beginning with: {shown}"
-    )

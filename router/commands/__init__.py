@@ -14,6 +14,7 @@ from router.commands import (
     client_cmd,
     cluster_cmd,
     connection,
+    multi,
     publish,
     pubsub,
     server,
@@ -26,7 +27,16 @@ __all__ = ["COMMANDS", "LOOKUP", "Command", "Handler", "Reply", "subcommand_tabl
 
 def _build() -> dict[bytes, Command]:
     table: dict[bytes, Command] = {}
-    for module in (subscribe, publish, pubsub, connection, client_cmd, server, cluster_cmd):
+    for module in (
+        subscribe,
+        publish,
+        pubsub,
+        connection,
+        client_cmd,
+        server,
+        cluster_cmd,
+        multi,
+    ):
         for cmd in module.COMMANDS:
             table[cmd.name.encode()] = cmd
     return table

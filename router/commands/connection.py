@@ -144,6 +144,9 @@ def reset(node: Node, client: Client, args: list[bytes]) -> Reply:
     client.name = b""
     client.reply_off = client.reply_skip_next = client.quiet = False
     client.db = 0
+    client.multi = None  # discardTransaction + unwatchAllKeys
+    client.multi_dirty = False
+    client.no_evict = False
     client.set_authenticated(node.config.requirepass is None)
     return b"+RESET\r\n"
 

@@ -1,0 +1,102 @@
+"""MULTI, EXEC, DISCARD, WATCH, UNWATCH (Redis 7.0 ``src/multi.c``).
+
+MULTI starts queueing: every later command but EXEC, DISCARD, MULTI, WATCH,
+QUIT and RESET is checked as usual and answered ``+QUEUED``
+(:meth:`router.client.Client.execute`); a command refused while queueing
+(unknown, wrong arity, NOAUTH, ...) makes EXEC answer ``EXECABORT``. EXEC
+answers an array with one reply per queued command, written as Redis writes
+it: the header first, then each command's output, so what a command writes
+besides its reply (the confirmations of a SUBSCRIBE, a message a PUBLISH
+delivers to this very connection) sits inside the array where Redis puts it,
+and the array's length counts commands, not frames. A SUBSCRIBE inside EXEC
+never waits for subscribe visibility (Redis never blocks inside EXEC).
+
+WATCH and UNWATCH answer as Redis does for keys that never change: a node
+holds no keys, so no watched key is ever touched and EXEC always runs (Redis
+touches a watched key on FLUSHALL / FLUSHDB only if it existed).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from router import resp
+from router.commands.base import Command, Reply
+
+if TYPE_CHECKING:
+    from router.client import Client
+    from router.node import Node
+
+# replies Redis sends as pushes, which CLIENT REPLY OFF / SKIP do not silence
+_CONFIRMING = frozenset(
+    {"subscribe", "ssubscribe", "sunsubscribe", "psubscribe", "unsubscribe", "punsubscribe"}
+)
+
+
+def multi(node: Node, client: Client, args: list[bytes]) -> Reply:
+    if client.multi is not None:
+        return resp.error("ERR MULTI calls can not be nested")
+    client.multi = []
+    client.multi_dirty = False
+    return resp.OK
+
+
+def discard(node: Node, client: Client, args: list[bytes]) -> Reply:
+    if client.multi is None:
+        return resp.error("ERR DISCARD without MULTI")
+    client.multi = None
+    client.multi_dirty = False
+    return resp.OK
+
+
+def exec_(node: Node, client: Client, args: list[bytes]) -> Reply:
+    queued = client.multi
+    if queued is None:
+        return resp.error("ERR EXEC without MULTI")
+    dirty = client.multi_dirty
+    client.multi = None
+    client.multi_dirty = False
+    if dirty:
+        return resp.error("EXECABORT Transaction discarded because of previous errors.")
+    # output the commands write while they run (a message to this client)
+    # goes into the EXEC reply, after the replies before it, as in Redis
+    parts = [resp.array_header(len(queued))]
+    saved = client.swap_output(parts)
+    client.in_exec = True
+    try:
+        for cmd, argv in queued:
+            skip = client.reply_skip_next
+            client.reply_skip_next = False
+            closing = client.closing  # CLIENT KILL of itself: no reply after its own
+            reply = client.call(cmd, argv)
+            assert isinstance(reply, bytes), "commands in EXEC never wait"
+            if reply[:1] == b"-":
+                node.stats.error_replied(reply)
+            if (skip or client.reply_off) and cmd.name.split("|")[0] not in _CONFIRMING:
+                continue
+            if not closing:
+                parts.append(reply)
+    finally:
+        client.in_exec = False
+        client.swap_output(saved)
+        client.quiet = client.reply_off or client.reply_skip_next
+    return b"".join(parts)
+
+
+def watch(node: Node, client: Client, args: list[bytes]) -> Reply:
+    if client.multi is not None:
+        return resp.error("ERR WATCH inside MULTI is not allowed")
+    return resp.OK
+
+
+def unwatch(node: Node, client: Client, args: list[bytes]) -> Reply:
+    return resp.OK
+
+
+COMMANDS = (
+    Command("multi", 1, multi, "Starts a transaction.", "transactions"),
+    Command("exec", 1, exec_, "Executes all commands in a transaction.", "transactions"),
+    Command("discard", 1, discard, "Discards a transaction.", "transactions"),
+    Command("watch", -2, watch, "Monitors changes to keys.", "transactions"),
+    Command("unwatch", 1, unwatch, "Forgets about watched keys.", "transactions"),
+)
