@@ -68,6 +68,8 @@ class ClientPause:
                 continue
             reply = client.execute(args)
             if isinstance(reply, bytes):
+                if reply[:1] == b"-":
+                    client.node.stats.error_replied(reply)
                 future.set_result(reply)
             else:  # postponed again (a pause started meanwhile) or waiting
                 reply.add_done_callback(functools.partial(_pass_on, target=future))

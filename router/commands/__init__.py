@@ -13,6 +13,7 @@ from __future__ import annotations
 from router.commands import (
     client_cmd,
     cluster_cmd,
+    config_cmd,
     connection,
     multi,
     publish,
@@ -36,6 +37,7 @@ def _build() -> dict[bytes, Command]:
         server,
         cluster_cmd,
         multi,
+        config_cmd,
     ):
         for cmd in module.COMMANDS:
             table[cmd.name.encode()] = cmd

@@ -146,7 +146,6 @@ def reset(node: Node, client: Client, args: list[bytes]) -> Reply:
     client.db = 0
     client.multi = None  # discardTransaction + unwatchAllKeys
     client.multi_dirty = False
-    client.no_evict = False
     client.set_authenticated(node.config.requirepass is None)
     return b"+RESET\r\n"
 
