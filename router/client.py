@@ -25,11 +25,13 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
+from dataclasses import dataclass, field
 from time import perf_counter_ns
 from typing import TYPE_CHECKING, cast
 
 from router import parser, resp
-from router.commands import COMMANDS, LOOKUP, Command, Reply
+from router.commands import COMMANDS, LOOKUP, Reply
+from router.commands.base import Command, Transaction
 from router.stats import CommandStat
 
 if TYPE_CHECKING:
@@ -54,6 +56,20 @@ _MULTI_IMMEDIATE = frozenset({"exec", "discard", "multi", "watch", "quit", "rese
 _QUEUED = b"+QUEUED\r\n"
 
 
+@dataclass(slots=True)
+class ClientExtras:
+    """State read rarely, kept out of the Client's own attributes (CPython
+    shares an instance dict's keys only up to 30 of them; past that every
+    attribute read on the hot path is slower)."""
+
+    created: float = field(default_factory=time.monotonic)
+    db: int = 0  # SELECT: recorded only, pub/sub ignores it (as Redis)
+    lib_name: bytes = b""  # CLIENT SETINFO
+    lib_ver: bytes = b""
+    no_evict: bool = False  # CLIENT NO-EVICT: shown only (the node evicts no client)
+    in_exec: bool = False  # running EXEC's commands: replies never wait
+
+
 class Client(asyncio.Protocol):
     """One client connection of a node."""
 
@@ -61,8 +77,7 @@ class Client(asyncio.Protocol):
         self.node = node
         self.id = node.next_client_id()
         self.name = b""
-        self.lib_name = b""
-        self.lib_ver = b""
+        self.extras = ClientExtras()
         self.resp = 2
         self.authenticated = node.config.requirepass is None
         self.channels: set[bytes] = set()
@@ -74,21 +89,15 @@ class Client(asyncio.Protocol):
         )
         self.parser.authenticated = self.authenticated
         self.closed = False
-        self.created = time.monotonic()
-        self.last_interaction = self.created
+        self.last_interaction = self.extras.created
         self.last_command = "NULL"  # Redis's cmd= before the first command
         # CLIENT REPLY OFF / SKIP (Redis's CLIENT_REPLY_OFF, _SKIP_NEXT flags);
         # ``quiet`` is either, so the common path checks one attribute
         self.reply_off = False
         self.reply_skip_next = False
         self.quiet = False
-        self.db = 0  # SELECT: recorded only, pub/sub ignores it (as Redis)
-        # MULTI: the queued commands (None outside a transaction) and whether
-        # one was refused while queueing (Redis's CLIENT_DIRTY_EXEC)
-        self.multi: list[tuple[Command, list[bytes]]] | None = None
-        self.multi_dirty = False
-        self.in_exec = False  # running EXEC's commands: replies never wait
-        self.no_evict = False  # CLIENT NO-EVICT: shown only (the node evicts no client)
+        self.multi: Transaction | None = None  # MULTI's queue, None outside one
+        self._ran: CommandStat | None = None  # the stat of the command that just ran
         self.addr = "?:0"
         self.laddr = "?:0"
         self._blocked: asyncio.Future[bytes] | None = None
@@ -141,12 +150,24 @@ class Client(asyncio.Protocol):
         out = self._out
         execute = self.execute
         queued = 0
+        # one clock read per command: the time from the end of the previous
+        # command (or the start of the batch) is the command's usec in INFO
+        # commandstats (Redis times call() alone; this adds the lookup and checks)
+        start = perf_counter_ns()
         try:
             for args in self.parser.requests():
                 reply = self.execute_quietly(args) if self.quiet else execute(args)
+                ran = self._ran
+                if ran is not None:
+                    now = perf_counter_ns()
+                    ran.nanoseconds += now - start
+                    start = now
+                    self._ran = None
                 if type(reply) is bytes:
                     if reply[:1] == b"-":
                         self.node.stats.error_replied(reply)
+                        if ran is not None:
+                            ran.failed_calls += 1
                     if not out:
                         self.node.schedule_flush(self)
                     out.append(reply)
@@ -246,24 +267,44 @@ class Client(asyncio.Protocol):
         if self.multi is not None and top.name not in _MULTI_IMMEDIATE:
             self.multi.append((cmd, args))
             return _QUEUED
-        return self.call(cmd, args)
+        reply = cmd.handler(node, self, args)
+        # counted after it ran, as Redis's call() counts (so INFO does not
+        # count itself and CONFIG RESETSTAT's call survives it); its time and
+        # failure are added by the caller, which reads the clock once
+        stats = node.stats
+        stats.commands_processed += 1
+        ran = self._ran = stats.commands[cmd.name]
+        ran.calls += 1
+        return reply
 
     def call(self, cmd: Command, args: list[bytes]) -> Reply:
-        """Run a checked command and count it (Redis ``call``: calls, time,
-        failed calls for INFO commandstats and ``total_commands_processed``)."""
+        """Run a checked command outside the request loop (EXEC's queued
+        commands) and count it: calls, time, failed calls."""
         node = self.node
         start = perf_counter_ns()
         reply = cmd.handler(node, self, args)
         elapsed = perf_counter_ns() - start
         stats = node.stats
         stats.commands_processed += 1
-        stat = stats.commands.get(cmd.name)
-        if stat is None:
-            stat = stats.commands[cmd.name] = CommandStat()
+        stat = stats.commands[cmd.name]
         stat.calls += 1
         stat.nanoseconds += elapsed
         if type(reply) is bytes and reply[:1] == b"-":
             stat.failed_calls += 1
+        return reply
+
+    def execute_counted(self, args: list[bytes]) -> Reply:
+        """:meth:`execute` outside the request loop (a command CLIENT PAUSE
+        postponed), its time and failure counted here."""
+        start = perf_counter_ns()
+        reply = self.execute(args)
+        ran, self._ran = self._ran, None
+        if ran is not None:
+            ran.nanoseconds += perf_counter_ns() - start
+            if type(reply) is bytes and reply[:1] == b"-":
+                ran.failed_calls += 1
+        if type(reply) is bytes and reply[:1] == b"-":
+            self.node.stats.error_replied(reply)
         return reply
 
     def _reject(self, cmd: Command | None, text: str) -> bytes:
@@ -273,10 +314,9 @@ class Client(asyncio.Protocol):
         if self.multi is not None:
             if cmd is not None and cmd.name == "exec":  # execCommandAbort
                 self.multi = None
-                self.multi_dirty = False
                 text = "EXECABORT Transaction discarded because of: " + text.removeprefix("ERR ")
             else:
-                self.multi_dirty = True
+                self.multi.dirty = True
         return resp.error(text)
 
     def close_after_reply(self) -> None:

@@ -66,10 +66,8 @@ class ClientPause:
         for client, args, future in waiting:
             if client.closed or future.done():
                 continue
-            reply = client.execute(args)
+            reply = client.execute_counted(args)
             if isinstance(reply, bytes):
-                if reply[:1] == b"-":
-                    client.node.stats.error_replied(reply)
                 future.set_result(reply)
             else:  # postponed again (a pause started meanwhile) or waiting
                 reply.add_done_callback(functools.partial(_pass_on, target=future))

@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+from collections import defaultdict
 from dataclasses import dataclass, field
 
 #: Redis's STATS_METRIC_SAMPLES and the serverCron period that samples them
@@ -58,7 +59,9 @@ class NodeStats:
     #: error replies by their first word (INFO errorstats, as Redis's afterErrorReply)
     errors: dict[str, int] = field(default_factory=dict)
     #: command full name (``client|list``) -> its INFO commandstats line
-    commands: dict[str, CommandStat] = field(default_factory=dict)
+    commands: defaultdict[str, CommandStat] = field(
+        default_factory=lambda: defaultdict(CommandStat)
+    )
 
     def error_replied(self, reply: bytes) -> None:
         """Count one error reply (``-PREFIX text``) under its prefix."""
@@ -67,10 +70,7 @@ class NodeStats:
         self.errors[prefix] = self.errors.get(prefix, 0) + 1
 
     def command_stat(self, name: str) -> CommandStat:
-        stat = self.commands.get(name)
-        if stat is None:
-            stat = self.commands[name] = CommandStat()
-        return stat
+        return self.commands[name]
 
 
 class InstantaneousMetrics:

@@ -77,6 +77,13 @@ class Command:
         return doc
 
 
+class Transaction(list[tuple[Command, list[bytes]]]):
+    """MULTI's queued commands; ``dirty``: one was refused while queueing
+    (Redis's CLIENT_DIRTY_EXEC), so EXEC answers EXECABORT."""
+
+    dirty = False
+
+
 def subcommand_table(*commands: Command) -> dict[bytes, Command]:
     """Subcommands keyed by their own lower-case name (``numsub`` of ``pubsub|numsub``)."""
     return {c.name.split("|", 1)[1].encode(): c for c in commands}

@@ -104,7 +104,7 @@ def no_evict(node: Node, client: Client, args: list[bytes]) -> Reply:
     mode = args[2].lower()
     if mode not in (b"on", b"off"):
         return resp.error("ERR syntax error")
-    client.no_evict = mode == b"on"
+    client.extras.no_evict = mode == b"on"
     return resp.OK
 
 

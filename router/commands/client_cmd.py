@@ -42,9 +42,9 @@ def setinfo(node: Node, client: Client, args: list[bytes]) -> Reply:
             f"ERR {attr.decode()} cannot contain spaces, newlines or special characters."
         )
     if attr == b"lib-name":
-        client.lib_name = args[3]
+        client.extras.lib_name = args[3]
     else:
-        client.lib_ver = args[3]
+        client.extras.lib_ver = args[3]
     return resp.OK
 
 

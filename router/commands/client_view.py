@@ -23,7 +23,7 @@ def flags(c: Client) -> str:
     shown = "P" if c.channels or c.patterns or c.shard_channels else ""
     if c.multi is not None:
         shown += "x"
-    if c.no_evict:
+    if c.extras.no_evict:
         shown += "e"
     return shown or "N"
 
@@ -33,12 +33,12 @@ def info_line(c: Client) -> str:
     now = time.monotonic()
     return (
         f"id={c.id} addr={c.addr} laddr={c.laddr} fd=-1 "
-        f"name={c.name.decode(errors='replace')} age={int(now - c.created)} "
-        f"idle={int(now - c.last_interaction)} flags={flags(c)} db={c.db} "
+        f"name={c.name.decode(errors='replace')} age={int(now - c.extras.created)} "
+        f"idle={int(now - c.last_interaction)} flags={flags(c)} db={c.extras.db} "
         f"sub={len(c.channels)} psub={len(c.patterns)} ssub={len(c.shard_channels)} "
         f"multi={-1 if c.multi is None else len(c.multi)} qbuf={c.parser.buffered} "
         f"omem={c.output_buffer_size()} cmd={c.last_command} "
         f"user=default resp={c.resp} "
-        f"lib-name={c.lib_name.decode(errors='replace')} "
-        f"lib-ver={c.lib_ver.decode(errors='replace')}"
+        f"lib-name={c.extras.lib_name.decode(errors='replace')} "
+        f"lib-ver={c.extras.lib_ver.decode(errors='replace')}"
     )

@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from router import resp
-from router.commands.base import Command, Reply
+from router.commands.base import Command, Reply, Transaction
 
 if TYPE_CHECKING:
     from router.client import Client
@@ -36,8 +36,7 @@ _CONFIRMING = frozenset(
 def multi(node: Node, client: Client, args: list[bytes]) -> Reply:
     if client.multi is not None:
         return resp.error("ERR MULTI calls can not be nested")
-    client.multi = []
-    client.multi_dirty = False
+    client.multi = Transaction()
     return resp.OK
 
 
@@ -45,7 +44,6 @@ def discard(node: Node, client: Client, args: list[bytes]) -> Reply:
     if client.multi is None:
         return resp.error("ERR DISCARD without MULTI")
     client.multi = None
-    client.multi_dirty = False
     return resp.OK
 
 
@@ -53,16 +51,14 @@ def exec_(node: Node, client: Client, args: list[bytes]) -> Reply:
     queued = client.multi
     if queued is None:
         return resp.error("ERR EXEC without MULTI")
-    dirty = client.multi_dirty
     client.multi = None
-    client.multi_dirty = False
-    if dirty:
+    if queued.dirty:
         return resp.error("EXECABORT Transaction discarded because of previous errors.")
     # output the commands write while they run (a message to this client)
     # goes into the EXEC reply, after the replies before it, as in Redis
     parts = [resp.array_header(len(queued))]
     saved = client.swap_output(parts)
-    client.in_exec = True
+    client.extras.in_exec = True
     try:
         for cmd, argv in queued:
             skip = client.reply_skip_next
@@ -77,7 +73,7 @@ def exec_(node: Node, client: Client, args: list[bytes]) -> Reply:
             if not closing:
                 parts.append(reply)
     finally:
-        client.in_exec = False
+        client.extras.in_exec = False
         client.swap_output(saved)
         client.quiet = client.reply_off or client.reply_skip_next
     return b"".join(parts)
