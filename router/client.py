@@ -3,13 +3,17 @@
 Bytes go through the sans-IO :class:`router.parser.RequestParser`; each request
 is looked up in :data:`router.commands.COMMANDS` and checked the way Redis's
 ``processCommand`` checks it, in Redis's order: unknown command, arity,
-authentication, subscribed context (RESP2 only). Replies and pub/sub
+authentication, subscribed context (RESP2 only), CLIENT PAUSE
+(:mod:`router.pause`), then queued if in MULTI (:mod:`router.commands.multi`);
+a command that runs is counted for INFO commandstats with one clock read
+(:mod:`router.stats`). Replies and pub/sub
 messages go to one output queue that the node writes once per event-loop
 turn, after every ready client has been read — Redis's
 ``handleClientsWithPendingWrites`` in ``beforeSleep`` — so a pipelined batch
 costs one ``send()``, and the sends of one turn go out back to back.
 
-A command may answer with a future (SUBSCRIBE under subscribe visibility):
+A command may answer with a future (SUBSCRIBE under subscribe visibility, a
+command CLIENT PAUSE postponed):
 the connection then behaves like a Redis blocked client — it stops reading
 until the future resolves, writes the reply and carries on with what is
 buffered, so replies keep their order.
