@@ -281,36 +281,6 @@ class Client(asyncio.Protocol):
         ran.calls += 1
         return reply
 
-    def call(self, cmd: Command, args: list[bytes]) -> Reply:
-        """Run a checked command outside the request loop (EXEC's queued
-        commands) and count it: calls, time, failed calls."""
-        node = self.node
-        start = perf_counter_ns()
-        reply = cmd.handler(node, self, args)
-        elapsed = perf_counter_ns() - start
-        stats = node.stats
-        stats.commands_processed += 1
-        stat = stats.commands[cmd.name]
-        stat.calls += 1
-        stat.nanoseconds += elapsed
-        if type(reply) is bytes and reply[:1] == b"-":
-            stat.failed_calls += 1
-        return reply
-
-    def execute_counted(self, args: list[bytes]) -> Reply:
-        """:meth:`execute` outside the request loop (a command CLIENT PAUSE
-        postponed), its time and failure counted here."""
-        start = perf_counter_ns()
-        reply = self.execute(args)
-        ran, self._ran = self._ran, None
-        if ran is not None:
-            ran.nanoseconds += perf_counter_ns() - start
-            if type(reply) is bytes and reply[:1] == b"-":
-                ran.failed_calls += 1
-        if type(reply) is bytes and reply[:1] == b"-":
-            self.node.stats.error_replied(reply)
-        return reply
-
     def _reject(self, cmd: Command | None, text: str) -> bytes:
         """A command refused before it ran (Redis ``rejectCommand``)."""
         if cmd is not None:

@@ -23,11 +23,12 @@ from __future__ import annotations
 import asyncio
 import functools
 import time
+from time import perf_counter_ns
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from router.client import Client
-    from router.commands.base import Command
+    from router.commands.base import Command, Reply
 
 OFF, WRITE, ALL = 0, 1, 2
 
@@ -66,7 +67,7 @@ class ClientPause:
         for client, args, future in waiting:
             if client.closed or future.done():
                 continue
-            reply = client.execute_counted(args)
+            reply = _execute_counted(client, args)
             if isinstance(reply, bytes):
                 future.set_result(reply)
             else:  # postponed again (a pause started meanwhile) or waiting
@@ -84,6 +85,21 @@ class ClientPause:
         future: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
         self._waiting.append((client, args, future))
         return future
+
+
+def _execute_counted(client: Client, args: list[bytes]) -> Reply:
+    """``client.execute`` outside its request loop, its time, failure and
+    error reply counted here as the loop counts them."""
+    start = perf_counter_ns()
+    reply = client.execute(args)
+    ran, client._ran = client._ran, None
+    if ran is not None:
+        ran.nanoseconds += perf_counter_ns() - start
+    if isinstance(reply, bytes) and reply[:1] == b"-":
+        client.node.stats.error_replied(reply)
+        if ran is not None:
+            ran.failed_calls += 1
+    return reply
 
 
 def _pass_on(source: asyncio.Future[bytes], *, target: asyncio.Future[bytes]) -> None:

@@ -18,6 +18,7 @@ touches a watched key on FLUSHALL / FLUSHDB only if it existed).
 
 from __future__ import annotations
 
+from time import perf_counter_ns
 from typing import TYPE_CHECKING
 
 from router import resp
@@ -64,7 +65,7 @@ def exec_(node: Node, client: Client, args: list[bytes]) -> Reply:
             skip = client.reply_skip_next
             client.reply_skip_next = False
             closing = client.closing  # CLIENT KILL of itself: no reply after its own
-            reply = client.call(cmd, argv)
+            reply = _call(node, client, cmd, argv)
             assert isinstance(reply, bytes), "commands in EXEC never wait"
             if reply[:1] == b"-":
                 node.stats.error_replied(reply)
@@ -77,6 +78,21 @@ def exec_(node: Node, client: Client, args: list[bytes]) -> Reply:
         client.swap_output(saved)
         client.quiet = client.reply_off or client.reply_skip_next
     return b"".join(parts)
+
+
+def _call(node: Node, client: Client, cmd: Command, args: list[bytes]) -> Reply:
+    """Run a queued command and count it (calls, time, failed calls), as the
+    request loop does for the others (:meth:`router.client.Client.execute`)."""
+    start = perf_counter_ns()
+    reply = cmd.handler(node, client, args)
+    stats = node.stats
+    stats.commands_processed += 1
+    stat = stats.commands[cmd.name]
+    stat.calls += 1
+    stat.nanoseconds += perf_counter_ns() - start
+    if type(reply) is bytes and reply[:1] == b"-":
+        stat.failed_calls += 1
+    return reply
 
 
 def watch(node: Node, client: Client, args: list[bytes]) -> Reply:
