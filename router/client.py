@@ -58,6 +58,7 @@ _CONFIRMING = frozenset(
 # run at once inside MULTI, never queued (Redis ``processCommand``)
 _MULTI_IMMEDIATE = frozenset({"exec", "discard", "multi", "watch", "quit", "reset"})
 _QUEUED = b"+QUEUED\r\n"
+_Waited = asyncio.Future[None]
 
 
 @dataclass(slots=True)
@@ -227,7 +228,8 @@ class Client(asyncio.Protocol):
         self.reply_skip_next = False
         reply = self.execute(args)
         if (skip or self.reply_off) and args[0].lower().decode(errors="replace") not in _CONFIRMING:
-            reply = b""
+            # a postponed command (CLIENT PAUSE) still holds what follows back
+            reply = b"" if type(reply) is bytes else self.node.after(cast(_Waited, reply), b"")
         self.quiet = self.reply_off or self.reply_skip_next
         return reply
 

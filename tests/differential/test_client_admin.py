@@ -97,7 +97,8 @@ def _held_back(port: int, mode: bytes, command: bytes) -> tuple[bytes, bytes, by
 @pytest.mark.parametrize(
     "command",
     [b"PUBLISH x y\r\nPING\r\n", b"PING\r\nSPUBLISH x y\r\nPING\r\n",
-     b"MULTI\r\nPUBLISH x y\r\nEXEC\r\nPING\r\n", b"PING\r\nECHO a\r\n"],
+     b"MULTI\r\nPUBLISH x y\r\nEXEC\r\nPING\r\n", b"PING\r\nECHO a\r\n",
+     b"CLIENT REPLY OFF\r\nPUBLISH x y\r\nCLIENT REPLY ON\r\nPING\r\n"],
 )  # fmt: skip
 def test_pause_write_holds_publish_until_unpause_like_redis(servers, command):
     oracle, node = servers
