@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from tests.differential.oracle import exchange
+from tests.differential.oracle import exchange, redis_only
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -33,6 +33,7 @@ def _after_workload(port: int) -> tuple[set[str], str, list[str]]:
     return lines, errors, instantaneous
 
 
+@redis_only
 def test_commandstats_count_like_redis(servers):
     oracle, node = servers
     ours, theirs = _after_workload(node), _after_workload(oracle)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.differential.oracle import HELLO3, assert_same_as_oracle, exchange
+from tests.differential.oracle import HELLO3, assert_same_as_oracle, exchange, redis_only
 from tests.procs import connect, read_quiet
 
 pytestmark = pytest.mark.timeout(120)
@@ -38,11 +38,27 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("name", list(CASES))
+#: where Valkey 9 (the fallback oracle) answers otherwise than Redis 7.0.15:
+#: its own pub/sub order and wording inside EXEC
+VALKEY_DIFFERS = {
+    "resp3 subscribe inside",
+    "watch",
+    "pattern and shard inside",
+    "errors",
+    "resp3 subscribed then multi",
+    "subscribe and self-publish inside",
+}
+
+
+@pytest.mark.parametrize(
+    "name",
+    [pytest.param(n, marks=redis_only) if n in VALKEY_DIFFERS else n for n in CASES],
+)
 def test_multi_same_bytes_as_the_oracle(servers, name):
     assert_same_as_oracle(servers, CASES[name])
 
 
+@redis_only
 def test_reply_off_inside_silences_the_rest_of_exec_like_redis(servers):
     """Redis writes EXEC's header, then nothing: raw bytes (not whole frames)."""
     oracle, node = servers
