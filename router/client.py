@@ -5,8 +5,8 @@ is looked up in :data:`router.commands.COMMANDS` and checked the way Redis's
 ``processCommand`` checks it, in Redis's order: unknown command, arity,
 authentication, subscribed context (RESP2 only), CLIENT PAUSE
 (:mod:`router.pause`), then queued if in MULTI (:mod:`router.commands.multi`);
-a command that runs is counted for INFO commandstats with one clock read
-(:mod:`router.stats`). Replies and pub/sub
+a command that runs is counted for INFO commandstats, its time read once
+per pipelined batch (:mod:`router.stats`). Replies and pub/sub
 messages go to one output queue that the node writes once per event-loop
 turn, after every ready client has been read — Redis's
 ``handleClientsWithPendingWrites`` in ``beforeSleep`` — so a pipelined batch
@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, cast
 from router import parser, resp
 from router.commands import COMMANDS, LOOKUP, Reply
 from router.commands.base import Command, Transaction
-from router.stats import CommandStat
+from router.stats import CommandStat, share_time
 
 if TYPE_CHECKING:
     from router.node import Node
@@ -147,27 +147,31 @@ class Client(asyncio.Protocol):
     def _process(self) -> None:
         if self.closed or self._close_after_reply:
             return  # QUIT or a protocol error ended this connection: read no more
-        # replies go straight to the output queue, the one that pub/sub
-        # messages go to, so output leaves in command order (a message this
-        # connection publishes to itself follows the confirmation and the
-        # replies before it, as in Redis); the queue is still written once
-        # per loop turn
+        # replies go straight to the output queue pub/sub messages go to, so
+        # output leaves in command order (a message this connection publishes
+        # to itself follows the replies before it, as in Redis); the queue is
+        # still written once per loop turn
         out = self._out
         execute = self.execute
         queued = 0
-        # one clock read per command: the time from the end of the previous
-        # command (or the start of the batch) is the command's usec in INFO
-        # commandstats (Redis times call() alone; this adds the lookup and checks)
+        # commandstats usec: one clock read per batch, shared by the commands
+        # that ran (router.stats.share_time), so runs of one command are counted
         start = perf_counter_ns()
+        runs: list[tuple[CommandStat, int]] = []
+        last: CommandStat | None = None
+        n = 0
         try:
             for args in self.parser.requests():
                 reply = self.execute_quietly(args) if self.quiet else execute(args)
                 ran = self._ran
                 if ran is not None:
-                    now = perf_counter_ns()
-                    ran.nanoseconds += now - start
-                    start = now
                     self._ran = None
+                    if ran is last:
+                        n += 1
+                    else:
+                        if last is not None:
+                            runs.append((last, n))
+                        last, n = ran, 1
                 if type(reply) is bytes:
                     if reply[:1] == b"-":
                         self.node.stats.error_replied(reply)
@@ -183,6 +187,9 @@ class Client(asyncio.Protocol):
                 # blocked until the future resolves (subscribe visibility);
                 # what follows stays buffered in the parser until then
                 self._out_bytes += queued
+                if last is not None:
+                    runs.append((last, n))
+                    share_time(runs, perf_counter_ns() - start)
                 self._block(reply)  # type: ignore[arg-type]
                 return
         except parser.ProtocolError as exc:
@@ -192,6 +199,9 @@ class Client(asyncio.Protocol):
             self.node.stats.error_replied(error)
             self.write(error)
             self._close_after_reply = True
+        if last is not None:
+            runs.append((last, n))
+            share_time(runs, perf_counter_ns() - start)
         # (an early flush in the batch, a message to this client over the
         # limit, reset the count: it may over-count, flushing early once more)
         self._out_bytes += queued
@@ -276,7 +286,7 @@ class Client(asyncio.Protocol):
         reply = cmd.handler(node, self, args)
         # counted after it ran, as Redis's call() counts (so INFO does not
         # count itself and CONFIG RESETSTAT's call survives it); its time and
-        # failure are added by the caller, which reads the clock once
+        # failure are added by the caller (_process: one clock read per batch)
         stats = node.stats
         stats.commands_processed += 1
         ran = self._ran = stats.commands[cmd.name]
@@ -300,7 +310,7 @@ class Client(asyncio.Protocol):
         self._close_after_reply = True
 
     def set_queue_limit(self, hard_limit: int) -> None:
-        """The pubsub hard limit changed (CONFIG SET client-output-buffer-limit)."""
+        """CONFIG SET client-output-buffer-limit changed the pubsub hard limit."""
         self._queue_limit = hard_limit or sys.maxsize
 
     @property

@@ -1,9 +1,10 @@
 """INFO's instantaneous_* rates (router.stats.InstantaneousMetrics), sampled
-lazily: driven here with a made-up clock, so nothing depends on timing."""
+lazily, and how a batch's time is shared for commandstats usec: driven here
+with made-up clocks and durations, so nothing depends on timing."""
 
 from __future__ import annotations
 
-from router.stats import PERIOD, SAMPLES, InstantaneousMetrics
+from router.stats import PERIOD, SAMPLES, CommandStat, InstantaneousMetrics, share_time
 
 
 def test_steady_traffic_gives_its_rate():
@@ -39,3 +40,15 @@ def test_reset_starts_over():
     m.sample(PERIOD, (100, 100, 100))
     m.reset(PERIOD, (0, 0, 0))
     assert m.rates() == (0.0, 0.0, 0.0)
+
+
+def test_a_batch_of_one_command_gets_all_its_time():
+    stat = CommandStat()
+    share_time([(stat, 16)], 1600)
+    assert stat.nanoseconds == 1600
+
+
+def test_a_mixed_batch_is_shared_by_count():
+    a, b = CommandStat(), CommandStat()
+    share_time([(a, 3), (b, 1), (a, 4)], 1600)
+    assert (a.nanoseconds, b.nanoseconds) == (1400, 200)
