@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, cast
 
 from router import parser, resp
 from router.commands import COMMANDS, LOOKUP, Reply
-from router.commands.base import Command, Transaction
+from router.commands.base import CONFIRMING, Command, Transaction
 from router.stats import CommandStat, share_time
 
 if TYPE_CHECKING:
@@ -48,12 +48,6 @@ _SUBSCRIBED_ALLOWED = frozenset(
     | {"ping", "quit", "reset"}
 )
 
-
-# commands whose replies are pub/sub confirmations: Redis 7.0 sends them as
-# pushes (CLIENT_PUSHING), which CLIENT REPLY OFF / SKIP do not silence
-_CONFIRMING = frozenset(
-    {"subscribe", "ssubscribe", "sunsubscribe", "psubscribe", "unsubscribe", "punsubscribe"}
-)
 
 # run at once inside MULTI, never queued (Redis ``processCommand``)
 _MULTI_IMMEDIATE = frozenset({"exec", "discard", "multi", "watch", "quit", "reset"})
@@ -237,7 +231,7 @@ class Client(asyncio.Protocol):
         skip = self.reply_skip_next
         self.reply_skip_next = False
         reply = self.execute(args)
-        if (skip or self.reply_off) and args[0].lower().decode(errors="replace") not in _CONFIRMING:
+        if (skip or self.reply_off) and args[0].lower().decode(errors="replace") not in CONFIRMING:
             # a postponed command (CLIENT PAUSE) still holds what follows back
             reply = b"" if type(reply) is bytes else self.node.after(cast(_Waited, reply), b"")
         self.quiet = self.reply_off or self.reply_skip_next

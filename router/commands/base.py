@@ -24,6 +24,12 @@ if TYPE_CHECKING:
     from router.node import Node
 
 Reply = bytes | asyncio.Future[bytes]
+
+#: commands whose replies are pub/sub confirmations: Redis 7.0 sends them as
+#: pushes (CLIENT_PUSHING), which CLIENT REPLY OFF / SKIP do not silence
+CONFIRMING = frozenset(
+    {"subscribe", "ssubscribe", "sunsubscribe", "psubscribe", "unsubscribe", "punsubscribe"}
+)
 Handler = Callable[["Node", "Client", list[bytes]], Reply]
 
 

@@ -22,16 +22,11 @@ from time import perf_counter_ns
 from typing import TYPE_CHECKING
 
 from router import resp
-from router.commands.base import Command, Reply, Transaction
+from router.commands.base import CONFIRMING, Command, Reply, Transaction
 
 if TYPE_CHECKING:
     from router.client import Client
     from router.node import Node
-
-# replies Redis sends as pushes, which CLIENT REPLY OFF / SKIP do not silence
-_CONFIRMING = frozenset(
-    {"subscribe", "ssubscribe", "sunsubscribe", "psubscribe", "unsubscribe", "punsubscribe"}
-)
 
 
 def multi(node: Node, client: Client, args: list[bytes]) -> Reply:
@@ -69,7 +64,7 @@ def exec_(node: Node, client: Client, args: list[bytes]) -> Reply:
             assert isinstance(reply, bytes), "commands in EXEC never wait"
             if reply[:1] == b"-":
                 node.stats.error_replied(reply)
-            if (skip or client.reply_off) and cmd.name.split("|")[0] not in _CONFIRMING:
+            if (skip or client.reply_off) and cmd.name.split("|")[0] not in CONFIRMING:
                 continue
             if not closing:
                 parts.append(reply)
