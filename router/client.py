@@ -3,13 +3,17 @@
 Bytes go through the sans-IO :class:`router.parser.RequestParser`; each request
 is looked up in :data:`router.commands.COMMANDS` and checked the way Redis's
 ``processCommand`` checks it, in Redis's order: unknown command, arity,
-authentication, subscribed context (RESP2 only). Replies and pub/sub
+authentication, subscribed context (RESP2 only), CLIENT PAUSE
+(:mod:`router.pause`), then queued if in MULTI (:mod:`router.commands.multi`);
+a command that runs is counted for INFO commandstats, its time read once
+per pipelined batch (:mod:`router.stats`). Replies and pub/sub
 messages go to one output queue that the node writes once per event-loop
 turn, after every ready client has been read — Redis's
 ``handleClientsWithPendingWrites`` in ``beforeSleep`` — so a pipelined batch
 costs one ``send()``, and the sends of one turn go out back to back.
 
-A command may answer with a future (SUBSCRIBE under subscribe visibility):
+A command may answer with a future (SUBSCRIBE under subscribe visibility, a
+command CLIENT PAUSE postponed):
 the connection then behaves like a Redis blocked client — it stops reading
 until the future resolves, writes the reply and carries on with what is
 buffered, so replies keep their order.
@@ -25,10 +29,14 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
+from dataclasses import dataclass, field
+from time import perf_counter_ns
 from typing import TYPE_CHECKING, cast
 
 from router import parser, resp
 from router.commands import COMMANDS, LOOKUP, Reply
+from router.commands.base import CONFIRMING, Command, Transaction
+from router.stats import CommandStat, share_time
 
 if TYPE_CHECKING:
     from router.node import Node
@@ -41,11 +49,24 @@ _SUBSCRIBED_ALLOWED = frozenset(
 )
 
 
-# commands whose replies are pub/sub confirmations: Redis 7.0 sends them as
-# pushes (CLIENT_PUSHING), which CLIENT REPLY OFF / SKIP do not silence
-_CONFIRMING = frozenset(
-    {"subscribe", "ssubscribe", "sunsubscribe", "psubscribe", "unsubscribe", "punsubscribe"}
-)
+# run at once inside MULTI, never queued (Redis ``processCommand``)
+_MULTI_IMMEDIATE = frozenset({"exec", "discard", "multi", "watch", "quit", "reset"})
+_QUEUED = b"+QUEUED\r\n"
+_Waited = asyncio.Future[None]
+
+
+@dataclass(slots=True)
+class ClientExtras:
+    """State read rarely, kept out of the Client's own attributes (CPython
+    shares an instance dict's keys only up to 30 of them; past that every
+    attribute read on the hot path is slower)."""
+
+    created: float = field(default_factory=time.monotonic)
+    db: int = 0  # SELECT: recorded only, pub/sub ignores it (as Redis)
+    lib_name: bytes = b""  # CLIENT SETINFO
+    lib_ver: bytes = b""
+    no_evict: bool = False  # CLIENT NO-EVICT: shown only (the node evicts no client)
+    in_exec: bool = False  # running EXEC's commands: replies never wait
 
 
 class Client(asyncio.Protocol):
@@ -55,8 +76,7 @@ class Client(asyncio.Protocol):
         self.node = node
         self.id = node.next_client_id()
         self.name = b""
-        self.lib_name = b""
-        self.lib_ver = b""
+        self.extras = ClientExtras()
         self.resp = 2
         self.authenticated = node.config.requirepass is None
         self.channels: set[bytes] = set()
@@ -68,15 +88,15 @@ class Client(asyncio.Protocol):
         )
         self.parser.authenticated = self.authenticated
         self.closed = False
-        self.created = time.monotonic()
-        self.last_interaction = self.created
+        self.last_interaction = self.extras.created
         self.last_command = "NULL"  # Redis's cmd= before the first command
         # CLIENT REPLY OFF / SKIP (Redis's CLIENT_REPLY_OFF, _SKIP_NEXT flags);
         # ``quiet`` is either, so the common path checks one attribute
         self.reply_off = False
         self.reply_skip_next = False
         self.quiet = False
-        self.db = 0  # SELECT: recorded only, pub/sub ignores it (as Redis)
+        self.multi: Transaction | None = None  # MULTI's queue, None outside one
+        self._ran: CommandStat | None = None  # the stat of the command that just ran
         self.addr = "?:0"
         self.laddr = "?:0"
         self._blocked: asyncio.Future[bytes] | None = None
@@ -121,20 +141,36 @@ class Client(asyncio.Protocol):
     def _process(self) -> None:
         if self.closed or self._close_after_reply:
             return  # QUIT or a protocol error ended this connection: read no more
-        # replies go straight to the output queue, the one that pub/sub
-        # messages go to, so output leaves in command order (a message this
-        # connection publishes to itself follows the confirmation and the
-        # replies before it, as in Redis); the queue is still written once
-        # per loop turn
+        # replies go straight to the output queue pub/sub messages go to, so
+        # output leaves in command order (a message this connection publishes
+        # to itself follows the replies before it, as in Redis); the queue is
+        # still written once per loop turn
         out = self._out
         execute = self.execute
         queued = 0
+        # commandstats usec: one clock read per batch, shared by the commands
+        # that ran (router.stats.share_time), so runs of one command are counted
+        start = perf_counter_ns()
+        runs: list[tuple[CommandStat, int]] = []
+        last: CommandStat | None = None
+        n = 0
         try:
             for args in self.parser.requests():
                 reply = self.execute_quietly(args) if self.quiet else execute(args)
+                ran = self._ran
+                if ran is not None:
+                    self._ran = None
+                    if ran is last:
+                        n += 1
+                    else:
+                        if last is not None:
+                            runs.append((last, n))
+                        last, n = ran, 1
                 if type(reply) is bytes:
                     if reply[:1] == b"-":
                         self.node.stats.error_replied(reply)
+                        if ran is not None:
+                            ran.failed_calls += 1
                     if not out:
                         self.node.schedule_flush(self)
                     out.append(reply)
@@ -145,6 +181,9 @@ class Client(asyncio.Protocol):
                 # blocked until the future resolves (subscribe visibility);
                 # what follows stays buffered in the parser until then
                 self._out_bytes += queued
+                if last is not None:
+                    runs.append((last, n))
+                    share_time(runs, perf_counter_ns() - start)
                 self._block(reply)  # type: ignore[arg-type]
                 return
         except parser.ProtocolError as exc:
@@ -154,6 +193,9 @@ class Client(asyncio.Protocol):
             self.node.stats.error_replied(error)
             self.write(error)
             self._close_after_reply = True
+        if last is not None:
+            runs.append((last, n))
+            share_time(runs, perf_counter_ns() - start)
         # (an early flush in the batch, a message to this client over the
         # limit, reset the count: it may over-count, flushing early once more)
         self._out_bytes += queued
@@ -189,47 +231,92 @@ class Client(asyncio.Protocol):
         skip = self.reply_skip_next
         self.reply_skip_next = False
         reply = self.execute(args)
-        if (skip or self.reply_off) and args[0].lower().decode(errors="replace") not in _CONFIRMING:
-            reply = b""
+        if (skip or self.reply_off) and args[0].lower().decode(errors="replace") not in CONFIRMING:
+            # a postponed command (CLIENT PAUSE) still holds what follows back
+            reply = b"" if type(reply) is bytes else self.node.after(cast(_Waited, reply), b"")
         self.quiet = self.reply_off or self.reply_skip_next
         return reply
 
     def execute(self, args: list[bytes]) -> Reply:
-        """Run one request; returns reply bytes or a future of them."""
+        """Run one request; returns reply bytes or a future of them. Checked
+        in Redis's ``processCommand`` order: unknown command, arity,
+        authentication, subscribed context, CLIENT PAUSE, then queued when in
+        MULTI (a rejection there aborts the transaction: ``flagTransaction``)."""
         node = self.node
         top = LOOKUP.get(args[0]) or COMMANDS.get(args[0].lower())
         if top is None:
-            return resp.error(unknown_command_text(args))
+            return self._reject(None, resp.unknown_command_text(args))
         cmd = top
         argc = len(args)
         if cmd.subcommands is not None and argc >= 2:
             sub = cmd.subcommands.get(args[1].lower())
             if sub is None:
                 shown = resp.c_string(args[1][:128])
-                return resp.error(f"ERR unknown subcommand '{shown}'. Try {cmd.name.upper()} HELP.")
+                return self._reject(
+                    None, f"ERR unknown subcommand '{shown}'. Try {cmd.name.upper()} HELP."
+                )
             cmd = sub
         self.last_command = cmd.name
         arity = cmd.arity
         if argc != arity and (arity > 0 or argc < -arity):
-            return resp.error(f"ERR wrong number of arguments for '{cmd.name}' command")
+            return self._reject(cmd, f"ERR wrong number of arguments for '{cmd.name}' command")
         if not self.authenticated and not cmd.no_auth:
-            return resp.error("NOAUTH Authentication required.")
+            return self._reject(cmd, "NOAUTH Authentication required.")
         if (
             self.resp == 2
             and (self.channels or self.patterns or self.shard_channels)
             and top.name not in _SUBSCRIBED_ALLOWED
         ):
-            return resp.error(
+            return self._reject(
+                cmd,
                 f"ERR Can't execute '{cmd.name}': only (P|S)SUBSCRIBE / "
-                "(P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context"
+                "(P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context",
             )
-        # Redis counts a command in call(): rejected ones are not processed
-        node.stats.commands_processed += 1
-        return cmd.handler(node, self, args)
+        if node.pause.level and node.pause.holds(self, cmd):
+            return node.pause.postpone(self, args)
+        if self.multi is not None and top.name not in _MULTI_IMMEDIATE:
+            self.multi.append((cmd, args))
+            return _QUEUED
+        reply = cmd.handler(node, self, args)
+        # counted after it ran, as Redis's call() counts (so INFO does not
+        # count itself and CONFIG RESETSTAT's call survives it); its time and
+        # failure are added by the caller (_process: one clock read per batch)
+        stats = node.stats
+        stats.commands_processed += 1
+        ran = self._ran = stats.commands[cmd.name]
+        ran.calls += 1
+        return reply
+
+    def _reject(self, cmd: Command | None, text: str) -> bytes:
+        """A command refused before it ran (Redis ``rejectCommand``)."""
+        if cmd is not None:
+            self.node.stats.command_stat(cmd.name).rejected_calls += 1
+        if self.multi is not None:
+            if cmd is not None and cmd.name == "exec":  # execCommandAbort
+                self.multi = None
+                text = "EXECABORT Transaction discarded because of: " + text.removeprefix("ERR ")
+            else:
+                self.multi.dirty = True
+        return resp.error(text)
 
     def close_after_reply(self) -> None:
         """QUIT: write what is pending, then close."""
         self._close_after_reply = True
+
+    def set_queue_limit(self, hard_limit: int) -> None:
+        """CONFIG SET client-output-buffer-limit changed the pubsub hard limit."""
+        self._queue_limit = hard_limit or sys.maxsize
+
+    @property
+    def closing(self) -> bool:
+        """Closed, or to be closed once what is queued is written."""
+        return self.closed or self._close_after_reply
+
+    def swap_output(self, out: list[bytes]) -> list[bytes]:
+        """Make ``out`` the output queue; returns the queue it replaces (EXEC
+        collects what its commands write into its own reply)."""
+        saved, self._out = self._out, out
+        return saved
 
     def set_authenticated(self, value: bool) -> None:
         self.authenticated = value
@@ -306,34 +393,3 @@ class Client(asyncio.Protocol):
 
     def output_buffer_size(self) -> int:
         return self.transport.get_write_buffer_size() if self.transport else 0
-
-    def flags(self) -> str:
-        return "P" if self.channels or self.patterns or self.shard_channels else "N"
-
-    def info_line(self) -> str:
-        """One CLIENT LIST / CLIENT INFO line (Redis's field names)."""
-        now = time.monotonic()
-        return (
-            f"id={self.id} addr={self.addr} laddr={self.laddr} fd=-1 "
-            f"name={self.name.decode(errors='replace')} age={int(now - self.created)} "
-            f"idle={int(now - self.last_interaction)} flags={self.flags()} db={self.db} "
-            f"sub={len(self.channels)} psub={len(self.patterns)} "
-            f"ssub={len(self.shard_channels)} multi=-1 qbuf={self.parser.buffered} "
-            f"omem={self.output_buffer_size()} cmd={self.last_command} "
-            f"user=default resp={self.resp} "
-            f"lib-name={self.lib_name.decode(errors='replace')} "
-            f"lib-ver={self.lib_ver.decode(errors='replace')}"
-        )
-
-
-def unknown_command_text(args: list[bytes]) -> str:
-    """Redis's unknown-command error: name and the first arguments, each cut so
-    the argument list stays within 128 bytes (``processCommand``)."""
-    shown = ""
-    for arg in args[1:]:
-        if len(shown) >= 128:
-            break
-        shown += f"'{resp.c_string(arg[: 128 - len(shown)])}' "
-    return (
-        f"ERR unknown command '{resp.c_string(args[0][:128])}', with args beginning with: {shown}"
-    )

@@ -24,7 +24,6 @@ import json
 import logging
 import os
 import time
-from dataclasses import dataclass, field
 from itertools import count
 
 from cluster_bus.api import (
@@ -38,38 +37,15 @@ from cluster_bus.api import (
 from router import resp
 from router.client import Client
 from router.config import NodeConfig
+from router.pause import ClientPause
 from router.registry import Registry, Subscriber
+from router.stats import InstantaneousMetrics, NodeStats
 from spark.events import Role, TrafficEvent, TrafficRecorder, channel_text
 
 log = logging.getLogger("bloomcast.node")
 
 #: where a node tells its clients that forwarded messages were lost for good
 LOSS_CHANNEL = b"__bloomcast__:loss"
-
-
-@dataclass
-class NodeStats:
-    """Counters shown in INFO (Redis's names)."""
-
-    connections_received: int = 0
-    commands_processed: int = 0
-    output_buffer_limit_disconnections: int = 0
-    rejected_connections: int = 0
-    publish_received: int = 0  # client PUBLISH/SPUBLISH handled here
-    messages_delivered: int = 0  # messages written to local subscribers
-    forwards_lost: int = 0  # forwarded PUBLISH lost for good (peer's replay buffer passed)
-    net_input_bytes: int = 0  # bytes read from clients (INFO total_net_input_bytes)
-    net_output_bytes: int = 0  # bytes written to clients (total_net_output_bytes)
-    #: error replies by their first word (INFO errorstats, as Redis's afterErrorReply)
-    errors: dict[str, int] = field(default_factory=dict)
-
-    def error_replied(self, reply: bytes) -> None:
-        """Count one error reply (``-PREFIX text``) under its prefix."""
-        end = reply.find(b" ")
-        prefix = reply[1 : end if end > 0 else reply.find(b"\r")].decode(errors="replace")
-        self.errors[prefix] = self.errors.get(prefix, 0) + 1
-
-    loss_disconnections: int = 0  # clients closed by --on-publish-loss disconnect
 
 
 class Node:
@@ -83,6 +59,17 @@ class Node:
         self.tap: TrafficRecorder | None = None  # set by whoever wires the node
         self.clients: dict[int, Client] = {}
         self.stats = NodeStats()
+        self.metrics = InstantaneousMetrics(time.monotonic())
+        self.pause = ClientPause()
+        # CONFIG SET client-output-buffer-limit (pubsub is config.pubsub_*) and
+        # notify-keyspace-events (stored only: a node has no keyspace)
+        self.output_limits = {
+            "normal": (0, 0, 0),
+            "slave": (268435456, 67108864, 60),
+            "pubsub": (config.pubsub_hard_limit, config.pubsub_soft_limit,
+                       config.pubsub_soft_seconds),
+        }  # fmt: skip
+        self.notify_keyspace_events = 0
         self.port = config.port
         self.publish_seq = 0
         self.forwards_lost_from: dict[str, int] = {}  # origin node id -> frames lost
@@ -123,6 +110,20 @@ class Node:
         dirty, self._dirty = self._dirty, []
         for client in dirty:
             client.flush()
+        self.sample_metrics()
+
+    def sample_metrics(self) -> None:
+        """INFO's instantaneous metrics, sampled lazily (:mod:`router.stats`)."""
+        stats = self.stats
+        self.metrics.sample(
+            time.monotonic(),
+            (stats.commands_processed, stats.net_input_bytes, stats.net_output_bytes),
+        )
+
+    def reset_stats(self) -> None:
+        """CONFIG RESETSTAT (Redis ``resetServerStats`` and the command table's)."""
+        self.stats = NodeStats()
+        self.metrics.reset(time.monotonic(), (0, 0, 0))
 
     def next_client_id(self) -> int:
         return next(self._ids)

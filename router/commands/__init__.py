@@ -13,7 +13,9 @@ from __future__ import annotations
 from router.commands import (
     client_cmd,
     cluster_cmd,
+    config_cmd,
     connection,
+    multi,
     publish,
     pubsub,
     server,
@@ -26,7 +28,17 @@ __all__ = ["COMMANDS", "LOOKUP", "Command", "Handler", "Reply", "subcommand_tabl
 
 def _build() -> dict[bytes, Command]:
     table: dict[bytes, Command] = {}
-    for module in (subscribe, publish, pubsub, connection, client_cmd, server, cluster_cmd):
+    for module in (
+        subscribe,
+        publish,
+        pubsub,
+        connection,
+        client_cmd,
+        server,
+        cluster_cmd,
+        multi,
+        config_cmd,
+    ):
         for cmd in module.COMMANDS:
             table[cmd.name.encode()] = cmd
     return table

@@ -24,6 +24,12 @@ if TYPE_CHECKING:
     from router.node import Node
 
 Reply = bytes | asyncio.Future[bytes]
+
+#: commands whose replies are pub/sub confirmations: Redis 7.0 sends them as
+#: pushes (CLIENT_PUSHING), which CLIENT REPLY OFF / SKIP do not silence
+CONFIRMING = frozenset(
+    {"subscribe", "ssubscribe", "sunsubscribe", "psubscribe", "unsubscribe", "punsubscribe"}
+)
 Handler = Callable[["Node", "Client", list[bytes]], Reply]
 
 
@@ -42,7 +48,8 @@ class Command:
         """The COMMAND INFO entry: name, arity, flags, first/last key, step, ACL
         categories, tips, key specs, subcommands (Redis 7.0 ``addReplyCommandInfo``:
         flags, categories, tips and key specs are sets, and so are no subcommands).
-        The pub/sub commands' fields are Redis 7.0.15's own (:mod:`router.commands.redis_meta`)."""
+        Every field is Redis 7.0.15's own (:mod:`router.commands.redis_meta`) for a
+        command Redis 7.0.15 has; the subcommands are the ones the node implements."""
         subs: list[Any] | Set = (
             [c.info() for c in self.subcommands.values()] if self.subcommands else Set()
         )
@@ -61,14 +68,10 @@ class Command:
                 Set(),
                 subs,
             ]
-        first, last, step = meta.keys
-        return [
-            self.name, self.arity, meta.flags, first, last, step,
-            meta.acl, meta.tips, meta.key_specs, subs,
-        ]  # fmt: skip
+        return [*meta.info, subs]
 
     def docs(self) -> dict[str, Any]:
-        """The COMMAND DOCS map (Redis 7.0.15's for the pub/sub commands)."""
+        """The COMMAND DOCS map (Redis 7.0.15's where Redis 7.0.15 has the command)."""
         meta = REDIS_META.get(self.name)
         doc: dict[str, Any] = (
             dict(meta.docs)
@@ -78,6 +81,13 @@ class Command:
         if self.subcommands:
             doc["subcommands"] = {c.name: c.docs() for c in self.subcommands.values()}
         return doc
+
+
+class Transaction(list[tuple[Command, list[bytes]]]):
+    """MULTI's queued commands; ``dirty``: one was refused while queueing
+    (Redis's CLIENT_DIRTY_EXEC), so EXEC answers EXECABORT."""
+
+    dirty = False
 
 
 def subcommand_table(*commands: Command) -> dict[bytes, Command]:

@@ -134,7 +134,7 @@ def select(node: Node, client: Client, args: list[bytes]) -> Reply:
         )
     if not 0 <= db < DATABASES:
         return resp.error("ERR DB index is out of range")
-    client.db = db
+    client.extras.db = db
     return resp.OK
 
 
@@ -143,7 +143,8 @@ def reset(node: Node, client: Client, args: list[bytes]) -> Reply:
     client.resp = 2
     client.name = b""
     client.reply_off = client.reply_skip_next = client.quiet = False
-    client.db = 0
+    client.extras.db = 0
+    client.multi = None  # discardTransaction + unwatchAllKeys
     client.set_authenticated(node.config.requirepass is None)
     return b"+RESET\r\n"
 

@@ -28,6 +28,10 @@ def _subscribe(kind: str, shard: bool) -> Command:
     kind_b = kind.encode()
 
     def handler(node: Node, client: Client, args: list[bytes]) -> Reply:
+        if shard and client.extras.in_exec:
+            # Redis 7.0 ssubscribeCommand: EXEC runs with CLIENT_DENY_BLOCKING,
+            # and unlike SUBSCRIBE / PSUBSCRIBE it makes no exception for MULTI
+            return resp.error("ERR SSUBSCRIBE isn't allowed for a DENY BLOCKING client")
         replies: list[bytes] = []
         changes: list[FilterChange] = []
         registry = node.registry
@@ -41,7 +45,7 @@ def _subscribe(kind: str, shard: bool) -> Command:
         # one announcement for the whole command: one delta round, one wait
         fut = node.filters_changed(changes)
         data = b"".join(replies)
-        return data if fut is None else node.after(fut, data)
+        return data if fut is None or client.extras.in_exec else node.after(fut, data)
 
     return Command(kind, -2, handler, f"Listens for messages published to {kind} targets.")
 
