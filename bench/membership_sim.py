@@ -7,7 +7,8 @@ Each simulated node runs the real ``cluster_bus.membership.Membership`` (SWIM
 probes, indirect probes, suspicion, refutation, piggybacked dissemination).
 The glue below does what ``cluster_bus.heartbeat.Heartbeats`` does on the
 wire: PING the period's target, PROBE_REQ the helpers, answer PING with PONG,
-relay PROBE_ACK, broadcast FAIL, refute a FAIL about oneself. Every message is
+relay PROBE_ACK, broadcast FAIL, refute a FAIL about oneself, and while changes
+are queued, gossip rounds (unsolicited PONGs to a few random peers). Every message is
 encoded with the real codec (``cluster_bus.codec.encode``) to count its bytes.
 Messages arrive after a random delay (``latency_ms`` 0.2..2 ms); a killed or
 partitioned node's messages are dropped. Node ticks have random phases.
@@ -47,10 +48,11 @@ from typing import Any
 from cluster_bus.codec import encode
 from cluster_bus.dissemination import Broadcasts
 from cluster_bus.frames import Fail, Message, NodeFlags, Ping, Pong, ProbeAck, ProbeReq
-from cluster_bus.membership import Membership
+from cluster_bus.membership import GOSSIP_ROUNDS_PER_PERIOD, Membership
 from cluster_bus.nodes import NodeRecord
 
 HOST = "10.0.0.1"
+GOSSIP = -1  # the destination of a gossip-round event
 
 
 def node_id(i: int) -> str:
@@ -162,6 +164,16 @@ class Sim:
             for peer, rec in ms.peers.items():
                 if peer != failed and not rec.flags & NodeFlags.FAIL:
                     self.send(i, peer, Fail(failed, inc))
+        if ms.broadcasts:  # gossip rounds through the period, as Heartbeats does
+            step_ms = self.period_ms / GOSSIP_ROUNDS_PER_PERIOD
+            for r in range(GOSSIP_ROUNDS_PER_PERIOD):
+                self._seq += 1
+                heapq.heappush(self._queue, (self.now + r * step_ms, self._seq, i, GOSSIP, None))
+
+    def gossip_round(self, i: int) -> None:
+        ms = self.nodes[i].ms
+        for peer in ms.gossip_targets():
+            self.send(i, peer, self.heartbeat(Pong, i, peer))
 
     def deliver(self, src: int, dst: int, msg: Message) -> None:
         ms = self.nodes[dst].ms
@@ -191,13 +203,17 @@ class Sim:
     ) -> bool:
         """Advance virtual time to ``t_end`` ms; True if ``stop`` became true first
         (evaluated every ``check_ms`` of virtual time: results are that precise).
-        One heap holds both message arrivals and node ticks (``msg`` None)."""
+        One heap holds message arrivals, node ticks (``msg`` None) and gossip
+        rounds (``msg`` None, destination ``GOSSIP``)."""
         queue = self._queue
         next_check = self.now
         while queue and queue[0][0] <= t_end:
             at, _, src, dst, msg = heapq.heappop(queue)
             self.now = at
-            if msg is None:
+            if msg is None and dst == GOSSIP:
+                if src not in self.down:
+                    self.gossip_round(src)
+            elif msg is None:
                 self._seq += 1
                 heapq.heappush(queue, (at + self.period_ms, self._seq, src, src, None))
                 if src not in self.down:

@@ -164,7 +164,7 @@ class ClusterBus:
 
     async def stop(self) -> None:
         """Send LEAVE to every peer, close every link and the listener."""
-        self._stopping = self.dialer.stopping = True
+        self._stopping = self.dialer.stopping = self.heartbeats.stopping = True
         if self._cron is not None:
             self._cron.cancel()
         for link in list(self._links):

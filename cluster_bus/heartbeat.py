@@ -18,6 +18,7 @@ peers notice a missed delta: :mod:`cluster_bus.filter_sync`).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable
 from typing import TypeVar
@@ -26,7 +27,7 @@ from cluster_bus.filter_sync import FilterSync
 from cluster_bus.frames import Fail, Heartbeat, Meet, Message, Ping, Pong, ProbeAck, ProbeReq
 from cluster_bus.info import BusStats
 from cluster_bus.link import Address, Link, now_ms
-from cluster_bus.membership import Membership
+from cluster_bus.membership import GOSSIP_ROUNDS_PER_PERIOD, Membership
 from cluster_bus.mesh import Dialer, Mesh
 from cluster_bus.routing import PeerTable
 
@@ -65,6 +66,7 @@ class Heartbeats:
         self._unreachable = unreachable
         self._forgotten = forgotten
         self.seeds: set[Address] = set()
+        self.stopping = False
 
     def on_heartbeat(self, link: Link, peer: str, msg: Message) -> None:
         assert isinstance(msg, Heartbeat)
@@ -95,6 +97,11 @@ class Heartbeats:
             log.warning("node %s is reachable again (it refuted)", node_id)
         if ms.version != before:
             self.sync_routing()
+            now_dial = now_ms()
+            for new in result.learned:  # meet it now, not at the next tick
+                key = (new.host, new.bus_port)
+                if new.bus_port > 0 and self.dialer.due(key, now_dial):
+                    self.dialer.dial(key)
         if isinstance(msg, (Ping, Meet)):
             self.mesh.send_to(peer, self.make(Pong, peer, full=isinstance(msg, Meet)), link)
         for request in self.sync.on_heartbeat(peer, msg, now):
@@ -184,6 +191,32 @@ class Heartbeats:
             me.incarnation,
         )
 
+    def gossip_round(self) -> None:
+        """Queued changes to a few random peers in an unsolicited PONG (no
+        answer is asked for; Redis broadcasts PONGs the same way); nothing
+        when nothing changed."""
+        if self.stopping:
+            return
+        try:
+            for peer in self.membership.gossip_targets():
+                link = self.mesh.link_to(peer)
+                if link is not None:
+                    self.mesh.send(link, self.make(Pong, peer))
+        except Exception:  # never let a timer die
+            log.exception("bus gossip round failed")
+
+    def _schedule_gossip(self) -> None:
+        """Changes are queued: gossip rounds through this period (memberlist's
+        GossipInterval); an idle period arms no timer at all."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # driven without a loop (tests)
+            return
+        step = self.membership.period_ms / 1000 / GOSSIP_ROUNDS_PER_PERIOD
+        self.gossip_round()
+        for i in range(1, GOSSIP_ROUNDS_PER_PERIOD):
+            loop.call_later(step * i, self.gossip_round)
+
     def tick(self, now: int) -> None:
         """One protocol period: the probe, indirect probes, suspicion timeouts,
         redials and half-open links."""
@@ -225,3 +258,5 @@ class Heartbeats:
                 dialer.dial(key)
         for request_to, request in self.sync.retry(now):
             mesh.send_to(request_to, request)
+        if ms.broadcasts:
+            self._schedule_gossip()

@@ -69,6 +69,10 @@ INDIRECT_PROBES = 3
 #: (bench/membership_sim.py)
 UPDATES_PER_MESSAGE = 128
 RANDOM_ENTRIES = 2
+#: memberlist's GossipNodes / GossipInterval: while changes are queued, this
+#: many random peers get an unsolicited PONG carrying them, this many times per period
+GOSSIP_FANOUT = 3
+GOSSIP_ROUNDS_PER_PERIOD = 5
 #: entries in a MEET and in the PONG answering it: a new link learns the cluster at once
 MEET_ENTRIES = 255
 
@@ -226,6 +230,18 @@ class Membership:
             probes[chosen] = Probe(now_ms)
             step.ping = chosen
         return step
+
+    def gossip_targets(self) -> list[str]:
+        """Peers for one gossip round (memberlist's gossip, Redis's unsolicited
+        PONG broadcast): ``GOSSIP_FANOUT`` random connected peers while changes
+        are queued; none when idle, so an idle cluster sends only its probes.
+        Suspected and failed peers are candidates too (memberlist gossips "to
+        the dead" for a while): after a partition heals, that is how each side
+        hears the other's refutations."""
+        if not self.broadcasts:
+            return []
+        live = [r.node_id for r in self.peers.values() if r.connected]
+        return self._rng.sample(live, min(GOSSIP_FANOUT, len(live)))
 
     def _suspect(self, rec: NodeRecord, now_ms: int) -> None:
         rec.flags |= NodeFlags.PFAIL

@@ -208,16 +208,16 @@ def test_our_filter_changes_ride_on_the_next_heartbeats():
 
 
 def test_gossip_section_is_bounded_and_meet_carries_everyone():
-    m = cluster(40)  # every node learned: 39 changes queued
+    m = cluster(200)  # every node learned: 199 changes queued
     section = m.gossip_for(nid(1))
     assert len(section) == UPDATES_PER_MESSAGE + RANDOM_ENTRIES
     assert all(g.node_id != nid(1) for g in section)
-    while m.broadcasts.take(100, 40):
+    while m.broadcasts.take(100, 200):
         pass
     idle = m.gossip_for(nid(1))  # nothing changed: only the random entries
     assert len(idle) == RANDOM_ENTRIES and all(g.node_id != nid(1) for g in idle)
     full = m.gossip_for(nid(1), full=True)
-    assert len(full) == 38 and nid(1) not in {g.node_id for g in full}
+    assert len(full) == 198 and nid(1) not in {g.node_id for g in full}
 
 
 def test_dissemination_fewest_transmissions_first_and_bounded():
