@@ -114,6 +114,7 @@ def rss_mb(pid: int) -> float:
 class _System:
     name = ""
     n = 0
+    answering_s: float | None = None  # every process answers PING (start-up)
     ports: list[int]
     bus_ports: list[int]
 
@@ -172,10 +173,29 @@ class _Bloomcast(_System):
     def start(self) -> float:
         t0 = time.monotonic()
         try:
-            self.cluster.start(timeout=self.timeout)
+            for i in range(self.n):
+                self.cluster.start_node(i)
+            self.answering_s = self._all_answering(t0)
+            self.cluster.wait_ready(timeout=self.timeout)
         except RuntimeError as exc:  # a node exited: say why
             tails = [log.read_text()[-300:] for log in sorted(self.logs.glob("node-*.log"))]
             raise RuntimeError(f"{exc}; " + " | ".join(t for t in tails if t.strip())) from exc
+        return time.monotonic() - t0
+
+    def _all_answering(self, t0: float) -> float:
+        """Seconds until every node process answers PING (its Python start-up:
+        the part of *ready* that is not membership)."""
+        pending = set(range(self.n))
+        deadline = t0 + self.timeout
+        while pending and time.monotonic() < deadline:
+            for i in list(pending):
+                try:
+                    with self.cluster.client(i, socket_timeout=1) as c:
+                        c.ping()
+                    pending.discard(i)
+                except (redis.RedisError, OSError):
+                    pass
+            time.sleep(0.05)
         return time.monotonic() - t0
 
     def pids(self) -> list[int]:
@@ -319,7 +339,11 @@ def measure(make: Callable[[], Any], plan: ScalePlan) -> dict[str, Any]:
     try:
         ready = system.start()
         print(f"bench: scale {system.name} N={system.n} ready in {ready:.1f} s", flush=True)
-        row: dict[str, Any] = {"ready_s": ready, **idle_window(system, plan)}
+        row: dict[str, Any] = {
+            "ready_s": ready,
+            "answering_s": system.answering_s,
+            **idle_window(system, plan),
+        }
         print(f"bench: scale {system.name} N={system.n} idle "
               f"{row['bus_bytes_per_s_per_node']:,.0f} B/s/node "
               f"{row['cpu_pct_per_node']:.2f}% CPU/node", flush=True)  # fmt: skip

@@ -77,8 +77,12 @@ def scale_markdown(result: dict[str, Any], cmd: str) -> str:
                 err = size["results"].get(system, {}).get("error", "not run")
                 rows.append([str(n), system, f"failed: {err}", "", "", "", "", ""])
                 continue
+            answering = row.get("answering_s")
+            ready = fmt_num(row["ready_s"], 1)
+            if answering is not None:
+                ready += f" ({fmt_num(answering, 1)})"
             rows.append([
-                str(n), system, fmt_num(row["ready_s"], 1),
+                str(n), system, ready,
                 fmt_num(row["bus_bytes_per_s_per_node"]),
                 f"{row['cpu_pct_per_node']:.2f}%",
                 f"{row['rss_mb_mean']:.1f} / {row['rss_mb_max']:.1f}",
@@ -115,7 +119,10 @@ def scale_markdown(result: dict[str, Any], cmd: str) -> str:
         "*ready*: first process start until every node reports the full cluster "
         "(bloomcast `cluster_known_nodes` = N and `cluster_filters_converged:1`; Redis "
         "`cluster_state:ok` and `cluster_known_nodes` = N; Redis is formed with CLUSTER "
-        "MEET to every earlier node and ADDSLOTSRANGE, as in bench/redis_cluster.py). "
+        "MEET to every earlier node and ADDSLOTSRANGE, as in bench/redis_cluster.py); "
+        "in brackets, when every bloomcast process first answered PING: the Python "
+        "start-up of N processes on this machine's cores, which membership cannot "
+        "shorten. "
         f"Then {plan['settle_s']:g} s to settle and a {plan['window_s']:g} s idle window "
         "(no clients, no polling): *idle bus B/s* is kernel `tcp_info` bytes_sent summed "
         "over every socket on a bus port (both ends, so both directions) / N / seconds; "
