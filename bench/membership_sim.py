@@ -398,6 +398,9 @@ def plot(results: list[SimResult], path: Path) -> Path:
             label="all-pairs heartbeats (before)")  # fmt: skip
     ax.set_xscale("log")
     ax.set_yscale("log")
+    ax.set_xticks(ns)
+    ax.set_xticklabels([str(n) for n in ns])
+    ax.minorticks_off()
     ax.set_xlabel("nodes N")
     ax.set_ylabel("idle bus bytes/s sent per node")
     ax.grid(alpha=0.3, which="both")

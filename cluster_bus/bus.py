@@ -188,6 +188,8 @@ class ClusterBus:
         deltas, whole = self.sync.announce(changes)
         for kind in whole:  # the node rebuilt this filter at a new m: send it whole
             self._announce_full(kind)
+        cfp, pfp, epoch, _, _ = self.sync.heartbeat_fields()
+        self.membership.announce_filters(epoch, cfp, pfp)  # gossiped: heals missed deltas
         if not deltas:
             return None
         loop = self._loop if self.config.visibility_timeout_ms > 0 else None
