@@ -13,6 +13,7 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 #: subcommand -> (module, one-line help)
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
@@ -24,8 +25,15 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """A usage mistake is one line naming the flag, exit code 2 (no usage dump)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="bloomcast",
         description="Redis-protocol pub/sub cluster with Bloom-filter routing.",
     )

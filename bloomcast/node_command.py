@@ -13,22 +13,34 @@ import logging
 import signal
 import sys
 
+from bloomcast import node_log
+from bloomcast.node_process import (
+    StartupError,
+    add_process_arguments,
+    check_bus_port,
+    listen_error,
+)
 from router.config import NodeConfig, add_node_arguments, config_from_args
+from router.config_file import ConfigError
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     add_node_arguments(parser)
-    parser.add_argument("--no-bus", action="store_true", help="run without the cluster bus")
-    parser.add_argument("--log-level", default="WARNING", help="Python logging level")
+    add_process_arguments(parser)
 
 
-async def serve(config: NodeConfig, with_bus: bool = True) -> None:
+async def serve(
+    config: NodeConfig, with_bus: bool = True, log_handler: logging.Handler | None = None
+) -> None:
     """Run a node (its bus, its traffic tap) until SIGTERM/SIGINT, then shut
     down gracefully. The one place that wires Node + ClusterBus + tap."""
     from router.node import Node
 
     node = Node(config)
-    await node.start()
+    try:
+        await node.start()
+    except OSError as exc:
+        raise listen_error("--port", config.bind, config.port, exc) from None
     tap = None
     if config.traffic_dir:
         from spark.tap import TrafficTap
@@ -42,12 +54,17 @@ async def serve(config: NodeConfig, with_bus: bool = True) -> None:
 
         bus = ClusterBus(node, config.bus_config(node.port))
         node.link = bus
-        await bus.start()
+        try:
+            await bus.start()
+        except OSError as exc:
+            raise listen_error("--cluster-port", config.bind, config.bus_port, exc) from None
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         with contextlib.suppress(NotImplementedError):
             loop.add_signal_handler(sig, stop.set)
+    if log_handler is not None:
+        loop.add_signal_handler(signal.SIGHUP, node_log.on_sighup, log_handler)
     bus_port = f" bus port {bus.port}" if bus is not None else ""
     print(
         f"bloomcast node {node.node_id} ready on {config.bind}:{node.port}{bus_port}",
@@ -62,12 +79,37 @@ async def serve(config: NodeConfig, with_bus: bool = True) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr)
-    config = config_from_args(args)
+    """Exit 0 after a clean stop, 2 on a configuration mistake, 1 when the
+    node cannot start (a port in use); a mistake is one line on stderr."""
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)  # as Redis; reopens --logfile once serving
+    parser = argparse.ArgumentParser()
+    configure(parser)
+    try:
+        config = config_from_args(args, parser)
+        check_bus_port(config, not args.no_bus)
+    except ConfigError as exc:
+        print(f"bloomcast node: {exc}", file=sys.stderr)
+        return 2
+    if args.check_config:
+        print(
+            f"bloomcast node: configuration OK (port {config.port}, bus port "
+            f"{config.bus_port}, {len(config.join)} seed(s))"
+        )
+        return 0
+    try:
+        handler = node_log.setup(args.loglevel or "notice", args.logfile)
+    except OSError as exc:
+        print(f"bloomcast node: --logfile {args.logfile}: {exc.strerror}", file=sys.stderr)
+        return 1
     try:
         import uvloop
     except ImportError:  # pragma: no cover - uvloop is a dependency on Linux
-        asyncio.run(serve(config, not args.no_bus))
+        runner = asyncio.run
     else:
-        uvloop.run(serve(config, not args.no_bus))
+        runner = uvloop.run
+    try:
+        runner(serve(config, not args.no_bus, handler))
+    except StartupError as exc:
+        print(f"bloomcast node: {exc}", file=sys.stderr)
+        return 1
     return 0
