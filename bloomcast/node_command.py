@@ -10,10 +10,12 @@ import argparse
 import asyncio
 import contextlib
 import logging
+import os
 import signal
 import sys
 
 from bloomcast import node_log
+from bloomcast.membership_log import MembershipLog
 from bloomcast.node_process import (
     StartupError,
     add_process_arguments,
@@ -22,6 +24,8 @@ from bloomcast.node_process import (
 )
 from router.config import NodeConfig, add_node_arguments, config_from_args
 from router.config_file import ConfigError
+
+log = logging.getLogger("bloomcast.node")
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -60,17 +64,20 @@ async def serve(
             raise listen_error("--cluster-port", config.bind, config.bus_port, exc) from None
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
+    members = MembershipLog(node.link)
+    members.start(loop)
     for sig in (signal.SIGTERM, signal.SIGINT):
         with contextlib.suppress(NotImplementedError):
             loop.add_signal_handler(sig, stop.set)
     if log_handler is not None:
         loop.add_signal_handler(signal.SIGHUP, node_log.on_sighup, log_handler)
     bus_port = f" bus port {bus.port}" if bus is not None else ""
-    print(
-        f"bloomcast node {node.node_id} ready on {config.bind}:{node.port}{bus_port}",
-        flush=True,
-    )
+    ready = f"bloomcast node {node.node_id} ready on {config.bind}:{node.port}{bus_port}"
+    print(ready, flush=True)
+    log.info("%s, pid %d. Ready to accept connections", ready, os.getpid())
     await stop.wait()
+    log.info("Shutdown requested: sending LEAVE, closing clients")
+    members.stop()
     if bus is not None:
         await bus.stop()
     await node.stop()
