@@ -19,7 +19,7 @@ from bloomcast.membership_log import MembershipLog
 from bloomcast.node_process import (
     StartupError,
     add_process_arguments,
-    check_bus_port,
+    check_process,
     listen_error,
 )
 from router.config import NodeConfig, add_node_arguments, config_from_args
@@ -34,7 +34,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 async def serve(
-    config: NodeConfig, with_bus: bool = True, log_handler: logging.Handler | None = None
+    config: NodeConfig,
+    with_bus: bool = True,
+    log_handler: logging.Handler | None = None,
+    metrics_port: int | None = None,
 ) -> None:
     """Run a node (its bus, its traffic tap) until SIGTERM/SIGINT, then shut
     down gracefully. The one place that wires Node + ClusterBus + tap."""
@@ -62,6 +65,15 @@ async def serve(
             await bus.start()
         except OSError as exc:
             raise listen_error("--cluster-port", config.bind, config.bus_port, exc) from None
+    metrics = None
+    if metrics_port is not None:
+        from bloomcast.metrics import MetricsServer
+
+        metrics = MetricsServer(node)
+        try:
+            await metrics.start(config.bind, metrics_port)
+        except OSError as exc:
+            raise listen_error("--metrics-port", config.bind, metrics_port, exc) from None
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     members = MembershipLog(node.link)
@@ -78,6 +90,8 @@ async def serve(
     await stop.wait()
     log.info("Shutdown requested: sending LEAVE, closing clients")
     members.stop()
+    if metrics is not None:
+        await metrics.stop()
     if bus is not None:
         await bus.stop()
     await node.stop()
@@ -93,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
     configure(parser)
     try:
         config = config_from_args(args, parser)
-        check_bus_port(config, not args.no_bus)
+        check_process(config, args)
     except ConfigError as exc:
         print(f"bloomcast node: {exc}", file=sys.stderr)
         return 2
@@ -115,7 +129,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         runner = uvloop.run
     try:
-        runner(serve(config, not args.no_bus, handler))
+        runner(serve(config, not args.no_bus, handler, args.metrics_port))
     except StartupError as exc:
         print(f"bloomcast node: {exc}", file=sys.stderr)
         return 1

@@ -34,6 +34,11 @@ def add_process_arguments(parser: argparse.ArgumentParser) -> None:
         choices=tuple(LEVELS),
         help="log verbosity, Redis's names (default notice)",
     )
+    add(
+        "--metrics-port",
+        type=int,
+        help="serve Prometheus /metrics and /healthz on this port (default: off)",
+    )
     add("--logfile", help="append the log to FILE (default stderr); SIGHUP reopens it")
     add(
         "--check-config",
@@ -48,10 +53,13 @@ def listen_error(flag: str, host: str, port: int, exc: OSError) -> StartupError:
     return StartupError(f"{flag} {port}: cannot listen on {host}:{port}: {reason or exc}")
 
 
-def check_bus_port(config: NodeConfig, with_bus: bool) -> None:
-    """A derived bus port past 65535 is a mistake of ``--port`` (ConfigError)."""
-    if with_bus and config.cluster_port is None and config.bus_port > 65535:
+def check_process(config: NodeConfig, args: argparse.Namespace) -> None:
+    """Checks of the process flags (ConfigError names the flag): a derived
+    bus port past 65535 is a mistake of ``--port``; ``--metrics-port`` is a port."""
+    if not args.no_bus and config.cluster_port is None and config.bus_port > 65535:
         raise ConfigError(
             f"--port {config.port}: the bus port (port + 10000) would pass 65535; "
             "give --cluster-port or --no-bus"
         )
+    if args.metrics_port is not None and not 0 <= args.metrics_port <= 65535:
+        raise ConfigError(f"--metrics-port {args.metrics_port}: a port is 0..65535")
