@@ -80,10 +80,14 @@ def test_nodes_form_a_mesh_on_bus_ports(services, capsys):
             host, _, port = seed.rpartition(":")
             assert host in configs and host != name, f"{name} joins unknown {seed}"
             assert int(port) == configs[host].bus_port, f"{seed} is not {host}'s bus port"
-        # published client ports stay on loopback
+        # published client and metrics ports stay on loopback
+        metrics_port = parse(_argv(nodes[name]), capsys).metrics_port
+        inside = set()
         for mapping in nodes[name].get("ports", []):
             published = mapping.split(":")
-            assert published[0] == "127.0.0.1" and int(published[-1]) == cfg.port
+            assert published[0] == "127.0.0.1"
+            inside.add(int(published[-1]))
+        assert inside == {cfg.port, metrics_port}
 
 
 def _mounts(service: dict) -> dict[str, str]:
@@ -158,3 +162,78 @@ def test_readme_documents_every_node_flag_and_the_toml_example(tmp_path):
     assert config.port == 7001 and config.subscribe_visibility_timeout_ms == 200
     assert readme.startswith("# bloomcast")
     assert "uv run bloomcast demo" in readme[:1200] and "uv run pytest" in readme[:1200]
+
+
+def test_dockerignore_keeps_the_venv_git_and_caches_out():
+    # the build context is the repository root (context: ..)
+    ignored = {
+        line.strip().rstrip("/")
+        for line in (ROOT / ".dockerignore").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    }
+    assert {".venv", ".git", ".mypy_cache", ".ruff_cache", ".pytest_cache"} <= ignored
+    assert "**/__pycache__" in ignored
+    dockerfile = (ROOT / "compose" / "Dockerfile").read_text()
+    copies = [line.split() for line in dockerfile.splitlines() if line.startswith("COPY ")]
+    copied = {word for words in copies for word in words[1:]}
+    assert not copied & ignored, "the Dockerfile copies something .dockerignore drops"
+
+
+def test_every_service_restarts_and_startup_is_health_gated(services, capsys):
+    for name, s in services.items():
+        assert s.get("restart") == "unless-stopped", f"{name} has no restart policy"
+    stats = services["stats"]["depends_on"]
+    for name, s in _node_services(services).items():
+        assert stats[name] == {"condition": "service_healthy"}
+        cfg_args = parse(_argv(s), capsys)
+        test = s["healthcheck"]["test"]
+        assert f"127.0.0.1:{cfg_args.metrics_port}/healthz" in " ".join(test)
+    assert stats["redis"] == {"condition": "service_healthy"}
+    assert "healthcheck" in services["redis"]
+
+
+def test_node_healthcheck_command_works_against_a_real_node(services):
+    # the healthcheck's own command, pointed at a real node's --metrics-port
+    import subprocess
+    import sys
+
+    from bloomcast.testing import free_port, stop_process, wait_port
+
+    test = next(iter(_node_services(services).values()))["healthcheck"]["test"]
+    assert test[:2] == ["CMD", "python"]
+    port, metrics = free_port(), free_port()
+    check = [sys.executable, *test[2:]]
+    check[-1] = check[-1].replace("127.0.0.1:9121", f"127.0.0.1:{metrics}")
+    assert subprocess.run(check, capture_output=True, timeout=30).returncode != 0  # no node yet
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "bloomcast.cli",
+            "node",
+            "--port",
+            str(port),
+            "--no-bus",
+            "--metrics-port",
+            str(metrics),
+            "--loglevel",
+            "warning",
+        ],
+        stdout=subprocess.DEVNULL,
+        cwd=ROOT,
+    )
+    try:
+        wait_port(metrics, proc)
+        assert subprocess.run(check, capture_output=True, timeout=30).returncode == 0
+    finally:
+        stop_process(proc, timeout=10)
+
+
+def test_readme_compose_sequence_does_not_block_on_subscribe():
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("## Docker Compose", 1)[1].split("\n## ", 1)[0]
+    commands = section.split("```", 2)[1].splitlines()
+    assert any("up --build --wait" in c for c in commands)
+    # SUBSCRIBE never returns: PUBLISH must not follow it on the same line
+    assert not [c for c in commands if "SUBSCRIBE" in c and "PUBLISH" in c]
+    assert any(c.startswith("redis-cli -p 7003 PUBLISH news hello") for c in commands)
