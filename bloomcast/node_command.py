@@ -21,6 +21,7 @@ from bloomcast.node_process import (
     add_process_arguments,
     check_process,
     listen_error,
+    tap_error,
 )
 from router.config import NodeConfig, add_node_arguments, config_from_args
 from router.config_file import ConfigError
@@ -52,7 +53,10 @@ async def serve(
     if config.traffic_dir:
         from spark.tap import TrafficTap
 
-        tap = TrafficTap(config.traffic_dir, config.traffic_sample, node=node.node_id)
+        try:
+            tap = TrafficTap(config.traffic_dir, config.traffic_sample, node=node.node_id)
+        except OSError as exc:
+            raise tap_error(config.traffic_dir, exc) from None
         tap.start(asyncio.get_running_loop())
         node.tap = tap
     bus = None
@@ -112,10 +116,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"bloomcast node: {exc}", file=sys.stderr)
         return 2
     if args.check_config:
-        print(
-            f"bloomcast node: configuration OK (port {config.port}, bus port "
-            f"{config.bus_port}, {len(config.join)} seed(s))"
-        )
+        bus = "no bus" if args.no_bus else f"bus port {config.bus_port}"
+        seeds = f"{len(config.join)} seed(s)"
+        print(f"bloomcast node: configuration OK (port {config.port}, {bus}, {seeds})")
         return 0
     try:
         handler = node_log.setup(args.loglevel or "notice", args.logfile)

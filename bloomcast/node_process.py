@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import argparse
 import errno
+import os
+import socket
 
 from bloomcast.node_log import LEVELS
 from router.config import NodeConfig
@@ -48,9 +50,24 @@ def add_process_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def listen_error(flag: str, host: str, port: int, exc: OSError) -> StartupError:
-    """``--port 7001: cannot listen on 127.0.0.1:7001: address already in use``."""
-    reason = "address already in use" if exc.errno == errno.EADDRINUSE else exc.strerror
-    return StartupError(f"{flag} {port}: cannot listen on {host}:{port}: {reason or exc}")
+    """``--port 7001: cannot listen on 127.0.0.1:7001: address already in use``;
+    an address the machine does not have, or cannot resolve, is ``--bind``'s mistake."""
+    if exc.errno == errno.EADDRINUSE:
+        reason = "address already in use"
+    elif exc.errno is not None and exc.errno > 0:
+        reason = os.strerror(exc.errno)
+    else:
+        reason = exc.strerror or str(exc)
+    if isinstance(exc, socket.gaierror) or exc.errno == errno.EADDRNOTAVAIL:
+        flag, port_shown = "--bind", host
+    else:
+        port_shown = str(port)
+    return StartupError(f"{flag} {port_shown}: cannot listen on {host}:{port}: {reason}")
+
+
+def tap_error(directory: str, exc: OSError) -> StartupError:
+    """``--traffic-dir /x: cannot create it: Permission denied``."""
+    return StartupError(f"--traffic-dir {directory}: cannot use it: {exc.strerror or exc}")
 
 
 def check_process(config: NodeConfig, args: argparse.Namespace) -> None:

@@ -150,9 +150,7 @@ def test_toml_keys_are_the_flag_names(tmp_path):
     )
     proc = bloomcast("node", "--config", path, "--check-config")
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout == (
-        "bloomcast node: configuration OK (port 25013, bus port 35013, 1 seed(s))\n"
-    )
+    assert proc.stdout == ("bloomcast node: configuration OK (port 25013, no bus, 1 seed(s))\n")
     path = write(tmp_path, "subscribe_visibility_timeout_ms = 200\nloglevel = 'debug'\n")
     assert bloomcast("node", "--config", path, "--check-config").returncode == 0
 
@@ -160,7 +158,7 @@ def test_toml_keys_are_the_flag_names(tmp_path):
 def test_check_config_sees_flags_override_the_file(tmp_path):
     path = write(tmp_path, "port = 25013\n")
     proc = bloomcast("node", "--config", path, "--port", "25014", "--check-config")
-    assert proc.returncode == 0 and "port 25014, bus port 35014" in proc.stdout
+    assert proc.returncode == 0 and "(port 25014, bus port 35014, 0 seed(s))" in proc.stdout
     # a bad value in the file is caught even when the flag overrides it
     path = write(tmp_path, "port = 'x'\n")
     proc = bloomcast("node", "--config", path, "--port", "25014", "--check-config")
@@ -174,3 +172,28 @@ def test_derived_bus_port_past_65535():
         "give --cluster-port or --no-bus"
     )
     assert bloomcast("node", "--port", "60000", "--no-bus", "--check-config").returncode == 0
+
+
+def test_bind_to_an_address_the_machine_lacks():
+    # 192.0.2.1 is TEST-NET-1 (RFC 5737): assigned to no machine
+    port = free_port()
+    proc = bloomcast("node", "--bind", "192.0.2.1", "--port", str(port), "--no-bus")
+    assert one_line_error(proc, 1) == (
+        f"bloomcast node: --bind 192.0.2.1: cannot listen on 192.0.2.1:{port}: "
+        "Cannot assign requested address"
+    )
+
+
+def test_logfile_and_traffic_dir_that_cannot_be_used(tmp_path):
+    missing = tmp_path / "no-such-dir"
+    base = ("node", "--port", str(free_port()), "--no-bus")
+    proc = bloomcast(*base, "--logfile", f"{missing}/x.log")
+    assert one_line_error(proc, 1) == (
+        f"bloomcast node: --logfile {missing}/x.log: No such file or directory"
+    )
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    proc = bloomcast(*base, "--traffic-dir", f"{blocker}/spool")
+    assert one_line_error(proc, 1).startswith(
+        f"bloomcast node: --traffic-dir {blocker}/spool: cannot use it: "
+    )
