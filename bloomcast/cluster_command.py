@@ -87,7 +87,9 @@ def run(args: argparse.Namespace) -> int:
         traffic_dir=args.traffic_dir,
         host=args.bind,
         log_dir=args.log_dir,
-        metrics_base_port=args.metrics_base_port,
+        metrics_ports=[args.metrics_base_port + i for i in range(args.nodes)]
+        if args.metrics_base_port is not None
+        else (),
     )
     previous = signal.signal(signal.SIGTERM, _raise_stop)
     try:

@@ -2,6 +2,11 @@
 
 The bus listens on the bus port (client port + 10000 unless ``--cluster-port``)
 even without ``--join``, so other nodes can join this one, as in Redis Cluster.
+A configuration mistake is one line and exit 2, a node that cannot start one
+line and exit 1 (bloomcast/node_process.py); the log is Redis's
+(bloomcast/node_log.py), SIGHUP is ignored or reopens ``--logfile``;
+``--metrics-port`` adds Prometheus ``/metrics`` and ``/healthz``
+(bloomcast/metrics.py), all on the node's one asyncio loop.
 """
 
 from __future__ import annotations
