@@ -97,9 +97,19 @@ def settings_from_toml(path: str | Path, parser: argparse.ArgumentParser) -> dic
 
 
 def merge_toml(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
-    """Fill every setting not given on the command line (None) from ``args.config``."""
+    """Fill every setting not given on the command line from ``args.config``.
+
+    Not given = None, or for a switch (``store_true`` / ``store_false``) its
+    default: a switch declared with ``default=False`` still takes the file's value.
+    """
+    switches = {
+        a.dest: a.default
+        for a in parser._actions
+        if isinstance(a, argparse._StoreTrueAction | argparse._StoreFalseAction)
+    }
     for dest, value in settings_from_toml(args.config, parser).items():
-        if getattr(args, dest, None) is None:
+        current = getattr(args, dest, None)
+        if current is None or (dest in switches and current == switches[dest]):
             setattr(args, dest, value)
 
 
