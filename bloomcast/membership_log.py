@@ -20,20 +20,20 @@ log = logging.getLogger("bloomcast.node")
 PERIOD_S = 1.0
 
 
-def peers(lines: list[str]) -> dict[str, str]:
-    """node id -> ``host:port@busport`` of every node but this one."""
+def peers(lines: list[str]) -> dict[str, tuple[str, str]]:
+    """node id -> (``host:port@busport``, link state) of every node but this one."""
     out = {}
     for line in lines:
         parts = line.split()
-        if len(parts) >= 3 and "myself" not in parts[2].split(","):
-            out[parts[0]] = parts[1]
+        if len(parts) >= 8 and "myself" not in parts[2].split(","):
+            out[parts[0]] = (parts[1], parts[7])
     return out
 
 
 class MembershipLog:
     def __init__(self, link: ClusterLink) -> None:
         self.link = link
-        self.known: dict[str, str] = {}
+        self.known: dict[str, tuple[str, str]] = {}
         self._timer: asyncio.TimerHandle | None = None
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -53,10 +53,14 @@ class MembershipLog:
 
     def check(self) -> None:
         now = peers(self.link.nodes_lines())
-        for node_id, addr in now.items():
-            if node_id not in self.known:
+        for node_id, (addr, state) in now.items():
+            before = self.known.get(node_id)
+            if before is None:
                 log.info("Node %s (%s) joined the cluster", node_id, addr)
-        for node_id, addr in self.known.items():
+            elif before[1] != state:
+                up = "up" if state == "connected" else "down"
+                log.info("Bus link to node %s (%s) is %s", node_id, addr, up)
+        for node_id, (addr, _) in self.known.items():
             if node_id not in now:
                 log.info("Node %s (%s) is no longer known (left or forgotten)", node_id, addr)
         self.known = now

@@ -59,12 +59,16 @@ def lines(path: Path) -> list[re.Match[str]]:
     return out
 
 
-def wait_line(path: Path, needle: str, timeout: float = 30.0) -> re.Match[str]:
+def wait_line(path: Path, needle: str | re.Pattern[str], timeout: float = 30.0) -> re.Match[str]:
+    """The first log line whose message contains ``needle`` (or matches it)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if path.exists():
             for match in lines(path):
-                if needle in match["message"]:
+                message = match["message"]
+                if isinstance(needle, str) and needle in message:
+                    return match
+                if isinstance(needle, re.Pattern) and needle.search(message):
                     return match
         time.sleep(0.05)
     raise AssertionError(f"no log line with {needle!r} in {path}:\n{path.read_text()}")
@@ -139,6 +143,8 @@ def test_node_joined_left_and_failed_are_notices(tmp_path):
                 proc3.wait()
                 failed = wait_line(log1, f"node {node3} marked failed")
                 assert failed["symbol"] == "*"
+                down = wait_line(log1, re.compile(rf"Bus link to node {node3} \(.*\) is down"))
+                assert down["symbol"] == "*"
             proc2.send_signal(signal.SIGTERM)  # a clean stop sends LEAVE
             proc2.wait(timeout=10)
             left = wait_line(log1, f"node {node2} left the cluster")
