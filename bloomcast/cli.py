@@ -13,6 +13,7 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 #: subcommand -> (module, one-line help)
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
@@ -24,12 +25,19 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """A usage mistake is one line naming the flag, exit code 2 (no usage dump)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The whole parser; with ``only``, just that subcommand's module is
     imported (the others keep their one-line help), so ``bloomcast node`` does
     not import numpy for ``stats`` or ``bench``: it starts about twice as fast,
     which is most of a large local cluster's ready time."""
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="bloomcast",
         description="Redis-protocol pub/sub cluster with Bloom-filter routing.",
     )

@@ -1,6 +1,7 @@
 """``bloomcast cluster up``: N local node processes, joined, in the foreground.
 
-    bloomcast cluster up --nodes 3 --base-port 7001 [--traffic-dir DIR] [node flags...]
+    bloomcast cluster up --nodes 3 --base-port 7001 [--traffic-dir DIR]
+                         [--metrics-base-port 9121] [node flags...]
 
 Client ports are base-port .. base-port+N-1, bus ports those + 10000. Every
 ``bloomcast node`` flag (``--node-timeout-ms``, ``--cluster-secret``,
@@ -29,6 +30,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
     up.add_argument("--base-port", type=int, default=7001, help="first client port")
     up.add_argument("--bind", default="127.0.0.1", help="address of every node")
     up.add_argument("--traffic-dir", help="traffic spool directory for every node")
+    up.add_argument(
+        "--metrics-base-port",
+        type=int,
+        help="serve each node's Prometheus /metrics and /healthz on this port + i",
+    )
     up.add_argument("--log-dir", help="keep each node's log in DIR/node-<i>.log")
     up.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for readiness")
     node_flags = argparse.ArgumentParser(add_help=False)
@@ -81,6 +87,9 @@ def run(args: argparse.Namespace) -> int:
         traffic_dir=args.traffic_dir,
         host=args.bind,
         log_dir=args.log_dir,
+        metrics_ports=[args.metrics_base_port + i for i in range(args.nodes)]
+        if args.metrics_base_port is not None
+        else (),
     )
     previous = signal.signal(signal.SIGTERM, _raise_stop)
     try:
@@ -88,7 +97,10 @@ def run(args: argparse.Namespace) -> int:
             cluster.start_node(i)
         cluster.wait_ready(args.timeout)
         for i in range(args.nodes):
-            print(f"node {i}: {args.bind}:{cluster.ports[i]} (bus {cluster.bus_ports[i]})")
+            metrics = ""
+            if cluster.metrics_ports:
+                metrics = f" metrics http://{args.bind}:{cluster.metrics_ports[i]}/metrics"
+            print(f"node {i}: {args.bind}:{cluster.ports[i]} (bus {cluster.bus_ports[i]}){metrics}")
         print(f"cluster of {args.nodes} nodes ready; Ctrl-C stops it", flush=True)
         exited: set[int] = set()
         while True:

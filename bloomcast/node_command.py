@@ -2,6 +2,11 @@
 
 The bus listens on the bus port (client port + 10000 unless ``--cluster-port``)
 even without ``--join``, so other nodes can join this one, as in Redis Cluster.
+A configuration mistake is one line and exit 2, a node that cannot start one
+line and exit 1 (bloomcast/node_process.py); the log is Redis's
+(bloomcast/node_log.py), SIGHUP is ignored or reopens ``--logfile``;
+``--metrics-port`` adds Prometheus ``/metrics`` and ``/healthz``
+(bloomcast/metrics.py), all on the node's one asyncio loop.
 """
 
 from __future__ import annotations
@@ -10,30 +15,53 @@ import argparse
 import asyncio
 import contextlib
 import logging
+import os
 import signal
 import sys
 
+from bloomcast import node_log
+from bloomcast.membership_log import MembershipLog
+from bloomcast.node_process import (
+    StartupError,
+    add_process_arguments,
+    check_process,
+    listen_error,
+    tap_error,
+)
 from router.config import NodeConfig, add_node_arguments, config_from_args
+from router.config_file import ConfigError
+
+log = logging.getLogger("bloomcast.node")
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     add_node_arguments(parser)
-    parser.add_argument("--no-bus", action="store_true", help="run without the cluster bus")
-    parser.add_argument("--log-level", default="WARNING", help="Python logging level")
+    add_process_arguments(parser)
 
 
-async def serve(config: NodeConfig, with_bus: bool = True) -> None:
+async def serve(
+    config: NodeConfig,
+    with_bus: bool = True,
+    log_handler: logging.Handler | None = None,
+    metrics_port: int | None = None,
+) -> None:
     """Run a node (its bus, its traffic tap) until SIGTERM/SIGINT, then shut
     down gracefully. The one place that wires Node + ClusterBus + tap."""
     from router.node import Node
 
     node = Node(config)
-    await node.start()
+    try:
+        await node.start()
+    except OSError as exc:
+        raise listen_error("--port", config.bind, config.port, exc) from None
     tap = None
     if config.traffic_dir:
         from spark.tap import TrafficTap
 
-        tap = TrafficTap(config.traffic_dir, config.traffic_sample, node=node.node_id)
+        try:
+            tap = TrafficTap(config.traffic_dir, config.traffic_sample, node=node.node_id)
+        except OSError as exc:
+            raise tap_error(config.traffic_dir, exc) from None
         tap.start(asyncio.get_running_loop())
         node.tap = tap
     bus = None
@@ -42,18 +70,37 @@ async def serve(config: NodeConfig, with_bus: bool = True) -> None:
 
         bus = ClusterBus(node, config.bus_config(node.port))
         node.link = bus
-        await bus.start()
+        try:
+            await bus.start()
+        except OSError as exc:
+            raise listen_error("--cluster-port", config.bind, config.bus_port, exc) from None
+    metrics = None
+    if metrics_port is not None:
+        from bloomcast.metrics import MetricsServer
+
+        metrics = MetricsServer(node)
+        try:
+            await metrics.start(config.bind, metrics_port)
+        except OSError as exc:
+            raise listen_error("--metrics-port", config.bind, metrics_port, exc) from None
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
+    members = MembershipLog(node.link)
+    members.start(loop)
     for sig in (signal.SIGTERM, signal.SIGINT):
         with contextlib.suppress(NotImplementedError):
             loop.add_signal_handler(sig, stop.set)
+    if log_handler is not None:
+        loop.add_signal_handler(signal.SIGHUP, node_log.on_sighup, log_handler)
     bus_port = f" bus port {bus.port}" if bus is not None else ""
-    print(
-        f"bloomcast node {node.node_id} ready on {config.bind}:{node.port}{bus_port}",
-        flush=True,
-    )
+    ready = f"bloomcast node {node.node_id} ready on {config.bind}:{node.port}{bus_port}"
+    print(ready, flush=True)
+    log.info("%s, pid %d. Ready to accept connections", ready, os.getpid())
     await stop.wait()
+    log.info("Shutdown requested: sending LEAVE, closing clients")
+    members.stop()
+    if metrics is not None:
+        await metrics.stop()
     if bus is not None:
         await bus.stop()
     await node.stop()
@@ -62,12 +109,36 @@ async def serve(config: NodeConfig, with_bus: bool = True) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr)
-    config = config_from_args(args)
+    """Exit 0 after a clean stop, 2 on a configuration mistake, 1 when the
+    node cannot start (a port in use); a mistake is one line on stderr."""
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)  # as Redis; reopens --logfile once serving
+    parser = argparse.ArgumentParser()
+    configure(parser)
+    try:
+        config = config_from_args(args, parser)
+        check_process(config, args)
+    except ConfigError as exc:
+        print(f"bloomcast node: {exc}", file=sys.stderr)
+        return 2
+    if args.check_config:
+        bus = "no bus" if args.no_bus else f"bus port {config.bus_port}"
+        seeds = f"{len(config.join)} seed(s)"
+        print(f"bloomcast node: configuration OK (port {config.port}, {bus}, {seeds})")
+        return 0
+    try:
+        handler = node_log.setup(args.loglevel or "notice", args.logfile)
+    except OSError as exc:
+        print(f"bloomcast node: --logfile {args.logfile}: {exc.strerror}", file=sys.stderr)
+        return 1
     try:
         import uvloop
     except ImportError:  # pragma: no cover - uvloop is a dependency on Linux
-        asyncio.run(serve(config, not args.no_bus))
+        runner = asyncio.run
     else:
-        uvloop.run(serve(config, not args.no_bus))
+        runner = uvloop.run
+    try:
+        runner(serve(config, not args.no_bus, handler, args.metrics_port))
+    except StartupError as exc:
+        print(f"bloomcast node: {exc}", file=sys.stderr)
+        return 1
     return 0

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from time import perf_counter_ns
 from typing import TYPE_CHECKING, cast
 
-from router import parser, resp
+from router import client_log, parser, resp
 from router.commands import COMMANDS, LOOKUP, Reply
 from router.commands.base import CONFIRMING, Command, Transaction
 from router.stats import CommandStat, share_time
@@ -190,6 +190,7 @@ class Client(asyncio.Protocol):
             self._out_bytes += queued
             queued = 0
             error = resp.error(str(exc))
+            client_log.protocol_error(self, str(exc))
             self.node.stats.error_replied(error)
             self.write(error)
             self._close_after_reply = True
@@ -386,8 +387,9 @@ class Client(asyncio.Protocol):
         # Redis frees such a client asynchronously (freeClientAsync); abort()
         # drops the buffered output and calls connection_lost on a later turn
         # of the loop, so the delivery loop in progress is not disturbed.
-        self.closed = True
         self.node.stats.output_buffer_limit_disconnections += 1
+        client_log.output_buffer_cut(self)  # its omem= is the size that cut it
+        self.closed = True
         if self.transport is not None:
             self.transport.abort()
 

@@ -7,11 +7,11 @@ object. Defaults follow Redis 7 (``redis.conf``) where Redis has the setting.
 from __future__ import annotations
 
 import argparse
-import tomllib
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from cluster_bus.api import BusConfig
+from router.config_file import check, merge_toml, settings_from_toml
 
 #: redis.conf ``client-output-buffer-limit pubsub 32mb 8mb 60``
 DEFAULT_PUBSUB_HARD_LIMIT = 32 * 1024 * 1024
@@ -78,20 +78,15 @@ class NodeConfig:
 
     @classmethod
     def from_toml(cls, path: str | Path) -> NodeConfig:
-        """Read a TOML file whose keys are this class's field names (``-`` or ``_``).
+        """Read a TOML file whose keys are the node flags' names (``-`` or ``_``).
 
-        Raises ValueError on an unknown key.
+        Raises ConfigError (router/config_file.py) on an unknown key or a wrong type.
         """
-        with open(path, "rb") as fh:
-            raw = tomllib.load(fh)
-        known = {f.name for f in fields(cls)}
-        values = {}
-        for key, value in raw.items():
-            name = key.replace("-", "_")
-            if name not in known:
-                raise ValueError(f"unknown setting {key!r} in {path}")
-            values[name] = value
-        return cls(**values)
+        parser = argparse.ArgumentParser()
+        add_node_arguments(parser)
+        config = cls(**settings_from_toml(path, parser))
+        check(config)
+        return config
 
 
 def add_node_arguments(parser: argparse.ArgumentParser) -> None:
@@ -142,11 +137,24 @@ def add_node_arguments(parser: argparse.ArgumentParser) -> None:
     add("--traffic-sample", type=float, help="share of PUBLISH events recorded (0..1)")
 
 
-def config_from_args(args: argparse.Namespace) -> NodeConfig:
-    """Build a NodeConfig: TOML file first (if ``--config``), then flags given."""
-    config = NodeConfig.from_toml(args.config) if getattr(args, "config", None) else NodeConfig()
+def config_from_args(
+    args: argparse.Namespace, parser: argparse.ArgumentParser | None = None
+) -> NodeConfig:
+    """Build a NodeConfig: flags given, then the TOML file (if ``--config``).
+
+    The file's keys are checked against ``parser`` (default: the node flags);
+    settings it holds that ``args`` lacks (None) are set on ``args`` too.
+    Raises ConfigError, one line naming the key or flag.
+    """
+    if getattr(args, "config", None):
+        if parser is None:
+            parser = argparse.ArgumentParser()
+            add_node_arguments(parser)
+        merge_toml(args, parser)
+    config = NodeConfig()
     for f in fields(NodeConfig):
         value = getattr(args, f.name, None)
         if value is not None:
             setattr(config, f.name, value)
+    check(config)
     return config

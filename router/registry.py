@@ -23,11 +23,14 @@ much here for nothing is rebuilt at twice its m from the exact subscriptions.
 
 from __future__ import annotations
 
+import logging
 from typing import Protocol
 
 from bloom import CountingBloomFilter, PatternFilter
 from cluster_bus.api import FilterChange, FilterName, FilterSnapshot
 from router.pattern_index import PatternIndex
+
+log = logging.getLogger("bloomcast.node")
 
 #: the largest channel filter a false-positive resize grows to (2^24 bits = 2 MiB)
 MAX_RESIZE_M = 1 << 24
@@ -185,8 +188,14 @@ class Registry:
         m = self.channel_filter.m * 2
         if not (too_many or self.channel_filter.estimated_fp_rate > 2 * target) or m > self.max_m:
             return []
+        estimate = self.channel_filter.estimated_fp_rate
         self.rebuild_channel_filter(m)
         cf = self.channel_filter
+        log.info(
+            "Channel filter resized to m=%d bits: %d of the last %d forwards received had "
+            "no receiver, estimated FP rate %.3g (target %g)",
+            m, false, received, estimate, target,
+        )  # fmt: skip
         return [FilterChange("channels", (), (), cf.fingerprint(), cf.m)]
 
     def rebuild_channel_filter(self, m: int) -> None:

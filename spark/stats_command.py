@@ -40,16 +40,32 @@ def configure(parser: argparse.ArgumentParser) -> None:
     mode = r.add_mutually_exclusive_group()
     mode.add_argument("--once", action="store_true", help="process what is there, then stop")
     mode.add_argument("--stream", action="store_true", help="keep running (Ctrl-C stops)")
-    r.add_argument("--max-files-per-trigger", type=int, default=100)
-    r.add_argument("--dedup-window", default="10 minutes", help="watermark delay for dedup")
-    r.add_argument("--trigger-interval", default="5 seconds", help="micro-batch interval")
+    r.add_argument(
+        "--max-files-per-trigger",
+        type=int,
+        default=100,
+        help="spool files read per micro-batch (Spark maxFilesPerTrigger, default 100)",
+    )
+    r.add_argument(
+        "--dedup-window",
+        default="10 minutes",
+        help="watermark delay for dedup (default 10 minutes)",
+    )
+    r.add_argument(
+        "--trigger-interval", default="5 seconds", help="micro-batch interval (default 5 seconds)"
+    )
     r.add_argument(
         "--max-clock-skew",
         type=float,
         default=3600.0,
         help="seconds an event may be stamped ahead of the batch time (later: malformed)",
     )
-    r.add_argument("--shuffle-partitions", type=int, default=8)
+    r.add_argument(
+        "--shuffle-partitions",
+        type=int,
+        default=8,
+        help="spark.sql.shuffle.partitions of the job (default 8: a small cluster)",
+    )
     r.add_argument(
         "--conf",
         action="append",

@@ -148,7 +148,7 @@ def _run(args: argparse.Namespace, console: Console) -> int:
     from bloomcast.demo.report import plot_chart, write_report
     from bloomcast.demo.stats_view import run_stats_job, stats_views
     from bloomcast.demo.summary import build_report, print_summary
-    from bloomcast.testing import LocalCluster
+    from bloomcast.testing import LocalCluster, free_ports
     from router.config import NodeConfig
 
     out = Path(args.out)
@@ -183,7 +183,10 @@ def _run(args: argparse.Namespace, console: Console) -> int:
         extra += ["--filter-capacity", str(args.filter_capacity)]
     if args.filter_fp_rate is not None:
         extra += ["--filter-fp-rate", str(args.filter_fp_rate)]
-    cluster = LocalCluster(args.nodes, traffic_dir=spool, log_dir=logs, extra_args=extra)
+    metrics = free_ports(args.nodes)  # each node's Prometheus /metrics and /healthz
+    cluster = LocalCluster(
+        args.nodes, traffic_dir=spool, log_dir=logs, extra_args=extra, metrics_ports=metrics
+    )
     try:
         try:
             cluster.start()
@@ -200,6 +203,7 @@ def _run(args: argparse.Namespace, console: Console) -> int:
             f"cluster ready in {time.perf_counter() - t_start:.1f}s: every node holds every "
             f"other node's filters (client ports {cluster.ports})"
         )
+        console.print(f"Prometheus /metrics on ports {metrics}", highlight=False)
         node_ids = {}
         for i in range(args.nodes):
             with cluster.client(i) as r:

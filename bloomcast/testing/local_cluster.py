@@ -38,6 +38,7 @@ class LocalCluster(Managed):
     (Redis's rule); None picks free ports. ``extra_args`` go to every node.
     ``traffic_dir`` gives every node ``--traffic-dir``. ``log_dir`` keeps each
     node's stderr in ``node-<i>.log`` (default: discarded unless ``keep_logs``).
+    ``metrics_ports`` gives node i ``--metrics-port metrics_ports[i]``.
     """
 
     def __init__(
@@ -50,6 +51,7 @@ class LocalCluster(Managed):
         host: str = "127.0.0.1",
         log_dir: str | os.PathLike[str] | None = None,
         python: str = sys.executable,
+        metrics_ports: Sequence[int] = (),
     ) -> None:
         if nodes < 1:
             raise ValueError("a cluster needs at least one node")
@@ -59,6 +61,9 @@ class LocalCluster(Managed):
         self.traffic_dir = str(traffic_dir) if traffic_dir is not None else None
         self.log_dir = Path(log_dir) if log_dir is not None else None
         self.python = python
+        if metrics_ports and len(metrics_ports) != nodes:
+            raise ValueError("one metrics port per node")
+        self.metrics_ports = list(metrics_ports)
         if base_port is not None:
             self.ports = [base_port + i for i in range(nodes)]
             self.bus_ports = [p + 10000 for p in self.ports]
@@ -88,6 +93,8 @@ class LocalCluster(Managed):
             args += ["--join", f"{self.host}:{self.seed_port(j)}"]
         if self.traffic_dir is not None:
             args += ["--traffic-dir", self.traffic_dir]
+        if self.metrics_ports:
+            args += ["--metrics-port", str(self.metrics_ports[i])]
         return args + self.extra_args
 
     def start(self, timeout: float = 60.0) -> None:

@@ -9,6 +9,8 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 
 import pytest
 import redis
@@ -81,6 +83,49 @@ def test_cluster_up_runs_joined_nodes_and_stops_them(stop_signal):
         while not all(_free(base + i) for i in range(n)):
             assert time.monotonic() - t0 < 10, "a node outlived cluster up"
             time.sleep(0.1)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+
+
+def test_cluster_up_serves_metrics_on_each_node():
+    n = 2
+    base = free_base(n)
+    metrics_base = free_base(n)
+    while any(not _free(metrics_base + i) for i in range(n)) or abs(metrics_base - base) < 10:
+        metrics_base = free_base(n)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "bloomcast.cli", "cluster", "up", "--nodes", str(n),
+         "--base-port", str(base), "--metrics-base-port", str(metrics_base)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None and proc.stderr is not None
+        lines = []
+        while not lines or "ready" not in lines[-1]:
+            line = proc.stdout.readline()
+            assert line, f"cluster up exited: {proc.stderr.read()}"
+            lines.append(line)
+        for i in range(n):
+            url = f"http://127.0.0.1:{metrics_base + i}"
+            assert f"metrics {url}/metrics" in "".join(lines)
+            deadline = time.monotonic() + 30
+            while True:
+                try:
+                    with urllib.request.urlopen(f"{url}/healthz", timeout=5) as r:
+                        assert r.status == 200
+                        break
+                except urllib.error.HTTPError as exc:  # 503 until filters converge
+                    assert exc.code == 503 and time.monotonic() < deadline
+                    time.sleep(0.1)
+            with urllib.request.urlopen(f"{url}/metrics", timeout=5) as r:
+                text = r.read().decode()
+            assert f"bloomcast_cluster_known_nodes {float(n)}" in text
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0
     finally:
         if proc.poll() is None:
             proc.kill()

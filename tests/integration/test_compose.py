@@ -1,20 +1,30 @@
 """compose/docker-compose.yml cannot rot: every bloomcast service's command is
 parsed by the real ``bloomcast`` argument parser, and the wiring between the
 services (bus ports, spool volume, Spark master, Redis URL, Spark version) is
-checked. No Docker engine runs here, so nothing is started."""
+checked. No Docker engine runs here: what a container would run against a
+node (the healthcheck, Prometheus's scrape of the names the Grafana dashboard
+queries) runs against a real ``bloomcast node`` process instead."""
 
 from __future__ import annotations
 
 import argparse
+import json
+import re
 import shlex
+import subprocess
+import sys
+import urllib.request
 from pathlib import Path
 from urllib.parse import urlparse
 
 import pyspark
 import pytest
+import redis
 import yaml
+from prometheus_client.parser import text_string_to_metric_families
 
 from bloomcast.cli import build_parser
+from bloomcast.testing import free_port, stop_process, wait_port
 from router.config import NodeConfig, add_node_arguments, config_from_args
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -80,10 +90,14 @@ def test_nodes_form_a_mesh_on_bus_ports(services, capsys):
             host, _, port = seed.rpartition(":")
             assert host in configs and host != name, f"{name} joins unknown {seed}"
             assert int(port) == configs[host].bus_port, f"{seed} is not {host}'s bus port"
-        # published client ports stay on loopback
+        # published client and metrics ports stay on loopback
+        metrics_port = parse(_argv(nodes[name]), capsys).metrics_port
+        inside = set()
         for mapping in nodes[name].get("ports", []):
             published = mapping.split(":")
-            assert published[0] == "127.0.0.1" and int(published[-1]) == cfg.port
+            assert published[0] == "127.0.0.1"
+            inside.add(int(published[-1]))
+        assert inside == {cfg.port, metrics_port}
 
 
 def _mounts(service: dict) -> dict[str, str]:
@@ -158,3 +172,130 @@ def test_readme_documents_every_node_flag_and_the_toml_example(tmp_path):
     assert config.port == 7001 and config.subscribe_visibility_timeout_ms == 200
     assert readme.startswith("# bloomcast")
     assert "uv run bloomcast demo" in readme[:1200] and "uv run pytest" in readme[:1200]
+
+
+def test_dockerignore_keeps_the_venv_git_and_caches_out():
+    # the build context is the repository root (context: ..)
+    ignored = {
+        line.strip().rstrip("/")
+        for line in (ROOT / ".dockerignore").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    }
+    assert {".venv", ".git", ".mypy_cache", ".ruff_cache", ".pytest_cache"} <= ignored
+    assert "**/__pycache__" in ignored
+    dockerfile = (ROOT / "compose" / "Dockerfile").read_text()
+    copies = [line.split() for line in dockerfile.splitlines() if line.startswith("COPY ")]
+    copied = {word for words in copies for word in words[1:]}
+    assert not copied & ignored, "the Dockerfile copies something .dockerignore drops"
+
+
+def test_every_service_restarts_and_startup_is_health_gated(services, capsys):
+    for name, s in services.items():
+        assert s.get("restart") == "unless-stopped", f"{name} has no restart policy"
+    stats = services["stats"]["depends_on"]
+    for name, s in _node_services(services).items():
+        assert stats[name] == {"condition": "service_healthy"}
+        cfg_args = parse(_argv(s), capsys)
+        test = s["healthcheck"]["test"]
+        assert f"127.0.0.1:{cfg_args.metrics_port}/healthz" in " ".join(test)
+    assert stats["redis"] == {"condition": "service_healthy"}
+    assert "healthcheck" in services["redis"]
+
+
+def test_node_healthcheck_command_works_against_a_real_node(services):
+    # the healthcheck's own command, pointed at a real node's --metrics-port
+
+    test = next(iter(_node_services(services).values()))["healthcheck"]["test"]
+    assert test[:2] == ["CMD", "python"]
+    port, metrics = free_port(), free_port()
+    check = [sys.executable, *test[2:]]
+    check[-1] = check[-1].replace("127.0.0.1:9121", f"127.0.0.1:{metrics}")
+    assert subprocess.run(check, capture_output=True, timeout=30).returncode != 0  # no node yet
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "bloomcast.cli",
+            "node",
+            "--port",
+            str(port),
+            "--no-bus",
+            "--metrics-port",
+            str(metrics),
+            "--loglevel",
+            "warning",
+        ],
+        stdout=subprocess.DEVNULL,
+        cwd=ROOT,
+    )
+    try:
+        wait_port(metrics, proc)
+        assert subprocess.run(check, capture_output=True, timeout=30).returncode == 0
+    finally:
+        stop_process(proc, timeout=10)
+
+
+def test_readme_compose_sequence_does_not_block_on_subscribe():
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("## Docker Compose", 1)[1].split("\n## ", 1)[0]
+    commands = section.split("```", 2)[1].splitlines()
+    assert any("up --build --wait" in c for c in commands)
+    # SUBSCRIBE never returns: PUBLISH must not follow it on the same line
+    assert not [c for c in commands if "SUBSCRIBE" in c and "PUBLISH" in c]
+    assert any(c.startswith("redis-cli -p 7003 PUBLISH news hello") for c in commands)
+
+
+def test_prometheus_scrapes_every_node(services, capsys):
+    config = yaml.safe_load((ROOT / "compose" / "prometheus.yml").read_text())
+    targets = {
+        t for job in config["scrape_configs"] for c in job["static_configs"] for t in c["targets"]
+    }
+    expected = set()
+    for name, s in _node_services(services).items():
+        expected.add(f"{s.get('hostname', name)}:{parse(_argv(s), capsys).metrics_port}")
+    assert targets == expected
+    mounted = {v.split(":")[0] for v in services["prometheus"]["volumes"]}
+    assert "./prometheus.yml" in mounted
+
+
+def test_grafana_dashboard_uses_only_metrics_a_node_serves(tmp_path):
+    # every bloomcast_* name in the dashboard's queries is served by a real node
+
+    dashboard = json.loads((ROOT / "compose/grafana/dashboards/bloomcast.json").read_text())
+    exprs = [t["expr"] for p in dashboard["panels"] for t in p["targets"]]
+    used = {n for e in exprs for n in re.findall(r"\bbloomcast_\w+", e)}
+    assert len(used) >= 10
+    port, metrics = free_port(), free_port()
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "bloomcast.cli",
+            "node",
+            "--port",
+            str(port),
+            "--no-bus",
+            "--metrics-port",
+            str(metrics),
+            "--loglevel",
+            "warning",
+        ],
+        stdout=subprocess.DEVNULL,
+        cwd=ROOT,
+    )
+    try:
+        wait_port(metrics, proc)
+        # one command, so the labelled per-command series exists
+        redis.Redis(port=port).publish("c", "m")
+        with urllib.request.urlopen(f"http://127.0.0.1:{metrics}/metrics", timeout=10) as r:
+            text = r.read().decode()
+    finally:
+        stop_process(proc, timeout=10)
+    families = list(text_string_to_metric_families(text))
+    # sample names (counters end in _total), and families without a sample yet
+    # (no peer on a node without a bus: bloomcast_peer_link_connected)
+    served = {s.name for f in families for s in f.samples} | {f.name for f in families}
+    assert used <= served, f"dashboard queries unknown metrics {used - served}"
+    datasource = (ROOT / "compose/grafana/provisioning/datasources/prometheus.yml").read_text()
+    assert "url: http://prometheus:9090" in datasource
+    assert all(p["datasource"]["uid"] == "prometheus" for p in dashboard["panels"])

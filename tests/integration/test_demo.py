@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -145,6 +146,16 @@ def test_demo_ctrl_c_stops_every_process(tmp_path):
             pytest.fail("demo ended before its cluster was ready:\n" + "".join(lines))
         # the nodes run (each has the spool under our tmp dir on its command line)
         assert len(_processes_mentioning(str(out / "spool"))) == 3
+        # each serves Prometheus metrics; the filters converged before "cluster ready"
+        line = ""
+        while not line.startswith("Prometheus /metrics on ports ["):
+            line = proc.stdout.readline().decode()
+            assert line, "no metrics line"
+        ports = [int(p) for p in line.split("[", 1)[1].split("]")[0].split(",")]
+        assert len(ports) == 3, line
+        for port in ports:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=10) as r:
+                assert r.status == 200
         time.sleep(1.0)  # inside the workload
         proc.send_signal(signal.SIGINT)
         rest, _ = proc.communicate(timeout=60)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 from collections.abc import AsyncIterator
 
 from bloom import CountingBloomFilter
@@ -110,6 +111,19 @@ def test_mostly_false_positive_window_rebuilds_the_filter_at_twice_m():
     assert all(b"sub%d" % i in cf for i in range(40))  # rebuilt from the exact names
     assert registry.false_positives_received == FP_CHECK_EVERY
     assert registry.filter_epoch == 1
+
+
+def test_a_resize_is_logged_at_notice(caplog):
+    registry, _ = crowded_registry()
+    with caplog.at_level(logging.INFO, logger="bloomcast.node"):
+        for _ in range(FP_CHECK_EVERY):
+            registry.forward_received(True)
+    (record,) = [r for r in caplog.records if "resized" in r.getMessage()]
+    assert record.levelno == logging.INFO  # bloomcast/node_log.py shows it as notice (*)
+    assert record.getMessage().startswith(
+        f"Channel filter resized to m=128 bits: {FP_CHECK_EVERY} of the last "
+        f"{FP_CHECK_EVERY} forwards received had no receiver, estimated FP rate "
+    )
 
 
 def test_true_hits_on_a_sparse_filter_do_not_rebuild():

@@ -1,0 +1,221 @@
+"""Prometheus ``/metrics`` and ``/healthz`` of one node, on its own asyncio loop.
+
+A custom collector reads the node's INFO (router/info.py, which holds the
+bus's CLUSTER INFO fields, read through the ClusterLink seam) and CLUSTER
+NODES lines at scrape time, so nothing is counted twice and CONFIG RESETSTAT
+shows as a counter reset. Names follow Prometheus's conventions (a
+``bloomcast_`` prefix, ``_total`` on counters, base units: ``_bytes``,
+ratios 0..1). ``generate_latest`` renders them; a tiny HTTP/1.0 handler on
+``asyncio.start_server`` serves them: no thread in the node.
+
+``/healthz`` is 200 once ``cluster_filters_converged:1`` (this node holds the
+filter every live peer announced), or always for a node without a bus; else
+503, so an orchestrator sends traffic only to a node that routes correctly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from cluster_bus.api import NoPeers
+from router.info import info_sections
+
+if TYPE_CHECKING:
+    from router.node import Node
+
+log = logging.getLogger("bloomcast.node")
+
+#: (metric name without _total, help, INFO field) of every plain counter
+COUNTERS = (
+    ("connections_received", "Client connections accepted", "total_connections_received"),
+    ("commands_processed", "Commands run", "total_commands_processed"),
+    ("net_input_bytes", "Bytes read from clients", "total_net_input_bytes"),
+    ("net_output_bytes", "Bytes written to clients", "total_net_output_bytes"),
+    ("rejected_connections", "Connections refused (maxclients)", "rejected_connections"),
+    ("error_replies", "Error replies sent", "total_error_replies"),
+    ("publish_received", "PUBLISH/SPUBLISH from this node's clients", "total_publish_received"),
+    ("messages_delivered", "Messages written to local subscribers", "total_messages_delivered"),
+    (
+        "output_buffer_disconnections",
+        "Clients cut by client-output-buffer-limit pubsub",
+        "client_output_buffer_limit_disconnections",
+    ),
+    ("forwards_lost", "Forwarded PUBLISH lost for good (replay buffer passed)",
+     "total_forwards_lost"),
+    ("forwards_sent", "PUBLISH forwarded to peers (bus frames)",
+     "cluster_stats_messages_publish_sent"),
+    ("forwards_received", "PUBLISH forwarded here by peers",
+     "cluster_stats_messages_publish_received"),
+    ("forwards_suppressed", "Peers a PUBLISH was not forwarded to (filter said no)",
+     "cluster_stats_publish_suppressed"),
+    ("forwards_false_positive", "Forwards received with no local receiver",
+     "cluster_stats_false_positives_received"),
+    ("forwards_replayed", "Forwards replayed after a link fault",
+     "cluster_stats_publish_replayed"),
+    ("bus_messages_sent", "Cluster bus messages sent", "cluster_stats_messages_sent"),
+    ("bus_messages_received", "Cluster bus messages received",
+     "cluster_stats_messages_received"),
+    ("filter_resizes", "Filters rebuilt with a new m", "cluster_stats_filter_resizes"),
+    ("node_suspicions", "Peers suspected (SWIM)", "cluster_stats_suspicions"),
+    ("links_dropped", "Bus links dropped", "cluster_stats_links_dropped"),
+)  # fmt: skip
+
+#: (metric name, help, INFO field) of every plain gauge
+GAUGES = (
+    ("connected_clients", "Clients connected", "connected_clients"),
+    ("pubsub_clients", "Clients subscribed to anything", "pubsub_clients"),
+    ("pubsub_channels", "Channels with a local subscriber", "pubsub_channels"),
+    ("pubsub_patterns", "Patterns with a local subscriber", "pubsub_patterns"),
+    ("pubsub_shard_channels", "Shard channels with a local subscriber", "pubsubshard_channels"),
+    ("resident_memory_bytes", "Resident set size", "used_memory_rss"),
+    ("cluster_known_nodes", "Nodes known, this one included", "cluster_known_nodes"),
+    ("cluster_links_connected", "Bus links up", "cluster_links_connected"),
+    ("cluster_nodes_pfail", "Peers suspected", "cluster_nodes_pfail"),
+    ("cluster_nodes_fail", "Peers in FAIL", "cluster_nodes_fail"),
+    ("cluster_filters_converged", "1 once every live peer's filter is held",
+     "cluster_filters_converged"),
+    ("replay_buffer_bytes", "Forwards kept for replay", "cluster_replay_buffer_bytes"),
+)  # fmt: skip
+
+#: (metric name, help, filter field suffix) per filter ("channel", "pattern")
+FILTER_GAUGES = (
+    ("filter_bits", "Filter size m, in bits", "m"),
+    ("filter_hashes", "Hash functions k", "k"),
+    ("filter_set_bits", "Bits set", "set_bits"),
+    ("filter_fill_ratio", "Share of bits set (0..1)", "fill_ratio"),
+    ("filter_estimated_fp_rate", "Estimated false-positive rate (fill^k)", "estimated_fp_rate"),
+)
+
+
+def _number(value: int | str) -> float | None:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+class NodeCollector(Collector):
+    """Every metric, read from the node when Prometheus scrapes."""
+
+    def __init__(self, node: Node) -> None:
+        self.node = node
+
+    def collect(self) -> Iterator[Metric]:
+        sections = info_sections(self.node)
+        fields: dict[str, int | str] = {}
+        for name in ("clients", "memory", "stats", "cluster", "filters"):
+            fields.update(sections.get(name, {}))
+        for name, text, key in COUNTERS:
+            value = _number(fields.get(key, 0))
+            if value is not None:
+                yield CounterMetricFamily(f"bloomcast_{name}", text, value=value)
+        for name, text, key in GAUGES:
+            value = _number(fields.get(key, 0))
+            if value is not None:
+                yield GaugeMetricFamily(f"bloomcast_{name}", text, value=value)
+        yield from self._filters(fields)
+        yield from self._commands()
+        yield self._peers()
+
+    def _filters(self, fields: dict[str, int | str]) -> Iterator[Metric]:
+        for name, text, suffix in FILTER_GAUGES:
+            family = GaugeMetricFamily(f"bloomcast_{name}", text, labels=["filter"])
+            for kind in ("channel", "pattern"):
+                value = _number(fields.get(f"{kind}_filter_{suffix}", ""))
+                if value is not None:
+                    family.add_metric([kind], value)
+            yield family
+
+    def _commands(self) -> Iterator[Metric]:
+        calls = CounterMetricFamily(
+            "bloomcast_command_calls", "Calls per command (INFO commandstats)", labels=["command"]
+        )
+        seconds = CounterMetricFamily(
+            "bloomcast_command_duration_seconds",
+            "Time spent per command (INFO commandstats usec)",
+            labels=["command"],
+        )
+        for name, stat in sorted(self.node.stats.commands.items()):
+            calls.add_metric([name], stat.calls)
+            seconds.add_metric([name], stat.nanoseconds / 1e9)
+        yield calls
+        yield seconds
+
+    def _peers(self) -> Metric:
+        family = GaugeMetricFamily(
+            "bloomcast_peer_link_connected",
+            "1 if the bus link to this peer is up (CLUSTER NODES link state)",
+            labels=["peer", "address"],
+        )
+        for line in self.node.link.nodes_lines():
+            parts = line.split()
+            if len(parts) >= 8 and "myself" not in parts[2].split(","):
+                family.add_metric([parts[0], parts[1]], 1.0 if parts[7] == "connected" else 0.0)
+        return family
+
+
+def healthy(node: Node) -> bool:
+    if isinstance(node.link, NoPeers):
+        return True
+    return str(node.link.info_fields().get("cluster_filters_converged", 0)) == "1"
+
+
+class MetricsServer:
+    """``GET /metrics`` and ``GET /healthz`` over HTTP/1.0 on the node's loop."""
+
+    def __init__(self, node: Node) -> None:
+        self.node = node
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(NodeCollector(node))
+        self._server: asyncio.Server | None = None
+        self.port = 0
+
+    async def start(self, host: str, port: int) -> None:
+        self._server = await asyncio.start_server(self._handle, host, port)
+        self.port = self._server.sockets[0].getsockname()[1]
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
+
+    def respond(self, path: str) -> tuple[str, str, bytes]:
+        """(status line, content type, body) for ``path``."""
+        path = path.split("?", 1)[0]
+        if path == "/metrics":
+            return "200 OK", CONTENT_TYPE_LATEST, generate_latest(self.registry)
+        if path == "/healthz":
+            if healthy(self.node):
+                return "200 OK", "text/plain", b"ok\n"
+            return "503 Service Unavailable", "text/plain", b"filters not converged\n"
+        return "404 Not Found", "text/plain", b"try /metrics or /healthz\n"
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+            method, path, _ = head.split(b"\r\n", 1)[0].decode("latin-1").split(" ", 2)
+            if method not in ("GET", "HEAD"):
+                status, kind, body = "405 Method Not Allowed", "text/plain", b""
+            else:
+                status, kind, body = self.respond(path)
+            writer.write(
+                f"HTTP/1.0 {status}\r\nContent-Type: {kind}\r\n"
+                f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
+                + (body if method == "GET" else b"")
+            )
+            await writer.drain()
+        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError, ValueError):
+            pass  # a bad or slow request: just close
+        except ConnectionError:
+            pass
+        finally:
+            with contextlib.suppress(ConnectionError):
+                writer.close()

@@ -1,0 +1,104 @@
+"""The node's log in Redis's style, and its SIGHUP.
+
+Each line is Redis's (``serverLogRaw`` in redis/src/server.c)::
+
+    pid:role dd Mon yyyy hh:mm:ss.mmm <level> message
+    4242:M 23 Nov 2026 17:30:01.123 * bloomcast node 3f2a... ready on 127.0.0.1:7001
+
+Levels by Redis's names and symbols: ``debug`` ``.``, ``verbose`` ``-``,
+``notice`` ``*``, ``warning`` ``#`` (redis.conf ``loglevel``, default
+notice). Python's levels map onto them: DEBUG is debug, :data:`VERBOSE` (15)
+verbose, INFO notice, WARNING and above warning. The role is always ``M``: a
+node is a master of no slots' keys, as a Redis Cluster master.
+
+SIGHUP: Redis ignores it; the node does too, and with ``--logfile`` it
+reopens the file (for logrotate's ``create`` mode), as many daemons do.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import time
+
+from router.client_log import VERBOSE  # Redis's "verbose", between DEBUG and INFO
+
+logging.addLevelName(VERBOSE, "VERBOSE")
+
+#: the bus logs these at WARNING; Redis logs a node failing or recovering at
+#: notice (``Marking node ... as failing``, ``Clear FAIL state for node ...``)
+BUS_NOTICES = ("node %s marked failed", "node %s is reachable again", "node %s left")
+
+#: --loglevel name -> Python level
+LEVELS = {"debug": logging.DEBUG, "verbose": VERBOSE, "notice": logging.INFO}
+LEVELS["warning"] = logging.WARNING
+
+
+def _symbol(levelno: int) -> str:
+    if levelno < VERBOSE:
+        return "."
+    if levelno < logging.INFO:
+        return "-"
+    if levelno < logging.WARNING:
+        return "*"
+    return "#"
+
+
+class RedisFormatter(logging.Formatter):
+    """``pid:M dd Mon yyyy hh:mm:ss.mmm <symbol> message``, one line per record."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        stamp = time.strftime("%d %b %Y %H:%M:%S", time.localtime(record.created))
+        millis = int(record.msecs)
+        message = record.getMessage()
+        if record.exc_info:
+            message += " | " + self.formatException(record.exc_info).replace("\n", " | ")
+        return f"{os.getpid()}:M {stamp}.{millis:03d} {_symbol(record.levelno)} {message}"
+
+
+class BusNotices(logging.Filter):
+    """Maps the bus's membership changes to notice, then applies the level."""
+
+    def __init__(self, level: int) -> None:
+        super().__init__()
+        self.level = level
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.name == "bloomcast.bus" and str(record.msg).startswith(BUS_NOTICES):
+            record.levelno, record.levelname = logging.INFO, "INFO"
+        return record.levelno >= self.level
+
+
+def setup(loglevel: str, logfile: str | None) -> logging.Handler:
+    """Route every ``bloomcast.*`` and root log record to one handler at ``loglevel``.
+
+    ``logfile`` None or "" logs to stderr. Raises OSError if the file cannot
+    be opened for append.
+    """
+    handler: logging.Handler
+    if logfile:
+        handler = logging.FileHandler(logfile, mode="a", encoding="utf-8")
+    else:
+        handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(RedisFormatter())
+    handler.addFilter(BusNotices(LEVELS[loglevel]))
+    root = logging.getLogger()
+    for old in list(root.handlers):
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(LEVELS[loglevel])
+    return handler
+
+
+def on_sighup(handler: logging.Handler) -> None:
+    """SIGHUP: reopen the log file (a stream handler has nothing to reopen)."""
+    if isinstance(handler, logging.FileHandler):
+        handler.acquire()
+        try:
+            if handler.stream is not None:
+                handler.stream.close()
+            handler.stream = handler._open()
+        finally:
+            handler.release()
+    logging.getLogger("bloomcast.node").info("Received SIGHUP: log file reopened, node running")

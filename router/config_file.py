@@ -1,0 +1,147 @@
+"""The node's TOML file and the checks every setting goes through.
+
+A TOML key is a flag's name without the dashes (``subscribe-visibility-timeout``,
+``no-bus``), written with ``-`` or ``_``; a flag's field name is accepted too
+(``subscribe-visibility-timeout-ms``). The keys and their types come from the
+argparse parser itself, so a flag added to the parser is a key at once and is
+type-checked the same way. Every mistake is a :class:`ConfigError`: one line
+that names the key or flag and what is wrong (the CLI prints it and exits 2).
+"""
+
+from __future__ import annotations
+
+import argparse
+import tomllib
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from router.config import NodeConfig
+
+#: flags that make no sense inside the file
+NOT_IN_FILE = frozenset({"help", "config", "check_config"})
+
+
+class ConfigError(ValueError):
+    """A configuration mistake; ``str()`` is the one line shown to the user."""
+
+
+def _describe(value: Any) -> str:
+    kind = {bool: "a boolean", int: "an integer", float: "a number", str: "a string"}
+    name = kind.get(type(value), f"a {type(value).__name__}")
+    return f"{name} ({value!r})" if not isinstance(value, list | dict) else name
+
+
+def _keys(parser: argparse.ArgumentParser) -> dict[str, argparse.Action]:
+    """normalized key (``_`` for ``-``) -> the action it sets."""
+    keys: dict[str, argparse.Action] = {}
+    for action in parser._actions:
+        longs = [s[2:].replace("-", "_") for s in action.option_strings if s.startswith("--")]
+        for name in [*longs, action.dest]:
+            if name not in NOT_IN_FILE and longs:
+                keys[name] = action
+    return keys
+
+
+def _convert(key: str, value: Any, action: argparse.Action) -> Any:
+    """The value the flag would have produced, or ConfigError."""
+    if isinstance(action, argparse._StoreTrueAction | argparse._StoreFalseAction):
+        if not isinstance(value, bool):
+            raise ConfigError(f"key '{key}': expected true or false, got {_describe(value)}")
+        return value
+    if isinstance(action, argparse._AppendAction):
+        items = [value] if isinstance(value, str) else value
+        if not isinstance(items, list) or not all(isinstance(v, str) for v in items):
+            raise ConfigError(f"key '{key}': expected a list of strings, got {_describe(value)}")
+        return items
+    if action.type is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"key '{key}': expected an integer, got {_describe(value)}")
+    elif action.type is float:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ConfigError(f"key '{key}': expected a number, got {_describe(value)}")
+        value = float(value)
+    else:
+        if not isinstance(value, str):
+            raise ConfigError(f"key '{key}': expected a string, got {_describe(value)}")
+        if callable(action.type):
+            value = action.type(value)
+    if action.choices is not None and value not in action.choices:
+        choices = ", ".join(str(c) for c in action.choices)
+        raise ConfigError(f"key '{key}': {value!r} is not one of {choices}")
+    return value
+
+
+def settings_from_toml(path: str | Path, parser: argparse.ArgumentParser) -> dict[str, Any]:
+    """Read ``path``; returns {argparse dest: value}, checked against ``parser``."""
+    try:
+        with open(path, "rb") as fh:
+            raw = tomllib.load(fh)
+    except FileNotFoundError:
+        raise ConfigError(f"--config {path}: no such file") from None
+    except OSError as exc:
+        raise ConfigError(f"--config {path}: cannot read it ({exc.strerror})") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"--config {path}: not valid TOML ({exc})") from None
+    keys = _keys(parser)
+    values: dict[str, Any] = {}
+    for key, value in raw.items():
+        action = keys.get(key.replace("-", "_"))
+        if action is None:
+            raise ConfigError(f"{path}: unknown key '{key}'")
+        try:
+            values[action.dest] = _convert(key, value, action)
+        except ConfigError as exc:
+            raise ConfigError(f"{path}: {exc}") from None
+    return values
+
+
+def merge_toml(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
+    """Fill every setting not given on the command line from ``args.config``.
+
+    Not given = None, or for a switch (``store_true`` / ``store_false``) its
+    default: a switch declared with ``default=False`` still takes the file's value.
+    """
+    switches = {
+        a.dest: a.default
+        for a in parser._actions
+        if isinstance(a, argparse._StoreTrueAction | argparse._StoreFalseAction)
+    }
+    for dest, value in settings_from_toml(args.config, parser).items():
+        current = getattr(args, dest, None)
+        if current is None or (dest in switches and current == switches[dest]):
+            setattr(args, dest, value)
+
+
+def _port(flag: str, value: int | None, low: int = 0) -> None:
+    if value is not None and not low <= value <= 65535:
+        raise ConfigError(f"{flag} {value}: a port is {low}..65535")
+
+
+def check(config: NodeConfig) -> None:
+    """Range and format checks of every setting; ConfigError names the flag."""
+    _port("--port", config.port)
+    _port("--cluster-port", config.cluster_port)
+    _port("--cluster-announce-bus-port", config.cluster_announce_bus_port, 1)
+    for seed in config.join:
+        _host, sep, port = seed.rpartition(":")
+        if not sep or not port.isdigit() or not 1 <= int(port) <= 65535:
+            raise ConfigError(f"--join {seed}: expected HOST:BUSPORT, e.g. 127.0.0.1:17001")
+    positive = ["proto_max_bulk_len", "max_multibulk_len", "maxclients", "filter_capacity"]
+    positive.append("node_timeout_ms")
+    for name in positive:
+        if getattr(config, name) <= 0:
+            raise ConfigError(f"--{name.replace('_', '-')} {getattr(config, name)}: must be > 0")
+    not_negative = ["pubsub_hard_limit", "pubsub_soft_limit", "pubsub_soft_seconds"]
+    not_negative += ["cluster_link_sendbuf_limit", "cluster_replay_buffer_bytes"]
+    not_negative.append("cluster_replay_buffer_ms")
+    for name in not_negative:
+        if getattr(config, name) < 0:
+            raise ConfigError(f"--{name.replace('_', '-')} {getattr(config, name)}: must be >= 0")
+    if config.subscribe_visibility_timeout_ms < 0:
+        value = config.subscribe_visibility_timeout_ms
+        raise ConfigError(f"--subscribe-visibility-timeout {value}: must be >= 0")
+    if not 0.0 < config.filter_fp_rate < 1.0:
+        raise ConfigError(f"--filter-fp-rate {config.filter_fp_rate}: must be between 0 and 1")
+    if not 0.0 <= config.traffic_sample <= 1.0:
+        raise ConfigError(f"--traffic-sample {config.traffic_sample}: must be in 0..1")

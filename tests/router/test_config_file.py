@@ -1,0 +1,58 @@
+"""router/config_file.py: TOML keys read off an argparse parser, type-checked,
+merged under the flags given on the command line."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from router.config_file import ConfigError, merge_toml, settings_from_toml
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser()
+    p.add_argument("--config")
+    p.add_argument("--port", type=int)
+    p.add_argument("--rate", type=float)
+    p.add_argument("--switch-none", action="store_true", default=None)
+    p.add_argument("--switch-false", action="store_true")  # default False
+    p.add_argument("--seed", action="append")
+    return p
+
+
+def test_switches_with_either_default_take_the_files_value(tmp_path):
+    path = tmp_path / "c.toml"
+    path.write_text("switch-none = true\nswitch_false = true\nport = 7\nrate = 1\n")
+    args = parser().parse_args(["--config", str(path)])
+    merge_toml(args, parser())
+    assert (args.switch_none, args.switch_false, args.port, args.rate) == (True, True, 7, 1.0)
+
+
+def test_flags_given_override_the_file(tmp_path):
+    path = tmp_path / "c.toml"
+    path.write_text("port = 7\nseed = ['a:1']\n")
+    args = parser().parse_args(["--config", str(path), "--port", "8", "--seed", "b:2"])
+    merge_toml(args, parser())
+    assert args.port == 8 and args.seed == ["b:2"]
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("port = 1.5\n", "key 'port': expected an integer, got a number (1.5)"),
+        ("rate = 'x'\n", "key 'rate': expected a number, got a string ('x')"),
+        ("seed = 3\n", "key 'seed': expected a list of strings, got an integer (3)"),
+        (
+            "switch-false = 'yes'\n",
+            "key 'switch-false': expected true or false, got a string ('yes')",
+        ),
+        ("[port]\nx = 1\n", "key 'port': expected an integer, got a dict"),
+    ],
+)
+def test_type_mistakes_name_the_key(tmp_path, text, message):
+    path = tmp_path / "c.toml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as exc:
+        settings_from_toml(path, parser())
+    assert str(exc.value) == f"{path}: {message}"
