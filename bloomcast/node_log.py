@@ -26,10 +26,6 @@ from router.client_log import VERBOSE  # Redis's "verbose", between DEBUG and IN
 
 logging.addLevelName(VERBOSE, "VERBOSE")
 
-#: the bus logs these at WARNING; Redis logs a node failing or recovering at
-#: notice (``Marking node ... as failing``, ``Clear FAIL state for node ...``)
-BUS_NOTICES = ("node %s marked failed", "node %s is reachable again", "node %s left")
-
 #: --loglevel name -> Python level
 LEVELS = {"debug": logging.DEBUG, "verbose": VERBOSE, "notice": logging.INFO}
 LEVELS["warning"] = logging.WARNING
@@ -57,19 +53,6 @@ class RedisFormatter(logging.Formatter):
         return f"{os.getpid()}:M {stamp}.{millis:03d} {_symbol(record.levelno)} {message}"
 
 
-class BusNotices(logging.Filter):
-    """Maps the bus's membership changes to notice, then applies the level."""
-
-    def __init__(self, level: int) -> None:
-        super().__init__()
-        self.level = level
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if record.name == "bloomcast.bus" and str(record.msg).startswith(BUS_NOTICES):
-            record.levelno, record.levelname = logging.INFO, "INFO"
-        return record.levelno >= self.level
-
-
 def setup(loglevel: str, logfile: str | None) -> logging.Handler:
     """Route every ``bloomcast.*`` and root log record to one handler at ``loglevel``.
 
@@ -82,7 +65,7 @@ def setup(loglevel: str, logfile: str | None) -> logging.Handler:
     else:
         handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(RedisFormatter())
-    handler.addFilter(BusNotices(LEVELS[loglevel]))
+    handler.setLevel(LEVELS[loglevel])
     root = logging.getLogger()
     for old in list(root.handlers):
         root.removeHandler(old)

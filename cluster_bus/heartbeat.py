@@ -86,15 +86,15 @@ class Heartbeats:
             rec.host, rec.client_port, rec.bus_port = host, msg.client_port, msg.bus_port
         rec.connected = True
         if ms.heard_from(msg, now, pong=isinstance(msg, Pong)):
-            log.warning("node %s is reachable again", peer)
+            log.info("node %s is reachable again", peer)
         for requester in ms.probes.relays_answered(peer):
             self.mesh.send_to(requester, ProbeAck(peer))
         result = ms.gossip_received(peer, msg.gossip, now)
         for failed_id in result.failed:
-            log.warning("node %s marked failed (gossip from %s)", failed_id, peer)
+            log.info("node %s marked failed (gossip from %s)", failed_id, peer)
             self._unreachable(failed_id)
         for node_id in result.recovered:
-            log.warning("node %s is reachable again (it refuted)", node_id)
+            log.info("node %s is reachable again (it refuted)", node_id)
         if ms.version != before:
             self.sync_routing()
             now_dial = now_ms()
@@ -115,10 +115,10 @@ class Heartbeats:
         ms = self.membership
         if msg.node_id == ms.my_id:
             if ms.refute(msg.incarnation):
-                log.warning("node %s declared us failed; refuting", peer)
+                log.info("node %s declared us failed; refuting", peer)
             return
         if ms.fail_received(msg.node_id, msg.incarnation, now_ms()):
-            log.warning("node %s marked failed (FAIL from %s)", msg.node_id, peer)
+            log.info("node %s marked failed (FAIL from %s)", msg.node_id, peer)
             self._unreachable(msg.node_id)
 
     def on_probe_req(self, link: Link, peer: str, msg: Message) -> None:
@@ -157,7 +157,7 @@ class Heartbeats:
     def broadcast_fail(self, node_id: str) -> None:
         """Our suspicion of ``node_id`` timed out: tell every live peer at once
         (it is gossiped as well, for those we cannot reach)."""
-        log.warning(
+        log.info(
             "node %s marked failed (suspected for %d ms)",
             node_id,
             self.membership.suspicion_timeout_ms,
@@ -231,7 +231,7 @@ class Heartbeats:
         for via, target in step.indirect:
             mesh.send_to(via, ProbeReq(target))
         for node_id in step.suspected:
-            log.info("node %s suspected: no answer to a direct or indirect probe", node_id)
+            log.debug("node %s suspected: no answer to a direct or indirect probe", node_id)
         for node_id in step.failed:
             self.broadcast_fail(node_id)
         dialer = self.dialer
