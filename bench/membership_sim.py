@@ -377,7 +377,10 @@ def report(results: list[SimResult]) -> str:
         "gossip within a period or two (gossip rounds while changes are queued), and "
         "after a partition of two halves for twice the node timeout every node sees "
         "every other alive again within seconds (each side refutes, and the refutations "
-        "ride on gossip rounds that include failed peers).",
+        "ride on gossip rounds that include failed peers). The byte counts come from the "
+        "real codec; the *scale* section measures the same quantity on real processes "
+        "with kernel tcp_info (before this design, the issue measured 7,848 and 42,474 "
+        "B/s per node at N = 10 and 50, what the all-pairs column computes).",
         "",
         f"![idle bytes per node vs N, simulated]({SIM_PLOT})",
     ]
