@@ -33,6 +33,12 @@ from router.commands import COMMANDS, LOOKUP, Reply
 if TYPE_CHECKING:
     from router.node import Node
 
+#: the longest one connection's requests hold the loop before the other
+#: clients run: the rest of its pipeline (or of a huge request) waits for the
+#: next loop turn, and reading from it pauses meanwhile (libuv would
+#: otherwise read a busy socket again and again in one turn)
+SLICE_SECONDS = 0.005
+
 # commands a RESP2 client may send while subscribed (Redis's processCommand);
 # subscribed = any channel, pattern or shard channel (Redis 7.0's CLIENT_PUBSUB)
 _SUBSCRIBED_ALLOWED = frozenset(
@@ -89,6 +95,8 @@ class Client(asyncio.Protocol):
         self._queue_limit = node.config.pubsub_hard_limit or sys.maxsize
         self._close_after_reply = False
         self._soft_limit_since: float | None = None
+        self._slicing = False  # a slice of a huge request is scheduled
+        self._work_started: float | None = None  # this loop turn's first request
 
     # ------------------------------------------------------------ asyncio.Protocol
 
@@ -105,6 +113,9 @@ class Client(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        unread = self.parser.release()
+        if len(unread) > 4096:  # a huge unfinished request: free it in slices
+            _free_in_slices(unread)
         if self._blocked is not None and not self._blocked.done():
             self._blocked.cancel()
         self.node.client_disconnected(self)
@@ -129,6 +140,16 @@ class Client(asyncio.Protocol):
         out = self._out
         execute = self.execute
         queued = 0
+        # the loop turn's budget is shared by every read of this turn (libuv
+        # may deliver several): flush(), at the end of the turn, resets it
+        started = self._work_started
+        if started is None:
+            started = self._work_started = time.monotonic()
+        elif time.monotonic() - started > SLICE_SECONDS:
+            self._resume_later()  # a read after this turn's budget was spent
+            return
+        sliced = False
+        done = 0
         try:
             for args in self.parser.requests():
                 reply = self.execute_quietly(args) if self.quiet else execute(args)
@@ -140,6 +161,10 @@ class Client(asyncio.Protocol):
                     out.append(reply)
                     queued += len(reply)
                     if self._close_after_reply or self.closed:  # QUIT, or cut
+                        break
+                    done += 1  # the clock is read every 4th request (hot path)
+                    if not done & 3 and time.monotonic() - started > SLICE_SECONDS:
+                        sliced = True  # a long pipeline: the rest after the others
                         break
                     continue
                 # blocked until the future resolves (subscribe visibility);
@@ -157,11 +182,31 @@ class Client(asyncio.Protocol):
         # (an early flush in the batch, a message to this client over the
         # limit, reset the count: it may over-count, flushing early once more)
         self._out_bytes += queued
+        if (sliced or self.parser.backlog) and not self._close_after_reply:
+            # a huge request is still being parsed, or a pipeline ran past
+            # SLICE_SECONDS: let the other clients run before the next slice
+            self._resume_later()
         if self._out_bytes > self._queue_limit:
             self.flush()
         if self._close_after_reply and self.transport is not None:
             self.flush()
             self.transport.close()
+
+    def _resume_later(self) -> None:
+        if self.transport is not None and not self._slicing:
+            self._slicing = True
+            self.node.stats.parse_slices += 1
+            self.transport.pause_reading()
+            asyncio.get_running_loop().call_soon(self._next_slice)
+
+    def _next_slice(self) -> None:
+        self._slicing = False
+        self._work_started = None
+        if self.closed:
+            return
+        self._process()
+        if not self._slicing and self._blocked is None and self.transport is not None:
+            self.transport.resume_reading()
 
     def _block(self, future: asyncio.Future[bytes]) -> None:
         self._blocked = future
@@ -269,6 +314,7 @@ class Client(asyncio.Protocol):
         Redis's ``normal`` class, have none)."""
         transport = self.transport
         out = self._out
+        self._work_started = None
         if not out or self.closed or transport is None:
             out.clear()
             self._out_bytes = 0
@@ -324,6 +370,12 @@ class Client(asyncio.Protocol):
             f"lib-name={self.lib_name.decode(errors='replace')} "
             f"lib-ver={self.lib_ver.decode(errors='replace')}"
         )
+
+
+def _free_in_slices(items: list[bytes]) -> None:
+    del items[-4096:]
+    if items:
+        asyncio.get_running_loop().call_soon(_free_in_slices, items)
 
 
 def unknown_command_text(args: list[bytes]) -> str:

@@ -133,6 +133,7 @@ def info_sections(node: Node) -> dict[str, Section]:
             "total_messages_delivered": stats.messages_delivered,
             "total_forwards_lost": stats.forwards_lost,
             "loss_disconnections": stats.loss_disconnections,
+            "total_request_slices": stats.parse_slices,
         },
         "replication": {
             "role": "master",

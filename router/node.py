@@ -60,6 +60,8 @@ class NodeStats:
     forwards_lost: int = 0  # forwarded PUBLISH lost for good (peer's replay buffer passed)
     net_input_bytes: int = 0  # bytes read from clients (INFO total_net_input_bytes)
     net_output_bytes: int = 0  # bytes written to clients (total_net_output_bytes)
+    #: times a huge request was parsed in slices, letting other clients run between
+    parse_slices: int = 0
     #: error replies by their first word (INFO errorstats, as Redis's afterErrorReply)
     errors: dict[str, int] = field(default_factory=dict)
 

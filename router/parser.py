@@ -35,6 +35,11 @@ INLINE_MAX_SIZE = 64 * 1024
 #: most 16384 bytes (``authRequired`` checks in processMultibulkBuffer)
 UNAUTH_MAX_MULTIBULK = 10
 UNAUTH_MAX_BULK = 16384
+#: bulks the reference path reads per call before it stops and says so
+#: (``backlog``): the connection then lets other clients run before it reads
+#: on, so a huge multibulk (1,048,576 elements) never holds the event loop
+#: (Redis reads 16 KiB per event, PROTO_IOBUF_LEN, to the same end)
+SLICE_BULKS = 2048
 
 
 #: an aggregate header (``*``, ``%``, ``~``, ``>``, ``|``) counting 10000 or
@@ -91,6 +96,7 @@ class RequestParser:
         "_pos",
         "_reader",
         "authenticated",
+        "backlog",
         "max_bulk",
         "max_multibulk",
     )
@@ -110,6 +116,9 @@ class RequestParser:
         self.max_bulk = max_bulk
         self.max_multibulk = max_multibulk
         self.authenticated = True
+        #: the last parse stopped after SLICE_BULKS bulks with more buffered:
+        #: call ``requests()`` again (after letting other clients run)
+        self.backlog = False
 
     def feed(self, data: bytes) -> None:
         if self._pos and self._pos == len(self._buf):
@@ -127,6 +136,13 @@ class RequestParser:
             else:
                 self._reader = None
                 self._guard = len(self._buf)
+
+    def release(self) -> list[bytes]:
+        """Hand over the arguments of a request still being read (a closed
+        connection): the caller frees them in slices, not in one go."""
+        args, self._args = self._args, []
+        self._pending = 0
+        return args
 
     @property
     def buffered(self) -> int:
@@ -258,7 +274,14 @@ class RequestParser:
         pos = self._pos
         args = self._args
         end = len(buf)
+        budget = SLICE_BULKS
+        self.backlog = False
         while self._pending:
+            if not budget:
+                self.backlog = True
+                self._pos = pos
+                return None
+            budget -= 1
             nl = buf.find(b"\r\n", pos)
             if nl < 0:
                 if end - pos > INLINE_MAX_SIZE:
