@@ -150,10 +150,13 @@ class RequestParser:
         return len(self._buf) - self._pos
 
     def next_request(self) -> list[bytes] | None:
-        """The next complete request, or None when more bytes are needed."""
-        for req in self.requests():
-            return req
-        return None
+        """The next complete request, or None when more bytes are needed
+        (parsing on through every slice: the connection uses ``requests()``)."""
+        while True:
+            for req in self.requests():
+                return req
+            if not self.backlog:
+                return None
 
     def requests(self) -> Iterator[list[bytes]]:
         """Every complete request buffered, in order.
