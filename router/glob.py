@@ -104,52 +104,70 @@ def _charset(members: bytes) -> bytes:
 
 
 class Glob:
-    """A compiled pattern: :meth:`match` one string, :meth:`filter` many."""
+    """A compiled pattern: :meth:`match` one string, :meth:`filter` many.
 
-    __slots__ = ("_regex", "_short", "pattern")
+    Two stages, both lazy: reading the pattern (its regex source, the number
+    of bytes a match consumes, the literal bytes every match starts and ends
+    with) and compiling the regex, which only a string that passes those
+    cheap checks pays for."""
+
+    __slots__ = ("_head", "_regex", "_short", "_source", "_tail", "_width", "pattern")
 
     def __init__(self, pattern: bytes) -> None:
         self.pattern = pattern
+        self._source: bytes | None = None
         self._regex: re.Pattern[bytes] | None = None
         #: strings up to this length are known not to match (before the regex)
         self._short = 0
+        self._width = 0  # bytes every match consumes ('?', classes, literals)
+        self._head = b""  # literal bytes every match starts with
+        self._tail = b""  # ... and ends with
 
     def match(self, string: bytes) -> bool:
         if not string:
             return not self.pattern
-        regex = self._regex
-        if regex is None:
-            if len(string) <= self._short:
-                return False
-            regex = self._compile(len(string))
-            if regex is None:
-                return False
-        return regex.match(string) is not None
+        if self._source is None and not self._read(len(string)):
+            return False
+        if (
+            len(string) < self._width
+            or not string.startswith(self._head)
+            or not string.endswith(self._tail)
+        ):
+            return False
+        return self._compiled().match(string) is not None
 
     def filter(self, names: Iterable[bytes]) -> list[bytes]:
-        """The names that match, in order (one C loop over them)."""
+        """The names that match, in order (the regex runs in one C loop)."""
         names = list(names)
         if not self.pattern:
             return [n for n in names if not n]
-        if not names:
+        if not names or (self._source is None and not self._read(max(map(len, names)))):
             return []
+        width, head, tail = self._width, self._head, self._tail
+        # (a non-empty name only: a '*' would match b"", Redis's quirk says no)
+        candidates = [
+            n for n in names if n and len(n) >= width and n.startswith(head) and n.endswith(tail)
+        ]
+        if not candidates:
+            return []
+        return list(filter(self._compiled().match, candidates))
+
+    def _compiled(self) -> re.Pattern[bytes]:
         regex = self._regex
         if regex is None:
-            longest = max(map(len, names))
-            if longest <= self._short:
-                return []
-            regex = self._compile(longest)
-            if regex is None:
-                return []
-        # the regex would let a '*' match an empty name: Redis's quirk says no
-        return [n for n in filter(regex.match, names) if n]
+            assert self._source is not None
+            regex = self._regex = re.compile(self._source, re.S)
+        return regex
 
-    def _compile(self, need: int) -> re.Pattern[bytes] | None:
-        """Read the pattern as far as strings of ``need`` bytes could use it;
-        the regex, or None when no string that long can match (recorded)."""
+    def _read(self, need: int) -> bool:
+        """Read the pattern as far as strings of ``need`` bytes could use it.
+        False (and recorded) when no string that long can match."""
+        if need <= self._short:
+            return False
         limit = max(need, 2 * self._short)  # amortise re-reading for longer strings
-        segments: list[list[bytes]] = [[]]
-        atoms = 0
+        # per segment between '*' groups: (regex piece, literal bytes or None)
+        segments: list[list[tuple[bytes, bytes | None]]] = [[]]
+        width = 0
         trailing_star = False
         for m in _TOKEN.finditer(self.pattern):
             star, qmark, negate, body, escaped, run, lone = m.groups()
@@ -159,34 +177,49 @@ class Glob:
                     break
                 if len(segments) > MAX_STAR_NESTING:
                     self._short = _UNBOUNDED  # Redis's nesting limit: never a match
-                    return None
+                    return False
                 segments.append([])
                 continue
+            literal: bytes | None = None
             if qmark is not None:
-                piece, width = b".", 1
+                piece, size = b".", 1
             elif body is not None:
                 members = _class_bytes(negate, body)
                 if not members:
-                    self._short = _UNBOUNDED
-                    return None
-                piece, width = _charset(members), 1
+                    self._short = _UNBOUNDED  # an empty class: never a match
+                    return False
+                piece, size = _charset(members), 1
             else:
                 literal = escaped if escaped is not None else run if run is not None else lone
-                piece, width = re.escape(literal), len(literal)
-            atoms += width
-            if atoms > limit:
+                piece, size = re.escape(literal), len(literal)
+            width += size
+            if width > limit:
                 self._short = limit
-                return None
-            segments[-1].append(piece)
-        parts = [b"".join(seg) for seg in segments]
+                return False
+            segments[-1].append((piece, literal))
+        self._width = width
+        self._head = _literal_run(segments[0])
+        if not trailing_star:
+            self._tail = _literal_run(segments[-1][::-1], reverse=True)
+        parts = [b"".join(piece for piece, _ in seg) for seg in segments]
         if len(parts) == 1:
             source = parts[0] + (b"" if trailing_star else b"\\Z")
         else:
             middle = b"".join(b"(?>.*?" + p + b")" for p in parts[1:-1])
             last = b"(?>.*?" + parts[-1] + b")" if trailing_star else b".*" + parts[-1] + b"\\Z"
             source = parts[0] + middle + last
-        self._regex = re.compile(source, re.S)
-        return self._regex
+        self._source = source
+        return True
+
+
+def _literal_run(pieces: list[tuple[bytes, bytes | None]], reverse: bool = False) -> bytes:
+    """The literal bytes of the leading pieces (trailing ones, reversed)."""
+    run = []
+    for _, literal in pieces:
+        if literal is None:
+            break
+        run.append(literal)
+    return b"".join(run[::-1] if reverse else run)
 
 
 _UNBOUNDED = 1 << 62

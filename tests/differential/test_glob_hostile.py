@@ -94,9 +94,12 @@ def pair():
         for port in (oracle, node):
             sub, ask = connect(port), connect(port)
             sub.sendall(_bulk(b"SUBSCRIBE", *CHANNELS))
+            sub.settimeout(60)
+            confirmed = b""
+            while confirmed.count(b"$9\r\nsubscribe\r\n") < len(CHANNELS):
+                confirmed += sub.recv(1 << 20)
             ask.settimeout(60)
             socks += [sub, ask]
-        # the subscriptions are in place once PUBSUB CHANNELS lists them all
         for ask in socks[1::2]:
             ask.sendall(_bulk(b"PUBSUB", b"CHANNELS"))
             assert _read_array(ask) == set(CHANNELS)
