@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, cast
 
 from router import parser, resp
 from router.commands import COMMANDS, LOOKUP, Reply
+from router.commands.base import unknown_command_text
 
 if TYPE_CHECKING:
     from router.node import Node
@@ -376,16 +377,3 @@ def _free_in_slices(items: list[bytes]) -> None:
     del items[-4096:]
     if items:
         asyncio.get_running_loop().call_soon(_free_in_slices, items)
-
-
-def unknown_command_text(args: list[bytes]) -> str:
-    """Redis's unknown-command error: name and the first arguments, each cut so
-    the argument list stays within 128 bytes (``processCommand``)."""
-    shown = ""
-    for arg in args[1:]:
-        if len(shown) >= 128:
-            break
-        shown += f"'{resp.c_string(arg[: 128 - len(shown)])}' "
-    return (
-        f"ERR unknown command '{resp.c_string(args[0][:128])}', with args beginning with: {shown}"
-    )

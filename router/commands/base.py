@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from router import resp
 from router.commands.redis_meta import REDIS_META
 from router.resp import Set
 from router.resp import Status as S
@@ -83,3 +84,16 @@ class Command:
 def subcommand_table(*commands: Command) -> dict[bytes, Command]:
     """Subcommands keyed by their own lower-case name (``numsub`` of ``pubsub|numsub``)."""
     return {c.name.split("|", 1)[1].encode(): c for c in commands}
+
+
+def unknown_command_text(args: list[bytes]) -> str:
+    """Redis's unknown-command error: name and the first arguments, each cut so
+    the argument list stays within 128 bytes (``processCommand``)."""
+    shown = ""
+    for arg in args[1:]:
+        if len(shown) >= 128:
+            break
+        shown += f"'{resp.c_string(arg[: 128 - len(shown)])}' "
+    return (
+        f"ERR unknown command '{resp.c_string(args[0][:128])}', with args beginning with: {shown}"
+    )
