@@ -64,6 +64,15 @@ async def serve(config: NodeConfig, with_bus: bool = True) -> None:
 def run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr)
     config = config_from_args(args)
+    if not args.no_bus:
+        from router.protected import bus_refusal
+
+        refusal = bus_refusal(
+            config.protected_mode, config.bind, config.bus_port, config.cluster_secret
+        )
+        if refusal is not None:
+            print(refusal, file=sys.stderr)
+            return 1
     try:
         import uvloop
     except ImportError:  # pragma: no cover - uvloop is a dependency on Linux

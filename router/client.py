@@ -85,6 +85,7 @@ class Client(asyncio.Protocol):
         self.quiet = False
         self.db = 0  # SELECT: recorded only, pub/sub ignores it (as Redis)
         self.addr = "?:0"
+        self.peer_ip = ""
         self.laddr = "?:0"
         self._blocked: asyncio.Future[bytes] | None = None
         # messages that arrived while a confirmation was held (they go after it)
@@ -98,6 +99,7 @@ class Client(asyncio.Protocol):
         self._soft_limit_since: float | None = None
         self._slicing = False  # a slice of a huge request is scheduled
         self._work_started: float | None = None  # this loop turn's first request
+        self.refused = False  # protected mode turned it away at connect
 
     # ------------------------------------------------------------ asyncio.Protocol
 
@@ -108,6 +110,7 @@ class Client(asyncio.Protocol):
         sock = transport.get_extra_info("sockname")
         if peer:
             self.addr = f"{peer[0]}:{peer[1]}"
+            self.peer_ip = str(peer[0])
         if sock:
             self.laddr = f"{sock[0]}:{sock[1]}"
         self.node.client_connected(self)
@@ -119,9 +122,12 @@ class Client(asyncio.Protocol):
             _free_in_slices(unread)
         if self._blocked is not None and not self._blocked.done():
             self._blocked.cancel()
-        self.node.client_disconnected(self)
+        if not self.refused:
+            self.node.client_disconnected(self)
 
     def data_received(self, data: bytes) -> None:
+        if self.refused:
+            return  # protected mode: nothing it sends is read
         self.node.stats.net_input_bytes += len(data)
         self.parser.feed(data)
         self.last_interaction = time.monotonic()
@@ -272,6 +278,20 @@ class Client(asyncio.Protocol):
         # Redis counts a command in call(): rejected ones are not processed
         node.stats.commands_processed += 1
         return cmd.handler(node, self, args)
+
+    def refuse(self, reply: bytes) -> None:
+        """Write ``reply`` and close, reading nothing (protected mode): the
+        connection never counts as a client."""
+        self.closed = True
+        self.refused = True
+        transport = self.transport
+        if transport is not None:
+            transport.write(reply)
+            # half-close, and close once the peer does (a close with its
+            # request still unread would reset the connection and could lose
+            # the reply); a peer that never closes is cut after 5 s
+            transport.write_eof()
+            asyncio.get_running_loop().call_later(5.0, transport.abort)
 
     def close_after_reply(self) -> None:
         """QUIT: write what is pending, then close."""

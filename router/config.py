@@ -36,6 +36,10 @@ class NodeConfig:
     pubsub_soft_limit: int = DEFAULT_PUBSUB_SOFT_LIMIT
     pubsub_soft_seconds: int = DEFAULT_PUBSUB_SOFT_SECONDS
     maxclients: int = 10000
+    #: redis.conf protected-mode: refuse non-loopback clients while the default
+    #: user has no password; and the bus refuses to listen beyond loopback
+    #: without a cluster secret (router/protected.py)
+    protected_mode: bool = True
     # filters (bloom/)
     filter_capacity: int = 1024  # channels the first filter is sized for
     filter_fp_rate: float = 0.01  # target false-positive rate per peer filter
@@ -53,6 +57,10 @@ class NodeConfig:
     # traffic tap (spark/)
     traffic_dir: str | None = None
     traffic_sample: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.protected_mode, bool):
+            self.protected_mode = yes_no(str(self.protected_mode))
 
     @property
     def bus_port(self) -> int:
@@ -94,6 +102,21 @@ class NodeConfig:
         return cls(**values)
 
 
+def yes_no(text: str) -> bool:
+    """A Redis boolean setting: ``yes`` or ``no`` (any case)."""
+    value = text.lower()
+    if value not in ("yes", "no"):
+        raise ValueError(f"argument must be 'yes' or 'no', not {text!r}")
+    return value == "yes"
+
+
+def _yes_no_arg(text: str) -> bool:
+    try:
+        return yes_no(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def add_node_arguments(parser: argparse.ArgumentParser) -> None:
     """Add every NodeConfig flag to ``parser`` (defaults left as None = not given)."""
     add = parser.add_argument
@@ -107,6 +130,13 @@ def add_node_arguments(parser: argparse.ArgumentParser) -> None:
     add("--pubsub-soft-limit", type=int, help="pubsub output buffer soft limit, bytes")
     add("--pubsub-soft-seconds", type=int, help="seconds over the soft limit before cut")
     add("--maxclients", type=int, help="most clients connected at once")
+    add(
+        "--protected-mode",
+        type=_yes_no_arg,
+        metavar="yes|no",
+        help="yes (default): refuse non-loopback clients while there is no password, "
+        "and refuse to start a bus beyond loopback without --cluster-secret",
+    )
     add("--filter-capacity", type=int, help="channels the first filter is sized for")
     add("--filter-fp-rate", type=float, help="target false-positive rate per filter")
     add("--cluster-port", type=int, help="cluster bus port (default port+10000)")

@@ -134,6 +134,7 @@ def info_sections(node: Node) -> dict[str, Section]:
             "total_forwards_lost": stats.forwards_lost,
             "loss_disconnections": stats.loss_disconnections,
             "total_request_slices": stats.parse_slices,
+            "protected_mode_denied_connections": stats.protected_mode_denied,
         },
         "replication": {
             "role": "master",

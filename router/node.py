@@ -38,6 +38,7 @@ from cluster_bus.api import (
 from router import resp
 from router.client import Client
 from router.config import NodeConfig
+from router.protected import DENIED, denies
 from router.registry import Registry, Subscriber
 from spark.events import Role, TrafficEvent, TrafficRecorder, channel_text
 
@@ -60,6 +61,7 @@ class NodeStats:
     forwards_lost: int = 0  # forwarded PUBLISH lost for good (peer's replay buffer passed)
     net_input_bytes: int = 0  # bytes read from clients (INFO total_net_input_bytes)
     net_output_bytes: int = 0  # bytes written to clients (total_net_output_bytes)
+    protected_mode_denied: int = 0  # non-loopback clients refused by protected mode
     #: times a huge request was parsed in slices, letting other clients run between
     parse_slices: int = 0
     #: error replies by their first word (INFO errorstats, as Redis's afterErrorReply)
@@ -130,6 +132,13 @@ class Node:
         return next(self._ids)
 
     def client_connected(self, client: Client) -> None:
+        config = self.config
+        if denies(config.protected_mode, config.requirepass is not None, client.peer_ip):
+            # Redis: counted as rejected, not as received nor as an error reply
+            self.stats.rejected_connections += 1
+            self.stats.protected_mode_denied += 1
+            client.refuse(DENIED)
+            return
         self.stats.connections_received += 1
         if len(self.clients) >= self.config.maxclients:
             self.stats.rejected_connections += 1
