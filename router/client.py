@@ -28,8 +28,9 @@ import time
 from typing import TYPE_CHECKING, cast
 
 from router import parser, resp
+from router.acl.registry import noperm
 from router.commands import COMMANDS, LOOKUP, Reply
-from router.commands.base import unknown_command_text
+from router.commands.base import client_info_line, unknown_command_text
 
 if TYPE_CHECKING:
     from router.node import Node
@@ -65,7 +66,8 @@ class Client(asyncio.Protocol):
         self.lib_name = b""
         self.lib_ver = b""
         self.resp = 2
-        self.authenticated = node.config.requirepass is None
+        self.user = node.acl.default  # Redis: every client starts as the default user
+        self.authenticated = not node.acl.default_requires_auth()
         self.channels: set[bytes] = set()
         self.patterns: set[bytes] = set()
         self.shard_channels: set[bytes] = set()
@@ -264,8 +266,14 @@ class Client(asyncio.Protocol):
         arity = cmd.arity
         if argc != arity and (arity > 0 or argc < -arity):
             return resp.error(f"ERR wrong number of arguments for '{cmd.name}' command")
-        if not self.authenticated and not cmd.no_auth:
+        if not self.authenticated and not cmd.no_auth and node.acl.default_requires_auth():
             return resp.error("NOAUTH Authentication required.")
+        user = self.user
+        if not (user.allcommands and user.allchannels and user.allowed_all()) and not cmd.no_auth:
+            denial = node.acl.denied(user, cmd.name, args)
+            if denial is not None:
+                node.acl.add_log(*denial, user.name, client_info_line(self))
+                return noperm(denial[0], denial[1])
         if (
             self.resp == 2
             and (self.channels or self.patterns or self.shard_channels)
@@ -292,6 +300,13 @@ class Client(asyncio.Protocol):
             # the reply); a peer that never closes is cut after 5 s
             transport.write_eof()
             asyncio.get_running_loop().call_later(5.0, transport.abort)
+
+    def kill(self) -> None:
+        """Close now, dropping pending output (Redis's freeClientAsync of an
+        ACL revocation or a deleted user)."""
+        self.closed = True
+        if self.transport is not None:
+            self.transport.abort()
 
     def close_after_reply(self) -> None:
         """QUIT: write what is pending, then close."""
@@ -376,21 +391,6 @@ class Client(asyncio.Protocol):
 
     def flags(self) -> str:
         return "P" if self.channels or self.patterns or self.shard_channels else "N"
-
-    def info_line(self) -> str:
-        """One CLIENT LIST / CLIENT INFO line (Redis's field names)."""
-        now = time.monotonic()
-        return (
-            f"id={self.id} addr={self.addr} laddr={self.laddr} fd=-1 "
-            f"name={self.name.decode(errors='replace')} age={int(now - self.created)} "
-            f"idle={int(now - self.last_interaction)} flags={self.flags()} db={self.db} "
-            f"sub={len(self.channels)} psub={len(self.patterns)} "
-            f"ssub={len(self.shard_channels)} multi=-1 qbuf={self.parser.buffered} "
-            f"omem={self.output_buffer_size()} cmd={self.last_command} "
-            f"user=default resp={self.resp} "
-            f"lib-name={self.lib_name.decode(errors='replace')} "
-            f"lib-ver={self.lib_ver.decode(errors='replace')}"
-        )
 
 
 def _free_in_slices(items: list[bytes]) -> None:

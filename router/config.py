@@ -40,6 +40,7 @@ class NodeConfig:
     #: user has no password; and the bus refuses to listen beyond loopback
     #: without a cluster secret (router/protected.py)
     protected_mode: bool = True
+    aclfile: str | None = None  # redis.conf aclfile: users in users.acl format
     # filters (bloom/)
     filter_capacity: int = 1024  # channels the first filter is sized for
     filter_fp_rate: float = 0.01  # target false-positive rate per peer filter
@@ -124,6 +125,7 @@ def add_node_arguments(parser: argparse.ArgumentParser) -> None:
     add("--bind", help="address to listen on (default 127.0.0.1)")
     add("--port", type=int, help="client port (default 6379)")
     add("--requirepass", help="password clients must AUTH with")
+    add("--aclfile", help="ACL users file (Redis's users.acl format), loaded at start")
     add("--proto-max-bulk-len", type=int, help="largest bulk string accepted, bytes")
     add("--max-multibulk-len", type=int, help="largest multibulk count accepted")
     add("--pubsub-hard-limit", type=int, help="pubsub output buffer hard limit, bytes")

@@ -36,6 +36,7 @@ from cluster_bus.api import (
     merge_changes,
 )
 from router import resp
+from router.acl import Acl
 from router.client import Client
 from router.config import NodeConfig
 from router.protected import DENIED, denies
@@ -87,6 +88,7 @@ class Node:
         self.tap: TrafficRecorder | None = None  # set by whoever wires the node
         self.clients: dict[int, Client] = {}
         self.stats = NodeStats()
+        self.acl = Acl(config.requirepass)  # ACL users (router/acl/)
         self.port = config.port
         self.publish_seq = 0
         self.forwards_lost_from: dict[str, int] = {}  # origin node id -> frames lost
@@ -99,6 +101,12 @@ class Node:
 
     async def start(self) -> None:
         """Listen on ``config.bind:config.port`` (port 0: any free port, see ``port``)."""
+        if self.config.aclfile:
+            from router.acl.aclfile import load_file
+
+            error = load_file(self, self.config.aclfile)
+            if error:
+                raise ValueError(error)
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
             lambda: Client(self), self.config.bind, self.config.port, reuse_address=True
@@ -133,7 +141,7 @@ class Node:
 
     def client_connected(self, client: Client) -> None:
         config = self.config
-        if denies(config.protected_mode, config.requirepass is not None, client.peer_ip):
+        if denies(config.protected_mode, self.acl.default_has_password(), client.peer_ip):
             # Redis: counted as rejected, not as received nor as an error reply
             self.stats.rejected_connections += 1
             self.stats.protected_mode_denied += 1

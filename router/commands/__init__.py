@@ -11,6 +11,7 @@ existence, arity, authentication and the subscribed context before calling it
 from __future__ import annotations
 
 from router.commands import (
+    acl_cmd,
     client_cmd,
     cluster_cmd,
     connection,
@@ -26,7 +27,16 @@ __all__ = ["COMMANDS", "LOOKUP", "Command", "Handler", "Reply", "subcommand_tabl
 
 def _build() -> dict[bytes, Command]:
     table: dict[bytes, Command] = {}
-    for module in (subscribe, publish, pubsub, connection, client_cmd, server, cluster_cmd):
+    for module in (
+        subscribe,
+        publish,
+        pubsub,
+        connection,
+        client_cmd,
+        server,
+        cluster_cmd,
+        acl_cmd,
+    ):
         for cmd in module.COMMANDS:
             table[cmd.name.encode()] = cmd
     return table

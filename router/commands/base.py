@@ -11,6 +11,7 @@ future of them when the reply waits (subscribe visibility).
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -96,4 +97,20 @@ def unknown_command_text(args: list[bytes]) -> str:
         shown += f"'{resp.c_string(arg[: 128 - len(shown)])}' "
     return (
         f"ERR unknown command '{resp.c_string(args[0][:128])}', with args beginning with: {shown}"
+    )
+
+
+def client_info_line(client: Client) -> str:
+    """One CLIENT LIST / CLIENT INFO line (Redis's field names)."""
+    now = time.monotonic()
+    return (
+        f"id={client.id} addr={client.addr} laddr={client.laddr} fd=-1 "
+        f"name={client.name.decode(errors='replace')} age={int(now - client.created)} "
+        f"idle={int(now - client.last_interaction)} flags={client.flags()} db={client.db} "
+        f"sub={len(client.channels)} psub={len(client.patterns)} "
+        f"ssub={len(client.shard_channels)} multi=-1 qbuf={client.parser.buffered} "
+        f"omem={client.output_buffer_size()} cmd={client.last_command} "
+        f"user={client.user.name.decode(errors='replace')} resp={client.resp} "
+        f"lib-name={client.lib_name.decode(errors='replace')} "
+        f"lib-ver={client.lib_ver.decode(errors='replace')}"
     )

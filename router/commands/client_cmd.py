@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from router import resp
-from router.commands.base import Command, Reply, subcommand_table
+from router.commands.base import Command, Reply, client_info_line, subcommand_table
 from router.commands.connection import valid_client_name
 from router.parser import string2ll
 
@@ -75,12 +75,12 @@ def client_list(node: Node, client: Client, args: list[bytes]) -> Reply:
         return resp.error("ERR syntax error")
     else:
         listed = list(node.clients.values())
-    text = "".join(c.info_line() + "\n" for c in listed)
+    text = "".join(client_info_line(c) + "\n" for c in listed)
     return resp.verbatim(text.encode(), client.resp)
 
 
 def client_info(node: Node, client: Client, args: list[bytes]) -> Reply:
-    return resp.verbatim((client.info_line() + "\n").encode(), client.resp)
+    return resp.verbatim((client_info_line(client) + "\n").encode(), client.resp)
 
 
 #: Redis 7.0.15's CLIENT HELP lines for the subcommands the node has, in its
