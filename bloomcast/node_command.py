@@ -13,6 +13,7 @@ import logging
 import signal
 import sys
 
+from router.acl.aclfile import AclFileError
 from router.config import NodeConfig, add_node_arguments, config_from_args
 
 
@@ -76,7 +77,13 @@ def run(args: argparse.Namespace) -> int:
     try:
         import uvloop
     except ImportError:  # pragma: no cover - uvloop is a dependency on Linux
-        asyncio.run(serve(config, not args.no_bus))
+        runner = asyncio.run
     else:
-        uvloop.run(serve(config, not args.no_bus))
+        runner = uvloop.run
+    try:
+        runner(serve(config, not args.no_bus))
+    except AclFileError as exc:
+        # Redis: "Aborting Redis startup because of ACL errors"
+        print(f"bloomcast node: aborting startup because of ACL errors: {exc}", file=sys.stderr)
+        return 1
     return 0

@@ -102,11 +102,11 @@ class Node:
     async def start(self) -> None:
         """Listen on ``config.bind:config.port`` (port 0: any free port, see ``port``)."""
         if self.config.aclfile:
-            from router.acl.aclfile import load_file
+            from router.acl.aclfile import AclFileError, load_file
 
             error = load_file(self, self.config.aclfile)
             if error:
-                raise ValueError(error)
+                raise AclFileError(error)
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
             lambda: Client(self), self.config.bind, self.config.port, reuse_address=True

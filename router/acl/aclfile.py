@@ -21,6 +21,10 @@ if TYPE_CHECKING:
     from router.node import Node
 
 
+class AclFileError(Exception):
+    """The ACL file given at startup could not be loaded (Redis's text)."""
+
+
 def parse(text: str, path: str) -> tuple[dict[bytes, User], str]:
     """The users a file defines, and Redis's error text ("" when none)."""
     users: dict[bytes, User] = {}

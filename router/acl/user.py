@@ -289,13 +289,13 @@ def describe_commands(user: User) -> str:
 def describe_keys(user: User) -> str:
     if user.allkeys:
         return "~*"
-    return " ".join(perm + pat.decode(errors="replace") for perm, pat in user.keys)
+    return " ".join(perm + pat.decode(errors="surrogateescape") for perm, pat in user.keys)
 
 
 def describe_channels(user: User, reset: bool) -> str:
     if user.allchannels:
         return "&*"
-    pats = ["&" + c.decode(errors="replace") for c in user.channels]
+    pats = ["&" + c.decode(errors="surrogateescape") for c in user.channels]
     return " ".join((["resetchannels"] if reset else []) + pats)
 
 
@@ -315,4 +315,4 @@ def describe(user: User) -> str:
     if keys:
         parts.append(keys)
     parts += [describe_channels(user, reset=True), describe_commands(user)]
-    return "user " + user.name.decode(errors="replace") + " " + " ".join(parts)
+    return "user " + user.name.decode(errors="surrogateescape") + " " + " ".join(parts)

@@ -87,16 +87,17 @@ def getuser(node: Node, client: Client, args: list[bytes]) -> Reply:
     fields: dict[str, Any] = {
         "flags": Set(flags(user)),
         "passwords": list(user.passwords),
-        "commands": describe_commands(user),
-        "keys": describe_keys(user),
-        "channels": describe_channels(user, reset=False),
+        "commands": describe_commands(user).encode(),
+        "keys": describe_keys(user).encode(errors="surrogateescape"),
+        "channels": describe_channels(user, reset=False).encode(errors="surrogateescape"),
         "selectors": [],
     }
     return resp.encode_value(fields, client.resp)
 
 
 def list_(node: Node, client: Client, args: list[bytes]) -> Reply:
-    return resp.bulk_array([describe(u).encode() for u in node.acl.users.values()])
+    lines = [describe(u).encode(errors="surrogateescape") for u in node.acl.users.values()]
+    return resp.bulk_array(lines)
 
 
 def users(node: Node, client: Client, args: list[bytes]) -> Reply:
