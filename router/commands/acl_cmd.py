@@ -12,6 +12,7 @@ DELUSER disconnects every client of the deleted user (Redis's
 
 from __future__ import annotations
 
+import os
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +23,7 @@ from router.acl.registry import revoked
 from router.acl.user import (
     CATEGORIES,
     COMMAND_CATEGORIES,
+    SUBCOMMANDS,
     describe,
     describe_channels,
     describe_commands,
@@ -109,6 +111,8 @@ def whoami(node: Node, client: Client, args: list[bytes]) -> Reply:
 
 
 def cat(node: Node, client: Client, args: list[bytes]) -> Reply:
+    if len(args) > 3:
+        return _syntax(args)
     if len(args) == 2:
         return resp.bulk_array([c.encode() for c in CATEGORIES])
     category = args[2].lower().decode(errors="replace")
@@ -122,6 +126,8 @@ def cat(node: Node, client: Client, args: list[bytes]) -> Reply:
 def log(node: Node, client: Client, args: list[bytes]) -> Reply:
     acl = node.acl
     count = 10
+    if len(args) > 3:
+        return _syntax(args)
     if len(args) == 3:
         if args[2].lower() == b"reset":
             acl.log.clear()
@@ -146,6 +152,99 @@ def log(node: Node, client: Client, args: list[bytes]) -> Reply:
         for e in acl.log[:count]
     ]
     return resp.encode_value(entries, client.resp)
+
+
+_HELP = (
+    "ACL <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "CAT [<category>]",
+    "    List all commands that belong to <category>, or all command categories",
+    "    when no category is specified.",
+    "DELUSER <username> [<username> ...]",
+    "    Delete a list of users.",
+    "DRYRUN <username> <command> [<arg> ...]",
+    "    Returns whether the user can execute the given command without executing the command.",
+    "GETUSER <username>",
+    "    Get the user's details.",
+    "GENPASS [<bits>]",
+    "    Generate a secure 256-bit user password. The optional `bits` argument can",
+    "    be used to specify a different size.",
+    "LIST",
+    "    Show users details in config file format.",
+    "LOAD",
+    "    Reload users from the ACL file.",
+    "LOG [<count> | RESET]",
+    "    Show the ACL log entries.",
+    "SAVE",
+    "    Save the current config to the ACL file.",
+    "SETUSER <username> <attribute> [<attribute> ...]",
+    "    Create or modify a user with the specified attributes.",
+    "USERS",
+    "    List all the registered usernames.",
+    "WHOAMI",
+    "    Return the current connection username.",
+    "HELP",
+    "    Prints this help.",
+)
+
+
+def help_(node: Node, client: Client, args: list[bytes]) -> Reply:
+    return resp.array_header(len(_HELP)) + b"".join(resp.simple(line) for line in _HELP)
+
+
+def _syntax(args: list[bytes]) -> bytes:
+    """Redis's addReplySubcommandSyntaxError."""
+    shown = resp.c_string(args[1][:128])
+    return resp.error(
+        f"ERR unknown subcommand or wrong number of arguments for '{shown}'. Try ACL HELP."
+    )
+
+
+def genpass(node: Node, client: Client, args: list[bytes]) -> Reply:
+    if len(args) > 3:
+        return _syntax(args)
+    bits = 256
+    if len(args) == 3:
+        from router.parser import string2ll
+
+        parsed = string2ll(args[2])
+        if parsed is None:
+            return resp.error("ERR value is not an integer or out of range")
+        bits = parsed
+        if bits <= 0 or bits > 4096:
+            return resp.error(
+                "ERR ACL GENPASS argument must be the number of bits for the output "
+                "password, a positive number up to 4096"
+            )
+    chars = (bits + 3) // 4
+    return resp.bulk(os.urandom((chars + 1) // 2).hex()[:chars].encode())
+
+
+def dryrun(node: Node, client: Client, args: list[bytes]) -> Reply:
+    user = node.acl.users.get(args[2])
+    if user is None:
+        return resp.error(f"ERR User '{args[2].decode(errors='replace')}' not found")
+    name = args[3].lower().decode(errors="replace")
+    if name in SUBCOMMANDS and len(args) > 4:
+        sub = f"{name}|{args[4].lower().decode(errors='replace')}"
+        name = sub if sub in COMMAND_CATEGORIES else name
+    if name not in COMMAND_CATEGORIES:
+        return resp.error(f"ERR Command '{args[3].decode(errors='replace')}' not found")
+    from router.commands import COMMANDS
+
+    top = COMMANDS.get(name.split("|")[0].encode())
+    cmd = top
+    if top is not None and top.subcommands and "|" in name:
+        cmd = top.subcommands.get(name.split("|")[1].encode())
+    argc = len(args) - 3
+    if cmd is not None and (argc != cmd.arity if cmd.arity > 0 else argc < -cmd.arity):
+        return resp.error(f"ERR wrong number of arguments for '{name}' command")
+    denial = node.acl.denied(user, name, args[3:])
+    if denial is None:
+        return resp.OK
+    reason, obj = denial
+    if reason == "command":
+        return resp.bulk(f"This user has no permissions to run the '{name}' command".encode())
+    return resp.bulk(b"This user has no permissions to access the '" + obj + b"' channel")
 
 
 _NO_FILE = (
@@ -203,6 +302,9 @@ COMMANDS = (
             _sub("log", -2, log),
             _sub("load", 2, load),
             _sub("save", 2, save),
+            _sub("genpass", -2, genpass),
+            _sub("dryrun", -4, dryrun),
+            _sub("help", 2, help_),
         ),
     ),
 )

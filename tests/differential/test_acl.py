@@ -225,3 +225,21 @@ def test_random_rule_lists_behave_as_redis(servers, rules):
         answers.append((str(reply), user and _split_commands(user)))
         _raw(port, b"ACL", b"DELUSER", b"fz")
     assert answers[1] == answers[0]
+
+
+def test_help_genpass_dryrun_and_syntax_errors_same_bytes(servers):
+    payload = (
+        _setuser(b"u9", b"on >pw -@all +publish +subscribe &news*")
+        + b"ACL HELP\r\nACL GENPASS 0\r\nACL GENPASS 4097\r\nACL GENPASS x\r\nACL GENPASS 1 2\r\n"
+        b"ACL DRYRUN u9 publish news.a x\r\nACL DRYRUN u9 publish other x\r\n"
+        b"ACL DRYRUN u9 ping\r\nACL DRYRUN nobody ping\r\nACL DRYRUN u9 nosuch\r\n"
+        b"ACL DRYRUN u9 publish x\r\nACL DRYRUN u9 subscribe news.1 other\r\n"
+        b"ACL LOG 1 2\r\nACL CAT a b\r\nACL NOSUCH\r\nACL WHOAMI x\r\nACL DELUSER u9\r\n"
+    )
+    assert_same_as_oracle(servers, payload)
+
+
+def test_genpass_lengths_as_redis(servers):
+    for bits in (b"1", b"5", b"256", b"4096"):
+        lengths = [len(_raw(p, b"ACL", b"GENPASS", bits)) for p in servers]
+        assert lengths[1] == lengths[0]
