@@ -269,7 +269,7 @@ class Client(asyncio.Protocol):
         if not self.authenticated and not cmd.no_auth and node.acl.default_requires_auth():
             return resp.error("NOAUTH Authentication required.")
         user = self.user
-        if not (user.allcommands and user.allchannels and user.allowed_all()) and not cmd.no_auth:
+        if not user.unrestricted and not cmd.no_auth:
             denial = node.acl.denied(user, cmd.name, args)
             if denial is not None:
                 node.acl.add_log(*denial, user.name, client_info_line(self))

@@ -76,6 +76,8 @@ class User:
     channels: list[bytes] = field(default_factory=list)
     allcommands: bool = False  # +@all: future commands too
     allowed: set[str] = field(default_factory=set)
+    #: +@all and allchannels: the check every command makes, kept as one flag
+    unrestricted: bool = False
 
     def copy(self) -> User:
         return User(
@@ -90,12 +92,23 @@ class User:
             list(self.channels),
             self.allcommands,
             set(self.allowed),
+            self.unrestricted,
         )
 
     # ------------------------------------------------------------ rules
 
     def apply(self, rule: bytes) -> None:
         """Apply one rule (Redis's ``ACLSetUser``); AclError on a bad one."""
+        try:
+            self._apply(rule)
+        finally:
+            self.unrestricted = (
+                self.allcommands
+                and self.allchannels
+                and len(self.allowed) == len(COMMAND_CATEGORIES)
+            )
+
+    def _apply(self, rule: bytes) -> None:
         if not rule:
             return
         low = rule.lower()
@@ -213,9 +226,6 @@ class User:
             # (Redis keeps the parent's bit); nothing else to do
 
     # ------------------------------------------------------------ checks
-
-    def allowed_all(self) -> bool:
-        return len(self.allowed) == len(COMMAND_CATEGORIES)
 
     def can_run(self, fullname: str) -> bool:
         return fullname in self.allowed or (self.allcommands and fullname not in COMMAND_CATEGORIES)
