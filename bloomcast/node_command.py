@@ -15,6 +15,7 @@ import sys
 
 from router.acl.aclfile import AclFileError
 from router.config import NodeConfig, add_node_arguments, config_from_args
+from router.tls import TlsConfigError
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -82,6 +83,9 @@ def run(args: argparse.Namespace) -> int:
         runner = uvloop.run
     try:
         runner(serve(config, not args.no_bus))
+    except TlsConfigError as exc:
+        print(f"bloomcast node: cannot start TLS: {exc}", file=sys.stderr)
+        return 1
     except AclFileError as exc:
         # Redis: "Aborting Redis startup because of ACL errors"
         print(f"bloomcast node: aborting startup because of ACL errors: {exc}", file=sys.stderr)

@@ -41,6 +41,12 @@ class NodeConfig:
     #: without a cluster secret (router/protected.py)
     protected_mode: bool = True
     aclfile: str | None = None  # redis.conf aclfile: users in users.acl format
+    # client TLS (router/tls.py), Redis's names; tls_port 0 = off
+    tls_port: int = 0
+    tls_cert_file: str | None = None
+    tls_key_file: str | None = None
+    tls_ca_cert_file: str | None = None
+    tls_auth_clients: str = "yes"  # yes | optional | no
     # filters (bloom/)
     filter_capacity: int = 1024  # channels the first filter is sized for
     filter_fp_rate: float = 0.01  # target false-positive rate per peer filter
@@ -126,6 +132,16 @@ def add_node_arguments(parser: argparse.ArgumentParser) -> None:
     add("--port", type=int, help="client port (default 6379)")
     add("--requirepass", help="password clients must AUTH with")
     add("--aclfile", help="ACL users file (Redis's users.acl format), loaded at start")
+    add("--tls-port", type=int, help="TLS client port, beside --port (default 0: off)")
+    add("--tls-cert-file", help="TLS: the node's certificate (PEM)")
+    add("--tls-key-file", help="TLS: the node's private key (PEM)")
+    add("--tls-ca-cert-file", help="TLS: CA certificates that sign client certificates")
+    add(
+        "--tls-auth-clients",
+        choices=("yes", "no", "optional"),
+        help="TLS: clients must (yes, default), may (optional) or need not (no) present "
+        "a certificate signed by the CA",
+    )
     add("--proto-max-bulk-len", type=int, help="largest bulk string accepted, bytes")
     add("--max-multibulk-len", type=int, help="largest multibulk count accepted")
     add("--pubsub-hard-limit", type=int, help="pubsub output buffer hard limit, bytes")

@@ -96,6 +96,7 @@ class Node:
         self._ids = count(1)
         self._dirty: list[Client] = []  # clients with queued pub/sub output
         self._server: asyncio.base_events.Server | None = None
+        self._tls_server: asyncio.base_events.Server | None = None
 
     # ------------------------------------------------------------ lifecycle
 
@@ -112,10 +113,24 @@ class Node:
             lambda: Client(self), self.config.bind, self.config.port, reuse_address=True
         )
         self.port = self._server.sockets[0].getsockname()[1]
+        if self.config.tls_port:
+            from router.tls import server_context
+
+            self._tls_server = await loop.create_server(
+                lambda: Client(self),
+                self.config.bind,
+                self.config.tls_port,
+                ssl=server_context(self.config),
+                reuse_address=True,
+            )
         if isinstance(self.link, NoPeers):
             self.link = NoPeers(self.node_id, self.config.bind, self.port)
 
     async def stop(self) -> None:
+        if self._tls_server is not None:
+            self._tls_server.close()
+            await self._tls_server.wait_closed()
+            self._tls_server = None
         if self._server is not None:
             self._server.close()
             for client in list(self.clients.values()):
