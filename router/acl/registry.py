@@ -97,7 +97,7 @@ class Acl:
         else:
             self.denied_auth += 1
         now = int(time.time() * 1000)
-        for i, entry in enumerate(self.log):
+        for i, entry in enumerate(self.log[:10]):  # Redis scans the 10 newest
             if (
                 entry.reason == reason
                 and entry.object == obj
