@@ -25,7 +25,7 @@ import logging
 import os
 import time
 from dataclasses import dataclass, field
-from itertools import count
+from itertools import count, islice
 
 from cluster_bus.api import (
     ClusterLink,
@@ -175,7 +175,25 @@ class Node:
 
     def client_disconnected(self, client: Client) -> None:
         self.clients.pop(client.id, None)
-        self.filters_changed(self.registry.drop_client(client))
+        self._drop_some(client)
+
+    def _drop_some(self, client: Client) -> None:
+        """Remove a gone client's subscriptions, 4096 per loop turn (a client
+        with 100,000 would otherwise hold the loop while it goes)."""
+        registry = self.registry
+        budget = 4096
+        changes = []
+        for names, drop in (
+            (client.channels, lambda n: registry.unsubscribe(client, n)),
+            (client.shard_channels, lambda n: registry.unsubscribe(client, n, shard=True)),
+            (client.patterns, lambda n: registry.punsubscribe(client, n)),
+        ):
+            for name in list(islice(names, budget)):
+                changes += drop(name)
+                budget -= 1
+        self.filters_changed(changes)
+        if not budget:
+            asyncio.get_running_loop().call_soon(self._drop_some, client)
 
     # ------------------------------------------------------------ pub/sub
 

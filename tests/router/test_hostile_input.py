@@ -113,3 +113,48 @@ def test_hostile_psubscribe_patterns_answer_publishes_as_redis_with_a_probe(patt
         # tests/differential/test_glob_hostile.py)
         want = b":%d\r\n" % stringmatch(pattern, channel)
         assert got == want * publishes
+
+
+def test_probe_answered_while_a_100k_channel_subscribe_runs_and_its_replies_are_redis_s():
+    n = 100_000
+    names = [b"c%d" % i for i in range(n)]
+    payload = _bulk(b"SUBSCRIBE", *names)
+    with bloomcast_node() as port, connect(port) as hostile:
+        pong, read = _probe_while(port, hostile, payload, first_reply=False)
+        assert pong == b"+PONG\r\n"
+        hostile.settimeout(60)
+        got = b""
+        while got.count(b"$9\r\nsubscribe\r\n") < n:
+            got += hostile.recv(1 << 22)
+        # the probe was answered before the node had even read the whole
+        # request (it reads it in slices, then subscribes in slices)
+        assert read < len(payload), "the probe waited for the whole SUBSCRIBE"
+        want = b"".join(
+            b"*3\r\n$9\r\nsubscribe\r\n$%d\r\n%b\r\n:%d\r\n" % (len(c), c, i + 1)
+            for i, c in enumerate(names)
+        )
+        assert got == want
+        # a message published meanwhile comes after every confirmation
+        redis.Redis(port=port).publish("c0", "after")
+        more = hostile.recv(1 << 16)
+        assert more == b"*3\r\n$7\r\nmessage\r\n$2\r\nc0\r\n$5\r\nafter\r\n"
+        info = redis.Redis(port=port).info("stats")
+        assert info["pubsub_channels"] == n
+    # (the disconnect then drops the 100,000 subscriptions in slices too)
+
+
+def test_a_client_with_100k_subscriptions_leaves_every_channel_when_it_goes():
+    n = 100_000
+    with bloomcast_node() as port:
+        with connect(port) as sub:
+            sub.sendall(_bulk(b"SUBSCRIBE", *[b"c%d" % i for i in range(n)]))
+            sub.settimeout(60)
+            got = b""
+            while got.count(b"$9\r\nsubscribe\r\n") < n:
+                got += sub.recv(1 << 22)
+        r = redis.Redis(port=port)
+        for _ in range(200):
+            if r.info("stats")["pubsub_channels"] == 0:
+                break
+            time.sleep(0.05)
+        assert r.info("stats")["pubsub_channels"] == 0
