@@ -11,7 +11,9 @@ a probe client sends PING every 2 ms on another:
 - PSUBSCRIBE of such a pattern, then 200 pipelined PUBLISH to a 3,000-byte
   channel it is matched against;
 - a 1,048,576-element multibulk of which 200,000 arguments arrive (never
-  completed), the connection then closed.
+  completed), the connection then closed;
+- SUBSCRIBE of 100,000 channels in one request (and the connection's close,
+  which unsubscribes them).
 
 Reported: the wall time of each request (best of ``repeats``), its ratio to
 redis-server's, and the longest PING round trip seen while it ran (the time
@@ -156,6 +158,11 @@ def _server_cases(name: str, repeats: int) -> dict[str, dict[str, float]]:
                 port, _bulk(b"PUBSUB", b"CHANNELS", TRAILING), _arrays_read(1)
             ),
             "multibulk 1048576 / 200k args": lambda: _multibulk(port),
+            "SUBSCRIBE 100,000 channels": lambda: _timed(
+                port,
+                _bulk(b"SUBSCRIBE", *[b"s%d" % i for i in range(100_000)]),
+                lambda got: got.count(b"$9\r\nsubscribe\r\n") >= 100_000,
+            ),
         }
         out: dict[str, dict[str, float]] = {}
         for label, run in cases.items():
