@@ -178,10 +178,10 @@ class Node:
         self._drop_some(client)
 
     def _drop_some(self, client: Client) -> None:
-        """Remove a gone client's subscriptions, 4096 per loop turn (a client
+        """Remove a gone client's subscriptions, 2048 per loop turn (a client
         with 100,000 would otherwise hold the loop while it goes)."""
         registry = self.registry
-        budget = 4096
+        budget = 2048
         changes = []
         for names, drop in (
             (client.channels, lambda n: registry.unsubscribe(client, n)),
