@@ -8,6 +8,7 @@ server with hypothesis."""
 from __future__ import annotations
 
 import re
+from typing import cast
 
 import pytest
 import redis
@@ -135,7 +136,9 @@ def _log(port: int) -> list[dict]:
         fields = dict(zip(entry[::2], entry[1::2], strict=True))
         assert isinstance(fields.pop(b"age-seconds"), bytes | float)
         info = fields.pop(b"client-info")
-        fields[b"client-user"] = re.search(rb"user=(\S+)", info).group(1)
+        user = re.search(rb"user=(\S+)", info)
+        assert user is not None
+        fields[b"client-user"] = user.group(1)
         out.append(fields)
     return out
 
@@ -149,7 +152,7 @@ def test_acl_log_entries_same_as_redis(servers):
         )
         exchange(port, b"AUTH u6 bad\r\nHELLO 3 AUTH nobody x\r\n")
     assert _log(servers[1]) == _log(servers[0])
-    assert [len(_raw(p, b"ACL", b"LOG", b"2")) for p in servers] == [2, 2]
+    assert [len(cast(list, _raw(p, b"ACL", b"LOG", b"2"))) for p in servers] == [2, 2]
     payload = b"ACL LOG 0\r\nACL LOG -1\r\nACL LOG x\r\nACL LOG RESET\r\nACL LOG\r\n"
     assert_same_as_oracle(servers, payload)
     for port in servers:
@@ -241,5 +244,5 @@ def test_help_genpass_dryrun_and_syntax_errors_same_bytes(servers):
 
 def test_genpass_lengths_as_redis(servers):
     for bits in (b"1", b"5", b"256", b"4096"):
-        lengths = [len(_raw(p, b"ACL", b"GENPASS", bits)) for p in servers]
+        lengths = [len(cast(bytes, _raw(p, b"ACL", b"GENPASS", bits))) for p in servers]
         assert lengths[1] == lengths[0]

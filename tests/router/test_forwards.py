@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import json
 from collections.abc import AsyncIterator
+from typing import Any
 
 from bloom import CountingBloomFilter
 from router.config import NodeConfig
@@ -37,7 +38,7 @@ class Recorder:
 
 
 @contextlib.asynccontextmanager
-async def wired_node(**config: str) -> AsyncIterator[tuple[Node, RecordingLink, Recorder]]:
+async def wired_node(**config: Any) -> AsyncIterator[tuple[Node, RecordingLink, Recorder]]:
     node = Node(NodeConfig(port=0, **config))
     await node.start()
     link, tap = RecordingLink(), Recorder()
