@@ -30,7 +30,7 @@ async def serve(config: NodeConfig, with_bus: bool = True) -> None:
     from router.node import Node
 
     node = Node(config)
-    await node.start()
+    await node.start(serve=False)  # clients once the bus is started (below)
     tap = None
     if config.traffic_dir:
         from spark.tap import TrafficTap
@@ -45,6 +45,7 @@ async def serve(config: NodeConfig, with_bus: bool = True) -> None:
         bus = ClusterBus(node, config.bus_config(node.port))
         node.link = bus
         await bus.start()
+    await node.start_serving()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

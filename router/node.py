@@ -100,8 +100,11 @@ class Node:
 
     # ------------------------------------------------------------ lifecycle
 
-    async def start(self) -> None:
-        """Listen on ``config.bind:config.port`` (port 0: any free port, see ``port``)."""
+    async def start(self, serve: bool = True) -> None:
+        """Listen on ``config.bind:config.port`` (port 0: any free port, see
+        ``port``). ``serve=False`` binds the ports but accepts no client until
+        :meth:`start_serving`: the composition root first wires and starts the
+        bus, so no SUBSCRIBE reaches a bus that is not started yet."""
         if self.config.aclfile:
             from router.acl.aclfile import AclFileError, load_file
 
@@ -110,7 +113,11 @@ class Node:
                 raise AclFileError(error)
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
-            lambda: Client(self), self.config.bind, self.config.port, reuse_address=True
+            lambda: Client(self),
+            self.config.bind,
+            self.config.port,
+            reuse_address=True,
+            start_serving=serve,
         )
         self.port = self._server.sockets[0].getsockname()[1]
         if self.config.tls_port:
@@ -122,9 +129,16 @@ class Node:
                 self.config.tls_port,
                 ssl=server_context(self.config),
                 reuse_address=True,
+                start_serving=serve,
             )
         if isinstance(self.link, NoPeers):
             self.link = NoPeers(self.node_id, self.config.bind, self.port)
+
+    async def start_serving(self) -> None:
+        """Accept clients (after ``start(serve=False)``)."""
+        for server in (self._server, self._tls_server):
+            if server is not None:
+                await server.start_serving()
 
     async def stop(self) -> None:
         if self._tls_server is not None:
