@@ -45,6 +45,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--repeats", type=int, default=None, help="single node: runs per case, best kept"
     )
+    parser.add_argument(
+        "--window-s",
+        type=float,
+        default=None,
+        help="scale: seconds of the idle window per N and system (default 20)",
+    )
     parser.add_argument("--no-profile", action="store_true", help="skip the py-spy profile")
     parser.add_argument(
         "--profile-seconds", type=float, default=10.0, help="py-spy sampling time, seconds"
@@ -131,6 +137,8 @@ def run_parts(
 
         splan = ScalePlan.quick() if args.quick else ScalePlan()
         splan.sizes = parse_sizes(sizes_arg, splan.sizes)
+        if args.window_s is not None:
+            splan.window_s = args.window_s
         print(f"bench: scale {splan.sizes} (bloomcast and Redis Cluster) ...", flush=True)
         results["scale"] = run_scale(splan)
     if "simulate" in parts:
@@ -175,6 +183,8 @@ def write_outputs(
         argv += ["--nodes", args.nodes]
     if args.quick:
         argv.append("--quick")
+    if args.window_s is not None:
+        argv += ["--window-s", f"{args.window_s:g}"]
     if args.out != "docs":
         argv += ["--out", args.out]
     versions: dict[str, str] = {"redis-benchmark": rb_version, "bloomcast": bloomcast_version()}
@@ -224,7 +234,7 @@ def write_outputs(
 def _scale_section(result: dict[str, Any], args: argparse.Namespace, out: Path) -> str:
     from bench.scale_report import PLOT, command, plot_scale, scale_markdown
 
-    cmd = command(args.nodes, args.quick)
+    cmd = command(args.nodes, args.quick, args.window_s)
     plot_scale(result, out / PLOT, cmd)
     return scale_markdown(result, cmd)
 

@@ -114,11 +114,16 @@ def rss_mb(pid: int) -> float:
 class _System:
     name = ""
     n = 0
+    answering_s: float | None = None  # every process answers PING (start-up)
     ports: list[int]
     bus_ports: list[int]
 
     def pids(self) -> list[int]:
         raise NotImplementedError
+
+    def suspicions(self) -> int | None:
+        """Suspicions raised so far, summed over the nodes (None: not exposed)."""
+        return None
 
     def kill(self, i: int) -> None:
         raise NotImplementedError
@@ -168,14 +173,39 @@ class _Bloomcast(_System):
     def start(self) -> float:
         t0 = time.monotonic()
         try:
-            self.cluster.start(timeout=self.timeout)
+            for i in range(self.n):
+                self.cluster.start_node(i)
+            self.answering_s = self._all_answering(t0)
+            self.cluster.wait_ready(timeout=self.timeout)
         except RuntimeError as exc:  # a node exited: say why
             tails = [log.read_text()[-300:] for log in sorted(self.logs.glob("node-*.log"))]
             raise RuntimeError(f"{exc}; " + " | ".join(t for t in tails if t.strip())) from exc
         return time.monotonic() - t0
 
+    def _all_answering(self, t0: float) -> float:
+        """Seconds until every node process answers PING (its Python start-up:
+        the part of *ready* that is not membership)."""
+        pending = set(range(self.n))
+        deadline = t0 + self.timeout
+        while pending and time.monotonic() < deadline:
+            for i in list(pending):
+                try:
+                    with self.cluster.client(i, socket_timeout=1) as c:
+                        c.ping()
+                    pending.discard(i)
+                except (redis.RedisError, OSError):
+                    pass
+            time.sleep(0.05)
+        return time.monotonic() - t0
+
     def pids(self) -> list[int]:
         return [p.pid for p in self.cluster.processes if p is not None]
+
+    def suspicions(self) -> int | None:
+        return sum(
+            int(self.cluster.cluster_info(i).get("cluster_stats_suspicions", 0))
+            for i in range(self.n)
+        )
 
     def kill(self, i: int) -> None:
         self.cluster.kill(i)
@@ -244,9 +274,11 @@ def idle_window(system: _System, plan: ScalePlan) -> dict[str, Any]:
     """Bus bytes/s, CPU % and RSS per node over ``plan.window_s`` of silence."""
     time.sleep(plan.settle_s)
     pids = descendants(system.pids())
+    suspicions0 = system.suspicions()  # read outside the window: client traffic only
     bytes0, ticks0, t0 = tcp_bytes_sent(system.bus_ports), cpu_ticks(pids), time.monotonic()
     time.sleep(plan.window_s)
     bytes1, ticks1, t1 = tcp_bytes_sent(system.bus_ports), cpu_ticks(pids), time.monotonic()
+    suspicions1 = system.suspicions()
     seconds, n = t1 - t0, system.n
     rss = [rss_mb(pid) for pid in system.pids()]
     return {
@@ -256,6 +288,11 @@ def idle_window(system: _System, plan: ScalePlan) -> dict[str, Any]:
         "rss_mb_mean": sum(rss) / len(rss),
         "rss_mb_max": max(rss),
         "processes": len(pids),
+        "suspicions": (
+            suspicions1 - suspicions0
+            if suspicions0 is not None and suspicions1 is not None
+            else None
+        ),
     }
 
 
@@ -302,7 +339,11 @@ def measure(make: Callable[[], Any], plan: ScalePlan) -> dict[str, Any]:
     try:
         ready = system.start()
         print(f"bench: scale {system.name} N={system.n} ready in {ready:.1f} s", flush=True)
-        row: dict[str, Any] = {"ready_s": ready, **idle_window(system, plan)}
+        row: dict[str, Any] = {
+            "ready_s": ready,
+            "answering_s": system.answering_s,
+            **idle_window(system, plan),
+        }
         print(f"bench: scale {system.name} N={system.n} idle "
               f"{row['bus_bytes_per_s_per_node']:,.0f} B/s/node "
               f"{row['cpu_pct_per_node']:.2f}% CPU/node", flush=True)  # fmt: skip

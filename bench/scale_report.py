@@ -12,10 +12,12 @@ SYSTEMS = ("bloomcast", "redis")
 PLOT = "idle_cost_vs_n.png"
 
 
-def command(nodes: str | None, quick: bool) -> str:
+def command(nodes: str | None, quick: bool, window_s: float | None = None) -> str:
     argv = "uv run bloomcast bench scale"
     if nodes:
         argv += f" --nodes {nodes}"
+    if window_s is not None:
+        argv += f" --window-s {window_s:g}"
     return argv + (" --quick" if quick else "")
 
 
@@ -73,14 +75,19 @@ def scale_markdown(result: dict[str, Any], cmd: str) -> str:
             row = _ok(size, system)
             if row is None:
                 err = size["results"].get(system, {}).get("error", "not run")
-                rows.append([str(n), system, f"failed: {err}", "", "", "", ""])
+                rows.append([str(n), system, f"failed: {err}", "", "", "", "", ""])
                 continue
+            answering = row.get("answering_s")
+            ready = fmt_num(row["ready_s"], 1)
+            if answering is not None:
+                ready += f" ({fmt_num(answering, 1)})"
             rows.append([
-                str(n), system, fmt_num(row["ready_s"], 1),
+                str(n), system, ready,
                 fmt_num(row["bus_bytes_per_s_per_node"]),
                 f"{row['cpu_pct_per_node']:.2f}%",
                 f"{row['rss_mb_mean']:.1f} / {row['rss_mb_max']:.1f}",
                 _detect(row),
+                "n/a" if row.get("suspicions") is None else str(row["suspicions"]),
             ])  # fmt: skip
         b, r = _ok(size, "bloomcast"), _ok(size, "redis")
         ratio_rows.append(
@@ -98,7 +105,8 @@ def scale_markdown(result: dict[str, Any], cmd: str) -> str:
             span = f"N = {g[0]} to N = {g[1]} (x{g[1] / g[0]:.1f} nodes)"
             growth_lines.append(f"- {system}, {span}: per node " + ", ".join(parts) + ".")
     header = ["N", "system", "ready s", "idle bus B/s per node", "idle CPU % per node",
-              "RSS MB per node (mean / max)", "detection s"]  # fmt: skip
+              "RSS MB per node (mean / max)", "detection s",
+              "suspicions in the window"]  # fmt: skip
     timeout = plan["node_timeout_ms"]
     return "\n".join([
         f"Idle cost per node as the cluster grows, bloomcast (commit {result['commit']}, "
@@ -111,14 +119,19 @@ def scale_markdown(result: dict[str, Any], cmd: str) -> str:
         "*ready*: first process start until every node reports the full cluster "
         "(bloomcast `cluster_known_nodes` = N and `cluster_filters_converged:1`; Redis "
         "`cluster_state:ok` and `cluster_known_nodes` = N; Redis is formed with CLUSTER "
-        "MEET to every earlier node and ADDSLOTSRANGE, as in bench/redis_cluster.py). "
+        "MEET to every earlier node and ADDSLOTSRANGE, as in bench/redis_cluster.py); "
+        "in brackets, when every bloomcast process first answered PING: the Python "
+        "start-up of N processes on this machine's cores, which membership cannot "
+        "shorten. "
         f"Then {plan['settle_s']:g} s to settle and a {plan['window_s']:g} s idle window "
         "(no clients, no polling): *idle bus B/s* is kernel `tcp_info` bytes_sent summed "
         "over every socket on a bus port (both ends, so both directions) / N / seconds; "
         "*CPU* is utime + stime of every server process (`/proc/<pid>/stat`) / N; *RSS* "
         "is VmRSS at the end of the window. *detection*: kill -9 the last node, seconds "
         "until every live node's CLUSTER NODES flags it `fail` "
-        f"(every live node polled every {plan['poll_s']:g} s).",
+        f"(every live node polled every {plan['poll_s']:g} s). *suspicions*: "
+        "`cluster_stats_suspicions` summed over the nodes, read just before and after the "
+        "window (Redis does not count its PFAIL flags).",
         "",
         table(header, rows),
         "",

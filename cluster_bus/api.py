@@ -199,7 +199,8 @@ class BusConfig:
     of the bound bus port when given (Redis's ``cluster-announce-bus-port``).
     ``join`` holds seed bus addresses ``host:port``. ``max_body`` bounds a frame body once a link is
     authenticated (two bulk strings of ``proto-max-bulk-len`` plus slack).
-    ``ping_interval_ms`` None: node_timeout_ms / 10 within [20, 1000].
+    ``ping_interval_ms``: the protocol period (one SWIM probe each, see
+    :mod:`cluster_bus.membership`); None: node_timeout_ms / 10 within [20, 1000].
     ``replay_bytes`` / ``replay_ms`` bound each peer's replay buffer of
     forwarded PUBLISH frames (:mod:`cluster_bus.session`).
     """

@@ -44,6 +44,8 @@ from cluster_bus.frames import (
     MsgType,
     Ping,
     Pong,
+    ProbeAck,
+    ProbeReq,
     Publish,
     Resend,
     Session,
@@ -86,6 +88,7 @@ class ClusterBus:
             self.client_port,
             self.port,
             config.node_timeout_ms,
+            period_ms=config.heartbeat_ms,
         )
         self.routing = PeerTable()
         self.sync = FilterSync(self.routing)
@@ -131,6 +134,8 @@ class ClusterBus:
             Session: self._on_session,
             Resend: self._on_resend,
             Fail: self.heartbeats.on_fail,
+            ProbeReq: self.heartbeats.on_probe_req,
+            ProbeAck: self.heartbeats.on_probe_ack,
             Leave: self.heartbeats.on_leave,
             Hello: self._on_late_handshake,
             HelloAuth: self._on_late_handshake,
@@ -159,7 +164,7 @@ class ClusterBus:
 
     async def stop(self) -> None:
         """Send LEAVE to every peer, close every link and the listener."""
-        self._stopping = self.dialer.stopping = True
+        self._stopping = self.dialer.stopping = self.heartbeats.stopping = True
         if self._cron is not None:
             self._cron.cancel()
         for link in list(self._links):

@@ -37,9 +37,10 @@ Other bodies (``20s`` = a node id as 20 raw bytes)::
     MEET/PING/PONG
                 20s node_id, u16 client_port, u16 bus_port, u64 channel_fp,
                 u64 pattern_fp, u64 filter_epoch, u64 prefix_mask, u8 match_all,
-                u16 flags, u8 host_len, u8 gossip_count, host,
+                u16 flags, u32 incarnation, u8 host_len, u8 gossip_count, host,
                 then gossip_count x (20s node_id, u16 client_port, u16 bus_port,
-                u16 flags, u64 last_pong_ms, u8 host_len, host)
+                u16 flags, u32 incarnation, u64 filter_epoch, u64 channel_fp,
+                u64 pattern_fp, u8 host_len, host)
     FILTER_REQUEST  u8 kind
     FILTER_FULL u8 kind, u8 k, u8 match_all, u64 m, u64 fingerprint, u64 epoch,
                 u64 prefix_mask, bits (m/8 raw bytes, or sc_encode output when
@@ -47,7 +48,9 @@ Other bodies (``20s`` = a node id as 20 raw bytes)::
     FILTER_DELTA u8 kind, u8 match_all, u32 delta_id, u64 m, u64 base_fp,
                 u64 new_fp, u64 epoch, u64 prefix_mask, u32 n_set, u32 n_clear,
                 (n_set + n_clear) x u32 positions
-    FAIL        20s node_id
+    FAIL        20s node_id, u32 incarnation
+    PROBE_REQ   20s node_id (the node to probe)
+    PROBE_ACK   20s node_id (the node that answered)
     LEAVE       (empty)
     ACK         u32 delta_id
     SESSION     u64 session_id, u32 first_seq, u32 next_seq
@@ -85,6 +88,8 @@ from cluster_bus.frames import (
     MsgType,
     Ping,
     Pong,
+    ProbeAck,
+    ProbeReq,
     Publish,
     Resend,
     Session,
@@ -98,8 +103,9 @@ _PUBLISH_FIXED = Struct(">IQI")
 PUBLISH_HEAD = Struct(">2sBBHIIIQI")
 PUBLISH_HEADER_SIZE = PUBLISH_HEAD.size  # 30
 _HELLO = Struct(">20s16sB")
-_HEARTBEAT = Struct(">20sHHQQQQBHBB")
-_GOSSIP = Struct(">20sHHHQB")
+_HEARTBEAT = Struct(">20sHHQQQQBHIBB")
+_GOSSIP = Struct(">20sHHHIQQQB")
+_FAIL = Struct(">20sI")
 _FULL = Struct(">BBBQQQQ")
 _DELTA = Struct(">BBIQQQQQII")
 _U8 = Struct(">B")
@@ -182,6 +188,7 @@ def _encode_heartbeat(mtype: MsgType, msg: Heartbeat, sender: int) -> bytes:
             msg.prefix_mask,
             1 if msg.match_all else 0,
             msg.flags,
+            msg.incarnation,
             len(host),
             len(msg.gossip),
         ),
@@ -195,7 +202,10 @@ def _encode_heartbeat(mtype: MsgType, msg: Heartbeat, sender: int) -> bytes:
                 g.client_port,
                 g.bus_port,
                 g.flags,
-                g.last_pong_ms,
+                g.incarnation,
+                g.filter_epoch,
+                g.channel_fp,
+                g.pattern_fp,
                 len(ghost),
             )
         )
@@ -264,7 +274,12 @@ def encode(msg: Message, sender: int = 0) -> bytes:
         body = head + Struct(f">{len(positions)}I").pack(*positions)
         return _frame(MsgType.FILTER_DELTA, 0, sender, body)
     if isinstance(msg, Fail):
-        return _frame(MsgType.FAIL, 0, sender, _node_bytes(msg.node_id))
+        body = _FAIL.pack(_node_bytes(msg.node_id), msg.incarnation)
+        return _frame(MsgType.FAIL, 0, sender, body)
+    if isinstance(msg, ProbeReq):
+        return _frame(MsgType.PROBE_REQ, 0, sender, _node_bytes(msg.node_id))
+    if isinstance(msg, ProbeAck):
+        return _frame(MsgType.PROBE_ACK, 0, sender, _node_bytes(msg.node_id))
     if isinstance(msg, Leave):
         return _frame(MsgType.LEAVE, 0, sender, b"")
     if isinstance(msg, Ack):

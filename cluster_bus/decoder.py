@@ -18,6 +18,7 @@ from bitarray.util import sc_decode
 
 from cluster_bus.codec import (
     _DELTA,
+    _FAIL,
     _FULL,
     _GOSSIP,
     _HEARTBEAT,
@@ -57,6 +58,8 @@ from cluster_bus.frames import (
     MsgType,
     Ping,
     Pong,
+    ProbeAck,
+    ProbeReq,
     Publish,
     Resend,
     Session,
@@ -166,7 +169,7 @@ def _done(body: bytes, at: int, what: str) -> None:
 
 
 def _decode_heartbeat(mtype: int, body: bytes) -> Meet | Ping | Pong:
-    (node, cport, bport, cfp, pfp, epoch, mask, match_all, nflags, hlen, ng) = (
+    (node, cport, bport, cfp, pfp, epoch, mask, match_all, nflags, inc, hlen, ng) = (
         _HEARTBEAT.unpack_from(body, 0)
     )
     at = _HEARTBEAT.size
@@ -176,13 +179,15 @@ def _decode_heartbeat(mtype: int, body: bytes) -> Meet | Ping | Pong:
     at += hlen
     gossip = []
     for _ in range(ng):
-        gnode, gc, gb, gflags, gpong, ghlen = _GOSSIP.unpack_from(body, at)
+        gnode, gc, gb, gflags, ginc, gepoch, gcfp, gpfp, ghlen = _GOSSIP.unpack_from(body, at)
         at += _GOSSIP.size
         ghost = body[at : at + ghlen]
         if len(ghost) != ghlen:
             raise BusProtocolError("truncated gossip host")
         at += ghlen
-        gossip.append(GossipEntry(gnode.hex(), ghost.decode(), gc, gb, gflags, gpong))
+        gossip.append(
+            GossipEntry(gnode.hex(), ghost.decode(), gc, gb, gflags, ginc, gepoch, gcfp, gpfp)
+        )
     _done(body, at, "heartbeat")
     cls = Meet if mtype == MsgType.MEET else Ping if mtype == MsgType.PING else Pong
     return cls(
@@ -197,6 +202,7 @@ def _decode_heartbeat(mtype: int, body: bytes) -> Meet | Ping | Pong:
         bool(match_all),
         nflags,
         tuple(gossip),
+        inc,
     )
 
 
@@ -255,9 +261,13 @@ def _decode_body(mtype: int, flags: int, body: bytes) -> Message:
             bool(match_all),
         )
     if mtype == MsgType.FAIL:
-        _done(body, 20, "FAIL")
+        _done(body, _FAIL.size, "FAIL")
+        node, inc = _FAIL.unpack_from(body, 0)
+        return Fail(node.hex(), inc)
+    if mtype in (MsgType.PROBE_REQ, MsgType.PROBE_ACK):
+        _done(body, 20, MsgType(mtype).name)
         (node,) = _NODE.unpack_from(body, 0)
-        return Fail(node.hex())
+        return ProbeReq(node.hex()) if mtype == MsgType.PROBE_REQ else ProbeAck(node.hex())
     if mtype == MsgType.LEAVE:
         _done(body, 0, "LEAVE")
         return Leave()

@@ -14,6 +14,12 @@ Two directions, one module, because both speak in the same fingerprints:
   is not our copy, marks that copy unknown (the peer then gets every PUBLISH:
   fail open) and asks for the whole filter with FILTER_REQUEST, at most once
   per ``REQUEST_RETRY_MS`` per (peer, filter) until a verified copy arrives.
+- **What others say** a peer announced: gossip entries carry each node's filter
+  epoch and fingerprints (:mod:`cluster_bus.membership` spreads a change in
+  O(log N) periods). A newer epoch whose fingerprint is not our copy's means
+  we missed a delta: the same distrust-and-request as above, straight to
+  that peer. Heartbeats go to one peer per period, so this, not the peer's
+  own heartbeat, is what bounds the healing time as N grows.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ from cluster_bus.frames import (
     Heartbeat,
     Message,
 )
+from cluster_bus.nodes import NodeRecord
 from cluster_bus.routing import PeerTable
 
 log = logging.getLogger("bloomcast.bus")
@@ -146,6 +153,41 @@ class FilterSync:
             # keeping the copy for routing until the answer comes
             return self._request(peer, kind, now)
         return self._distrust(peer, kind, now)
+
+    def on_gossip(self, node: NodeRecord, now: int) -> list[Message]:
+        """Gossip says ``node`` announced filters at a newer epoch than we knew
+        (``node.filter_epoch``, ``node.channel_fp`` / ``pattern_fp``): the
+        FILTER_REQUESTs to send to it when our copy is older and differs."""
+        peer = node.node_id
+        routing = self.routing
+        if not routing.has_peer(peer):
+            return []
+        out: list[Message] = []
+        for kind, fp in (
+            (FilterKind.CHANNELS, node.channel_fp),
+            (FilterKind.PATTERNS, node.pattern_fp),
+        ):
+            held = routing.fingerprint(peer, kind)
+            if held == fp:
+                continue
+            if held is not None and routing.epoch(peer, kind) > node.filter_epoch:
+                continue  # our copy is newer than the gossip
+            request = self._distrust(peer, kind, now)
+            if request is not None:
+                out.append(request)
+        return out
+
+    def retry(self, now: int) -> list[tuple[str, Message]]:
+        """FILTER_REQUESTs still unanswered after ``REQUEST_RETRY_MS``, again:
+        (peer, request). A peer's heartbeats are rarer than a period, so the
+        retry cannot wait for the next one."""
+        out: list[tuple[str, Message]] = []
+        for (peer, kind), at in list(self._requested.items()):
+            if now - at >= REQUEST_RETRY_MS:
+                request = self._request(peer, kind, now)
+                if request is not None:
+                    out.append((peer, request))
+        return out
 
     def on_full(self, peer: str, msg: FilterFull, now: int) -> list[Message]:
         """Install a peer's whole filter; one that does not verify is counted,

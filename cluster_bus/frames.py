@@ -32,6 +32,8 @@ class MsgType(IntEnum):
     ACK = 12
     SESSION = 13  # a forwarding session's id and replayable range (first frame on a link)
     RESEND = 14  # replay a session's PUBLISH frames from a sequence number
+    PROBE_REQ = 15  # SWIM's ping-req: probe a node for me (indirect probe)
+    PROBE_ACK = 16  # answer to PROBE_REQ: the node answered my PING
 
 
 class FilterKind(IntEnum):
@@ -61,14 +63,22 @@ FLAG_COMPRESSED = 4  # FILTER_FULL: bits are bitarray.util.sc_encode output
 
 @dataclass(frozen=True, slots=True)
 class GossipEntry:
-    """What the sender knows about one other node (Redis's ``clusterMsgDataGossip``)."""
+    """What the sender knows about one other node (Redis's ``clusterMsgDataGossip``
+    plus SWIM's incarnation number and that node's last announced filters).
+
+    Liveness is versioned by ``incarnation`` (only the node itself raises it, to
+    refute a suspicion); the filter part by ``filter_epoch`` (only the node
+    itself raises it). See :mod:`cluster_bus.membership` for the rules."""
 
     node_id: str
     host: str
     client_port: int
     bus_port: int
-    flags: int  # NodeFlags as the sender sees that node
-    last_pong_ms: int  # when the sender last got a PONG from it (0 = never)
+    flags: int  # NodeFlags as the sender sees that node: 0 alive, PFAIL, FAIL
+    incarnation: int = 0  # u32
+    filter_epoch: int = 0
+    channel_fp: int = 0  # CRC64 of its channel filter at filter_epoch
+    pattern_fp: int = 0  # CRC64 of its pattern filter at filter_epoch
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +113,7 @@ class Heartbeat:
     match_all: bool  # some pattern starts with a glob: send this node everything
     flags: int = 0  # NodeFlags of the sender about itself
     gossip: tuple[GossipEntry, ...] = field(default_factory=tuple)
+    incarnation: int = 0  # the sender's incarnation number (u32, SWIM)
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,7 +185,23 @@ class Publish:
 
 @dataclass(frozen=True, slots=True)
 class Fail:
-    """The sender agreed that ``node_id`` has failed (Redis's FAIL message)."""
+    """The sender declared ``node_id`` failed at ``incarnation`` (Redis's FAIL
+    message; SWIM's "confirm"): its suspicion timed out unrefuted."""
+
+    node_id: str
+    incarnation: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeReq:
+    """SWIM's ping-req: PING ``node_id`` for me and tell me if it answers."""
+
+    node_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeAck:
+    """``node_id`` answered the PING the sender made for our :class:`ProbeReq`."""
 
     node_id: str
 
@@ -224,6 +251,8 @@ Message = (
     | Ack
     | Session
     | Resend
+    | ProbeReq
+    | ProbeAck
 )
 
 
@@ -243,4 +272,6 @@ MSG_TYPE: dict[type, MsgType] = {
     Ack: MsgType.ACK,
     Session: MsgType.SESSION,
     Resend: MsgType.RESEND,
+    ProbeReq: MsgType.PROBE_REQ,
+    ProbeAck: MsgType.PROBE_ACK,
 }

@@ -1,37 +1,39 @@
-"""Heartbeats and membership on the wire: MEET / PING / PONG, gossip, FAIL, LEAVE,
-and the periodic tick that sends them.
+"""Heartbeats and membership on the wire: MEET / PING / PONG, PROBE_REQ /
+PROBE_ACK, gossip, FAIL, LEAVE, and the periodic tick that sends them.
 
-Redis Cluster's failure detection (``clusterCron`` in redis ``src/cluster.c``):
-every period, PING each peer with no PING outstanding; a PING outstanding
-longer than the node timeout makes the peer PFAIL; failure reports from a
-majority make it FAIL, which is broadcast. A link silent for half the node
-timeout with a PING outstanding may be half-open: it is dropped and redialled.
-Every heartbeat carries a few gossip entries about other nodes (how nodes
-learn of each other) and this node's announced filter fingerprints (how peers
-notice a missed delta: :mod:`cluster_bus.filter_sync`). The state lives in the
-sans-IO :class:`cluster_bus.membership.Membership`; this class puts it on the wire.
+The rules live in the sans-IO :class:`cluster_bus.membership.Membership`
+(SWIM: one probe per period, indirect probes, suspicion, refutation,
+piggybacked dissemination); this class puts them on the wire. Per period a
+node sends one PING and answers the PINGs it gets (about one), whatever the
+cluster size: its idle cost is flat in N, where Redis Cluster's ``clusterCron``
+pings every peer at least once per half node timeout.
+
+Links are TCP, so two more rules come from Redis's ``clusterCron``: a peer
+with no link is redialled with backoff, and a link with a PING outstanding
+and nothing at all heard for half the node timeout may be half-open: it is
+dropped and redialled. A heartbeat carries the sender's announced filter
+fingerprints and incarnation; its gossip section carries other nodes' (how
+peers notice a missed delta: :mod:`cluster_bus.filter_sync`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable
 from typing import TypeVar
 
 from cluster_bus.filter_sync import FilterSync
-from cluster_bus.frames import Fail, Heartbeat, Meet, Message, Ping, Pong
+from cluster_bus.frames import Fail, Heartbeat, Meet, Message, Ping, Pong, ProbeAck, ProbeReq
 from cluster_bus.info import BusStats
 from cluster_bus.link import Address, Link, now_ms
-from cluster_bus.membership import Membership
+from cluster_bus.membership import GOSSIP_ROUNDS_PER_PERIOD, Membership
 from cluster_bus.mesh import Dialer, Mesh
 from cluster_bus.routing import PeerTable
 
 _HB = TypeVar("_HB", Meet, Ping, Pong)
 
 log = logging.getLogger("bloomcast.bus")
-
-#: gossip entries per heartbeat (Redis sends ~1/10 of the nodes, at least 3)
-GOSSIP_ENTRIES = 8
 
 
 class Heartbeats:
@@ -64,6 +66,7 @@ class Heartbeats:
         self._unreachable = unreachable
         self._forgotten = forgotten
         self.seeds: set[Address] = set()
+        self.stopping = False
 
     def on_heartbeat(self, link: Link, peer: str, msg: Message) -> None:
         assert isinstance(msg, Heartbeat)
@@ -73,7 +76,7 @@ class Heartbeats:
         now = now_ms()
         ms = self.membership
         host = msg.host or link.peer_host
-        before = set(ms.peers)
+        before = ms.version
         rec = ms.peers.get(peer)
         if rec is None:
             rec = ms.learn(peer, host, msg.client_port, msg.bus_port, now, direct=True)
@@ -82,25 +85,58 @@ class Heartbeats:
         else:
             rec.host, rec.client_port, rec.bus_port = host, msg.client_port, msg.bus_port
         rec.connected = True
-        if isinstance(msg, Pong) and ms.pong_received(peer, now):
+        if ms.heard_from(msg, now, pong=isinstance(msg, Pong)):
             log.warning("node %s is reachable again", peer)
-        learned, failed = ms.gossip_received(peer, msg.gossip, now)
-        for failed_id in failed:
-            self.broadcast_fail(failed_id)
-        if set(ms.peers) != before or learned:
+        for requester in ms.probes.relays_answered(peer):
+            self.mesh.send_to(requester, ProbeAck(peer))
+        result = ms.gossip_received(peer, msg.gossip, now)
+        for failed_id in result.failed:
+            log.warning("node %s marked failed (gossip from %s)", failed_id, peer)
+            self._unreachable(failed_id)
+        for node_id in result.recovered:
+            log.warning("node %s is reachable again (it refuted)", node_id)
+        if ms.version != before:
             self.sync_routing()
+            now_dial = now_ms()
+            for new in result.learned:  # meet it now, not at the next tick
+                key = (new.host, new.bus_port)
+                if new.bus_port > 0 and self.dialer.due(key, now_dial):
+                    self.dialer.dial(key)
         if isinstance(msg, (Ping, Meet)):
-            self.mesh.send_to(peer, self.make(Pong, peer), link)
+            self.mesh.send_to(peer, self.make(Pong, peer, full=isinstance(msg, Meet)), link)
         for request in self.sync.on_heartbeat(peer, msg, now):
             self.mesh.send_to(peer, request, link)
+        for node in result.filters:
+            for request in self.sync.on_gossip(node, now):
+                self.mesh.send_to(node.node_id, request)
 
     def on_fail(self, link: Link, peer: str, msg: Message) -> None:
         assert isinstance(msg, Fail)
-        if msg.node_id == self.membership.myself.node_id:
-            return  # others think we failed; our PONGs will clear it
-        if self.membership.fail_received(msg.node_id, now_ms()):
+        ms = self.membership
+        if msg.node_id == ms.my_id:
+            if ms.refute(msg.incarnation):
+                log.warning("node %s declared us failed; refuting", peer)
+            return
+        if ms.fail_received(msg.node_id, msg.incarnation, now_ms()):
             log.warning("node %s marked failed (FAIL from %s)", msg.node_id, peer)
             self._unreachable(msg.node_id)
+
+    def on_probe_req(self, link: Link, peer: str, msg: Message) -> None:
+        """SWIM's ping-req: PING the node for ``peer``; its answer is relayed."""
+        assert isinstance(msg, ProbeReq)
+        ms = self.membership
+        target = msg.node_id
+        out = self.mesh.out.get(target)
+        if target == ms.my_id or out is None or not out.authenticated:
+            return  # we cannot reach it either: no answer (SWIM sends no NACK)
+        now = now_ms()
+        ms.probes.relay_requested(target, peer, now)
+        self.mesh.send(out, self.make(Ping, target))
+        ms.ping_sent(target, now)
+
+    def on_probe_ack(self, link: Link, peer: str, msg: Message) -> None:
+        assert isinstance(msg, ProbeAck)
+        self.membership.probe_acked(msg.node_id, now_ms())
 
     def on_leave(self, link: Link, peer: str, msg: Message) -> None:
         log.info("node %s left the cluster", peer)
@@ -119,16 +155,27 @@ class Heartbeats:
             self.routing.add_peer(node_id)
 
     def broadcast_fail(self, node_id: str) -> None:
-        log.warning("node %s marked failed", node_id)
-        msg = Fail(node_id)
+        """Our suspicion of ``node_id`` timed out: tell every live peer at once
+        (it is gossiped as well, for those we cannot reach)."""
+        log.warning(
+            "node %s marked failed (suspected for %d ms)",
+            node_id,
+            self.membership.suspicion_timeout_ms,
+        )
+        rec = self.membership.peers.get(node_id)
+        msg = Fail(node_id, rec.incarnation if rec is not None else 0)
         for peer, link in self.mesh.live(self.membership):
             if peer != node_id:
                 self.mesh.send(link, msg)
         self._unreachable(node_id)
 
-    def make(self, cls: type[_HB], to: str) -> _HB:
-        me = self.membership.myself
+    def make(self, cls: type[_HB], to: str, full: bool = False) -> _HB:
+        """A heartbeat to ``to``: our identity, incarnation and announced filters,
+        and a gossip section (every node for a MEET and its PONG)."""
+        ms = self.membership
+        me = ms.myself
         cfp, pfp, epoch, pmask, match_all = self.sync.heartbeat_fields()
+        ms.announce_filters(epoch, cfp, pfp)
         return cls(
             me.node_id,
             self._advertised_host,
@@ -140,37 +187,76 @@ class Heartbeats:
             pmask,
             match_all,
             0,
-            self.membership.gossip_sample(to, GOSSIP_ENTRIES),
+            ms.gossip_for(to, full=full or cls is Meet),
+            me.incarnation,
         )
 
+    def gossip_round(self) -> None:
+        """Queued changes to a few random peers in an unsolicited PONG (no
+        answer is asked for; Redis broadcasts PONGs the same way); nothing
+        when nothing changed."""
+        if self.stopping:
+            return
+        try:
+            for peer in self.membership.gossip_targets():
+                link = self.mesh.link_to(peer)
+                if link is not None:
+                    self.mesh.send(link, self.make(Pong, peer))
+        except Exception:  # never let a timer die
+            log.exception("bus gossip round failed")
+
+    def _schedule_gossip(self) -> None:
+        """Changes are queued: gossip rounds through this period (memberlist's
+        GossipInterval); an idle period arms no timer at all."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # driven without a loop (tests)
+            return
+        step = self.membership.period_ms / 1000 / GOSSIP_ROUNDS_PER_PERIOD
+        self.gossip_round()
+        for i in range(1, GOSSIP_ROUNDS_PER_PERIOD):
+            loop.call_later(step * i, self.gossip_round)
+
     def tick(self, now: int) -> None:
-        """PING, redial, half-open links, PFAIL/FAIL: once per heartbeat period."""
+        """One protocol period: the probe, indirect probes, suspicion timeouts,
+        redials and half-open links."""
         ms = self.membership
+        mesh = self.mesh
+        step = ms.probe_tick(now)
+        if step.ping is not None:
+            link = mesh.out.get(step.ping)
+            if link is not None and link.authenticated:
+                mesh.send(link, self.make(Ping, step.ping))
+            ms.ping_sent(step.ping, now)  # unreachable counts as a PING outstanding
+        for via, target in step.indirect:
+            mesh.send_to(via, ProbeReq(target))
+        for node_id in step.suspected:
+            log.info("node %s suspected: no answer to a direct or indirect probe", node_id)
+        for node_id in step.failed:
+            self.broadcast_fail(node_id)
         dialer = self.dialer
         half = self.node_timeout_ms // 2
-        for node_id, rec in list(ms.peers.items()):
-            link = self.mesh.out.get(node_id)
+        for node_id, rec in ms.peers.items():
+            link = mesh.out.get(node_id)
             if link is not None and link.authenticated:
-                if rec.ping_sent_ms == 0:
-                    self.mesh.send(link, self.make(Ping, node_id))
-                    ms.ping_sent(node_id, now)
-                elif (
-                    now - rec.ping_sent_ms > half
+                if (
+                    rec.ping_sent_ms
+                    and now - rec.ping_sent_ms > half
                     and now - link.created_ms > half
-                    and now - self.mesh.last_heard(node_id, link) > half
+                    and now - mesh.last_heard(node_id, link) > half
                 ):
-                    # no PONG and nothing at all from the peer for half the
-                    # timeout: the link may be half-open; redial (as Redis does)
+                    # a PING unanswered and nothing at all from the peer for half
+                    # the timeout: the link may be half-open; redial (as Redis does)
                     self.stats.links_dropped += 1
                     link.close(abort=True)
-            else:
-                ms.ping_sent(node_id, now)  # unreachable counts as a PING outstanding
-                if link is None and rec.bus_port > 0:
-                    key = (rec.host, rec.bus_port)
-                    if dialer.due(key, now):
-                        dialer.dial(key)
+            elif link is None and rec.bus_port > 0:
+                key = (rec.host, rec.bus_port)
+                if dialer.due(key, now):
+                    dialer.dial(key)
         for key in list(self.seeds):
             if dialer.due(key, now):
                 dialer.dial(key)
-        for failed in ms.check_timeouts(now):
-            self.broadcast_fail(failed)
+        for request_to, request in self.sync.retry(now):
+            mesh.send_to(request_to, request)
+        if ms.broadcasts:
+            self._schedule_gossip()

@@ -31,6 +31,8 @@ REDIS_MSG_NAMES: dict[MsgType, str] = {
     MsgType.LEAVE: "leave",
     MsgType.SESSION: "session",
     MsgType.RESEND: "resend",
+    MsgType.PROBE_REQ: "probe_req",
+    MsgType.PROBE_ACK: "probe_ack",
 }
 
 
@@ -123,6 +125,10 @@ def cluster_info(
             "cluster_links_connected": links_connected,
             "cluster_nodes_pfail": ms.count(NodeFlags.PFAIL),
             "cluster_nodes_fail": ms.count(NodeFlags.FAIL),
+            "cluster_my_incarnation": ms.myself.incarnation,
+            "cluster_stats_suspicions": ms.suspicions,
+            "cluster_stats_refutations": ms.refutations,
+            "cluster_stats_indirect_probes": ms.indirect_probes,
             "cluster_peer_filters_known": sync.known,
             "cluster_filters_converged": int(sync.converged),
             "cluster_filter_epoch": epoch,

@@ -1,68 +1,90 @@
-"""Cluster membership as pure state: known nodes, failure detection, gossip.
+"""Cluster membership as pure state: known nodes, SWIM failure detection, gossip.
 
 No sockets and no clock of its own: every method takes ``now_ms`` (milliseconds
-since the Unix epoch), so the rules are tested with a fake time.
+since the Unix epoch), so the rules run in tests and in the virtual-time
+simulation (``bench/membership_sim.py``) exactly as on the wire.
 
-Rules (after Redis Cluster, ``cluster_legacy.c`` and the cluster spec):
-- A node with a PING outstanding for more than ``node_timeout_ms`` is flagged
-  PFAIL ("suspected") by this node.
-- Gossip sections carry each sender's flags about other nodes; a PFAIL or FAIL
-  flag there is a *failure report* by the sender, kept for 2 x node_timeout_ms.
-- A PFAIL node becomes FAIL when failure reports (this node's own suspicion
-  included) come from a majority of the known nodes (N // 2 + 1, N counting
-  this node and the failed one, as Redis counts masters); this node then
-  broadcasts FAIL, and a FAIL received from a peer is accepted as is.
-- A PONG from a PFAIL or FAIL node clears the flag (our nodes own no slots,
-  so Redis's "master without slots" rule applies: clear at once).
-- A node that left (LEAVE) or was replaced by a new node id at the same bus
-  address is forgotten and ignored in gossip for ``FORGET_TTL_MS`` (Redis's
-  CLUSTER FORGET blacklist is 60 s).
-- ``cluster_state`` is ``ok`` while this node reaches a majority of the known
-  nodes (itself included), ``fail`` in a minority partition.
+Failure detection is SWIM's (Das, Gupta, Motivala 2002) with its suspicion
+mechanism (section 4.2), as hashicorp/memberlist does it. Each node's idle cost
+is a constant number of messages per period whatever the cluster size N,
+where Redis Cluster pings every peer at least once per half node timeout:
+
+- Every protocol period (``period_ms``) this node probes ONE peer, the next in
+  a shuffled round-robin order of its peers (SWIM section 4.3: a new order
+  each round, so every peer is probed within 2N-1 periods). Any heartbeat
+  from the peer after the PING acks the probe. FAIL peers stay in the order
+  (SWIM drops them): the PING tells a node that comes back that it must
+  refute, which is how the two sides of a healed partition find each other.
+- Not acked one period later: ``INDIRECT_PROBES`` other peers are asked to
+  probe it (PROBE_REQ); a PROBE_ACK from one of them acks it. A broken link
+  between two nodes does not make them suspect each other.
+- Still not acked one more period later: the peer is *suspected* (PFAIL) at
+  its current incarnation, and the suspicion is gossiped; every node that
+  learns it flags the peer PFAIL and starts its own suspicion timer.
+- A suspicion that stands ``node_timeout_ms - 2 * period_ms`` (the two probe
+  periods count toward the timeout, so a node silent for about node_timeout
+  is failed, which is what Redis's cluster-node-timeout means) becomes FAIL;
+  the node whose timer ran out broadcasts FAIL, and FAIL is gossiped too.
+- A node that hears it is suspected or failed *refutes*: it raises its
+  incarnation and gossips itself alive. States order as SWIM's: alive(i) <
+  suspect(i) < fail(i) < alive(i + 1). Unlike SWIM, FAIL is not final: a node
+  that comes back (SIGCONT, healed partition) refutes it, as Redis clears
+  FAIL on a master without slots that answers again.
+
+Dissemination (:mod:`cluster_bus.dissemination`): every change of a node's
+state or of its announced filters (filter epoch and CRC64 fingerprints) is
+piggybacked on the next heartbeats, fewest transmissions first, so it
+reaches every node in O(log N) periods; every heartbeat also carries a few
+random entries (Redis's gossip section) as anti-entropy. A peer that sees a
+newer filter epoch with a fingerprint unlike its copy asks for the filter
+(:meth:`cluster_bus.filter_sync.FilterSync.on_gossip`): a missed delta is
+healed in O(log N) periods without every node pinging every other.
+
+Other rules (after Redis Cluster): a node that left (LEAVE) or was replaced by
+a new node id at the same bus address is forgotten and ignored in gossip for
+``FORGET_TTL_MS`` (Redis's CLUSTER FORGET blacklist is 60 s);
+``cluster_state`` is ``ok`` while this node reaches a majority of the known
+nodes (itself included).
 """
 
 from __future__ import annotations
 
 import random
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from cluster_bus.frames import GossipEntry, NodeFlags
+from cluster_bus.dissemination import Broadcasts
+from cluster_bus.frames import GossipEntry, Heartbeat, NodeFlags
+from cluster_bus.nodes import SUSPECT_FLAGS, NodeRecord, rank_of
+from cluster_bus.probes import Probe, ProbeSchedule, ProbeStep
 
 FORGET_TTL_MS = 60_000
+#: peers asked to probe a node that did not answer (SWIM's k)
+INDIRECT_PROBES = 3
+#: state changes piggybacked per heartbeat, then random entries. Idle, nothing
+#: is queued and a heartbeat carries only the random ones. memberlist stops at
+#: a 1400-byte UDP datagram (~20 entries); on TCP the bound is ours: 128
+#: entries (~8 kB) let a mass change (a healed partition, where every node
+#: refutes) converge in tens of periods at N = 1000 instead of hundreds
+#: (bench/membership_sim.py)
+UPDATES_PER_MESSAGE = 128
+RANDOM_ENTRIES = 2
+#: memberlist's GossipNodes / GossipInterval: while changes are queued, this
+#: many random peers get an unsolicited PONG carrying them, this many times per period
+GOSSIP_FANOUT = 3
+GOSSIP_ROUNDS_PER_PERIOD = 5
+#: entries in a MEET and in the PONG answering it: a new link learns the cluster at once
+MEET_ENTRIES = 255
 
 
 @dataclass
-class NodeRecord:
-    """One known node as this node sees it."""
+class GossipResult:
+    """What a gossip section changed (:meth:`Membership.gossip_received`)."""
 
-    node_id: str
-    host: str
-    client_port: int
-    bus_port: int
-    flags: NodeFlags = NodeFlags.NONE
-    ping_sent_ms: int = 0  # 0 = no PING outstanding
-    pong_received_ms: int = 0
-    fail_time_ms: int = 0
-    connected: bool = False  # a live, authenticated link
-    fail_reports: dict[str, int] = field(default_factory=dict)  # reporter -> ms
-
-    @property
-    def failing(self) -> bool:
-        return bool(self.flags & (NodeFlags.PFAIL | NodeFlags.FAIL))
-
-    def flag_names(self) -> str:
-        """Flags as CLUSTER NODES writes them (``myself,master,fail?`` ...)."""
-        names = ["myself"] if self.flags & NodeFlags.MYSELF else []
-        names.append("master")
-        if self.flags & NodeFlags.FAIL:
-            names.append("fail")
-        elif self.flags & NodeFlags.PFAIL:
-            names.append("fail?")
-        if self.flags & NodeFlags.HANDSHAKE:
-            names.append("handshake")
-        if self.flags & NodeFlags.NOADDR:
-            names.append("noaddr")
-        return ",".join(names)
+    learned: list[NodeRecord] = field(default_factory=list)  # new nodes, to be met
+    failed: list[str] = field(default_factory=list)  # newly FAIL here
+    recovered: list[str] = field(default_factory=list)  # a refutation cleared PFAIL/FAIL
+    filters: list[NodeRecord] = field(default_factory=list)  # newer announced filters
 
 
 class Membership:
@@ -76,13 +98,24 @@ class Membership:
         bus_port: int,
         node_timeout_ms: int,
         rng: random.Random | None = None,
+        period_ms: int | None = None,
     ) -> None:
         self.my_id = my_id
         self.node_timeout_ms = node_timeout_ms
+        self.period_ms = period_ms or max(20, min(1000, node_timeout_ms // 10))
+        self.suspicion_timeout_ms = max(self.period_ms, node_timeout_ms - 2 * self.period_ms)
         self.myself = NodeRecord(my_id, host, client_port, bus_port, NodeFlags.MYSELF)
         self.peers: dict[str, NodeRecord] = {}
+        self.version = 0  # bumped whenever a node is added or forgotten
+        self._ids: list[str] = []  # list(peers) as of _ids_version (random gossip entries)
+        self._ids_version = -1
+        self.broadcasts = Broadcasts()
+        self.suspicions = 0  # peers this node started suspecting
+        self.refutations = 0  # times this node refuted a suspicion about itself
+        self.indirect_probes = 0  # PROBE_REQs sent
         self._forgotten: dict[str, int] = {}  # node id -> until ms
         self._rng = rng or random.Random()
+        self.probes = ProbeSchedule(self._rng)
 
     # -- learning nodes ----------------------------------------------------------
 
@@ -100,8 +133,9 @@ class Membership:
         A node with a new id at the bus address of a known one replaces it (the
         node restarted with a new id); the old id is forgotten. ``direct``: the
         node itself spoke to us (authenticated link), which overrides a forget."""
-        if node_id == self.my_id:
-            return None
+        me = self.myself
+        if node_id == self.my_id or (not direct and (host, bus_port) == (me.host, me.bus_port)):
+            return None  # gossip about a former node at our own address
         if direct:
             self._forgotten.pop(node_id, None)
         elif self._is_forgotten(node_id, now_ms):
@@ -115,13 +149,16 @@ class Membership:
                 self.forget(old.node_id, now_ms)
         rec = NodeRecord(node_id, host, client_port, bus_port)
         self.peers[node_id] = rec
+        self.version += 1
+        self.broadcasts.queue(node_id)
         return rec
 
     def forget(self, node_id: str, now_ms: int) -> NodeRecord | None:
         """Drop a node (LEAVE, or replaced) and ignore gossip about it for a while."""
         self._forgotten[node_id] = now_ms + FORGET_TTL_MS
-        for rec in self.peers.values():
-            rec.fail_reports.pop(node_id, None)
+        self.broadcasts.drop(node_id)
+        self.probes.forget(node_id)
+        self.version += 1
         return self.peers.pop(node_id, None)
 
     def _is_forgotten(self, node_id: str, now_ms: int) -> bool:
@@ -133,132 +170,220 @@ class Membership:
             return False
         return True
 
-    # -- heartbeats --------------------------------------------------------------
+    # -- our own state -------------------------------------------------------------
+
+    def announce_filters(self, epoch: int, channel_fp: int, pattern_fp: int) -> None:
+        """Our announced filters changed: gossip them (peers heal missed deltas)."""
+        me = self.myself
+        if (me.filter_epoch, me.channel_fp, me.pattern_fp) != (epoch, channel_fp, pattern_fp):
+            me.filter_epoch, me.channel_fp, me.pattern_fp = epoch, channel_fp, pattern_fp
+            self.broadcasts.queue(self.my_id)
+
+    def refute(self, incarnation: int) -> bool:
+        """Someone suspects or failed us at ``incarnation``: outbid it. True if we did."""
+        if incarnation < self.myself.incarnation:
+            return False  # already refuted
+        self.myself.incarnation = (incarnation + 1) & 0xFFFFFFFF
+        self.refutations += 1
+        self.broadcasts.queue(self.my_id)
+        return True
+
+    # -- probing (SWIM) ------------------------------------------------------------
+
+    def probe_tick(self, now_ms: int) -> ProbeStep:
+        """One protocol period: resolve outstanding probes (unacked: indirect
+        probes, then suspicion), time out suspicions, choose this period's target."""
+        step = ProbeStep()
+        probes = self.probes.outstanding
+        for target, probe in list(probes.items()):
+            rec = self.peers.get(target)
+            if rec is None or rec.acked_ms >= probe.sent_ms or rec.flags & NodeFlags.FAIL:
+                del probes[target]
+            elif not probe.indirect:
+                helpers = [
+                    r.node_id
+                    for r in self.peers.values()
+                    if r.node_id != target and r.connected and not r.failing
+                ]
+                vias = self._rng.sample(helpers, min(INDIRECT_PROBES, len(helpers)))
+                step.indirect.extend((via, target) for via in vias)
+                self.indirect_probes += len(vias)
+                probe.indirect = True
+            else:
+                del probes[target]
+                if not rec.failing:
+                    self._suspect(rec, now_ms)
+                    step.suspected.append(target)
+        for rec in self.peers.values():
+            if (
+                rec.flags & NodeFlags.PFAIL
+                and now_ms - rec.suspect_since_ms >= self.suspicion_timeout_ms
+            ):
+                self._fail(rec, now_ms)
+                step.failed.append(rec.node_id)
+        self.probes.expire_relays(now_ms - 2 * self.period_ms)
+        peers = self.peers
+        # FAIL nodes stay in the rotation (SWIM drops them): a probe tells one
+        # that comes back, or a healed partition, that it must refute
+        chosen = self.probes.choose(peers, lambda i: i in peers)
+        if chosen is not None:
+            probes[chosen] = Probe(now_ms)
+            step.ping = chosen
+        return step
+
+    def gossip_targets(self) -> list[str]:
+        """Peers for one gossip round (memberlist's gossip, Redis's unsolicited
+        PONG broadcast): ``GOSSIP_FANOUT`` random connected peers while changes
+        are queued; none when idle, so an idle cluster sends only its probes.
+        Suspected and failed peers are candidates too (memberlist gossips "to
+        the dead" for a while): after a partition heals, that is how each side
+        hears the other's refutations."""
+        if not self.broadcasts:
+            return []
+        live = [r.node_id for r in self.peers.values() if r.connected]
+        return self._rng.sample(live, min(GOSSIP_FANOUT, len(live)))
+
+    def _suspect(self, rec: NodeRecord, now_ms: int) -> None:
+        rec.flags |= NodeFlags.PFAIL
+        rec.suspect_since_ms = now_ms
+        self.suspicions += 1
+        self.broadcasts.queue(rec.node_id)
+
+    def _fail(self, rec: NodeRecord, now_ms: int) -> None:
+        rec.flags = (rec.flags & ~NodeFlags.PFAIL) | NodeFlags.FAIL
+        rec.fail_time_ms = now_ms
+        self.broadcasts.queue(rec.node_id)
+
+    def _alive(self, rec: NodeRecord, incarnation: int) -> bool:
+        """Alive at ``incarnation``: only a higher incarnation than we hold is news
+        (it outbids a suspicion or a FAIL). True if it cleared PFAIL/FAIL."""
+        if incarnation <= rec.incarnation:
+            return False
+        rec.incarnation = incarnation
+        cleared = rec.failing
+        rec.flags &= ~SUSPECT_FLAGS
+        rec.suspect_since_ms = rec.fail_time_ms = 0
+        self.broadcasts.queue(rec.node_id)
+        return cleared
 
     def ping_sent(self, node_id: str, now_ms: int) -> None:
         rec = self.peers.get(node_id)
         if rec is not None and rec.ping_sent_ms == 0:
             rec.ping_sent_ms = now_ms
 
-    def pong_received(self, node_id: str, now_ms: int) -> bool:
-        """Record a PONG (or any sign of life with the peer's identity).
-
-        Returns True when it cleared a PFAIL/FAIL flag."""
-        rec = self.peers.get(node_id)
+    def heard_from(self, hb: Heartbeat, now_ms: int, pong: bool) -> bool:
+        """A heartbeat from the node itself: it acks any probe of it, carries its
+        incarnation and its announced filters (authoritative). True when it
+        cleared a PFAIL/FAIL flag (the node refuted)."""
+        rec = self.peers.get(hb.node_id)
         if rec is None:
             return False
-        rec.ping_sent_ms = 0
-        rec.pong_received_ms = now_ms
-        if rec.failing:
-            rec.flags &= ~(NodeFlags.PFAIL | NodeFlags.FAIL)
-            rec.fail_time_ms = 0
-            rec.fail_reports.clear()
-            return True
-        return False
+        rec.acked_ms = rec.pong_received_ms = now_ms
+        if pong:
+            rec.ping_sent_ms = 0
+        filters = (hb.filter_epoch, hb.channel_fp, hb.pattern_fp)
+        if (rec.filter_epoch, rec.channel_fp, rec.pattern_fp) != filters:
+            rec.filter_epoch, rec.channel_fp, rec.pattern_fp = filters
+            self.broadcasts.queue(rec.node_id)
+        return self._alive(rec, hb.incarnation)
 
-    def check_timeouts(self, now_ms: int) -> list[str]:
-        """Flag PFAIL on PING timeouts, expire old reports, and return the ids this
-        node has just marked FAIL (to be broadcast)."""
-        newly_failed = []
-        for rec in self.peers.values():
-            if (
-                rec.ping_sent_ms
-                and now_ms - rec.ping_sent_ms > self.node_timeout_ms
-                and not rec.failing
-            ):
-                rec.flags |= NodeFlags.PFAIL
-            horizon = now_ms - 2 * self.node_timeout_ms
-            for reporter, at in list(rec.fail_reports.items()):
-                if at < horizon:
-                    del rec.fail_reports[reporter]
-            if self._agreed_failed(rec, now_ms):
-                newly_failed.append(rec.node_id)
-        return newly_failed
+    def probe_acked(self, node_id: str, now_ms: int) -> None:
+        """A PROBE_ACK: a peer reached ``node_id`` for us."""
+        rec = self.peers.get(node_id)
+        if rec is not None:
+            rec.acked_ms = now_ms
 
     # -- gossip ------------------------------------------------------------------
 
     def gossip_received(
-        self, reporter: str, entries: tuple[GossipEntry, ...], now_ms: int
-    ) -> tuple[list[NodeRecord], list[str]]:
-        """Apply a heartbeat's gossip section from ``reporter``.
-
-        Returns (nodes learned, to be met; ids this node has just marked FAIL)."""
-        learned: list[NodeRecord] = []
-        failed: list[str] = []
+        self, reporter: str, entries: Iterable[GossipEntry], now_ms: int
+    ) -> GossipResult:
+        """Apply a heartbeat's gossip section from ``reporter`` (SWIM's order for
+        liveness, the filter epoch for filters)."""
+        result = GossipResult()
         if reporter not in self.peers:
-            return learned, failed
+            return result
         for g in entries:
             if g.node_id == self.my_id:
+                if g.flags & SUSPECT_FLAGS:
+                    self.refute(g.incarnation)
                 continue
             rec = self.peers.get(g.node_id)
-            suspect = bool(g.flags & (NodeFlags.PFAIL | NodeFlags.FAIL))
             if rec is None:
-                if suspect or g.flags & NodeFlags.LEAVING:
+                if g.flags & (SUSPECT_FLAGS | NodeFlags.LEAVING):
                     continue  # do not start meeting a node others think is down
-                new = self.learn(g.node_id, g.host, g.client_port, g.bus_port, now_ms)
-                if new is not None:
-                    learned.append(new)
-                continue
-            if suspect:
-                rec.fail_reports[reporter] = now_ms
-                if self._agreed_failed(rec, now_ms):
-                    failed.append(rec.node_id)
+                rec = self.learn(g.node_id, g.host, g.client_port, g.bus_port, now_ms)
+                if rec is None:
+                    continue
+                rec.incarnation = g.incarnation
+                result.learned.append(rec)
             else:
-                rec.fail_reports.pop(reporter, None)
-        return learned, failed
+                self._apply_liveness(rec, g, now_ms, result)
+            if g.filter_epoch > rec.filter_epoch:
+                rec.filter_epoch, rec.channel_fp, rec.pattern_fp = (
+                    g.filter_epoch,
+                    g.channel_fp,
+                    g.pattern_fp,
+                )
+                self.broadcasts.queue(rec.node_id)
+                result.filters.append(rec)
+        return result
 
-    def fail_received(self, node_id: str, now_ms: int) -> bool:
-        """A peer broadcast FAIL about ``node_id``: accept it. True if it changed."""
+    def _apply_liveness(
+        self, rec: NodeRecord, g: GossipEntry, now_ms: int, result: GossipResult
+    ) -> None:
+        rank = rank_of(g.flags)
+        if (g.incarnation, rank) <= (rec.incarnation, rec.rank()):
+            return
+        if rank == 0:
+            if self._alive(rec, g.incarnation):
+                result.recovered.append(rec.node_id)
+            return
+        rec.incarnation = g.incarnation
+        if rank == 2:
+            self._fail(rec, now_ms)
+            result.failed.append(rec.node_id)
+        elif not rec.flags & NodeFlags.PFAIL:
+            rec.flags |= NodeFlags.PFAIL
+            rec.suspect_since_ms = now_ms
+            self.broadcasts.queue(rec.node_id)
+
+    def fail_received(self, node_id: str, incarnation: int, now_ms: int) -> bool:
+        """A peer broadcast FAIL about ``node_id``: accept it unless the node
+        already refuted that incarnation. True if it changed."""
         rec = self.peers.get(node_id)
-        if rec is None or rec.flags & NodeFlags.FAIL:
+        if rec is None or rec.flags & NodeFlags.FAIL or incarnation < rec.incarnation:
             return False
-        if (
-            rec.connected
-            and rec.pong_received_ms
-            and now_ms - rec.pong_received_ms < (self.node_timeout_ms)
-        ):
-            return False  # we hear from it ourselves: it is not failed for us
-        rec.flags = (rec.flags & ~NodeFlags.PFAIL) | NodeFlags.FAIL
-        rec.fail_time_ms = now_ms
+        rec.incarnation = incarnation
+        self._fail(rec, now_ms)
         return True
 
-    def quorum(self) -> int:
-        """Failure reports needed to mark a node FAIL: N // 2 + 1, N all known nodes."""
-        return (len(self.peers) + 1) // 2 + 1
-
-    def _agreed_failed(self, rec: NodeRecord, now_ms: int) -> bool:
-        if not rec.flags & NodeFlags.PFAIL or rec.flags & NodeFlags.FAIL:
-            return False
-        reporters = sum(
-            1
-            for reporter in rec.fail_reports
-            if reporter in self.peers and not self.peers[reporter].failing
-        )
-        if reporters + 1 < self.quorum():  # +1: our own PFAIL
-            return False
-        rec.flags = (rec.flags & ~NodeFlags.PFAIL) | NodeFlags.FAIL
-        rec.fail_time_ms = now_ms
-        return True
-
-    def gossip_sample(self, about_to: str, count: int) -> tuple[GossipEntry, ...]:
-        """Up to ``count`` entries for a heartbeat to ``about_to``: every failing
-        node first (failure reports must spread), then a random sample."""
-        others = [r for r in self.peers.values() if r.node_id != about_to]
-        failing = [r for r in others if r.failing]
-        healthy = [r for r in others if not r.failing]
-        self._rng.shuffle(healthy)
-        chosen = (failing + healthy)[:count]
-        return tuple(
-            GossipEntry(
-                r.node_id,
-                r.host,
-                r.client_port,
-                r.bus_port,
-                int(r.flags & (NodeFlags.PFAIL | NodeFlags.FAIL)),
-                r.pong_received_ms,
-            )
-            for r in chosen
-        )
+    def gossip_for(self, to: str, full: bool = False) -> tuple[GossipEntry, ...]:
+        """The gossip section of a heartbeat to ``to``: its own entry when we
+        suspect it (so it can refute), queued changes (fewest transmissions
+        first), then random entries; ``full``: every node (MEET and its PONG)."""
+        peers = self.peers
+        if full:
+            chosen = [r for r in peers.values() if r.node_id != to]
+            self._rng.shuffle(chosen)
+            return tuple(r.entry() for r in chosen[:MEET_ENTRIES])
+        entries: list[GossipEntry] = []
+        seen = {to}
+        target = peers.get(to)
+        if target is not None and target.failing:
+            entries.append(target.entry())
+        for node_id in self.broadcasts.take(UPDATES_PER_MESSAGE, len(peers) + 1, skip=to):
+            rec = self.myself if node_id == self.my_id else peers.get(node_id)
+            if rec is not None:
+                entries.append(rec.entry())
+                seen.add(node_id)
+        if self._ids_version != self.version:
+            self._ids, self._ids_version = list(peers), self.version
+        ids = self._ids
+        sample = self._rng.sample(ids, min(len(ids), RANDOM_ENTRIES + len(seen)))
+        for node_id in [i for i in sample if i not in seen][:RANDOM_ENTRIES]:
+            entries.append(peers[node_id].entry())
+        return tuple(entries)
 
     # -- views -------------------------------------------------------------------
 

@@ -3,7 +3,8 @@ node, then bloomcast's own sections.
 
 Redis's ``genRedisInfoString`` (``src/server.c``) is the model: ``server``,
 ``clients``, ``memory``, ``persistence``, ``stats``, ``replication``,
-``cpu``, ``cluster``, ``keyspace``, in that order, so dashboards and
+``cpu``, ``modules``, ``commandstats`` (not a default section),
+``errorstats``, ``cluster``, ``keyspace``, in that order, so dashboards and
 redis_exporter find the fields they know (``used_memory``,
 ``used_cpu_sys``, ``total_net_input_bytes``, ``role``, ...). A pub/sub node
 holds no keys and persists nothing: those fields are zero and ``# Keyspace``
@@ -62,6 +63,8 @@ def info_sections(node: Node) -> dict[str, Section]:
         1 for cl in node.clients.values() if cl.channels or cl.patterns or cl.shard_channels
     )
     cluster = node.cluster_info()
+    node.sample_metrics()
+    ops, net_in, net_out = node.metrics.rates()
     sections: dict[str, Section] = {
         "server": {
             "redis_version": "7.2.0",
@@ -117,8 +120,11 @@ def info_sections(node: Node) -> dict[str, Section]:
         "stats": {
             "total_connections_received": stats.connections_received,
             "total_commands_processed": stats.commands_processed,
+            "instantaneous_ops_per_sec": int(ops),
             "total_net_input_bytes": stats.net_input_bytes,
             "total_net_output_bytes": stats.net_output_bytes,
+            "instantaneous_input_kbps": f"{net_in / 1024:.2f}",
+            "instantaneous_output_kbps": f"{net_out / 1024:.2f}",
             "rejected_connections": stats.rejected_connections,
             "total_error_replies": sum(stats.errors.values()),
             "expired_keys": 0,
@@ -155,6 +161,9 @@ def info_sections(node: Node) -> dict[str, Section]:
             "used_cpu_user_children": f"{children.ru_utime:.6f}",
         },
         "modules": {},
+        "commandstats": {
+            f"cmdstat_{name}": stat.info() for name, stat in sorted(stats.commands.items())
+        },
         "errorstats": {
             f"errorstat_{prefix}": f"count={n}" for prefix, n in sorted(stats.errors.items())
         },

@@ -24,7 +24,6 @@ import json
 import logging
 import os
 import time
-from dataclasses import dataclass, field
 from itertools import count, islice
 
 from cluster_bus.api import (
@@ -38,43 +37,18 @@ from cluster_bus.api import (
 from router import resp
 from router.acl import Acl
 from router.client import Client
+from router.client_output import ClientOutput
 from router.config import NodeConfig
+from router.pause import ClientPause
 from router.protected import DENIED, denies
 from router.registry import Registry, Subscriber
+from router.stats import InstantaneousMetrics, NodeStats
 from spark.events import Role, TrafficEvent, TrafficRecorder, channel_text
 
 log = logging.getLogger("bloomcast.node")
 
 #: where a node tells its clients that forwarded messages were lost for good
 LOSS_CHANNEL = b"__bloomcast__:loss"
-
-
-@dataclass
-class NodeStats:
-    """Counters shown in INFO (Redis's names)."""
-
-    connections_received: int = 0
-    commands_processed: int = 0
-    output_buffer_limit_disconnections: int = 0
-    rejected_connections: int = 0
-    publish_received: int = 0  # client PUBLISH/SPUBLISH handled here
-    messages_delivered: int = 0  # messages written to local subscribers
-    forwards_lost: int = 0  # forwarded PUBLISH lost for good (peer's replay buffer passed)
-    net_input_bytes: int = 0  # bytes read from clients (INFO total_net_input_bytes)
-    net_output_bytes: int = 0  # bytes written to clients (total_net_output_bytes)
-    protected_mode_denied: int = 0  # non-loopback clients refused by protected mode
-    #: times a huge request was parsed in slices, letting other clients run between
-    parse_slices: int = 0
-    #: error replies by their first word (INFO errorstats, as Redis's afterErrorReply)
-    errors: dict[str, int] = field(default_factory=dict)
-
-    def error_replied(self, reply: bytes) -> None:
-        """Count one error reply (``-PREFIX text``) under its prefix."""
-        end = reply.find(b" ")
-        prefix = reply[1 : end if end > 0 else reply.find(b"\r")].decode(errors="replace")
-        self.errors[prefix] = self.errors.get(prefix, 0) + 1
-
-    loss_disconnections: int = 0  # clients closed by --on-publish-loss disconnect
 
 
 class Node:
@@ -89,12 +63,23 @@ class Node:
         self.clients: dict[int, Client] = {}
         self.stats = NodeStats()
         self.acl = Acl(config.requirepass)  # ACL users (router/acl/)
+        self.metrics = InstantaneousMetrics(time.monotonic())
+        self.pause = ClientPause()
+        # CONFIG SET client-output-buffer-limit (pubsub is config.pubsub_*) and
+        # notify-keyspace-events (stored only: a node has no keyspace)
+        self.output_limits = {
+            "normal": (0, 0, 0),
+            "slave": (268435456, 67108864, 60),
+            "pubsub": (config.pubsub_hard_limit, config.pubsub_soft_limit,
+                       config.pubsub_soft_seconds),
+        }  # fmt: skip
+        self.notify_keyspace_events = 0
         self.port = config.port
         self.publish_seq = 0
         self.forwards_lost_from: dict[str, int] = {}  # origin node id -> frames lost
         self.started = time.time()
         self._ids = count(1)
-        self._dirty: list[Client] = []  # clients with queued pub/sub output
+        self._dirty: list[ClientOutput] = []  # clients with queued pub/sub output
         self._server: asyncio.base_events.Server | None = None
         self._tls_server: asyncio.base_events.Server | None = None
 
@@ -154,7 +139,7 @@ class Node:
             await self._server.wait_closed()
             self._server = None
 
-    def schedule_flush(self, client: Client) -> None:
+    def schedule_flush(self, client: ClientOutput) -> None:
         """Flush ``client``'s queued messages at the end of this loop turn."""
         if not self._dirty:
             asyncio.get_running_loop().call_soon(self._flush_all)
@@ -164,13 +149,27 @@ class Node:
         dirty, self._dirty = self._dirty, []
         for client in dirty:
             client.flush()
+        self.sample_metrics()
+
+    def sample_metrics(self) -> None:
+        """INFO's instantaneous metrics, sampled lazily (:mod:`router.stats`)."""
+        stats = self.stats
+        self.metrics.sample(
+            time.monotonic(),
+            (stats.commands_processed, stats.net_input_bytes, stats.net_output_bytes),
+        )
+
+    def reset_stats(self) -> None:
+        """CONFIG RESETSTAT (Redis ``resetServerStats`` and the command table's)."""
+        self.stats = NodeStats()
+        self.metrics.reset(time.monotonic(), (0, 0, 0))
 
     def next_client_id(self) -> int:
         return next(self._ids)
 
     def client_connected(self, client: Client) -> None:
         config = self.config
-        if denies(config.protected_mode, self.acl.default_has_password(), client.peer_ip):
+        if denies(config.protected_mode, self.acl.default_has_password(), client.extras.peer_ip):
             # Redis: counted as rejected, not as received nor as an error reply
             self.stats.rejected_connections += 1
             self.stats.protected_mode_denied += 1

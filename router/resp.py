@@ -123,6 +123,17 @@ def encode_value(value: object, resp: int) -> bytes:
     raise TypeError(f"cannot encode {type(value).__name__}")
 
 
+def unknown_command_text(args: list[bytes]) -> str:
+    """Redis's unknown-command error: name and the first arguments, each cut so
+    the argument list stays within 128 bytes (``processCommand``)."""
+    shown = ""
+    for arg in args[1:]:
+        if len(shown) >= 128:
+            break
+        shown += f"'{c_string(arg[: 128 - len(shown)])}' "
+    return f"ERR unknown command '{c_string(args[0][:128])}', with args beginning with: {shown}"
+
+
 # ---------------------------------------------------------------- pub/sub frames
 
 _MESSAGE_HEAD = b"*3\r\n$7\r\nmessage\r\n"

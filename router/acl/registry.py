@@ -17,7 +17,6 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from router import resp
 from router.acl.user import User
 
 #: commands whose arguments are channels, and which of them: (first, is_pattern);
@@ -38,7 +37,7 @@ LOG_GROUP_MS = 60_000
 class LogEntry:
     count: int
     reason: str  # "command" / "channel" / "auth"
-    context: str  # "toplevel"
+    context: str  # "toplevel" / "multi" (queued, or run by EXEC)
     object: bytes
     username: bytes
     ctime_ms: int
@@ -89,7 +88,14 @@ class Acl:
                 return "channel", channel
         return None
 
-    def add_log(self, reason: str, obj: bytes, username: bytes, client_info: str) -> None:
+    def add_log(
+        self,
+        reason: str,
+        obj: bytes,
+        username: bytes,
+        client_info: str,
+        context: str = "toplevel",
+    ) -> None:
         if reason == "command":
             self.denied_commands += 1
         elif reason == "channel":
@@ -100,6 +106,7 @@ class Acl:
         for i, entry in enumerate(self.log[:10]):  # Redis scans the 10 newest
             if (
                 entry.reason == reason
+                and entry.context == context
                 and entry.object == obj
                 and entry.username == username
                 and now - entry.ctime_ms <= LOG_GROUP_MS
@@ -109,19 +116,15 @@ class Acl:
                 entry.client_info = client_info
                 self.log.insert(0, self.log.pop(i))
                 return
-        self.log.insert(0, LogEntry(1, reason, "toplevel", obj, username, now, client_info))
+        self.log.insert(0, LogEntry(1, reason, context, obj, username, now, client_info))
         del self.log[LOG_MAX:]
 
 
-def noperm(reason: str, obj: bytes) -> bytes:
+def noperm_text(reason: str, obj: bytes) -> str:
     """Redis's NOPERM error for a denied command or channel (``processCommand``)."""
     if reason == "command":
-        return resp.error(
-            f"NOPERM this user has no permissions to run the '{obj.decode()}' command"
-        )
-    return resp.error(
-        "NOPERM this user has no permissions to access one of the channels used as arguments"
-    )
+        return f"NOPERM this user has no permissions to run the '{obj.decode()}' command"
+    return "NOPERM this user has no permissions to access one of the channels used as arguments"
 
 
 def revoked(

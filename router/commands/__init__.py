@@ -14,7 +14,9 @@ from router.commands import (
     acl_cmd,
     client_cmd,
     cluster_cmd,
+    config_cmd,
     connection,
+    multi,
     publish,
     pubsub,
     server,
@@ -35,6 +37,8 @@ def _build() -> dict[bytes, Command]:
         client_cmd,
         server,
         cluster_cmd,
+        multi,
+        config_cmd,
         acl_cmd,
     ):
         for cmd in module.COMMANDS:

@@ -11,12 +11,10 @@ future of them when the reply waits (subscribe visibility).
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from router import resp
 from router.commands.redis_meta import REDIS_META
 from router.resp import Set
 from router.resp import Status as S
@@ -26,6 +24,12 @@ if TYPE_CHECKING:
     from router.node import Node
 
 Reply = bytes | asyncio.Future[bytes]
+
+#: commands whose replies are pub/sub confirmations: Redis 7.0 sends them as
+#: pushes (CLIENT_PUSHING), which CLIENT REPLY OFF / SKIP do not silence
+CONFIRMING = frozenset(
+    {"subscribe", "ssubscribe", "sunsubscribe", "psubscribe", "unsubscribe", "punsubscribe"}
+)
 Handler = Callable[["Node", "Client", list[bytes]], Reply]
 
 
@@ -44,7 +48,8 @@ class Command:
         """The COMMAND INFO entry: name, arity, flags, first/last key, step, ACL
         categories, tips, key specs, subcommands (Redis 7.0 ``addReplyCommandInfo``:
         flags, categories, tips and key specs are sets, and so are no subcommands).
-        The pub/sub commands' fields are Redis 7.0.15's own (:mod:`router.commands.redis_meta`)."""
+        Every field is Redis 7.0.15's own (:mod:`router.commands.redis_meta`) for a
+        command Redis 7.0.15 has; the subcommands are the ones the node implements."""
         subs: list[Any] | Set = (
             [c.info() for c in self.subcommands.values()] if self.subcommands else Set()
         )
@@ -63,14 +68,10 @@ class Command:
                 Set(),
                 subs,
             ]
-        first, last, step = meta.keys
-        return [
-            self.name, self.arity, meta.flags, first, last, step,
-            meta.acl, meta.tips, meta.key_specs, subs,
-        ]  # fmt: skip
+        return [*meta.info, subs]
 
     def docs(self) -> dict[str, Any]:
-        """The COMMAND DOCS map (Redis 7.0.15's for the pub/sub commands)."""
+        """The COMMAND DOCS map (Redis 7.0.15's where Redis 7.0.15 has the command)."""
         meta = REDIS_META.get(self.name)
         doc: dict[str, Any] = (
             dict(meta.docs)
@@ -82,35 +83,13 @@ class Command:
         return doc
 
 
+class Transaction(list[tuple[Command, list[bytes]]]):
+    """MULTI's queued commands; ``dirty``: one was refused while queueing
+    (Redis's CLIENT_DIRTY_EXEC), so EXEC answers EXECABORT."""
+
+    dirty = False
+
+
 def subcommand_table(*commands: Command) -> dict[bytes, Command]:
     """Subcommands keyed by their own lower-case name (``numsub`` of ``pubsub|numsub``)."""
     return {c.name.split("|", 1)[1].encode(): c for c in commands}
-
-
-def unknown_command_text(args: list[bytes]) -> str:
-    """Redis's unknown-command error: name and the first arguments, each cut so
-    the argument list stays within 128 bytes (``processCommand``)."""
-    shown = ""
-    for arg in args[1:]:
-        if len(shown) >= 128:
-            break
-        shown += f"'{resp.c_string(arg[: 128 - len(shown)])}' "
-    return (
-        f"ERR unknown command '{resp.c_string(args[0][:128])}', with args beginning with: {shown}"
-    )
-
-
-def client_info_line(client: Client) -> str:
-    """One CLIENT LIST / CLIENT INFO line (Redis's field names)."""
-    now = time.monotonic()
-    return (
-        f"id={client.id} addr={client.addr} laddr={client.laddr} fd=-1 "
-        f"name={client.name.decode(errors='replace')} age={int(now - client.created)} "
-        f"idle={int(now - client.last_interaction)} flags={client.flags()} db={client.db} "
-        f"sub={len(client.channels)} psub={len(client.patterns)} "
-        f"ssub={len(client.shard_channels)} multi=-1 qbuf={client.parser.buffered} "
-        f"omem={client.output_buffer_size()} cmd={client.last_command} "
-        f"user={client.user.name.decode(errors='replace')} resp={client.resp} "
-        f"lib-name={client.lib_name.decode(errors='replace')} "
-        f"lib-ver={client.lib_ver.decode(errors='replace')}"
-    )

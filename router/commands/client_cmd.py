@@ -1,11 +1,15 @@
-"""CLIENT ID | SETNAME | GETNAME | SETINFO | LIST | INFO | HELP."""
+"""CLIENT ID | SETNAME | GETNAME | SETINFO | LIST | INFO | REPLY | HELP, and the
+table of CLIENT's subcommands (KILL, NO-EVICT, PAUSE, UNPAUSE are in
+:mod:`router.commands.client_admin`)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
 from router import resp
-from router.commands.base import Command, Reply, client_info_line, subcommand_table
+from router.commands import client_admin
+from router.commands.base import Command, Reply, subcommand_table
+from router.commands.client_view import CLIENT_TYPES, client_type, info_line
 from router.commands.connection import valid_client_name
 from router.parser import string2ll
 
@@ -38,19 +42,10 @@ def setinfo(node: Node, client: Client, args: list[bytes]) -> Reply:
             f"ERR {attr.decode()} cannot contain spaces, newlines or special characters."
         )
     if attr == b"lib-name":
-        client.lib_name = args[3]
+        client.extras.lib_name = args[3]
     else:
-        client.lib_ver = args[3]
+        client.extras.lib_ver = args[3]
     return resp.OK
-
-
-#: Redis getClientTypeByName; the node has no master or replica connections
-_CLIENT_TYPES = frozenset({b"normal", b"pubsub", b"master", b"slave", b"replica"})
-
-
-def _client_type(c: Client) -> bytes:
-    """Redis getClientType: pubsub while subscribed to anything, else normal."""
-    return b"pubsub" if c.channels or c.patterns or c.shard_channels else b"normal"
 
 
 def client_list(node: Node, client: Client, args: list[bytes]) -> Reply:
@@ -59,9 +54,9 @@ def client_list(node: Node, client: Client, args: list[bytes]) -> Reply:
     option = args[2].lower() if len(args) > 2 else b""
     if len(args) == 4 and option == b"type":
         kind = args[3].lower()
-        if kind not in _CLIENT_TYPES:
+        if kind not in CLIENT_TYPES:
             return resp.error(f"ERR Unknown client type '{resp.c_string(args[3])}'")
-        listed = [c for c in node.clients.values() if _client_type(c) == kind]
+        listed = [c for c in node.clients.values() if client_type(c) == kind]
     elif len(args) > 3 and option == b"id":
         listed = []
         for raw in args[3:]:  # in argument order, a repeated id repeated
@@ -75,12 +70,12 @@ def client_list(node: Node, client: Client, args: list[bytes]) -> Reply:
         return resp.error("ERR syntax error")
     else:
         listed = list(node.clients.values())
-    text = "".join(client_info_line(c) + "\n" for c in listed)
+    text = "".join(info_line(c) + "\n" for c in listed)
     return resp.verbatim(text.encode(), client.resp)
 
 
 def client_info(node: Node, client: Client, args: list[bytes]) -> Reply:
-    return resp.verbatim((client_info_line(client) + "\n").encode(), client.resp)
+    return resp.verbatim((info_line(client) + "\n").encode(), client.resp)
 
 
 #: Redis 7.0.15's CLIENT HELP lines for the subcommands the node has, in its
@@ -93,10 +88,28 @@ _HELP = (
     "    Return the ID of the current connection.",
     "INFO",
     "    Return information about the current client connection.",
+    "KILL <ip:port>",
+    "    Kill connection made from <ip:port>.",
+    "KILL <option> <value> [<option> <value> [...]]",
+    "    Kill connections. Options are:",
+    "    * ADDR (<ip:port>|<unixsocket>:0)",
+    "      Kill connections made from the specified address",
+    "    * LADDR (<ip:port>|<unixsocket>:0)",
+    "      Kill connections made to specified local address",
+    "    * TYPE (NORMAL|MASTER|REPLICA|PUBSUB)",
+    "      Kill connections by type.",
+    "    * USER <username>",
+    "      Kill connections authenticated by <username>.",
+    "    * SKIPME (YES|NO)",
+    "      Skip killing current connection (default: yes).",
     "LIST [options ...]",
     "    Return information about client connections. Options:",
     "    * TYPE (NORMAL|MASTER|REPLICA|PUBSUB)",
     "      Return clients of specified type.",
+    "UNPAUSE",
+    "    Stop the current client pause, resuming traffic.",
+    "PAUSE <timeout> [WRITE|ALL]",
+    "    Suspend all, or just write, clients for <timeout> milliseconds.",
     "REPLY (ON|OFF|SKIP)",
     "    Control the replies sent to the current connection.",
     "SETINFO <option> <value>",
@@ -105,6 +118,8 @@ _HELP = (
     "    * LIB-VER: the client lib version.",
     "SETNAME <name>",
     "    Assign the name <name> to the current connection.",
+    "NO-EVICT (ON|OFF)",
+    "    Protect current client connection from eviction.",
     "HELP",
     "    Prints this help.",
 )
@@ -174,6 +189,30 @@ COMMANDS = (
                 2,
                 client_info,
                 "Returns information about the connection.",
+                "connection",
+            ),
+            Command(
+                "client|kill", -3, client_admin.kill, "Terminates open connections.", "connection"
+            ),
+            Command(
+                "client|no-evict",
+                3,
+                client_admin.no_evict,
+                "Sets the client eviction mode of the connection.",
+                "connection",
+            ),
+            Command(
+                "client|pause",
+                -3,
+                client_admin.pause_,
+                "Suspends commands processing.",
+                "connection",
+            ),
+            Command(
+                "client|unpause",
+                2,
+                client_admin.unpause,
+                "Resumes processing commands from paused clients.",
                 "connection",
             ),
             Command(

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from router import resp
-from router.commands.base import Command, Reply, client_info_line
+from router.commands.base import Command, Reply
+from router.commands.client_view import acl_context, info_line
 from router.parser import string2ll
 
 if TYPE_CHECKING:
@@ -34,7 +35,7 @@ def _login(node: Node, client: Client, user: bytes, password: bytes, verb: bytes
     a failure is logged in ACL LOG with reason auth and the command's name."""
     found = node.acl.authenticate(user, password)
     if found is None:
-        node.acl.add_log("auth", verb, user, client_info_line(client))
+        node.acl.add_log("auth", verb, user, info_line(client), acl_context(client))
         return False
     client.user = found
     client.set_authenticated(True)
@@ -134,7 +135,7 @@ def select(node: Node, client: Client, args: list[bytes]) -> Reply:
         )
     if not 0 <= db < DATABASES:
         return resp.error("ERR DB index is out of range")
-    client.db = db
+    client.extras.db = db
     return resp.OK
 
 
@@ -143,7 +144,8 @@ def reset(node: Node, client: Client, args: list[bytes]) -> Reply:
     client.resp = 2
     client.name = b""
     client.reply_off = client.reply_skip_next = client.quiet = False
-    client.db = 0
+    client.extras.db = 0
+    client.multi = None  # discardTransaction + unwatchAllKeys
     client.user = node.acl.default
     client.set_authenticated(not node.acl.default_requires_auth())
     return b"+RESET\r\n"

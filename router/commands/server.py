@@ -29,15 +29,29 @@ _DEFAULT_SECTIONS = (
     "forwards_lost",
     "traffic",
 )
+_ALL_SECTIONS = (
+    *_DEFAULT_SECTIONS[: _DEFAULT_SECTIONS.index("errorstats")],
+    "commandstats",
+    *_DEFAULT_SECTIONS[_DEFAULT_SECTIONS.index("errorstats") :],
+)
 
 
 def info(node: Node, client: Client, args: list[bytes]) -> Reply:
+    """INFO [section ...]: ``default`` (or none) = Redis's default sections and
+    bloomcast's; ``all`` / ``everything`` add ``commandstats`` where Redis
+    puts it (Redis 7.0 ``genRedisInfoString``)."""
     sections = info_sections(node)
-    wanted = [a.decode(errors="replace").lower() for a in args[1:]]
-    if not wanted or any(w in ("all", "everything", "default") for w in wanted):
-        wanted = list(_DEFAULT_SECTIONS)
+    wanted: list[str] = []
+    for arg in args[1:] or [b"default"]:
+        name = arg.decode(errors="replace").lower()
+        if name == "default":
+            wanted += _DEFAULT_SECTIONS
+        elif name in ("all", "everything"):
+            wanted += _ALL_SECTIONS
+        else:
+            wanted.append(name)
     parts = []
-    for name in wanted:
+    for name in dict.fromkeys(wanted):  # each once, in the order asked
         fields = sections.get(name)
         if fields is None:
             continue

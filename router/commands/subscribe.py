@@ -50,12 +50,17 @@ def _subscribe(kind: str, shard: bool) -> Command:
         return b"".join(replies), changes
 
     def handler(node: Node, client: Client, args: list[bytes]) -> Reply:
-        if len(args) - 1 > SLICE_NAMES:
+        in_exec = client.extras.in_exec
+        if shard and in_exec:
+            # Redis 7.0 ssubscribeCommand: EXEC runs with CLIENT_DENY_BLOCKING,
+            # and unlike SUBSCRIBE / PSUBSCRIBE it makes no exception for MULTI
+            return resp.error("ERR SSUBSCRIBE isn't allowed for a DENY BLOCKING client")
+        if len(args) - 1 > SLICE_NAMES and not in_exec:  # EXEC's commands never wait
             return _in_slices(node, client, args[1:], some)
         data, changes = some(node, client, args[1:])
         # one announcement for the whole command: one delta round, one wait
         fut = node.filters_changed(changes)
-        return data if fut is None else node.after(fut, data)
+        return data if fut is None or in_exec else node.after(fut, data)
 
     return Command(kind, -2, handler, f"Listens for messages published to {kind} targets.")
 

@@ -33,6 +33,8 @@ from cluster_bus.frames import (
     MsgType,
     Ping,
     Pong,
+    ProbeAck,
+    ProbeReq,
     Publish,
     Resend,
     Session,
@@ -43,7 +45,7 @@ u16 = st.integers(0, 0xFFFF)
 u32 = st.integers(0, 0xFFFFFFFF)
 u64 = st.integers(0, 2**64 - 1)
 hosts = st.text(max_size=20).filter(lambda s: len(s.encode()) <= 255)
-gossip = st.builds(GossipEntry, node_ids, hosts, u16, u16, u16, u64)
+gossip = st.builds(GossipEntry, node_ids, hosts, u16, u16, u16, u32, u64, u64, u64)
 
 
 def heartbeat(cls):
@@ -60,6 +62,7 @@ def heartbeat(cls):
         st.booleans(),
         u16,
         st.lists(gossip, max_size=4).map(tuple),
+        u32,
     )
 
 
@@ -120,7 +123,9 @@ messages = st.one_of(
     filter_full(),
     filter_delta(),
     st.builds(Publish, u32, u64, st.booleans(), st.binary(max_size=40), st.binary(max_size=200)),
-    st.builds(Fail, node_ids),
+    st.builds(Fail, node_ids, u32),
+    st.builds(ProbeReq, node_ids),
+    st.builds(ProbeAck, node_ids),
     st.just(Leave()),
     st.builds(Ack, u32),
     st.builds(Session, u64, u32, u32),

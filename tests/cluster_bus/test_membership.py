@@ -1,127 +1,259 @@
-"""cluster_bus.membership: failure detection and gossip rules with a fake clock."""
+"""cluster_bus.membership: SWIM probing, suspicion, refutation and gossip with a fake clock."""
 
 import random
 
-from cluster_bus.frames import GossipEntry, NodeFlags
-from cluster_bus.membership import FORGET_TTL_MS, Membership
+from cluster_bus.dissemination import Broadcasts, retransmit_limit
+from cluster_bus.frames import GossipEntry, NodeFlags, Ping
+from cluster_bus.membership import (
+    FORGET_TTL_MS,
+    INDIRECT_PROBES,
+    RANDOM_ENTRIES,
+    UPDATES_PER_MESSAGE,
+    Membership,
+)
 
 TIMEOUT = 1000
+PERIOD = 100
 
 
 def nid(i: int) -> str:
     return f"{i:040x}"
 
 
-def cluster(n: int) -> Membership:
-    m = Membership(nid(0), "127.0.0.1", 7000, 17000, TIMEOUT, random.Random(1))
-    for i in range(1, n):
-        assert m.learn(nid(i), "127.0.0.1", 7000 + i, 17000 + i, 0) is not None
+def cluster(n: int, me: int = 0) -> Membership:
+    m = Membership(
+        nid(me), "127.0.0.1", 7000 + me, 17000 + me, TIMEOUT, random.Random(1), period_ms=PERIOD
+    )
+    for i in range(n):
+        if i != me:
+            rec = m.learn(nid(i), "127.0.0.1", 7000 + i, 17000 + i, 0)
+            assert rec is not None
+            rec.connected = True
     return m
 
 
-def entry(i: int, flags: int = 0) -> GossipEntry:
-    return GossipEntry(nid(i), "127.0.0.1", 7000 + i, 17000 + i, flags, 0)
+def entry(i: int, flags: int = 0, incarnation: int = 0, epoch: int = 0, cfp: int = 0):
+    return GossipEntry(nid(i), "127.0.0.1", 7000 + i, 17000 + i, flags, incarnation, epoch, cfp, 0)
 
 
-def test_learn_is_idempotent_and_ignores_myself():
+def heartbeat(i: int, incarnation: int = 0, epoch: int = 0, cfp: int = 0) -> Ping:
+    return Ping(
+        nid(i), "127.0.0.1", 7000 + i, 17000 + i, cfp, 0, epoch, 0, False, 0, (), incarnation
+    )
+
+
+def ack_everything(m: Membership, now: int) -> None:
+    for i in m.peers:
+        m.heard_from(heartbeat(int(i, 16), m.peers[i].incarnation), now, pong=True)
+
+
+def test_learn_is_idempotent_and_ignores_myself_and_my_address():
     m = cluster(3)
     assert m.learn(nid(1), "127.0.0.1", 7001, 17001, 5) is None
     assert m.learn(nid(0), "127.0.0.1", 7000, 17000, 5) is None
+    # gossip about a former node at our own bus address (we restarted with a new id)
+    assert m.learn(nid(9), "127.0.0.1", 7000, 17000, 5) is None
     assert sorted(m.peers) == [nid(1), nid(2)]
 
 
-def test_ping_timeout_flags_pfail_and_pong_clears_it():
-    m = cluster(3)
-    m.ping_sent(nid(1), 100)
-    assert m.check_timeouts(100 + TIMEOUT) == []
-    assert not m.peers[nid(1)].failing
-    m.check_timeouts(101 + TIMEOUT)
-    assert m.peers[nid(1)].flags & NodeFlags.PFAIL
-    assert m.peers[nid(1)].flag_names() == "master,fail?"
-    assert m.pong_received(nid(1), 2000) is True
-    assert not m.peers[nid(1)].failing
+def test_one_probe_per_period_round_robin_covers_every_peer():
+    m = cluster(8)
+    probed = []
+    for period in range(7):
+        now = 1 + period * PERIOD
+        step = m.probe_tick(now)
+        assert step.ping is not None and not step.indirect and not step.suspected
+        probed.append(step.ping)
+        ack_everything(m, now + 1)
+    assert sorted(probed) == sorted(m.peers)  # each peer exactly once per round
 
 
-def test_majority_of_reports_marks_fail():
-    m = cluster(5)  # quorum 3 of 5
-    assert m.quorum() == 3
-    m.ping_sent(nid(4), 1)  # times are ms since the epoch: never 0
-    assert m.check_timeouts(TIMEOUT + 2) == []  # only our own suspicion: 1 < 3
-    _, failed = m.gossip_received(nid(1), (entry(4, NodeFlags.PFAIL),), TIMEOUT + 2)
-    assert failed == []  # 2 < 3
-    _, failed = m.gossip_received(nid(2), (entry(4, NodeFlags.PFAIL),), TIMEOUT + 3)
-    assert failed == [nid(4)]
-    assert m.peers[nid(4)].flag_names() == "master,fail"
-    assert m.cluster_state() == "ok"
+def test_unanswered_probe_goes_indirect_then_suspect_then_fail():
+    m = cluster(6)
+    step = m.probe_tick(1)
+    target = step.ping
+    assert target is not None
+    others = [i for i in m.peers if i != target]
+    for i in others:  # everyone but the target keeps answering
+        m.heard_from(heartbeat(int(i, 16)), 2, pong=True)
+    step = m.probe_tick(1 + PERIOD)
+    assert len(step.indirect) == INDIRECT_PROBES
+    assert all(t == target and via in others for via, t in step.indirect)
+    assert m.indirect_probes == INDIRECT_PROBES
+    assert not m.peers[target].failing
+    step = m.probe_tick(1 + 2 * PERIOD)
+    assert step.suspected == [target]
+    assert m.peers[target].flag_names() == "master,fail?"
+    assert m.suspicions == 1
+    assert target in m.broadcasts  # the suspicion is gossiped
+    suspected_at = 1 + 2 * PERIOD
+    step = m.probe_tick(suspected_at + m.suspicion_timeout_ms - 1)
+    assert step.failed == []
+    step = m.probe_tick(suspected_at + m.suspicion_timeout_ms)
+    assert step.failed == [target]
+    assert m.peers[target].flag_names() == "master,fail"
+    # a FAIL node is still probed (so it can learn it must refute), but an
+    # unanswered probe of it leads nowhere
+    pings = []
+    for period in range(12):
+        now = suspected_at + TIMEOUT + period * PERIOD
+        for i in others:
+            m.heard_from(heartbeat(int(i, 16)), now - 1, pong=True)
+        step = m.probe_tick(now)
+        assert all(t != target for _, t in step.indirect)
+        assert target not in step.suspected + step.failed
+        pings.append(step.ping)
+    assert target in pings
 
 
-def test_reports_expire_after_twice_the_timeout():
-    m = cluster(5)
-    m.gossip_received(nid(1), (entry(4, NodeFlags.PFAIL),), 0)
-    m.gossip_received(nid(2), (entry(4, NodeFlags.PFAIL),), 0)
-    m.ping_sent(nid(4), 3 * TIMEOUT)
-    # reports are from t=0; by 4*T+1 they are older than 2T: no quorum
-    assert m.check_timeouts(4 * TIMEOUT + 1) == []
-    assert m.peers[nid(4)].flags & NodeFlags.PFAIL
-    assert m.peers[nid(4)].fail_reports == {}
-
-
-def test_healthy_gossip_withdraws_a_report():
-    m = cluster(5)
-    m.gossip_received(nid(1), (entry(4, NodeFlags.PFAIL),), 0)
-    m.gossip_received(nid(1), (entry(4),), 10)
-    assert m.peers[nid(4)].fail_reports == {}
-
-
-def test_gossip_learns_new_nodes_but_not_suspected_ones():
+def test_failure_is_declared_about_node_timeout_after_the_probe():
     m = cluster(2)
-    learned, _ = m.gossip_received(nid(1), (entry(7), entry(8, NodeFlags.FAIL)), 0)
-    assert [r.node_id for r in learned] == [nid(7)]
-    assert nid(8) not in m.peers
-    # gossip from an unknown reporter is ignored
-    learned, _ = m.gossip_received(nid(9), (entry(10),), 0)
-    assert learned == []
+    step = m.probe_tick(1)
+    assert step.ping == nid(1)
+    now = 1
+    while not m.peers[nid(1)].flags & NodeFlags.FAIL:
+        now += PERIOD
+        m.probe_tick(now)
+    assert now - 1 == TIMEOUT  # two probe periods + the suspicion timeout
 
 
-def test_fail_message_accepted_unless_we_hear_from_it():
+def test_indirect_ack_prevents_suspicion():
+    m = cluster(4)
+    target = m.probe_tick(1).ping
+    assert target is not None
+    assert m.probe_tick(1 + PERIOD).indirect
+    m.probe_acked(target, 1 + PERIOD + 5)  # a helper reached it: our link is the problem
+    step = m.probe_tick(1 + 2 * PERIOD)
+    assert step.suspected == [] and not m.peers[target].failing
+
+
+def test_suspected_node_refutes_and_the_refutation_clears_the_suspicion():
+    suspecter, suspect = cluster(3, me=0), cluster(3, me=1)
+    suspecter._suspect(suspecter.peers[nid(1)], 10)
+    # the suspicion reaches the node itself in a gossip entry about it
+    sus_entry = suspecter.gossip_for(nid(1))[0]
+    assert sus_entry.node_id == nid(1) and sus_entry.flags & NodeFlags.PFAIL
+    suspect.gossip_received(nid(0), (sus_entry,), 20)
+    assert suspect.myself.incarnation == 1 and suspect.refutations == 1
+    assert nid(1) in suspect.broadcasts  # it gossips itself alive
+    # a stale "alive" at the suspected incarnation does not clear the suspicion
+    result = suspecter.gossip_received(nid(2), (entry(1, 0, 0),), 30)
+    assert result.recovered == [] and suspecter.peers[nid(1)].failing
+    # the node's own heartbeat at the new incarnation does
+    assert suspecter.heard_from(heartbeat(1, incarnation=1), 40, pong=True) is True
+    assert not suspecter.peers[nid(1)].failing
+    # and an old suspicion cannot come back
+    suspecter.gossip_received(nid(2), (entry(1, NodeFlags.PFAIL, 0),), 50)
+    assert not suspecter.peers[nid(1)].failing
+
+
+def test_gossiped_suspicion_starts_our_own_timer():
+    m = cluster(4)
+    m.gossip_received(nid(1), (entry(3, NodeFlags.PFAIL),), 100)
+    assert m.peers[nid(3)].flag_names() == "master,fail?"
+    assert m.suspicions == 0  # not our own suspicion
+    step = m.probe_tick(100 + m.suspicion_timeout_ms)
+    assert step.failed == [nid(3)]
+
+
+def test_fail_is_accepted_then_outbid_by_a_higher_incarnation():
     m = cluster(3)
-    assert m.fail_received(nid(1), 10) is True
-    assert m.peers[nid(1)].flags & NodeFlags.FAIL
-    rec = m.peers[nid(2)]
-    rec.connected = True
-    m.pong_received(nid(2), 100)
-    assert m.fail_received(nid(2), 200) is False
+    assert m.fail_received(nid(2), 0, 10) is True
+    assert m.fail_received(nid(2), 0, 11) is False  # already failed
+    assert m.peers[nid(2)].flag_names() == "master,fail"
+    assert m.cluster_state() == "ok"  # 2 of 3 reachable
+    result = m.gossip_received(nid(1), (entry(2, 0, incarnation=1),), 20)
+    assert result.recovered == [nid(2)]
+    assert not m.peers[nid(2)].failing and m.peers[nid(2)].incarnation == 1
+    assert m.fail_received(nid(2), 0, 30) is False  # the old FAIL is refuted
 
 
-def test_new_id_at_same_address_replaces_and_forgets_old():
+def test_fail_about_myself_is_refuted():
     m = cluster(3)
-    new = "f" * 40
-    assert m.learn(new, "127.0.0.1", 7001, 17001, 50) is not None
-    assert nid(1) not in m.peers
-    learned, _ = m.gossip_received(nid(2), (entry(1),), 60)
-    assert learned == []  # forgotten id not re-learned
-    # after the TTL it may be learned again (and then replaces `new` at that address)
-    learned, _ = m.gossip_received(nid(2), (entry(1),), 60 + FORGET_TTL_MS)
-    assert [r.node_id for r in learned] == [nid(1)]
+    assert m.refute(0) is True and m.myself.incarnation == 1
+    assert m.refute(0) is False  # already outbid
 
 
-def test_minority_partition_is_cluster_state_fail():
+def test_gossip_learns_healthy_nodes_only():
+    m = cluster(2)
+    result = m.gossip_received(nid(1), (entry(5), entry(6, NodeFlags.FAIL)), 10)
+    assert [r.node_id for r in result.learned] == [nid(5)]
+    assert nid(6) not in m.peers
+    # gossip from a node we do not know is ignored
+    assert m.gossip_received(nid(9), (entry(7),), 10).learned == []
+
+
+def test_newer_filter_epoch_in_gossip_is_reported_older_is_not():
+    m = cluster(3)
+    m.heard_from(heartbeat(2, epoch=5, cfp=55), 10, pong=True)
+    result = m.gossip_received(nid(1), (entry(2, epoch=4, cfp=44),), 20)
+    assert result.filters == [] and m.peers[nid(2)].channel_fp == 55
+    result = m.gossip_received(nid(1), (entry(2, epoch=6, cfp=66),), 30)
+    assert [r.node_id for r in result.filters] == [nid(2)]
+    assert (m.peers[nid(2)].filter_epoch, m.peers[nid(2)].channel_fp) == (6, 66)
+
+
+def test_our_filter_changes_ride_on_the_next_heartbeats():
+    m = cluster(5)
+    while m.broadcasts.take(100, 5):  # drain the join announcements
+        pass
+    m.announce_filters(3, 0xAB, 0xCD)
+    section = m.gossip_for(nid(1))
+    mine = [g for g in section if g.node_id == nid(0)]
+    assert mine and (mine[0].filter_epoch, mine[0].channel_fp, mine[0].pattern_fp) == (
+        3,
+        0xAB,
+        0xCD,
+    )
+
+
+def test_gossip_section_is_bounded_and_meet_carries_everyone():
+    m = cluster(200)  # every node learned: 199 changes queued
+    section = m.gossip_for(nid(1))
+    assert len(section) == UPDATES_PER_MESSAGE + RANDOM_ENTRIES
+    assert all(g.node_id != nid(1) for g in section)
+    while m.broadcasts.take(100, 200):
+        pass
+    idle = m.gossip_for(nid(1))  # nothing changed: only the random entries
+    assert len(idle) == RANDOM_ENTRIES and all(g.node_id != nid(1) for g in idle)
+    full = m.gossip_for(nid(1), full=True)
+    assert len(full) == 198 and nid(1) not in {g.node_id for g in full}
+
+
+def test_dissemination_fewest_transmissions_first_and_bounded():
+    b = Broadcasts()
+    for i in range(3):
+        b.queue(nid(i))
+    assert b.take(2, 10) == [nid(2), nid(1)]  # newest first among equals
+    assert b.take(1, 10) == [nid(0)]  # then the one sent least
+    limit = retransmit_limit(10)
+    assert limit == 8  # memberlist: 4 * ceil(log10(11))
+    sent = 0
+    while b.take(3, 10):
+        sent += 1
+    assert len(b) == 0 and sent == limit - 1
+
+
+def test_forgotten_node_is_not_relearned_from_gossip_until_ttl():
+    m = cluster(3)
+    assert m.forget(nid(2), 1000) is not None
+    assert m.gossip_received(nid(1), (entry(2),), 2000).learned == []
+    assert nid(2) not in m.peers
+    assert m.learn(nid(2), "127.0.0.1", 7002, 17002, 2000, direct=True) is not None
+    m.forget(nid(2), 3000)
+    learned = m.gossip_received(nid(1), (entry(2),), 3000 + FORGET_TTL_MS).learned
+    assert [r.node_id for r in learned] == [nid(2)]
+
+
+def test_new_id_at_same_address_replaces_the_old_one():
+    m = cluster(3)
+    assert m.learn(nid(8), "127.0.0.1", 9999, 17002, 10, direct=True) is not None
+    assert nid(2) not in m.peers and nid(8) in m.peers
+    assert m.gossip_received(nid(1), (entry(2),), 20).learned == []  # old id forgotten
+
+
+def test_minority_partition_reports_cluster_fail():
     m = cluster(5)
     for i in (1, 2, 3):
-        m.fail_received(nid(i), 0)
+        m.fail_received(nid(i), 0, 0)
     assert m.cluster_state() == "fail"
-
-
-def test_gossip_sample_puts_failing_nodes_first():
-    m = cluster(6)
-    m.fail_received(nid(5), 0)
-    sample = m.gossip_sample(nid(1), 2)
-    assert sample[0].node_id == nid(5) and sample[0].flags & NodeFlags.FAIL
-    assert all(g.node_id != nid(1) for g in m.gossip_sample(nid(1), 10))
-
-
-def test_forgotten_node_speaking_directly_is_learned_again():
-    m = cluster(3)
-    m.forget(nid(1), 0)
-    assert m.learn(nid(1), "127.0.0.1", 7001, 17001, 10) is None  # gossip: ignored
-    assert m.learn(nid(1), "127.0.0.1", 7001, 17001, 10, direct=True) is not None

@@ -34,6 +34,8 @@ from cluster_bus.frames import (
     Message,
     Ping,
     Pong,
+    ProbeAck,
+    ProbeReq,
     Publish,
     Resend,
     Session,
@@ -44,7 +46,7 @@ NID = "0123456789abcdef0123456789abcdef01234567"
 
 
 def corpus() -> list[bytes]:
-    g = (GossipEntry(NID, "127.0.0.1", 7001, 17001, 2, 123456),)
+    g = (GossipEntry(NID, "127.0.0.1", 7001, 17001, 2, 5, 123456, 2**64 - 1, 7),)
     sparse = bytearray(128)
     sparse[3] = 0x41
     msgs: list[Message] = [
@@ -52,7 +54,7 @@ def corpus() -> list[bytes]:
         Hello(NID, b"n" * 16),
         HelloAuth(b"a" * 32),
         Meet(NID, "127.0.0.1", 7001, 17001, 1, 2, 3, 0b101, False, 0, g),
-        Ping(NID, "::1", 7002, 17002, 9, 8, 7, 0, True, 1, g + g),
+        Ping(NID, "::1", 7002, 17002, 9, 8, 7, 0, True, 1, g + g, 2**32 - 1),
         Pong(NID, "h", 1, 2, 3, 4, 5, 6, False, 0, ()),
         FilterRequest(FilterKind.PATTERNS),
         FilterFull(FilterKind.CHANNELS, 1024, 7, bytes(sparse), 11, 2),
@@ -60,7 +62,9 @@ def corpus() -> list[bytes]:
         FilterDelta(FilterKind.CHANNELS, 5, 1024, 1, 2, (1, 2, 1023), (7,), 3),
         Publish(1, 2, False, b"news", b"hello"),
         Publish(2**32 - 1, 2**64 - 1, True, b"", b"x" * 300),
-        Fail(NID),
+        Fail(NID, 3),
+        ProbeReq(NID),
+        ProbeAck(NID),
         Leave(),
         Ack(77),
         Session(2**64 - 1, 1, 2**32 - 1),

@@ -1,0 +1,76 @@
+"""One known node as this node sees it: address, SWIM state, announced filters.
+
+The rules that change these records are in :mod:`cluster_bus.membership`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from cluster_bus.frames import GossipEntry, NodeFlags
+
+#: the flags that mean "not answering": suspected (PFAIL) or failed (FAIL)
+SUSPECT_FLAGS = NodeFlags.PFAIL | NodeFlags.FAIL
+_SUSPECT_INT = int(SUSPECT_FLAGS)
+
+
+@dataclass
+class NodeRecord:
+    """One known node as this node sees it."""
+
+    node_id: str
+    host: str
+    client_port: int
+    bus_port: int
+    flags: NodeFlags = NodeFlags.NONE
+    incarnation: int = 0
+    ping_sent_ms: int = 0  # a direct PING outstanding since (0 = none): CLUSTER NODES
+    pong_received_ms: int = 0  # last heartbeat heard from the node itself
+    acked_ms: int = 0  # last sign the node answers (its heartbeat or a PROBE_ACK)
+    suspect_since_ms: int = 0
+    fail_time_ms: int = 0
+    connected: bool = False  # a live, authenticated link
+    #: the node's filters as last announced (its own heartbeat, or newer gossip)
+    filter_epoch: int = 0
+    channel_fp: int = 0
+    pattern_fp: int = 0
+
+    @property
+    def failing(self) -> bool:
+        # int.__and__: IntFlag's own & builds a new enum member (slow per call)
+        return bool(int.__and__(self.flags, _SUSPECT_INT))
+
+    def rank(self) -> int:
+        """0 alive, 1 suspected, 2 failed: with the incarnation, SWIM's order."""
+        return 2 if self.flags & NodeFlags.FAIL else 1 if self.flags & NodeFlags.PFAIL else 0
+
+    def entry(self) -> GossipEntry:
+        return GossipEntry(
+            self.node_id,
+            self.host,
+            self.client_port,
+            self.bus_port,
+            int(self.flags & SUSPECT_FLAGS),
+            self.incarnation,
+            self.filter_epoch,
+            self.channel_fp,
+            self.pattern_fp,
+        )
+
+    def flag_names(self) -> str:
+        """Flags as CLUSTER NODES writes them (``myself,master,fail?`` ...)."""
+        names = ["myself"] if self.flags & NodeFlags.MYSELF else []
+        names.append("master")
+        if self.flags & NodeFlags.FAIL:
+            names.append("fail")
+        elif self.flags & NodeFlags.PFAIL:
+            names.append("fail?")
+        if self.flags & NodeFlags.HANDSHAKE:
+            names.append("handshake")
+        if self.flags & NodeFlags.NOADDR:
+            names.append("noaddr")
+        return ",".join(names)
+
+
+def rank_of(flags: int) -> int:
+    return 2 if flags & NodeFlags.FAIL else 1 if flags & NodeFlags.PFAIL else 0

@@ -1,0 +1,111 @@
+"""CLIENT PAUSE / UNPAUSE: Redis 7.0's ``pauseClients`` with asyncio, no
+threads and no polling.
+
+While a pause is on, a command it covers is not run: the client is postponed
+like a Redis blocked client (``blockPostponeClient``): :meth:`ClientPause.postpone`
+returns a future, the connection stops reading (what follows stays buffered,
+so replies keep their order) and, when the pause ends, the command is checked
+and run again from the start (it may be postponed again by a newer pause).
+
+- ``WRITE`` covers the commands Redis flags ``write`` or ``may-replicate``
+  that the node has: PUBLISH and SPUBLISH (Redis replicates them), FLUSHALL,
+  FLUSHDB, FUNCTION FLUSH, and an EXEC whose transaction holds one of them.
+- ``ALL`` covers every command of every client (the node has no replicas,
+  which Redis alone exempts).
+- A new pause never lowers the level nor brings the end forward (Redis keeps
+  the most restrictive type and the latest end); one ``call_later`` timer ends
+  it, and CLIENT UNPAUSE ends it at once. Postponed commands run in the order
+  they arrived.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import time
+from time import perf_counter_ns
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from router.client import Client
+    from router.commands.base import Command, Reply
+
+OFF, WRITE, ALL = 0, 1, 2
+
+#: the node's commands Redis 7.0 flags write or may-replicate
+WRITE_COMMANDS = frozenset({"publish", "spublish", "flushall", "flushdb", "function|flush"})
+
+
+class ClientPause:
+    """The node's pause state and its postponed commands."""
+
+    def __init__(self) -> None:
+        self.level = OFF
+        self.end = 0.0  # time.monotonic() when the pause ends
+        self._timer: asyncio.TimerHandle | None = None
+        self._waiting: list[tuple[Client, list[bytes], asyncio.Future[bytes]]] = []
+
+    def pause(self, milliseconds: int, level: int) -> None:
+        end = time.monotonic() + milliseconds / 1000
+        self.level = max(self.level, level)
+        if end <= self.end and self._timer is not None:
+            return
+        self.end = max(self.end, end)
+        if self._timer is not None:
+            self._timer.cancel()
+        loop = asyncio.get_running_loop()
+        self._timer = loop.call_at(loop.time() + (self.end - time.monotonic()), self.unpause)
+
+    def unpause(self) -> None:
+        """End the pause now and run the postponed commands in arrival order."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self.level = OFF
+        self.end = 0.0
+        waiting, self._waiting = self._waiting, []
+        for client, args, future in waiting:
+            if client.closed or future.done():
+                continue
+            reply = _execute_counted(client, args)
+            if isinstance(reply, bytes):
+                future.set_result(reply)
+            else:  # postponed again (a pause started meanwhile) or waiting
+                reply.add_done_callback(functools.partial(_pass_on, target=future))
+
+    def holds(self, client: Client, cmd: Command) -> bool:
+        """Whether the pause in effect postpones ``cmd`` (Redis ``processCommand``)."""
+        if self.level == ALL:
+            return True
+        if cmd.name in WRITE_COMMANDS:
+            return True
+        return cmd.name == "exec" and any(c.name in WRITE_COMMANDS for c, _ in client.multi or ())
+
+    def postpone(self, client: Client, args: list[bytes]) -> asyncio.Future[bytes]:
+        future: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+        self._waiting.append((client, args, future))
+        return future
+
+
+def _execute_counted(client: Client, args: list[bytes]) -> Reply:
+    """``client.execute`` outside its request loop, its time, failure and
+    error reply counted here as the loop counts them."""
+    start = perf_counter_ns()
+    reply = client.execute(args)
+    ran, client._ran = client._ran, None
+    if ran is not None:
+        ran.nanoseconds += perf_counter_ns() - start
+    if isinstance(reply, bytes) and reply[:1] == b"-":
+        client.node.stats.error_replied(reply)
+        if ran is not None:
+            ran.failed_calls += 1
+    return reply
+
+
+def _pass_on(source: asyncio.Future[bytes], *, target: asyncio.Future[bytes]) -> None:
+    if target.done():
+        return
+    if source.cancelled():
+        target.cancel()
+    else:
+        target.set_result(source.result())

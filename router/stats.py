@@ -1,0 +1,124 @@
+"""The counters INFO shows (Redis's names) and what CONFIG RESETSTAT resets.
+
+- :class:`NodeStats`: ``# Stats`` counters, error replies by prefix
+  (``# Errorstats``, Redis's ``afterErrorReply``) and one :class:`CommandStat`
+  per command that ran or was refused (``# Commandstats``, Redis's ``call`` /
+  ``rejectCommand``: calls, microseconds, rejected and failed calls). Redis
+  reads the clock around each call; the node reads it once per pipelined
+  batch (:func:`share_time`), which kept the hot path's cost flat.
+- :class:`InstantaneousMetrics`: ``instantaneous_ops_per_sec`` /
+  ``_input_kbps`` / ``_output_kbps``. Redis samples the three counters every
+  100 ms in ``serverCron`` and shows the mean rate of the last 16 samples
+  (``trackInstantaneousMetric``). The node has no timer for it: it samples
+  lazily, when the node flushes output at the end of a loop turn (so only
+  while there is traffic) and when INFO reads the rates; a gap of several
+  100 ms periods without a sample is split evenly over those periods, so the
+  mean over the last 1.6 s is the same as Redis's when traffic is steady.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+#: Redis's STATS_METRIC_SAMPLES and the serverCron period that samples them
+SAMPLES = 16
+PERIOD = 0.1
+
+
+@dataclass
+class CommandStat:
+    """One ``cmdstat_<name>`` line."""
+
+    calls: int = 0
+    nanoseconds: int = 0
+    rejected_calls: int = 0
+    failed_calls: int = 0
+
+    def info(self) -> str:
+        usec = self.nanoseconds // 1000
+        per_call = usec / self.calls if self.calls else 0.0
+        return (
+            f"calls={self.calls},usec={usec},usec_per_call={per_call:.2f},"
+            f"rejected_calls={self.rejected_calls},failed_calls={self.failed_calls}"
+        )
+
+
+@dataclass
+class NodeStats:
+    """Counters shown in INFO (Redis's names); a new one is CONFIG RESETSTAT."""
+
+    connections_received: int = 0
+    commands_processed: int = 0
+    output_buffer_limit_disconnections: int = 0
+    rejected_connections: int = 0
+    publish_received: int = 0  # client PUBLISH/SPUBLISH handled here
+    messages_delivered: int = 0  # messages written to local subscribers
+    forwards_lost: int = 0  # forwarded PUBLISH lost for good (peer's replay buffer passed)
+    net_input_bytes: int = 0  # bytes read from clients (INFO total_net_input_bytes)
+    net_output_bytes: int = 0  # bytes written to clients (total_net_output_bytes)
+    loss_disconnections: int = 0  # clients closed by --on-publish-loss disconnect
+    protected_mode_denied: int = 0  # non-loopback clients refused by protected mode
+    #: times a huge request was parsed in slices, letting other clients run between
+    parse_slices: int = 0
+    #: error replies by their first word (INFO errorstats, as Redis's afterErrorReply)
+    errors: dict[str, int] = field(default_factory=dict)
+    #: command full name (``client|list``) -> its INFO commandstats line
+    commands: defaultdict[str, CommandStat] = field(
+        default_factory=lambda: defaultdict(CommandStat)
+    )
+
+    def error_replied(self, reply: bytes) -> None:
+        """Count one error reply (``-PREFIX text``) under its prefix."""
+        end = reply.find(b" ")
+        prefix = reply[1 : end if end > 0 else reply.find(b"\r")].decode(errors="replace")
+        self.errors[prefix] = self.errors.get(prefix, 0) + 1
+
+    def command_stat(self, name: str) -> CommandStat:
+        return self.commands[name]
+
+
+class InstantaneousMetrics:
+    """Redis's instantaneous ops/s and kbps over the last 16 samples of 100 ms,
+    sampled lazily (see the module docstring)."""
+
+    def __init__(self, now: float) -> None:
+        self.reset(now, (0, 0, 0))
+
+    def reset(self, now: float, counters: tuple[int, int, int]) -> None:
+        self._last_time = now
+        self._last = counters
+        # per counter, the rate (per second) of each of the last SAMPLES periods
+        self._rates: list[list[float]] = [[0.0] * SAMPLES for _ in range(3)]
+        self._index = 0
+
+    def sample(self, now: float, counters: tuple[int, int, int]) -> None:
+        """Take the samples due by ``now`` (none if less than 100 ms passed)."""
+        elapsed = now - self._last_time
+        if elapsed < PERIOD:
+            return
+        periods = min(int(elapsed / PERIOD), SAMPLES)
+        for rates, value, last in zip(self._rates, counters, self._last, strict=True):
+            rate = (value - last) / elapsed
+            for i in range(periods):
+                rates[(self._index + i) % SAMPLES] = rate
+        self._index = (self._index + periods) % SAMPLES
+        self._last_time = now
+        self._last = counters
+
+    def rates(self) -> tuple[float, float, float]:
+        """(ops per second, input bytes per second, output bytes per second)."""
+        ops, net_in, net_out = (sum(r) / SAMPLES for r in self._rates)
+        return ops, net_in, net_out
+
+
+def share_time(runs: list[tuple[CommandStat, int]], elapsed: int) -> None:
+    """A pipelined batch's time to the commands that ran in it, ``(stat,
+    count)`` per run of one command: exact for a batch of one command (the
+    common pipeline); in a mixed batch each command gets the batch's mean."""
+    if len(runs) == 1:
+        runs[0][0].nanoseconds += elapsed
+        return
+    total = sum(count for _, count in runs)
+    for stat, count in runs:
+        stat.nanoseconds += elapsed * count // total
