@@ -1,13 +1,13 @@
 """``bloomcast bench``: every benchmark side by side with its anchor, in one run.
 
-    bloomcast bench [all|single|cluster|simulate|convergence|faults|scale]
+    bloomcast bench [all|single|cluster|simulate|convergence|faults|hostile|scale]
                     [--nodes 3,6,12] [--quick] [--out docs/]
 
 Writes ``<out>/benchmarks.json`` (merged key by key) and the sections it owns
 in ``<out>/benchmarks.md`` ("How these numbers were taken", "single node",
-"cluster", "convergence", "faults", "scale"), leaving other sections as they are; plots go to
-``<out>/*.png``. redis-benchmark (Debian's redis-tools) is required; the
-command says how to install it when missing. Speed is reported, never
+"cluster", "convergence", "faults", "hostile input", "scale"), leaving other
+sections as they are; plots go to ``<out>/*.png``. redis-benchmark (Debian's
+redis-tools) is required; the command says how to install it when missing. Speed is reported, never
 asserted. ``scale`` (idle cost per node vs N, minutes per size) runs only
 when named: ``all`` leaves it out.
 """
@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-PARTS = ("single", "cluster", "simulate", "convergence", "faults")
+PARTS = ("single", "cluster", "simulate", "convergence", "faults", "hostile")
 #: parts that run only when named (too long for ``all``)
 EXTRA_PARTS = ("scale",)
 
@@ -157,6 +157,11 @@ def run_parts(
 
         print("bench: faults (bloomcast and Redis Cluster) ...", flush=True)
         results["faults"] = run_faults()
+    if "hostile" in parts:
+        from bench.hostile import run_hostile
+
+        print("bench: hostile input (bloomcast and redis-server) ...", flush=True)
+        results["hostile"] = run_hostile(quick=args.quick)
     if "scale" in parts:
         from bench.scale import ScalePlan, run_scale
 
@@ -246,6 +251,10 @@ def write_outputs(
         from bench.faults import faults_markdown
 
         sections["faults"] = _with_command(faults_markdown(results["faults"]), meta)
+    if "hostile" in results:
+        from bench.hostile import hostile_markdown
+
+        sections["hostile input"] = _with_command(hostile_markdown(results["hostile"]), meta)
     if "scale" in results:
         sections["scale"] = _with_command(_scale_section(results["scale"], args, out), meta)
     update_markdown(out / "benchmarks.md", sections)

@@ -7,13 +7,15 @@ Client ports are base-port .. base-port+N-1, bus ports those + 10000. Every
 ``bloomcast node`` flag (``--node-timeout-ms``, ``--cluster-secret``,
 ``--subscribe-visibility-timeout``, ...) is accepted and passed to every node,
 except the per-node ones (``--port``, ``--cluster-port``, ``--join``), which
-this command sets. Ctrl-C or SIGTERM stops every node (SIGTERM, then SIGKILL
-after 10 s).
+this command sets. Without ``--cluster-secret`` the nodes share a secret
+generated for this run, so no other process can join their bus. Ctrl-C or
+SIGTERM stops every node (SIGTERM, then SIGKILL after 10 s).
 """
 
 from __future__ import annotations
 
 import argparse
+import secrets
 import signal
 import sys
 import time
@@ -60,6 +62,8 @@ def node_flags_from(args: argparse.Namespace) -> list[str]:
     out: list[str] = []
     for action in node_flags._actions:
         value = getattr(args, f"node_{action.dest}", None)
+        if isinstance(value, bool):
+            value = "yes" if value else "no"  # --protected-mode
         if value is not None and action.option_strings:
             out += [action.option_strings[0], str(value)]
     return out
@@ -80,6 +84,9 @@ def run(args: argparse.Namespace) -> int:
     from bloomcast.testing import LocalCluster
 
     extra = node_flags_from(args)
+    if getattr(args, "node_cluster_secret", None) is None:
+        # a secret of their own, so no other process can join them (issue 14)
+        extra += ["--cluster-secret", secrets.token_hex(16)]
     cluster = LocalCluster(
         args.nodes,
         base_port=args.base_port,

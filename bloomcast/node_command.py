@@ -28,8 +28,10 @@ from bloomcast.node_process import (
     listen_error,
     tap_error,
 )
+from router.acl.aclfile import AclFileError
 from router.config import NodeConfig, add_node_arguments, config_from_args
 from router.config_file import ConfigError
+from router.tls import TlsConfigError
 
 log = logging.getLogger("bloomcast.node")
 
@@ -51,7 +53,7 @@ async def serve(
 
     node = Node(config)
     try:
-        await node.start()
+        await node.start(serve=False)  # clients once the bus is started (below)
     except OSError as exc:
         raise listen_error("--port", config.bind, config.port, exc) from None
     tap = None
@@ -83,6 +85,7 @@ async def serve(
             await metrics.start(config.bind, metrics_port)
         except OSError as exc:
             raise listen_error("--metrics-port", config.bind, metrics_port, exc) from None
+    await node.start_serving()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     members = MembershipLog(node.link)
@@ -110,7 +113,8 @@ async def serve(
 
 def run(args: argparse.Namespace) -> int:
     """Exit 0 after a clean stop, 2 on a configuration mistake, 1 when the
-    node cannot start (a port in use); a mistake is one line on stderr."""
+    node cannot start (a port in use, a refused bus, bad TLS or ACL files); a
+    mistake is one line on stderr."""
     signal.signal(signal.SIGHUP, signal.SIG_IGN)  # as Redis; reopens --logfile once serving
     parser = argparse.ArgumentParser()
     configure(parser)
@@ -120,6 +124,15 @@ def run(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"bloomcast node: {exc}", file=sys.stderr)
         return 2
+    if not args.no_bus:
+        from router.protected import bus_refusal
+
+        refusal = bus_refusal(
+            config.protected_mode, config.bind, config.bus_port, config.cluster_secret
+        )
+        if refusal is not None:
+            print(refusal, file=sys.stderr)
+            return 1
     if args.check_config:
         bus = "no bus" if args.no_bus else f"bus port {config.bus_port}"
         seeds = f"{len(config.join)} seed(s)"
@@ -140,5 +153,12 @@ def run(args: argparse.Namespace) -> int:
         runner(serve(config, not args.no_bus, handler, args.metrics_port))
     except StartupError as exc:
         print(f"bloomcast node: {exc}", file=sys.stderr)
+        return 1
+    except TlsConfigError as exc:
+        print(f"bloomcast node: cannot start TLS: {exc}", file=sys.stderr)
+        return 1
+    except AclFileError as exc:
+        # Redis: "Aborting Redis startup because of ACL errors"
+        print(f"bloomcast node: aborting startup because of ACL errors: {exc}", file=sys.stderr)
         return 1
     return 0

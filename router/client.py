@@ -16,12 +16,12 @@ A command may answer with a future (SUBSCRIBE under subscribe visibility, a
 command CLIENT PAUSE postponed):
 the connection then behaves like a Redis blocked client — it stops reading
 until the future resolves, writes the reply and carries on with what is
-buffered, so replies keep their order.
+buffered, so replies keep their order. Output and its pub/sub limits:
+:mod:`router.client_output`.
 
-Pub/sub output is limited like ``client-output-buffer-limit pubsub``: over the
-hard limit, or over the soft limit for longer than its seconds, the client is
-closed asynchronously and counted (``client_output_buffer_limit_disconnections``);
-the writer never waits for a slow reader, so no subscriber stalls the node.
+No connection holds the loop: its requests share a budget of
+:data:`SLICE_SECONDS` per loop turn (a huge multibulk is parsed in slices by
+the parser), then reading from it pauses and the rest runs on a later turn.
 """
 
 from __future__ import annotations
@@ -34,12 +34,22 @@ from time import perf_counter_ns
 from typing import TYPE_CHECKING, cast
 
 from router import client_log, parser, resp
+from router.acl.registry import noperm_text
+from router.client_output import ClientOutput
 from router.commands import COMMANDS, LOOKUP, Reply
 from router.commands.base import CONFIRMING, Command, Transaction
+from router.commands.client_view import acl_context, info_line
 from router.stats import CommandStat, share_time
 
 if TYPE_CHECKING:
     from router.node import Node
+
+#: the longest one connection's requests hold the loop before the other
+#: clients run: the rest of its pipeline (or of a huge request) waits for the
+#: next loop turn, and reading from it pauses meanwhile (libuv would
+#: otherwise read a busy socket again and again in one turn)
+SLICE_SECONDS = 0.005
+_SLICE_NS = int(SLICE_SECONDS * 1e9)
 
 # commands a RESP2 client may send while subscribed (Redis's processCommand);
 # subscribed = any channel, pattern or shard channel (Redis 7.0's CLIENT_PUBSUB)
@@ -67,9 +77,13 @@ class ClientExtras:
     lib_ver: bytes = b""
     no_evict: bool = False  # CLIENT NO-EVICT: shown only (the node evicts no client)
     in_exec: bool = False  # running EXEC's commands: replies never wait
+    peer_ip: str = ""  # protected mode's test, at connect
+    refused: bool = False  # protected mode turned it away at connect
+    slicing: bool = False  # a slice of a huge request (or long pipeline) is scheduled
+    laddr: str = "?:0"  # CLIENT LIST / KILL LADDR
 
 
-class Client(asyncio.Protocol):
+class Client(ClientOutput, asyncio.Protocol):
     """One client connection of a node."""
 
     def __init__(self, node: Node) -> None:
@@ -78,7 +92,8 @@ class Client(asyncio.Protocol):
         self.name = b""
         self.extras = ClientExtras()
         self.resp = 2
-        self.authenticated = node.config.requirepass is None
+        self.user = node.acl.default  # Redis: every client starts as the default user
+        self.authenticated = not node.acl.default_requires_auth()
         self.channels: set[bytes] = set()
         self.patterns: set[bytes] = set()
         self.shard_channels: set[bytes] = set()
@@ -98,7 +113,6 @@ class Client(asyncio.Protocol):
         self.multi: Transaction | None = None  # MULTI's queue, None outside one
         self._ran: CommandStat | None = None  # the stat of the command that just ran
         self.addr = "?:0"
-        self.laddr = "?:0"
         self._blocked: asyncio.Future[bytes] | None = None
         # messages that arrived while a confirmation was held (they go after it)
         self._held: list[bytes] = []
@@ -109,6 +123,7 @@ class Client(asyncio.Protocol):
         self._queue_limit = node.config.pubsub_hard_limit or sys.maxsize
         self._close_after_reply = False
         self._soft_limit_since: float | None = None
+        self._work_started: int | None = None  # this loop turn's first request (ns)
 
     # ------------------------------------------------------------ asyncio.Protocol
 
@@ -119,17 +134,24 @@ class Client(asyncio.Protocol):
         sock = transport.get_extra_info("sockname")
         if peer:
             self.addr = f"{peer[0]}:{peer[1]}"
+            self.extras.peer_ip = str(peer[0])
         if sock:
-            self.laddr = f"{sock[0]}:{sock[1]}"
+            self.extras.laddr = f"{sock[0]}:{sock[1]}"
         self.node.client_connected(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        unread = self.parser.release()
+        if len(unread) > 4096:  # a huge unfinished request: free it in slices
+            _free_in_slices(unread)
         if self._blocked is not None and not self._blocked.done():
             self._blocked.cancel()
-        self.node.client_disconnected(self)
+        if not self.extras.refused:
+            self.node.client_disconnected(self)
 
     def data_received(self, data: bytes) -> None:
+        if self.closed and self.extras.refused:
+            return  # protected mode: nothing it sends is read
         self.node.stats.net_input_bytes += len(data)
         self.parser.feed(data)
         self.last_interaction = time.monotonic()
@@ -148,9 +170,19 @@ class Client(asyncio.Protocol):
         out = self._out
         execute = self.execute
         queued = 0
+        # the loop turn's budget is shared by every read of this turn (libuv
+        # may deliver several): flush(), at the end of the turn, resets it
         # commandstats usec: one clock read per batch, shared by the commands
         # that ran (router.stats.share_time), so runs of one command are counted
         start = perf_counter_ns()
+        started = self._work_started
+        if started is None:
+            started = self._work_started = start
+        elif start - started > _SLICE_NS:
+            self._resume_later()  # a read after this turn's budget was spent
+            return
+        sliced = False
+        done = 0
         runs: list[tuple[CommandStat, int]] = []
         last: CommandStat | None = None
         n = 0
@@ -177,6 +209,10 @@ class Client(asyncio.Protocol):
                     queued += len(reply)
                     if self._close_after_reply or self.closed:  # QUIT, or cut
                         break
+                    done += 1  # the clock is read every 4th request (hot path)
+                    if not done & 3 and perf_counter_ns() - started > _SLICE_NS:
+                        sliced = True  # a long pipeline: the rest after the others
+                        break
                     continue
                 # blocked until the future resolves (subscribe visibility);
                 # what follows stays buffered in the parser until then
@@ -200,11 +236,31 @@ class Client(asyncio.Protocol):
         # (an early flush in the batch, a message to this client over the
         # limit, reset the count: it may over-count, flushing early once more)
         self._out_bytes += queued
+        if (sliced or self.parser.backlog) and not self._close_after_reply:
+            # a huge request is still being parsed, or a pipeline ran past
+            # SLICE_SECONDS: let the other clients run before the next slice
+            self._resume_later()
         if self._out_bytes > self._queue_limit:
             self.flush()
         if self._close_after_reply and self.transport is not None:
             self.flush()
             self.transport.close()
+
+    def _resume_later(self) -> None:
+        if self.transport is not None and not self.extras.slicing:
+            self.extras.slicing = True
+            self.node.stats.parse_slices += 1
+            self.transport.pause_reading()
+            asyncio.get_running_loop().call_soon(self._next_slice)
+
+    def _next_slice(self) -> None:
+        self.extras.slicing = False
+        self._work_started = None
+        if self.closed:
+            return
+        self._process()
+        if not self.extras.slicing and self._blocked is None and self.transport is not None:
+            self.transport.resume_reading()
 
     def _block(self, future: asyncio.Future[bytes]) -> None:
         self._blocked = future
@@ -261,8 +317,14 @@ class Client(asyncio.Protocol):
         arity = cmd.arity
         if argc != arity and (arity > 0 or argc < -arity):
             return self._reject(cmd, f"ERR wrong number of arguments for '{cmd.name}' command")
-        if not self.authenticated and not cmd.no_auth:
+        if not self.authenticated and not cmd.no_auth and node.acl.default_requires_auth():
             return self._reject(cmd, "NOAUTH Authentication required.")
+        user = self.user
+        if not user.unrestricted and not cmd.no_auth:
+            denial = node.acl.denied(user, cmd.name, args)
+            if denial is not None:  # in MULTI: refused at queue time (EXECABORT)
+                node.acl.add_log(*denial, user.name, info_line(self), acl_context(self))
+                return self._reject(cmd, noperm_text(*denial))
         if (
             self.resp == 2
             and (self.channels or self.patterns or self.shard_channels)
@@ -304,94 +366,17 @@ class Client(asyncio.Protocol):
         """QUIT: write what is pending, then close."""
         self._close_after_reply = True
 
-    def set_queue_limit(self, hard_limit: int) -> None:
-        """CONFIG SET client-output-buffer-limit changed the pubsub hard limit."""
-        self._queue_limit = hard_limit or sys.maxsize
-
     @property
     def closing(self) -> bool:
         """Closed, or to be closed once what is queued is written."""
         return self.closed or self._close_after_reply
 
-    def swap_output(self, out: list[bytes]) -> list[bytes]:
-        """Make ``out`` the output queue; returns the queue it replaces (EXEC
-        collects what its commands write into its own reply)."""
-        saved, self._out = self._out, out
-        return saved
-
     def set_authenticated(self, value: bool) -> None:
         self.authenticated = value
         self.parser.authenticated = value
 
-    # ------------------------------------------------------------ output
 
-    def subscription_count(self) -> int:
-        """Channels + patterns: the count in (un)subscribe replies (Redis
-        ``clientSubscriptionsCount``; shard channels are counted apart)."""
-        return len(self.channels) + len(self.patterns)
-
-    def write(self, data: bytes) -> None:
-        """Queue output (a reply or a pub/sub message); the node flushes every
-        queued client once per event-loop turn, after reading from every ready
-        client (Redis writes in ``beforeSleep``,
-        ``handleClientsWithPendingWrites``). Output leaves in the order it was
-        made, and a pipelined batch or many messages to one client cost one
-        system call. While a (P|S)SUBSCRIBE confirmation is held for subscribe
-        visibility, messages wait behind it: Redis always confirms first."""
-        if self.closed or self.transport is None:
-            return
-        if self._blocked is not None:
-            self._held.append(data)
-            return
-        out = self._out
-        if not out:
-            self.node.schedule_flush(self)
-        out.append(data)
-        self._out_bytes += len(data)
-        if self._out_bytes > self._queue_limit:
-            self.flush()
-
-    def flush(self) -> None:
-        """Write the queued output; a pub/sub client is held to the
-        ``client-output-buffer-limit pubsub`` limits (other clients, like
-        Redis's ``normal`` class, have none)."""
-        transport = self.transport
-        out = self._out
-        if not out or self.closed or transport is None:
-            out.clear()
-            self._out_bytes = 0
-            return
-        data = out[0] if len(out) == 1 else b"".join(out)
-        transport.write(data)
-        self.node.stats.net_output_bytes += len(data)
-        out.clear()
-        self._out_bytes = 0
-        if not (self.channels or self.patterns or self.shard_channels):
-            return
-        size = transport.get_write_buffer_size()
-        config = self.node.config
-        if size <= config.pubsub_soft_limit or not config.pubsub_soft_limit:
-            self._soft_limit_since = None
-            if size <= config.pubsub_hard_limit or not config.pubsub_hard_limit:
-                return
-        if config.pubsub_hard_limit and size > config.pubsub_hard_limit:
-            self._cut_slow()
-            return
-        now = time.monotonic()
-        if self._soft_limit_since is None:
-            self._soft_limit_since = now
-        elif now - self._soft_limit_since > config.pubsub_soft_seconds:
-            self._cut_slow()
-
-    def _cut_slow(self) -> None:
-        # Redis frees such a client asynchronously (freeClientAsync); abort()
-        # drops the buffered output and calls connection_lost on a later turn
-        # of the loop, so the delivery loop in progress is not disturbed.
-        self.node.stats.output_buffer_limit_disconnections += 1
-        client_log.output_buffer_cut(self)  # its omem= is the size that cut it
-        self.closed = True
-        if self.transport is not None:
-            self.transport.abort()
-
-    def output_buffer_size(self) -> int:
-        return self.transport.get_write_buffer_size() if self.transport else 0
+def _free_in_slices(items: list[bytes]) -> None:
+    del items[-4096:]
+    if items:
+        asyncio.get_running_loop().call_soon(_free_in_slices, items)

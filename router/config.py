@@ -36,6 +36,17 @@ class NodeConfig:
     pubsub_soft_limit: int = DEFAULT_PUBSUB_SOFT_LIMIT
     pubsub_soft_seconds: int = DEFAULT_PUBSUB_SOFT_SECONDS
     maxclients: int = 10000
+    #: redis.conf protected-mode: refuse non-loopback clients while the default
+    #: user has no password; and the bus refuses to listen beyond loopback
+    #: without a cluster secret (router/protected.py)
+    protected_mode: bool = True
+    aclfile: str | None = None  # redis.conf aclfile: users in users.acl format
+    # client TLS (router/tls.py), Redis's names; tls_port 0 = off
+    tls_port: int = 0
+    tls_cert_file: str | None = None
+    tls_key_file: str | None = None
+    tls_ca_cert_file: str | None = None
+    tls_auth_clients: str = "yes"  # yes | optional | no
     # filters (bloom/)
     filter_capacity: int = 1024  # channels the first filter is sized for
     filter_fp_rate: float = 0.01  # target false-positive rate per peer filter
@@ -53,6 +64,10 @@ class NodeConfig:
     # traffic tap (spark/)
     traffic_dir: str | None = None
     traffic_sample: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.protected_mode, bool):
+            self.protected_mode = yes_no(str(self.protected_mode))
 
     @property
     def bus_port(self) -> int:
@@ -89,6 +104,21 @@ class NodeConfig:
         return config
 
 
+def yes_no(text: str) -> bool:
+    """A Redis boolean setting: ``yes`` or ``no`` (any case)."""
+    value = text.lower()
+    if value not in ("yes", "no"):
+        raise ValueError(f"argument must be 'yes' or 'no', not {text!r}")
+    return value == "yes"
+
+
+def _yes_no_arg(text: str) -> bool:
+    try:
+        return yes_no(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def add_node_arguments(parser: argparse.ArgumentParser) -> None:
     """Add every NodeConfig flag to ``parser`` (defaults left as None = not given)."""
     add = parser.add_argument
@@ -96,12 +126,30 @@ def add_node_arguments(parser: argparse.ArgumentParser) -> None:
     add("--bind", help="address to listen on (default 127.0.0.1)")
     add("--port", type=int, help="client port (default 6379)")
     add("--requirepass", help="password clients must AUTH with")
+    add("--aclfile", help="ACL users file (Redis's users.acl format), loaded at start")
+    add("--tls-port", type=int, help="TLS client port, beside --port (default 0: off)")
+    add("--tls-cert-file", help="TLS: the node's certificate (PEM)")
+    add("--tls-key-file", help="TLS: the node's private key (PEM)")
+    add("--tls-ca-cert-file", help="TLS: CA certificates that sign client certificates")
+    add(
+        "--tls-auth-clients",
+        choices=("yes", "no", "optional"),
+        help="TLS: clients must (yes, default), may (optional) or need not (no) present "
+        "a certificate signed by the CA",
+    )
     add("--proto-max-bulk-len", type=int, help="largest bulk string accepted, bytes")
     add("--max-multibulk-len", type=int, help="largest multibulk count accepted")
     add("--pubsub-hard-limit", type=int, help="pubsub output buffer hard limit, bytes")
     add("--pubsub-soft-limit", type=int, help="pubsub output buffer soft limit, bytes")
     add("--pubsub-soft-seconds", type=int, help="seconds over the soft limit before cut")
     add("--maxclients", type=int, help="most clients connected at once")
+    add(
+        "--protected-mode",
+        type=_yes_no_arg,
+        metavar="yes|no",
+        help="yes (default): refuse non-loopback clients while there is no password, "
+        "and refuse to start a bus beyond loopback without --cluster-secret",
+    )
     add("--filter-capacity", type=int, help="channels the first filter is sized for")
     add("--filter-fp-rate", type=float, help="target false-positive rate per filter")
     add("--cluster-port", type=int, help="cluster bus port (default port+10000)")

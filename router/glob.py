@@ -1,113 +1,245 @@
-"""Glob matching with the semantics of Redis ``stringmatchlen`` (``src/util.c``).
+"""Glob matching with the semantics of Redis ``stringmatchlen`` (``src/util.c``,
+7.0.15 as Debian ships it), at a cost no pattern can blow up.
 
 ``*`` any run of bytes, ``?`` one byte, ``[abc]`` a class, ``[^abc]`` its
 negation, ``[a-z]`` a range (reversed ranges are swapped, bytes compared as
-signed chars as C does on x86), ``\\x`` the literal x (inside a class too),
-an unclosed ``[`` class runs to the end of the pattern. Quirk kept from Redis:
-an empty string matches only the empty pattern (``*`` does not match ``""``).
+signed chars as C does on x86; a range's end may be ``]``: ``[a-]`` is the
+range a..``]``), ``\\x`` the literal x (inside a class too), an unclosed ``[``
+class runs to the end of the pattern. Quirk kept from Redis: an empty string
+matches only the empty pattern (``*`` does not match ``""``).
 
-Abuse guards (CVE-2022-36021, CVE-2024-31228): Redis recurses at each ``*``;
-once the rest of the pattern failed at every later offset it stops trying
-longer matches for earlier stars (``skipLongerMatches``), and it gives up (no
-match) past 1000 nested stars. This version is iterative: it backtracks only
-to the most recent ``*`` (which is exactly what skipLongerMatches achieves),
-so the work is O(len(pattern) * len(string)) in the worst case and there is no
-recursion to overflow; the 1000-star limit is kept for identical results.
+Redis's abuse guards (CVE-2022-36021, CVE-2024-31228): it recurses at each
+``*`` group; once the rest of the pattern failed at every later offset it
+stops trying longer matches for earlier stars (``skipLongerMatches``), and a
+call nested more than 1000 stars deep answers "no match". Both are properties
+of the result, and this module computes the same result differently:
+
+- With ``skipLongerMatches`` the search is the classic greedy one: the
+  segment before the first ``*`` must match at offset 0, every segment
+  between two ``*`` groups is placed at its leftmost occurrence (never moved
+  again), and the last segment, unless the pattern ends with ``*``, must end
+  the string. That is one Python regex with an atomic group per middle
+  segment (``(?>.*?seg)``), matched in C with no backtracking into a placed
+  segment: O(len(pattern) * len(string)) at worst, as for Redis.
+- A match has to pass every ``*`` group that is not the pattern's last byte,
+  with bytes left, so past 1000 such groups Redis can never answer "match"
+  (checked against redis-server 7.0.15: ``*a`` * 1000 matches ``a`` * 1100,
+  ``*a`` * 1001 does not): such a pattern matches nothing.
+- Every ``?``, class and literal byte consumes exactly one byte, so a pattern
+  with more of them than a string's length cannot match it. The pattern is
+  read lazily, only as far as the longest string asked about, so a huge
+  pattern costs no more than the strings it is matched against.
+
+Tokens and class bodies are split by C regexes, so reading a pattern costs
+one pass in C plus a Python step per token.
 """
 
 from __future__ import annotations
+
+import re
+from collections.abc import Iterable
 
 from bloom import literal_prefix as bloom_literal_prefix
 
 MAX_STAR_NESTING = 1000
 
-_STAR, _QMARK, _LBRACKET, _RBRACKET, _BACKSLASH, _CARET, _DASH = b"*?[]\\^-"
+# one token of a pattern, in Redis's order of tests: a '*' group, '?', a class
+# (group 3: '^', group 4: its body, up to an unescaped ']' or the pattern's
+# end), '\x' (x literal), a run of plain bytes, a lone '\' at the end
+# (a class item is '\x', a range 'a-z' whose end may be any byte, or one byte;
+# a run of plain bytes not followed by '-x' is taken whole, for speed: only
+# its last byte could start a range)
+_TOKEN = re.compile(
+    rb"(\*+)|(\?)"
+    rb"|\[(\^?)((?:[^\]\\\-]*[^\]\\\-](?!-.)|\\.|[^\]]-.|[^\]])*+)\]?"
+    rb"|\\(.)|([^*?\[\\]+)|(\\)",
+    re.S,
+)
+# the items of a class body: '\x', a range, a run of single bytes
+_CLASS_ITEM = re.compile(rb"\\(.)|([^\]])-(.)|([^\]\\\-]*[^\]\\\-](?!-.)|[^\]])", re.S)
 
 
 def _signed(c: int) -> int:
     return c - 256 if c > 127 else c
 
 
-def _class_match(pattern: bytes, p: int, plen: int, c: int) -> tuple[bool, int]:
-    """Match byte c against the class opening at pattern[p] == '['.
-
-    Returns (matched, index of the class's last byte: the ']' or the pattern end).
-    """
-    p += 1
-    negate = p < plen and pattern[p] == _CARET
+def _class_bytes(negate: bytes, body: bytes) -> bytes:
+    """The bytes a class matches (sorted), from its body."""
+    members = bytearray(256)
+    if b"\\" not in body and b"-" not in body:
+        singles: Iterable[int] = set(body)
+        ranges: set[tuple[bytes, bytes]] = set()
+    else:
+        items = set(_CLASS_ITEM.findall(body))
+        singles = set(b"".join(x[0] or x[3] for x in items))
+        ranges = {(x[1], x[2]) for x in items if x[1]}
+    for c in singles:
+        members[c] = 1
+    for lo_b, hi_b in ranges:
+        lo, hi = sorted((_signed(lo_b[0]), _signed(hi_b[0])))
+        for c in range(lo, hi + 1):
+            members[c & 0xFF] = 1
     if negate:
-        p += 1
-    matched = False
-    while True:
-        if p < plen and pattern[p] == _BACKSLASH and plen - p >= 2:
-            p += 1
-            if pattern[p] == c:
-                matched = True
-        elif p < plen and pattern[p] == _RBRACKET:
+        return bytes(c for c in range(256) if not members[c])
+    return bytes(c for c in range(256) if members[c])
+
+
+def _charset(members: bytes) -> bytes:
+    """Regex source for one byte out of ``members`` (non-empty)."""
+    if len(members) == 256:
+        return b"."
+    if len(members) == 1:
+        return re.escape(members)
+    parts = []
+    i = 0
+    while i < len(members):
+        j = i
+        while j + 1 < len(members) and members[j + 1] == members[j] + 1:
+            j += 1
+        parts.append(b"\\x%02x" % members[i])
+        if j > i:
+            parts.append(b"-\\x%02x" % members[j])
+        i = j + 1
+    return b"[" + b"".join(parts) + b"]"
+
+
+class Glob:
+    """A compiled pattern: :meth:`match` one string, :meth:`filter` many.
+
+    Two stages, both lazy: reading the pattern (its regex source, the number
+    of bytes a match consumes, the literal bytes every match starts and ends
+    with) and compiling the regex, which only a string that passes those
+    cheap checks pays for."""
+
+    __slots__ = ("_head", "_regex", "_short", "_source", "_tail", "_width", "pattern")
+
+    def __init__(self, pattern: bytes) -> None:
+        self.pattern = pattern
+        self._source: bytes | None = None
+        self._regex: re.Pattern[bytes] | None = None
+        #: strings up to this length are known not to match (before the regex)
+        self._short = 0
+        self._width = 0  # bytes every match consumes ('?', classes, literals)
+        self._head = b""  # literal bytes every match starts with
+        self._tail = b""  # ... and ends with
+
+    def match(self, string: bytes) -> bool:
+        if not string:
+            return not self.pattern
+        if self._source is None and not self._read(len(string)):
+            return False
+        if (
+            len(string) < self._width
+            or not string.startswith(self._head)
+            or not string.endswith(self._tail)
+        ):
+            return False
+        return self._compiled().match(string) is not None
+
+    def filter(self, names: Iterable[bytes]) -> list[bytes]:
+        """The names that match, in order (the regex runs in one C loop)."""
+        names = list(names)
+        if not self.pattern:
+            return [n for n in names if not n]
+        if not names or (self._source is None and not self._read(max(map(len, names)))):
+            return []
+        width, head, tail = self._width, self._head, self._tail
+        # (a non-empty name only: a '*' would match b"", Redis's quirk says no)
+        candidates = [
+            n for n in names if n and len(n) >= width and n.startswith(head) and n.endswith(tail)
+        ]
+        if not candidates:
+            return []
+        return list(filter(self._compiled().match, candidates))
+
+    def _compiled(self) -> re.Pattern[bytes]:
+        regex = self._regex
+        if regex is None:
+            assert self._source is not None
+            regex = self._regex = re.compile(self._source, re.S)
+        return regex
+
+    def _read(self, need: int) -> bool:
+        """Read the pattern as far as strings of ``need`` bytes could use it.
+        False (and recorded) when no string that long can match."""
+        if need <= self._short:
+            return False
+        limit = max(need, 2 * self._short)  # amortise re-reading for longer strings
+        # per segment between '*' groups: (regex piece, literal bytes or None)
+        segments: list[list[tuple[bytes, bytes | None]]] = [[]]
+        width = 0
+        trailing_star = False
+        for m in _TOKEN.finditer(self.pattern):
+            star, qmark, negate, body, escaped, run, lone = m.groups()
+            trailing_star = star is not None and m.end() == len(self.pattern)
+            if star is not None:
+                if trailing_star:
+                    break
+                if len(segments) > MAX_STAR_NESTING:
+                    self._short = _UNBOUNDED  # Redis's nesting limit: never a match
+                    return False
+                segments.append([])
+                continue
+            literal: bytes | None = None
+            if qmark is not None:
+                piece, size = b".", 1
+            elif body is not None:
+                members = _class_bytes(negate, body)
+                if not members:
+                    self._short = _UNBOUNDED  # an empty class: never a match
+                    return False
+                piece, size = _charset(members), 1
+            else:
+                literal = escaped if escaped is not None else run if run is not None else lone
+                piece, size = re.escape(literal), len(literal)
+            width += size
+            if width > limit:
+                self._short = limit
+                return False
+            segments[-1].append((piece, literal))
+        self._width = width
+        self._head = _literal_run(segments[0])
+        if not trailing_star:
+            self._tail = _literal_run(segments[-1][::-1], reverse=True)
+        parts = [b"".join(piece for piece, _ in seg) for seg in segments]
+        if len(parts) == 1:
+            source = parts[0] + (b"" if trailing_star else b"\\Z")
+        else:
+            middle = b"".join(b"(?>.*?" + p + b")" for p in parts[1:-1])
+            last = b"(?>.*?" + parts[-1] + b")" if trailing_star else b".*" + parts[-1] + b"\\Z"
+            source = parts[0] + middle + last
+        self._source = source
+        return True
+
+
+def _literal_run(pieces: list[tuple[bytes, bytes | None]], reverse: bool = False) -> bytes:
+    """The literal bytes of the leading pieces (trailing ones, reversed)."""
+    run = []
+    for _, literal in pieces:
+        if literal is None:
             break
-        elif p >= plen:
-            p -= 1  # unclosed class: it ends with the pattern
-            break
-        elif plen - p >= 3 and pattern[p + 1] == _DASH:
-            start, end = _signed(pattern[p]), _signed(pattern[p + 2])
-            if start > end:
-                start, end = end, start
-            p += 2
-            if start <= _signed(c) <= end:
-                matched = True
-        elif pattern[p] == c:
-            matched = True
-        p += 1
-    return matched != negate, p
+        run.append(literal)
+    return b"".join(run[::-1] if reverse else run)
+
+
+_UNBOUNDED = 1 << 62
+_CACHE: dict[bytes, Glob] = {}
+_CACHE_MAX = 4096
+
+
+def compile_glob(pattern: bytes) -> Glob:
+    """The :class:`Glob` of ``pattern`` (kept in a bounded cache)."""
+    glob = _CACHE.get(pattern)
+    if glob is None:
+        if len(_CACHE) >= _CACHE_MAX:
+            _CACHE.clear()
+        glob = _CACHE[pattern] = Glob(pattern)
+    return glob
 
 
 def stringmatch(pattern: bytes, string: bytes) -> bool:
     """True when ``string`` matches glob ``pattern`` exactly as Redis decides."""
-    plen, slen = len(pattern), len(string)
-    p = s = 0
-    star_p = -1  # index of the most recent '*' (the only one we backtrack to)
-    star_s = 0  # offset of string the rest of the pattern is tried at
-    depth = 0  # '*' groups passed: Redis's recursion nesting
-    while True:
-        if p < plen and s < slen:
-            c = pattern[p]
-            if c == _STAR:
-                while p + 1 < plen and pattern[p + 1] == _STAR:
-                    p += 1
-                if p == plen - 1:
-                    return True  # a trailing '*' matches the rest
-                depth += 1
-                if depth > MAX_STAR_NESTING:
-                    return False
-                star_p, star_s = p, s
-                p += 1
-                continue
-            if c == _QMARK:
-                ok = True
-            elif c == _LBRACKET:
-                ok, p = _class_match(pattern, p, plen, string[s])
-            else:
-                if c == _BACKSLASH and plen - p >= 2:
-                    p += 1
-                ok = pattern[p] == string[s]
-            if ok:
-                s += 1
-                p += 1
-                if s < slen:
-                    continue
-                while p < plen and pattern[p] == _STAR:
-                    p += 1
-                if p >= plen:
-                    return True
-        elif p >= plen and s >= slen:
-            return True
-        # mismatch: retry the rest of the pattern one byte later after the last '*'
-        if star_p < 0:
-            return False
-        star_s += 1
-        if star_s >= slen:
-            return False
-        p, s = star_p + 1, star_s
+    return compile_glob(pattern).match(string)
 
 
 def literal_prefix(pattern: bytes) -> bytes:

@@ -139,6 +139,13 @@ def info_sections(node: Node) -> dict[str, Section]:
             "total_messages_delivered": stats.messages_delivered,
             "total_forwards_lost": stats.forwards_lost,
             "loss_disconnections": stats.loss_disconnections,
+            "total_request_slices": stats.parse_slices,
+            "protected_mode_denied_connections": stats.protected_mode_denied,
+            # Redis 7.2's names (7.0 counts these only in ACL LOG)
+            "acl_access_denied_auth": node.acl.denied_auth,
+            "acl_access_denied_cmd": node.acl.denied_commands,
+            "acl_access_denied_key": 0,
+            "acl_access_denied_channel": node.acl.denied_channels,
         },
         "replication": {
             "role": "master",

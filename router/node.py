@@ -24,7 +24,7 @@ import json
 import logging
 import os
 import time
-from itertools import count
+from itertools import count, islice
 
 from cluster_bus.api import (
     ClusterLink,
@@ -35,9 +35,12 @@ from cluster_bus.api import (
     merge_changes,
 )
 from router import resp
+from router.acl import Acl
 from router.client import Client
+from router.client_output import ClientOutput
 from router.config import NodeConfig
 from router.pause import ClientPause
+from router.protected import DENIED, denies
 from router.registry import Registry, Subscriber
 from router.stats import InstantaneousMetrics, NodeStats
 from spark.events import Role, TrafficEvent, TrafficRecorder, channel_text
@@ -59,6 +62,7 @@ class Node:
         self.tap: TrafficRecorder | None = None  # set by whoever wires the node
         self.clients: dict[int, Client] = {}
         self.stats = NodeStats()
+        self.acl = Acl(config.requirepass)  # ACL users (router/acl/)
         self.metrics = InstantaneousMetrics(time.monotonic())
         self.pause = ClientPause()
         # CONFIG SET client-output-buffer-limit (pubsub is config.pubsub_*) and
@@ -75,22 +79,57 @@ class Node:
         self.forwards_lost_from: dict[str, int] = {}  # origin node id -> frames lost
         self.started = time.time()
         self._ids = count(1)
-        self._dirty: list[Client] = []  # clients with queued pub/sub output
+        self._dirty: list[ClientOutput] = []  # clients with queued pub/sub output
         self._server: asyncio.base_events.Server | None = None
+        self._tls_server: asyncio.base_events.Server | None = None
 
     # ------------------------------------------------------------ lifecycle
 
-    async def start(self) -> None:
-        """Listen on ``config.bind:config.port`` (port 0: any free port, see ``port``)."""
+    async def start(self, serve: bool = True) -> None:
+        """Listen on ``config.bind:config.port`` (port 0: any free port, see
+        ``port``). ``serve=False`` binds the ports but accepts no client until
+        :meth:`start_serving`: the composition root first wires and starts the
+        bus, so no SUBSCRIBE reaches a bus that is not started yet."""
+        if self.config.aclfile:
+            from router.acl.aclfile import AclFileError, load_file
+
+            error = load_file(self, self.config.aclfile)
+            if error:
+                raise AclFileError(error)
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
-            lambda: Client(self), self.config.bind, self.config.port, reuse_address=True
+            lambda: Client(self),
+            self.config.bind,
+            self.config.port,
+            reuse_address=True,
+            start_serving=serve,
         )
         self.port = self._server.sockets[0].getsockname()[1]
+        if self.config.tls_port:
+            from router.tls import server_context
+
+            self._tls_server = await loop.create_server(
+                lambda: Client(self),
+                self.config.bind,
+                self.config.tls_port,
+                ssl=server_context(self.config),
+                reuse_address=True,
+                start_serving=serve,
+            )
         if isinstance(self.link, NoPeers):
             self.link = NoPeers(self.node_id, self.config.bind, self.port)
 
+    async def start_serving(self) -> None:
+        """Accept clients (after ``start(serve=False)``)."""
+        for server in (self._server, self._tls_server):
+            if server is not None:
+                await server.start_serving()
+
     async def stop(self) -> None:
+        if self._tls_server is not None:
+            self._tls_server.close()
+            await self._tls_server.wait_closed()
+            self._tls_server = None
         if self._server is not None:
             self._server.close()
             for client in list(self.clients.values()):
@@ -100,7 +139,7 @@ class Node:
             await self._server.wait_closed()
             self._server = None
 
-    def schedule_flush(self, client: Client) -> None:
+    def schedule_flush(self, client: ClientOutput) -> None:
         """Flush ``client``'s queued messages at the end of this loop turn."""
         if not self._dirty:
             asyncio.get_running_loop().call_soon(self._flush_all)
@@ -129,6 +168,13 @@ class Node:
         return next(self._ids)
 
     def client_connected(self, client: Client) -> None:
+        config = self.config
+        if denies(config.protected_mode, self.acl.default_has_password(), client.extras.peer_ip):
+            # Redis: counted as rejected, not as received nor as an error reply
+            self.stats.rejected_connections += 1
+            self.stats.protected_mode_denied += 1
+            client.refuse(DENIED)
+            return
         self.stats.connections_received += 1
         if len(self.clients) >= self.config.maxclients:
             self.stats.rejected_connections += 1
@@ -142,7 +188,25 @@ class Node:
 
     def client_disconnected(self, client: Client) -> None:
         self.clients.pop(client.id, None)
-        self.filters_changed(self.registry.drop_client(client))
+        self._drop_some(client)
+
+    def _drop_some(self, client: Client) -> None:
+        """Remove a gone client's subscriptions, 2048 per loop turn (a client
+        with 100,000 would otherwise hold the loop while it goes)."""
+        registry = self.registry
+        budget = 2048
+        changes = []
+        for names, drop in (
+            (client.channels, lambda n: registry.unsubscribe(client, n)),
+            (client.shard_channels, lambda n: registry.unsubscribe(client, n, shard=True)),
+            (client.patterns, lambda n: registry.punsubscribe(client, n)),
+        ):
+            for name in list(islice(names, budget)):
+                changes += drop(name)
+                budget -= 1
+        self.filters_changed(changes)
+        if not budget:
+            asyncio.get_running_loop().call_soon(self._drop_some, client)
 
     # ------------------------------------------------------------ pub/sub
 

@@ -28,6 +28,8 @@ from collections.abc import Iterator
 
 import hiredis
 
+from router.inline import split_args
+
 #: Redis PROTO_INLINE_MAX_SIZE: an inline request or a count line without
 #: a newline longer than this is rejected
 INLINE_MAX_SIZE = 64 * 1024
@@ -35,6 +37,11 @@ INLINE_MAX_SIZE = 64 * 1024
 #: most 16384 bytes (``authRequired`` checks in processMultibulkBuffer)
 UNAUTH_MAX_MULTIBULK = 10
 UNAUTH_MAX_BULK = 16384
+#: bulks the reference path reads per call before it stops and says so
+#: (``backlog``): the connection then lets other clients run before it reads
+#: on, so a huge multibulk (1,048,576 elements) never holds the event loop
+#: (Redis reads 16 KiB per event, PROTO_IOBUF_LEN, to the same end)
+SLICE_BULKS = 2048
 
 
 #: an aggregate header (``*``, ``%``, ``~``, ``>``, ``|``) counting 10000 or
@@ -91,6 +98,7 @@ class RequestParser:
         "_pos",
         "_reader",
         "authenticated",
+        "backlog",
         "max_bulk",
         "max_multibulk",
     )
@@ -110,6 +118,9 @@ class RequestParser:
         self.max_bulk = max_bulk
         self.max_multibulk = max_multibulk
         self.authenticated = True
+        #: the last parse stopped after SLICE_BULKS bulks with more buffered:
+        #: call ``requests()`` again (after letting other clients run)
+        self.backlog = False
 
     def feed(self, data: bytes) -> None:
         if self._pos and self._pos == len(self._buf):
@@ -128,16 +139,26 @@ class RequestParser:
                 self._reader = None
                 self._guard = len(self._buf)
 
+    def release(self) -> list[bytes]:
+        """Hand over the arguments of a request still being read (a closed
+        connection): the caller frees them in slices, not in one go."""
+        args, self._args = self._args, []
+        self._pending = 0
+        return args
+
     @property
     def buffered(self) -> int:
         """Bytes received and not yet parsed (Redis's ``qbuf``)."""
         return len(self._buf) - self._pos
 
     def next_request(self) -> list[bytes] | None:
-        """The next complete request, or None when more bytes are needed."""
-        for req in self.requests():
-            return req
-        return None
+        """The next complete request, or None when more bytes are needed
+        (parsing on through every slice: the connection uses ``requests()``)."""
+        while True:
+            for req in self.requests():
+                return req
+            if not self.backlog:
+                return None
 
     def requests(self) -> Iterator[list[bytes]]:
         """Every complete request buffered, in order.
@@ -258,7 +279,14 @@ class RequestParser:
         pos = self._pos
         args = self._args
         end = len(buf)
+        budget = SLICE_BULKS
+        self.backlog = False
         while self._pending:
+            if not budget:
+                self.backlog = True
+                self._pos = pos
+                return None
+            budget -= 1
             nl = buf.find(b"\r\n", pos)
             if nl < 0:
                 if end - pos > INLINE_MAX_SIZE:
@@ -306,85 +334,3 @@ class RequestParser:
         if args is None:
             raise ProtocolError("ERR Protocol error: unbalanced quotes in request")
         return args
-
-
-_ESCAPES = {ord("n"): 10, ord("r"): 13, ord("t"): 9, ord("b"): 8, ord("a"): 7}
-# sdssplitargs skips isspace() between arguments and after a closing quote,
-# but ends an unquoted argument only at these (so "ECHO\va" is one argument)
-_SPACE = frozenset(b" \n\r\t\v\f")
-_END = frozenset(b" \n\r\t")
-_HEX = frozenset(b"0123456789abcdefABCDEF")
-
-
-def split_args(line: bytes) -> list[bytes] | None:
-    """Redis ``sdssplitargs``: split an inline command line; None on unbalanced quotes.
-
-    Double quotes take ``\\xHH``, ``\\n``, ``\\r``, ``\\t``, ``\\b``, ``\\a`` and
-    ``\\<c>`` escapes; single quotes only ``\\'``. A closing quote must be
-    followed by a space or the end of the line. Blanks (``isspace``) are
-    skipped between arguments, but only space, tab, CR and LF end an unquoted
-    one: ``\\v`` and ``\\f`` inside or right after it belong to it.
-    """
-    if b'"' not in line and b"'" not in line and b"\v" not in line and b"\f" not in line:
-        return line.split()
-    out: list[bytes] = []
-    i, n = 0, len(line)
-    while True:
-        while i < n and line[i] in _SPACE:
-            i += 1
-        if i >= n:
-            return out
-        cur = bytearray()
-        inq = insq = False
-        while True:
-            if inq:
-                if i >= n:
-                    return None
-                c = line[i]
-                if (
-                    c == 0x5C
-                    and i + 3 < n
-                    and line[i + 1] == ord("x")
-                    and line[i + 2] in _HEX
-                    and line[i + 3] in _HEX
-                ):
-                    cur.append(int(line[i + 2 : i + 4], 16))
-                    i += 3
-                elif c == 0x5C and i + 1 < n:
-                    i += 1
-                    cur.append(_ESCAPES.get(line[i], line[i]))
-                elif c == 0x22:
-                    if i + 1 < n and line[i + 1] not in _SPACE:
-                        return None
-                    i += 1
-                    break
-                else:
-                    cur.append(c)
-            elif insq:
-                if i >= n:
-                    return None
-                c = line[i]
-                if c == 0x5C and i + 1 < n and line[i + 1] == 0x27:
-                    i += 1
-                    cur.append(0x27)
-                elif c == 0x27:
-                    if i + 1 < n and line[i + 1] not in _SPACE:
-                        return None
-                    i += 1
-                    break
-                else:
-                    cur.append(c)
-            else:
-                if i >= n:
-                    break
-                c = line[i]
-                if c in _END:
-                    break
-                if c == 0x22:
-                    inq = True
-                elif c == 0x27:
-                    insq = True
-                else:
-                    cur.append(c)
-            i += 1
-        out.append(bytes(cur))

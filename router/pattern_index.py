@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Generic, TypeVar
 
-from router.glob import literal_prefix, stringmatch
+from router.glob import Glob, literal_prefix
 
 S = TypeVar("S")
 
@@ -23,10 +23,11 @@ S = TypeVar("S")
 class PatternIndex(Generic[S]):
     """pattern -> set of subscribers, with prefix-indexed matching."""
 
-    __slots__ = ("_by_len", "_subs", "lengths")
+    __slots__ = ("_by_len", "_globs", "_subs", "lengths")
 
     def __init__(self) -> None:
         self._subs: dict[bytes, set[S]] = {}
+        self._globs: dict[bytes, Glob] = {}  # compiled once, lazily (router/glob.py)
         self._by_len: dict[int, dict[bytes, dict[bytes, set[S]]]] = {}
         #: prefix lengths in use, ascending; empty exactly when there are no
         #: patterns (a plain attribute: PUBLISH tests it on every call)
@@ -52,6 +53,7 @@ class PatternIndex(Generic[S]):
             return False
         subs = {sub}
         self._subs[pattern] = subs
+        self._globs[pattern] = Glob(pattern)
         prefix = literal_prefix(pattern)
         level = self._by_len.get(len(prefix))
         if level is None:
@@ -69,6 +71,7 @@ class PatternIndex(Generic[S]):
         if subs:
             return False
         del self._subs[pattern]
+        del self._globs[pattern]
         prefix = literal_prefix(pattern)
         level = self._by_len[len(prefix)]
         bucket = level[prefix]
@@ -84,6 +87,7 @@ class PatternIndex(Generic[S]):
         """(pattern, subscribers) for every pattern that matches ``channel``."""
         n = len(channel)
         by_len = self._by_len
+        globs = self._globs
         for length in self.lengths:
             if length > n:
                 break
@@ -91,5 +95,5 @@ class PatternIndex(Generic[S]):
             if bucket is None:
                 continue
             for pattern, subs in bucket.items():
-                if stringmatch(pattern, channel):
+                if globs[pattern].match(channel):
                     yield pattern, subs

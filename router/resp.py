@@ -94,7 +94,7 @@ class Set(tuple[Any, ...]):
 
 def encode_value(value: object, resp: int) -> bytes:
     """Encode nested Python values: bytes/str -> bulk, Status -> simple string,
-    int -> integer, None -> null, list -> array, Set -> set, dict -> map. For
+    int -> integer, float -> double, None -> null, list -> array, Set -> set, dict -> map. For
     replies built rarely (HELLO, COMMAND)."""
     if isinstance(value, bytes):
         return bulk(value)
@@ -109,6 +109,9 @@ def encode_value(value: object, resp: int) -> bytes:
         return integer(int(value))
     if isinstance(value, int):
         return integer(value)
+    if isinstance(value, float):  # Redis addReplyDouble: "%.17g"
+        text = b"%.17g" % value
+        return b",%s\r\n" % text if resp == 3 else bulk(text)
     if value is None:
         return null(resp)
     if isinstance(value, list | tuple):

@@ -58,6 +58,9 @@ class NodeStats:
     net_input_bytes: int = 0  # bytes read from clients (INFO total_net_input_bytes)
     net_output_bytes: int = 0  # bytes written to clients (total_net_output_bytes)
     loss_disconnections: int = 0  # clients closed by --on-publish-loss disconnect
+    protected_mode_denied: int = 0  # non-loopback clients refused by protected mode
+    #: times a huge request was parsed in slices, letting other clients run between
+    parse_slices: int = 0
     #: error replies by their first word (INFO errorstats, as Redis's afterErrorReply)
     errors: dict[str, int] = field(default_factory=dict)
     #: command full name (``client|list``) -> its INFO commandstats line

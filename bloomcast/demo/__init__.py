@@ -41,6 +41,7 @@ import asyncio
 import contextlib
 import importlib.util
 import re
+import secrets
 import shutil
 import time
 from pathlib import Path
@@ -179,6 +180,8 @@ def _run(args: argparse.Namespace, console: Console) -> int:
     )
     t_start = time.perf_counter()
     extra = ["--subscribe-visibility-timeout", str(VISIBILITY_TIMEOUT_MS)]
+    # a bus secret of its own, so no other local process can join (issue 14)
+    extra += ["--cluster-secret", secrets.token_hex(16)]
     if args.filter_capacity is not None:
         extra += ["--filter-capacity", str(args.filter_capacity)]
     if args.filter_fp_rate is not None:

@@ -200,6 +200,9 @@ class NetnsCluster(LocalCluster):
             self.python, "-m", "bloomcast.cli", "node",
             "--bind", self.addresses[i],
             "--port", str(self.ports[i]),
+            # a private test network, reached from the host namespace: no
+            # protected mode (it would refuse those clients and this bus)
+            "--protected-mode", "no",
         ]  # fmt: skip
         for j in [j for j in range(self.size) if j != i][:2]:
             args += ["--join", f"{self.addresses[j]}:{self.bus_ports[j]}"]

@@ -11,6 +11,7 @@ existence, arity, authentication and the subscribed context before calling it
 from __future__ import annotations
 
 from router.commands import (
+    acl_cmd,
     client_cmd,
     cluster_cmd,
     config_cmd,
@@ -38,6 +39,7 @@ def _build() -> dict[bytes, Command]:
         cluster_cmd,
         multi,
         config_cmd,
+        acl_cmd,
     ):
         for cmd in module.COMMANDS:
             table[cmd.name.encode()] = cmd

@@ -7,7 +7,7 @@ the caller is skipped unless SKIPME no). Filters are parsed in order and the
 first bad one answers its error. A killed connection is closed once its
 pending output is written (the caller after this reply, like Redis's
 ``CLIENT_CLOSE_AFTER_REPLY``; others at once, like ``freeClientAsync``).
-The node's only user is ``default`` (USER anything else: "No such user").
+USER names an ACL user (:mod:`router.acl`; an unknown one: "No such user").
 
 NO-EVICT is accepted and shown in CLIENT LIST (flag ``e``): a node never
 evicts clients for memory (it has no ``maxmemory-clients``).
@@ -24,6 +24,7 @@ from router.commands.client_view import CLIENT_TYPES, client_type
 from router.parser import string2ll
 
 if TYPE_CHECKING:
+    from router.acl.user import User
     from router.client import Client
     from router.commands.base import Reply
     from router.node import Node
@@ -51,6 +52,7 @@ def kill(node: Node, client: Client, args: list[bytes]) -> Reply:
     cid = 0
     kind: bytes | None = None
     addr = laddr = None
+    user: User | None = None
     skipme = True
     i = 2
     while i < len(args):
@@ -72,7 +74,8 @@ def kill(node: Node, client: Client, args: list[bytes]) -> Reply:
         elif option == b"laddr":
             laddr = value
         elif option == b"user":
-            if value != b"default":
+            user = node.acl.users.get(value)
+            if user is None:
                 return resp.error(f"ERR No such user '{resp.c_string(value)}'")
         elif option == b"skipme":
             if value.lower() not in (b"yes", b"no"):
@@ -87,11 +90,13 @@ def kill(node: Node, client: Client, args: list[bytes]) -> Reply:
             continue
         if addr is not None and c.addr.encode() != addr:
             continue
-        if laddr is not None and c.laddr.encode() != laddr:
+        if laddr is not None and c.extras.laddr.encode() != laddr:
             continue
         if kind is not None and client_type(c) != kind:
             continue
         if cid and c.id != cid:
+            continue
+        if user is not None and c.user is not user:
             continue
         if c is client and skipme:
             continue

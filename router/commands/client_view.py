@@ -32,13 +32,19 @@ def info_line(c: Client) -> str:
     """One CLIENT LIST / CLIENT INFO line (Redis's field names)."""
     now = time.monotonic()
     return (
-        f"id={c.id} addr={c.addr} laddr={c.laddr} fd=-1 "
+        f"id={c.id} addr={c.addr} laddr={c.extras.laddr} fd=-1 "
         f"name={c.name.decode(errors='replace')} age={int(now - c.extras.created)} "
         f"idle={int(now - c.last_interaction)} flags={flags(c)} db={c.extras.db} "
         f"sub={len(c.channels)} psub={len(c.patterns)} ssub={len(c.shard_channels)} "
         f"multi={-1 if c.multi is None else len(c.multi)} qbuf={c.parser.buffered} "
         f"omem={c.output_buffer_size()} cmd={c.last_command} "
-        f"user=default resp={c.resp} "
+        f"user={c.user.name.decode(errors='replace')} resp={c.resp} "
         f"lib-name={c.extras.lib_name.decode(errors='replace')} "
         f"lib-ver={c.extras.lib_ver.decode(errors='replace')}"
     )
+
+
+def acl_context(c: Client) -> str:
+    """ACL LOG's context of what ``c`` runs now: ``multi`` while queueing in
+    MULTI or running EXEC's commands (Redis's CLIENT_MULTI), else ``toplevel``."""
+    return "multi" if c.multi is not None or c.extras.in_exec else "toplevel"

@@ -7,9 +7,12 @@ parameters that mean something on a node, under Redis's names:
   and ``slave`` are kept and shown only (the node limits no other output).
 - ``notify-keyspace-events``: accepted and stored with Redis's flag rules
   (a node has no keyspace, so no event is ever sent).
-- ``requirepass``: the default user's password for new connections (""
-  removes it); connections already authenticated stay so, as in Redis.
-- ``port``, ``bind``, ``databases``, ``proto-max-bulk-len``,
+- ``requirepass``: sets the default ACL user's password (``resetpass`` then
+  ``>password``, or ``nopass`` for ""), as Redis does; connections already
+  authenticated stay so. GET shows the last value set (ACL SETUSER default
+  does not change it, as in Redis).
+- ``protected-mode`` (yes / no, for new connections, :mod:`router.protected`).
+- ``port``, ``bind``, ``aclfile``, ``databases``, ``proto-max-bulk-len``,
   ``cluster-node-timeout``, ``cluster-enabled``: shown; a node cannot change
   them while it runs, so SET answers Redis's "can't set immutable config".
 
@@ -80,7 +83,12 @@ def _set_keyspace_events(node: Node, value: bytes) -> str | None:
 
 
 def _set_requirepass(node: Node, value: bytes) -> str | None:
+    """Redis's ``updateRequirePass``: the default ACL user's only password, or
+    ``nopass`` when empty (``ACLUpdateDefaultUserPassword``)."""
     node.config.requirepass = value.decode(errors="surrogateescape") if value else None
+    default = node.acl.default
+    default.apply(b"resetpass")
+    default.apply(b">" + value if value else b"nopass")
     return None
 
 
@@ -124,6 +132,22 @@ def _cluster_enabled(node: Node) -> str:
     return "yes"
 
 
+def _protected_mode(node: Node) -> str:
+    return "yes" if node.config.protected_mode else "no"
+
+
+def _set_protected_mode(node: Node, value: bytes) -> str | None:
+    """Redis's bool config: yes / no in any case; new connections see it."""
+    if value.lower() not in (b"yes", b"no"):
+        return "argument must be 'yes' or 'no'"
+    node.config.protected_mode = value.lower() == b"yes"
+    return None
+
+
+def _aclfile(node: Node) -> str:
+    return node.config.aclfile or ""
+
+
 PARAMS: dict[str, Param] = {
     p.name: p
     for p in (
@@ -135,6 +159,8 @@ PARAMS: dict[str, Param] = {
         Param("bind", _bind),
         Param("databases", _databases),
         Param("proto-max-bulk-len", _proto_max_bulk_len),
+        Param("protected-mode", _protected_mode, _set_protected_mode),
+        Param("aclfile", _aclfile),
         Param("cluster-node-timeout", _cluster_node_timeout),
         Param("cluster-enabled", _cluster_enabled),
     )

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import hmac
 from typing import TYPE_CHECKING
 
 from router import resp
 from router.commands.base import Command, Reply
+from router.commands.client_view import acl_context, info_line
 from router.parser import string2ll
 
 if TYPE_CHECKING:
@@ -30,20 +30,23 @@ def echo(node: Node, client: Client, args: list[bytes]) -> Reply:
     return resp.bulk(args[1])
 
 
-def _check_password(node: Node, user: bytes, password: bytes) -> bool:
-    required = node.config.requirepass
-    if user != b"default":
+def _login(node: Node, client: Client, user: bytes, password: bytes, verb: bytes) -> bool:
+    """Authenticate ``client`` as ``user`` (Redis's ``ACLAuthenticateUser``):
+    a failure is logged in ACL LOG with reason auth and the command's name."""
+    found = node.acl.authenticate(user, password)
+    if found is None:
+        node.acl.add_log("auth", verb, user, info_line(client), acl_context(client))
         return False
-    if required is None:
-        return True  # the default user is nopass
-    return hmac.compare_digest(password, required.encode())
+    client.user = found
+    client.set_authenticated(True)
+    return True
 
 
 def auth(node: Node, client: Client, args: list[bytes]) -> Reply:
     if len(args) > 3:
         return resp.error("ERR syntax error")
     if len(args) == 2:
-        if node.config.requirepass is None:
+        if not node.acl.default_has_password():
             return resp.error(
                 "ERR AUTH <password> called without any password configured for the "
                 "default user. Are you sure your configuration is correct?"
@@ -51,9 +54,8 @@ def auth(node: Node, client: Client, args: list[bytes]) -> Reply:
         user, password = b"default", args[1]
     else:
         user, password = args[1], args[2]
-    if not _check_password(node, user, password):
+    if not _login(node, client, user, password, args[0]):
         return resp.error("WRONGPASS invalid username-password pair or user is disabled.")
-    client.set_authenticated(True)
     return resp.OK
 
 
@@ -74,9 +76,8 @@ def hello(node: Node, client: Client, args: list[bytes]) -> Reply:
         opt = args[i].lower()
         more = len(args) - i - 1
         if opt == b"auth" and more >= 2:
-            if not _check_password(node, args[i + 1], args[i + 2]):
+            if not _login(node, client, args[i + 1], args[i + 2], args[0]):
                 return resp.error("WRONGPASS invalid username-password pair or user is disabled.")
-            client.set_authenticated(True)
             i += 3
         elif opt == b"setname" and more >= 1:
             name = args[i + 1]
@@ -145,7 +146,8 @@ def reset(node: Node, client: Client, args: list[bytes]) -> Reply:
     client.reply_off = client.reply_skip_next = client.quiet = False
     client.extras.db = 0
     client.multi = None  # discardTransaction + unwatchAllKeys
-    client.set_authenticated(node.config.requirepass is None)
+    client.user = node.acl.default
+    client.set_authenticated(not node.acl.default_requires_auth())
     return b"+RESET\r\n"
 
 

@@ -11,6 +11,12 @@ delivers to this very connection) sits inside the array where Redis puts it,
 and the array's length counts commands, not frames. A SUBSCRIBE inside EXEC
 never waits for subscribe visibility (Redis never blocks inside EXEC).
 
+ACL: a queued command is checked when it is queued (NOPERM, then EXECABORT,
+by :meth:`router.client.Client.execute`) and again when EXEC runs it, since
+the user's rules may have changed meanwhile: then it is not run and its reply
+is Redis 7.0.15's NOPERM "ACLs rules changed ..." (logged in ACL LOG with
+context ``multi``; counted in errorstats only, as Redis's ``execCommand``).
+
 WATCH and UNWATCH answer as Redis does for keys that never change: a node
 holds no keys, so no watched key is ever touched and EXEC always runs (Redis
 touches a watched key on FLUSHALL / FLUSHDB only if it existed).
@@ -23,6 +29,7 @@ from typing import TYPE_CHECKING
 
 from router import resp
 from router.commands.base import CONFIRMING, Command, Reply, Transaction
+from router.commands.client_view import info_line
 
 if TYPE_CHECKING:
     from router.client import Client
@@ -60,7 +67,8 @@ def exec_(node: Node, client: Client, args: list[bytes]) -> Reply:
             skip = client.reply_skip_next
             client.reply_skip_next = False
             closing = client.closing  # CLIENT KILL of itself: no reply after its own
-            reply = _call(node, client, cmd, argv)
+            denied = _acl_changed(node, client, cmd, argv)
+            reply = denied or _call(node, client, cmd, argv)
             assert isinstance(reply, bytes), "commands in EXEC never wait"
             if reply[:1] == b"-":
                 node.stats.error_replied(reply)
@@ -73,6 +81,27 @@ def exec_(node: Node, client: Client, args: list[bytes]) -> Reply:
         client.swap_output(saved)
         client.quiet = client.reply_off or client.reply_skip_next
     return b"".join(parts)
+
+
+def _acl_changed(node: Node, client: Client, cmd: Command, args: list[bytes]) -> bytes:
+    """EXEC's check of a queued command against the user's rules now: b"" if
+    allowed, else Redis's error."""
+    user = client.user
+    if user.unrestricted:
+        return b""
+    denial = node.acl.denied(user, cmd.name, args)
+    if denial is None:
+        return b""
+    node.acl.add_log(*denial, user.name, info_line(client), "multi")
+    reason = (
+        "no permission to execute the command or subcommand"
+        if denial[0] == "command"
+        else "no permission to access one of the channels used as arguments"
+    )
+    return resp.error(
+        "NOPERM ACLs rules changed between the moment the transaction was accumulated "
+        f"and the EXEC call. This command is no longer allowed for the following reason: {reason}"
+    )
 
 
 def _call(node: Node, client: Client, cmd: Command, args: list[bytes]) -> Reply:

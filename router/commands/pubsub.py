@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from router import resp
 from router.commands.base import Command, Reply, subcommand_table
-from router.glob import stringmatch
+from router.glob import Glob
 
 if TYPE_CHECKING:
     from router.client import Client
@@ -38,7 +38,7 @@ def _list(table: Mapping[bytes, object], args: list[bytes], sub: str) -> bytes:
         )
     names = list(table)
     if len(args) == 3:
-        names = [n for n in names if stringmatch(args[2], n)]
+        names = Glob(args[2]).filter(names)
     return resp.bulk_array(names)
 
 

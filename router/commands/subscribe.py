@@ -13,7 +13,9 @@ live peer acknowledged the change (see :meth:`router.node.Node.filters_changed`)
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import asyncio
+from collections.abc import Callable
+from typing import TYPE_CHECKING, cast
 
 from cluster_bus.api import FilterChange
 from router import resp
@@ -24,28 +26,41 @@ if TYPE_CHECKING:
     from router.node import Node
 
 
+#: names one (P|S)SUBSCRIBE handles per loop turn (~10 ms): a bigger one (100,000
+#: channels) goes on over later turns with the client blocked, so other
+#: clients are served meanwhile (Redis does it in one go, holding its loop);
+#: messages to the names already subscribed wait behind the confirmations
+SLICE_NAMES = 1024
+
+
 def _subscribe(kind: str, shard: bool) -> Command:
     kind_b = kind.encode()
 
-    def handler(node: Node, client: Client, args: list[bytes]) -> Reply:
-        if shard and client.extras.in_exec:
-            # Redis 7.0 ssubscribeCommand: EXEC runs with CLIENT_DENY_BLOCKING,
-            # and unlike SUBSCRIBE / PSUBSCRIBE it makes no exception for MULTI
-            return resp.error("ERR SSUBSCRIBE isn't allowed for a DENY BLOCKING client")
+    def some(node: Node, client: Client, names: list[bytes]) -> tuple[bytes, list[FilterChange]]:
         replies: list[bytes] = []
         changes: list[FilterChange] = []
         registry = node.registry
-        for name in args[1:]:
+        for name in names:
             if kind == "psubscribe":
                 changes += registry.psubscribe(client, name)
             else:
                 changes += registry.subscribe(client, name, shard)
             count = len(client.shard_channels) if shard else client.subscription_count()
             replies.append(resp.confirmation(kind_b, name, count, client.resp))
+        return b"".join(replies), changes
+
+    def handler(node: Node, client: Client, args: list[bytes]) -> Reply:
+        in_exec = client.extras.in_exec
+        if shard and in_exec:
+            # Redis 7.0 ssubscribeCommand: EXEC runs with CLIENT_DENY_BLOCKING,
+            # and unlike SUBSCRIBE / PSUBSCRIBE it makes no exception for MULTI
+            return resp.error("ERR SSUBSCRIBE isn't allowed for a DENY BLOCKING client")
+        if len(args) - 1 > SLICE_NAMES and not in_exec:  # EXEC's commands never wait
+            return _in_slices(node, client, args[1:], some)
+        data, changes = some(node, client, args[1:])
         # one announcement for the whole command: one delta round, one wait
         fut = node.filters_changed(changes)
-        data = b"".join(replies)
-        return data if fut is None or client.extras.in_exec else node.after(fut, data)
+        return data if fut is None or in_exec else node.after(fut, data)
 
     return Command(kind, -2, handler, f"Listens for messages published to {kind} targets.")
 
@@ -78,6 +93,45 @@ def _unsubscribe(kind: str, shard: bool) -> Command:
         return b"".join(replies)
 
     return Command(kind, -1, handler, f"Stops listening to {kind[2:] if shard else kind} targets.")
+
+
+def _in_slices(
+    node: Node,
+    client: Client,
+    names: list[bytes],
+    some: Callable[[Node, Client, list[bytes]], tuple[bytes, list[FilterChange]]],
+) -> asyncio.Future[bytes]:
+    """Subscribe ``names`` SLICE_NAMES per loop turn; the future of all the
+    confirmations (after every announced change's wait, if any)."""
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[bytes] = loop.create_future()
+    parts: list[bytes] = []
+    waits: list[asyncio.Future[None]] = []
+
+    def step(start: int) -> None:
+        if done.done() or client.closed:
+            return
+        data, changes = some(node, client, names[start : start + SLICE_NAMES])
+        parts.append(data)
+        fut = node.filters_changed(changes)
+        if fut is not None:
+            waits.append(fut)
+        if start + SLICE_NAMES < len(names):
+            loop.call_soon(step, start + SLICE_NAMES)
+            return
+        reply = b"".join(parts)
+        if not waits:
+            done.set_result(reply)
+            return
+        gathered = cast("asyncio.Future[None]", asyncio.gather(*waits, return_exceptions=True))
+        node.after(gathered, reply).add_done_callback(finish)
+
+    def finish(confirmed: asyncio.Future[bytes]) -> None:
+        if not done.done():
+            done.set_result(confirmed.result())
+
+    step(0)
+    return done
 
 
 COMMANDS = (

@@ -82,3 +82,12 @@ def _flags_and_multi(port: int) -> list[str]:
 def test_client_list_shows_the_transaction_like_redis(servers):
     oracle, node = servers
     assert _flags_and_multi(node) == _flags_and_multi(oracle)
+
+
+def test_a_subscribe_of_more_than_a_slice_inside_exec_like_redis(servers):
+    """Over SLICE_NAMES names a SUBSCRIBE runs over several loop turns
+    (issue 14), except inside EXEC, whose commands never wait: all at once,
+    its confirmations inside EXEC's reply, as Redis writes them."""
+    names = b" ".join(b"big:%d" % i for i in range(3000))
+    payload = b"MULTI\r\nSUBSCRIBE " + names + b"\r\nPUBLISH big:7 m\r\nEXEC\r\nPING\r\n"
+    assert_same_as_oracle(servers, payload)

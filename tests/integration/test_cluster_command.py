@@ -130,3 +130,16 @@ def test_cluster_up_serves_metrics_on_each_node():
         if proc.poll() is None:
             proc.kill()
             proc.wait(10)
+
+
+def test_node_flags_pass_protected_mode_as_yes_or_no():
+    import argparse
+
+    from bloomcast.cluster_command import configure, node_flags_from
+
+    parser = argparse.ArgumentParser()
+    configure(parser)
+    args = parser.parse_args(["up", "--protected-mode", "no", "--cluster-secret", "s"])
+    flags = node_flags_from(args)
+    assert flags[flags.index("--protected-mode") + 1] == "no"
+    assert flags[flags.index("--cluster-secret") + 1] == "s"

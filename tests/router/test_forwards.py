@@ -9,6 +9,7 @@ import contextlib
 import json
 import logging
 from collections.abc import AsyncIterator
+from typing import Any
 
 from bloom import CountingBloomFilter
 from router.config import NodeConfig
@@ -38,7 +39,7 @@ class Recorder:
 
 
 @contextlib.asynccontextmanager
-async def wired_node(**config: str) -> AsyncIterator[tuple[Node, RecordingLink, Recorder]]:
+async def wired_node(**config: Any) -> AsyncIterator[tuple[Node, RecordingLink, Recorder]]:
     node = Node(NodeConfig(port=0, **config))
     await node.start()
     link, tap = RecordingLink(), Recorder()

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from router.glob import literal_prefix, stringmatch
+from router.glob import MAX_STAR_NESTING, Glob, literal_prefix, stringmatch
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -94,3 +94,48 @@ def test_abusive_patterns_answer_correctly():
     assert not stringmatch(b"a*" * 1200 + b"b", b"a" * 1300 + b"b")
     assert stringmatch(b"[" * 100000, b"[")
     assert stringmatch(b"*" * 100000, b"x")
+
+
+@settings(max_examples=1500, deadline=None)
+@given(PATTERNS, st.lists(SUBJECTS, max_size=8))
+def test_one_compiled_glob_answers_every_subject_as_redis(pattern, subjects):
+    # a Glob reads its pattern lazily, as far as the longest subject so far:
+    # asking short subjects first, then longer ones, must not change answers
+    glob = Glob(pattern)
+    for subject in subjects:
+        assert glob.match(subject) == reference(pattern, subject)
+    want = [s for s in subjects if reference(pattern, s)]
+    assert Glob(pattern).filter(subjects) == want
+    assert glob.filter(subjects) == want
+
+
+LONG_ALPHA = st.sampled_from([*list(b"ab*?[]^-\\"), 0, 233, 255])
+
+
+@settings(max_examples=1500, deadline=None)
+@given(
+    st.lists(LONG_ALPHA, max_size=40).map(bytes),
+    st.lists(st.sampled_from([*list(b"ab-]^[\\"), 0, 233, 255]), max_size=14).map(bytes),
+)
+def test_longer_patterns_equal_redis_rules(pattern, subject):
+    if pattern.count(b"*") > 6 and len(subject) > 8:
+        subject = subject[:8]  # keep the exponential reference quick
+    assert stringmatch(pattern, subject) == reference(pattern, subject)
+
+
+def test_the_nesting_limit_is_redis_7_0_15s():
+    # redis-server 7.0.15: "*a" * 1000 matches "a" * 1100, "*a" * 1001 does
+    # not (tests/differential/test_glob_hostile.py asks the server itself)
+    subject = b"a" * (MAX_STAR_NESTING + 100)
+    assert stringmatch(b"*a" * MAX_STAR_NESTING, subject)
+    assert not stringmatch(b"*a" * (MAX_STAR_NESTING + 1), subject)
+    assert not stringmatch(b"*a" * (MAX_STAR_NESTING + 1) + b"*", subject)
+    # a trailing '*' is not a nesting level
+    assert stringmatch(b"*a" * MAX_STAR_NESTING + b"*", subject)
+
+
+def test_a_pattern_longer_than_every_subject_is_read_only_so_far():
+    glob = Glob(b"a?" * 500_000)
+    assert glob.filter([b"ab", b"axay"]) == []
+    assert glob._regex is None  # never compiled: no subject is long enough
+    assert glob.match(b"ab" * 500_000)

@@ -7,8 +7,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import router.pattern_index
-from router.glob import literal_prefix, stringmatch
+from router.glob import Glob, literal_prefix, stringmatch
 from router.pattern_index import PatternIndex
 from tests.router.fakes import FakeSubscriber
 
@@ -81,11 +80,13 @@ def test_matches_globs_only_the_patterns_of_the_channels_prefixes(monkeypatch):
         index.add(pattern, a)
     globbed: list[bytes] = []
 
-    def counting(pattern: bytes, channel: bytes) -> bool:
-        globbed.append(pattern)
-        return stringmatch(pattern, channel)
+    real_match = Glob.match
 
-    monkeypatch.setattr(router.pattern_index, "stringmatch", counting)
+    def counting(glob: Glob, channel: bytes) -> bool:
+        globbed.append(glob.pattern)
+        return real_match(glob, channel)
+
+    monkeypatch.setattr(Glob, "match", counting)
     assert set(matched(index, b"p7.x")) == {b"p7.*", b"p7*", b"p?.x"}
     want = {p for p in patterns if b"p7.x".startswith(literal_prefix(p))}
     assert want == {b"p7.*", b"p7*", b"p?.x"}

@@ -190,3 +190,24 @@ def test_unauthenticated_limits():
 def test_fuzz_smoke(capsys):
     assert fuzz_main(["--count", "2000", "--seed", "3"]) == 0
     assert "2000 inputs, no unexpected exception" in capsys.readouterr().out
+
+
+def test_a_huge_multibulk_is_parsed_in_slices_with_the_same_result():
+    from router.parser import SLICE_BULKS
+
+    n = 10 * SLICE_BULKS + 5  # over 10000: the reference path (module doc)
+    data = b"*%d\r\n" % n + b"$1\r\nx\r\n" * n
+    parser = RequestParser(512 << 20, 1 << 20)
+    parser.feed(data)
+    slices = 0
+    got: list[list[bytes]] = []
+    while True:
+        got.extend(parser.requests())
+        if not parser.backlog:
+            break
+        slices += 1
+    assert got == [[b"x"] * n]
+    assert slices == 10  # each call read at most SLICE_BULKS bulks
+    whole = RequestParser(512 << 20, 1 << 20)
+    whole.feed(data)
+    assert whole.next_request() == [b"x"] * n  # next_request reads on through slices
