@@ -45,6 +45,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench.results import update_markdown
 from cluster_bus.codec import encode
 from cluster_bus.dissemination import Broadcasts
 from cluster_bus.frames import Fail, Message, NodeFlags, Ping, Pong, ProbeAck, ProbeReq
@@ -420,15 +421,9 @@ def plot(results: list[SimResult], path: Path) -> Path:
 
 
 def write_section(text: str, path: Path = Path("docs/benchmarks.md")) -> None:
-    doc = path.read_text()
-    head = "## membership simulation"
-    if head in doc:
-        start = doc.index(head)
-        nxt = doc.find("\n## ", start + len(head))
-        doc = doc[:start] + text + (doc[nxt:] if nxt != -1 else "")
-    else:
-        doc = doc.rstrip("\n") + "\n\n" + text
-    path.write_text(doc)
+    """Replace the ``## membership simulation`` section of ``path``."""
+    heading, _, body = text.partition("\n")
+    update_markdown(path, {heading.removeprefix("## "): body})
 
 
 def main(argv: list[str] | None = None) -> int:
