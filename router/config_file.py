@@ -61,11 +61,16 @@ def _convert(key: str, value: Any, action: argparse.Action) -> Any:
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise ConfigError(f"key '{key}': expected a number, got {_describe(value)}")
         value = float(value)
+    elif isinstance(value, bool) and action.metavar == "yes|no":
+        pass  # a yes|no switch (protected-mode) also takes a TOML boolean
     else:
         if not isinstance(value, str):
             raise ConfigError(f"key '{key}': expected a string, got {_describe(value)}")
         if callable(action.type):
-            value = action.type(value)
+            try:
+                value = action.type(value)
+            except (ValueError, argparse.ArgumentTypeError) as exc:
+                raise ConfigError(f"key '{key}': {exc}") from None
     if action.choices is not None and value not in action.choices:
         choices = ", ".join(str(c) for c in action.choices)
         raise ConfigError(f"key '{key}': {value!r} is not one of {choices}")
