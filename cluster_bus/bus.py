@@ -281,6 +281,7 @@ class ClusterBus:
             rec.connected = reachable
         if not reachable:
             self.visibility.peer_gone(peer)
+            self.membership.probes.probe_next(peer)
 
     # -- handshake -------------------------------------------------------------------
 

@@ -54,6 +54,14 @@ class ProbeSchedule:
             self._rng.shuffle(self._order)
         return None
 
+    def probe_next(self, node_id: str) -> None:
+        """Make ``node_id`` the next target (its link just closed: a kill -9
+        closes every peer's link at once, so every peer probes it at the next
+        period instead of waiting for its turn in the round)."""
+        if node_id in self._order:
+            self._order.remove(node_id)
+        self._order.append(node_id)
+
     def forget(self, node_id: str) -> None:
         self.outstanding.pop(node_id, None)
         self._relays.pop(node_id, None)

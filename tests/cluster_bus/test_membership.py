@@ -257,3 +257,10 @@ def test_minority_partition_reports_cluster_fail():
     for i in (1, 2, 3):
         m.fail_received(nid(i), 0, 0)
     assert m.cluster_state() == "fail"
+
+
+def test_a_peer_whose_link_closed_is_probed_next():
+    m = cluster(20)
+    m.probe_tick(1)
+    m.probes.probe_next(nid(7))
+    assert m.probe_tick(1 + PERIOD).ping == nid(7)
