@@ -37,7 +37,8 @@ CASES = {
     b"CLUSTER MEET 127.0.0.1 7000 abc\r\nCLUSTER MEET 127.0.0.1 7000 70000\r\n"
     b"CLUSTER MEET 127.0.0.1 0\r\nCLUSTER MEET 127.0.0.1 7000 0\r\n"
     b"CLUSTER MEET localhost 7000\r\nCLUSTER MEET 127.0.0.1 7000 1 2\r\n"
-    b"cluster meet ::1 x\r\nCLUSTER MEET 127.0.0.1\r\nCLUSTER MEET\r\n",
+    b"cluster meet ::1 x\r\nCLUSTER MEET 127.0.0.1\r\nCLUSTER MEET\r\n"
+    b"CLUSTER MEET 127.0.0.01 7000\r\nCLUSTER MEET 127.0.0.1 60000\r\n",
     "links": b"CLUSTER LINKS\r\nCLUSTER LINKS x\r\n",
     "flush": b"FLUSHALL\r\nFLUSHALL ASYNC\r\nflushall sync\r\nFLUSHALL x\r\nFLUSHALL a b\r\n"
     b"FLUSHDB\r\nFLUSHDB SYNC\r\nFLUSHDB nope\r\nFUNCTION FLUSH\r\nFUNCTION FLUSH ASYNC\r\n"
