@@ -247,12 +247,15 @@ class BusConfig:
     replay_bytes: int = 64 * 1024 * 1024
     replay_ms: int = 10_000
     ping_interval_ms: int | None = None
-    #: forget a node in FAIL this long (0: never); None: 5 x node_timeout_ms
+    #: forget a node in FAIL this long (0: never); None: 5 x node_timeout_ms, and
+    #: at least replay_ms (forgetting a peer drops what we hold for its replay)
     fail_forget_ms: int | None = None
 
     @property
     def fail_forget_after_ms(self) -> int:
-        return 5 * self.node_timeout_ms if self.fail_forget_ms is None else self.fail_forget_ms
+        if self.fail_forget_ms is not None:
+            return self.fail_forget_ms
+        return max(5 * self.node_timeout_ms, self.replay_ms)
 
     @property
     def heartbeat_ms(self) -> int:

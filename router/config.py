@@ -167,7 +167,8 @@ def add_node_arguments(parser: argparse.ArgumentParser) -> None:
         "--cluster-fail-forget-ms",
         type=int,
         metavar="MS",
-        help="forget a node in FAIL for this long (default 5 x node timeout; 0: never)",
+        help="forget a node in FAIL for this long (default 5 x node timeout, at least the "
+        "replay buffer time; 0: never)",
     )
     add("--cluster-link-sendbuf-limit", type=int, help="per-link send buffer limit, bytes")
     add(
