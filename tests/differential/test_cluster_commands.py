@@ -11,7 +11,7 @@ import re
 import pytest
 
 from bench.redis_cluster import RedisCluster
-from bloomcast.testing import redis_server_path
+from bloomcast.testing import LocalCluster, redis_server_path
 from tests.differential.oracle import exchange
 from tests.procs import bloomcast_node
 
@@ -114,3 +114,31 @@ def test_cluster_help_lines_are_a_subsequence_of_redis(servers):
         assert line in redis_lines, line
     for sub in (b"+FORGET <node-id>", b"+MEET <ip> <port> [<bus-port>]", b"+LINKS"):
         assert sub in got
+
+
+def links_normalized(data: bytes) -> bytes:
+    """CLUSTER LINKS with ids, times and buffer sizes replaced by placeholders,
+    and the links in a fixed order (Redis lists them in its dict's order)."""
+    data = re.sub(rb"\$40\r\n[0-9a-f]{40}\r\n", b"$ID\r\n", data)
+    data = re.sub(rb"(create-time\r\n):\d+\r\n", rb"\1:T\r\n", data)
+    data = re.sub(rb"(send-buffer-(?:allocated|used)\r\n):\d+\r\n", rb"\1:N\r\n", data)
+    head, _, rest = data.partition(b"\r\n")
+    marker = rest[:4]  # "*12\r" (RESP2) or "%6\r\n" (RESP3): each link's header
+    links = sorted(marker + x for x in rest.split(marker) if x)
+    return head + b"\r\n" + b"".join(links)
+
+
+@pytest.mark.parametrize("hello", [b"", b"HELLO 3\r\n"])
+def test_cluster_links_have_redis_shape(tmp_path, hello):
+    """Two nodes each side: one link to and one from the other node, with
+    Redis 7.0's fields, types and order."""
+    binary = redis_server_path()
+    if binary is None:
+        pytest.skip("redis-server (Debian's 7.0.15, the oracle) is not installed")
+    with RedisCluster(2, binary=binary) as oracle, LocalCluster(2, log_dir=tmp_path) as ours:
+        theirs_raw, _ = exchange(oracle.ports[0], hello + b"CLUSTER LINKS\r\n")
+        ours_raw, _ = exchange(ours.ports[0], hello + b"CLUSTER LINKS\r\n")
+    if hello:
+        theirs_raw = theirs_raw[theirs_raw.index(b"modules\r\n*0\r\n") + 13 :]
+        ours_raw = ours_raw[ours_raw.index(b"modules\r\n*0\r\n") + 13 :]
+    assert links_normalized(ours_raw) == links_normalized(theirs_raw)
