@@ -14,6 +14,11 @@ and nothing at all heard for half the node timeout may be half-open: it is
 dropped and redialled. A heartbeat carries the sender's announced filter
 fingerprints and incarnation; its gossip section carries other nodes' (how
 peers notice a missed delta: :mod:`cluster_bus.filter_sync`).
+
+CLUSTER FORGET and CLUSTER MEET land here too (Redis 7.0 semantics): a
+forgotten node is dropped from membership and routing, its links closed, and
+banned for ``FORGET_TTL_MS`` (its PINGs are still answered, as Redis answers
+any PING); a met address is dialled like a ``--join`` seed.
 """
 
 from __future__ import annotations
