@@ -127,6 +127,21 @@ class SlotRange:
     port: int
 
 
+@dataclass(frozen=True, slots=True)
+class LinkInfo:
+    """One bus link as CLUSTER LINKS shows it (Redis 7.0's fields): ``direction``
+    ``to`` (we dialled) or ``from``, the peer's id, when the link was made (ms
+    since the epoch), the events it waits for (``r``, ``rw`` while it has
+    bytes to send) and its send buffer: allocated and used, in bytes."""
+
+    direction: str
+    node: str
+    create_time: int
+    events: str
+    send_buffer_allocated: int
+    send_buffer_used: int
+
+
 class LocalDelivery(Protocol):
     """What the node offers the cluster bus."""
 
@@ -189,6 +204,19 @@ class ClusterLink(Protocol):
         """Other nodes known (what a broadcast would send each PUBLISH to)."""
         ...
 
+    def forget_node(self, node_id: str) -> str | None:
+        """CLUSTER FORGET: drop ``node_id`` from membership and routing, close its
+        links, ignore it for 60 s (Redis's ban). None, or Redis's error text."""
+        ...
+
+    def meet(self, host: str, bus_port: int) -> None:
+        """CLUSTER MEET: dial that bus address as a ``--join`` seed."""
+        ...
+
+    def links(self) -> list[LinkInfo]:
+        """CLUSTER LINKS: every authenticated link to and from a peer."""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class BusConfig:
@@ -219,6 +247,15 @@ class BusConfig:
     replay_bytes: int = 64 * 1024 * 1024
     replay_ms: int = 10_000
     ping_interval_ms: int | None = None
+    #: forget a node in FAIL this long (0: never); None: 5 x node_timeout_ms, and
+    #: at least replay_ms (forgetting a peer drops what we hold for its replay)
+    fail_forget_ms: int | None = None
+
+    @property
+    def fail_forget_after_ms(self) -> int:
+        if self.fail_forget_ms is not None:
+            return self.fail_forget_ms
+        return max(5 * self.node_timeout_ms, self.replay_ms)
 
     @property
     def heartbeat_ms(self) -> int:
@@ -267,3 +304,14 @@ class NoPeers:
 
     def peer_count(self) -> int:
         return 0
+
+    def forget_node(self, node_id: str) -> str | None:
+        if node_id == self._node_id:
+            return "I tried hard but I can't forget myself..."
+        return f"Unknown node {node_id}"
+
+    def meet(self, host: str, bus_port: int) -> None:
+        return None
+
+    def links(self) -> list[LinkInfo]:
+        return []

@@ -1,16 +1,10 @@
 """ClusterBus: the node-to-node bus of one node (asyncio), the node's :class:`ClusterLink`.
 
 This module is the orchestration: it owns the listener and the timer, and a
-``{message type: handler}`` table sends each frame to the part whose job it is:
-:mod:`~cluster_bus.link` (one connection), :mod:`~cluster_bus.mesh` (which link
-reaches each peer, dialling with backoff), :mod:`~cluster_bus.handshake`
-(HELLO / HELLO_AUTH), :mod:`~cluster_bus.heartbeat` (MEET/PING/PONG, gossip,
-FAIL, LEAVE, the periodic tick) over :mod:`~cluster_bus.membership`,
-:mod:`~cluster_bus.filter_sync` (announced and held filters),
-:mod:`~cluster_bus.visibility` (subscribe visibility waits),
-:mod:`~cluster_bus.routing` (the routing decision), :mod:`~cluster_bus.codec`
-(bytes) and :mod:`~cluster_bus.info` (CLUSTER INFO / NODES). The whole map is
-docs/architecture.md.
+``{message type: handler}`` table sends each frame to the part whose job it
+is: link, mesh (dialling), handshake, heartbeat (MEET/PING/PONG, FAIL, LEAVE,
+FORGET, MEET, the tick) over membership, filter_sync, visibility, routing,
+codec and info (CLUSTER INFO / NODES / SLOTS). The map is docs/architecture.md.
 
 A received PUBLISH is handed to the node (:meth:`LocalDelivery.deliver_forwarded`)
 and never forwarded again. Any malformed frame closes that link and is
@@ -24,7 +18,14 @@ import contextlib
 import logging
 from collections.abc import Callable
 
-from cluster_bus.api import FILTER_NAMES, BusConfig, FilterChange, LocalDelivery, SlotRange
+from cluster_bus.api import (
+    FILTER_NAMES,
+    BusConfig,
+    FilterChange,
+    LinkInfo,
+    LocalDelivery,
+    SlotRange,
+)
 from cluster_bus.codec import encode, short_id
 from cluster_bus.filter_sync import KIND_OF, NAME_OF, FilterSync
 from cluster_bus.forwarding import Forwarding
@@ -52,7 +53,7 @@ from cluster_bus.frames import (
 )
 from cluster_bus.handshake import Handshake
 from cluster_bus.heartbeat import Heartbeats
-from cluster_bus.info import BusStats, cluster_info, cluster_nodes, live_slot_ranges, sync_state
+from cluster_bus.info import BusStats, cluster_info, cluster_nodes, slot_map, sync_state
 from cluster_bus.link import Address, Link, now_ms
 from cluster_bus.membership import Membership
 from cluster_bus.mesh import Dialer, Mesh
@@ -89,6 +90,7 @@ class ClusterBus:
             self.port,
             config.node_timeout_ms,
             period_ms=config.heartbeat_ms,
+            fail_forget_ms=config.fail_forget_after_ms,
         )
         self.routing = PeerTable()
         self.sync = FilterSync(self.routing)
@@ -229,12 +231,16 @@ class ClusterBus:
         )
 
     def slot_map(self) -> list[SlotRange]:
-        ms = self.membership
-        nodes = {ms.my_id: ms.myself, **ms.peers}
-        return [
-            SlotRange(start, end, node_id, nodes[node_id].host, nodes[node_id].client_port)
-            for start, end, node_id in live_slot_ranges(ms)
-        ]
+        return slot_map(self.membership)
+
+    def forget_node(self, node_id: str) -> str | None:
+        return self.heartbeats.forget_node(node_id, now_ms())
+
+    def meet(self, host: str, bus_port: int) -> None:
+        self.heartbeats.meet((host, bus_port))
+
+    def links(self) -> list[LinkInfo]:
+        return self.mesh.infos()
 
     # -- LinkOwner: what links report --------------------------------------------------
 

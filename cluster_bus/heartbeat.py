@@ -14,6 +14,11 @@ and nothing at all heard for half the node timeout may be half-open: it is
 dropped and redialled. A heartbeat carries the sender's announced filter
 fingerprints and incarnation; its gossip section carries other nodes' (how
 peers notice a missed delta: :mod:`cluster_bus.filter_sync`).
+
+CLUSTER FORGET and CLUSTER MEET land here too (Redis 7.0 semantics): a
+forgotten node is dropped from membership and routing, its links closed, and
+banned for ``FORGET_TTL_MS`` (its PINGs are still answered, as Redis answers
+any PING); a met address is dialled like a ``--join`` seed.
 """
 
 from __future__ import annotations
@@ -80,7 +85,9 @@ class Heartbeats:
         rec = ms.peers.get(peer)
         if rec is None:
             rec = ms.learn(peer, host, msg.client_port, msg.bus_port, now, direct=True)
-            if rec is None:
+            if rec is None:  # banned by CLUSTER FORGET: answered, not learned (as Redis)
+                if isinstance(msg, (Ping, Meet)):
+                    self.mesh.send_to(peer, self.make(Pong, peer), link)
                 return
         else:
             rec.host, rec.client_port, rec.bus_port = host, msg.client_port, msg.bus_port
@@ -143,6 +150,28 @@ class Heartbeats:
         self.membership.forget(peer, now_ms())
         self.sync_routing()
         self._unreachable(peer)
+
+    def forget_node(self, node_id: str, now: int) -> str | None:
+        """CLUSTER FORGET (Redis 7.0 ``clusterCommand``): drop the node, close its
+        links, ban it for ``FORGET_TTL_MS``; Redis's error text, or None."""
+        ms = self.membership
+        if node_id == ms.my_id:
+            return "I tried hard but I can't forget myself..."
+        if node_id not in ms.peers:
+            return f"Unknown node {node_id}"
+        log.info("node %s forgotten (CLUSTER FORGET)", node_id)
+        ms.forget(node_id, now, banned=True)
+        self.sync_routing()
+        self._unreachable(node_id)
+        return None
+
+    def meet(self, key: Address) -> None:
+        """CLUSTER MEET: a seed like ``--join``'s, dialled now and until it answers."""
+        if key in self.dialer.myself:
+            return  # our own address
+        self.seeds.add(key)
+        if self.dialer.due(key, now_ms()):
+            self.dialer.dial(key)
 
     def sync_routing(self) -> None:
         """Make the routing table's peers the membership's peers."""
@@ -234,6 +263,10 @@ class Heartbeats:
             log.debug("node %s suspected: no answer to a direct or indirect probe", node_id)
         for node_id in step.failed:
             self.broadcast_fail(node_id)
+        for node_id in step.forgotten:
+            log.info("node %s forgotten (in FAIL for %d ms)", node_id, ms.fail_forget_ms)
+        if step.forgotten:
+            self.sync_routing()
         dialer = self.dialer
         half = self.node_timeout_ms // 2
         for node_id, rec in ms.peers.items():

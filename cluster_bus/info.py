@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from cluster_bus.api import SlotRange
 from cluster_bus.frames import MsgType, NodeFlags
 from cluster_bus.membership import Membership
 from cluster_bus.routing import PeerTable
@@ -82,6 +83,15 @@ def live_slot_ranges(ms: Membership) -> list[tuple[int, int, str]]:
     """The slot map over this node and every peer not in FAIL (cluster_bus.slots)."""
     live = [ms.my_id] + [r.node_id for r in ms.peers.values() if not r.flags & NodeFlags.FAIL]
     return slot_ranges(live)
+
+
+def slot_map(ms: Membership) -> list[SlotRange]:
+    """CLUSTER SLOTS / SHARDS: the live slot ranges with each node's client address."""
+    nodes = {ms.my_id: ms.myself, **ms.peers}
+    return [
+        SlotRange(start, end, node_id, nodes[node_id].host, nodes[node_id].client_port)
+        for start, end, node_id in live_slot_ranges(ms)
+    ]
 
 
 def cluster_info(

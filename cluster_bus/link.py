@@ -145,6 +145,12 @@ class Link(asyncio.Protocol):
         if limit and transport.get_write_buffer_size() > limit:
             self.owner.buffer_exceeded(self)
 
+    def send_buffer_used(self) -> int:
+        """Bytes queued for this link and not yet taken by the kernel."""
+        pending = sum(map(len, self._pending)) if self._pending else 0
+        transport = self.transport
+        return pending + (transport.get_write_buffer_size() if transport is not None else 0)
+
     def close(self, abort: bool = False) -> None:
         if self.closed:
             return

@@ -32,19 +32,19 @@ where Redis Cluster pings every peer at least once per half node timeout:
   FAIL on a master without slots that answers again.
 
 Dissemination (:mod:`cluster_bus.dissemination`): every change of a node's
-state or of its announced filters (filter epoch and CRC64 fingerprints) is
-piggybacked on the next heartbeats, fewest transmissions first, so it
-reaches every node in O(log N) periods; every heartbeat also carries a few
-random entries (Redis's gossip section) as anti-entropy. A peer that sees a
-newer filter epoch with a fingerprint unlike its copy asks for the filter
-(:meth:`cluster_bus.filter_sync.FilterSync.on_gossip`): a missed delta is
-healed in O(log N) periods without every node pinging every other.
+state or announced filters (filter epoch, CRC64s) rides on the next
+heartbeats, fewest transmissions first, reaching every node in O(log N)
+periods; every heartbeat also carries a few random entries (anti-entropy).
+A newer filter epoch with a fingerprint unlike our copy asks for the filter
+(:meth:`cluster_bus.filter_sync.FilterSync.on_gossip`).
 
-Other rules (after Redis Cluster): a node that left (LEAVE) or was replaced by
-a new node id at the same bus address is forgotten and ignored in gossip for
-``FORGET_TTL_MS`` (Redis's CLUSTER FORGET blacklist is 60 s);
-``cluster_state`` is ``ok`` while this node reaches a majority of the known
-nodes (itself included).
+Other rules (after Redis Cluster): a node that left (LEAVE), was replaced by
+a new node id at the same bus address, or stood in FAIL for ``fail_forget_ms``
+(0: never) is forgotten and ignored in gossip for ``FORGET_TTL_MS`` (Redis's
+CLUSTER FORGET blacklist is 60 s), but may speak for itself again at once;
+CLUSTER FORGET (``forget(..., banned=True)``) ignores even the node's own
+heartbeats for that long. ``cluster_state`` is ``ok`` while this node reaches
+a majority of the known nodes (itself included).
 """
 
 from __future__ import annotations
@@ -99,9 +99,11 @@ class Membership:
         node_timeout_ms: int,
         rng: random.Random | None = None,
         period_ms: int | None = None,
+        fail_forget_ms: int = 0,
     ) -> None:
         self.my_id = my_id
         self.node_timeout_ms = node_timeout_ms
+        self.fail_forget_ms = fail_forget_ms  # forget a node in FAIL this long; 0 = never
         self.period_ms = period_ms or max(20, min(1000, node_timeout_ms // 10))
         self.suspicion_timeout_ms = max(self.period_ms, node_timeout_ms - 2 * self.period_ms)
         self.myself = NodeRecord(my_id, host, client_port, bus_port, NodeFlags.MYSELF)
@@ -113,7 +115,7 @@ class Membership:
         self.suspicions = 0  # peers this node started suspecting
         self.refutations = 0  # times this node refuted a suspicion about itself
         self.indirect_probes = 0  # PROBE_REQs sent
-        self._forgotten: dict[str, int] = {}  # node id -> until ms
+        self._forgotten: dict[str, tuple[int, bool]] = {}  # node id -> (until ms, banned)
         self._rng = rng or random.Random()
         self.probes = ProbeSchedule(self._rng)
 
@@ -136,10 +138,10 @@ class Membership:
         me = self.myself
         if node_id == self.my_id or (not direct and (host, bus_port) == (me.host, me.bus_port)):
             return None  # gossip about a former node at our own address
+        if self._is_forgotten(node_id, now_ms, direct):
+            return None
         if direct:
             self._forgotten.pop(node_id, None)
-        elif self._is_forgotten(node_id, now_ms):
-            return None
         rec = self.peers.get(node_id)
         if rec is not None:
             rec.host, rec.client_port, rec.bus_port = host, client_port, bus_port
@@ -153,22 +155,21 @@ class Membership:
         self.broadcasts.queue(node_id)
         return rec
 
-    def forget(self, node_id: str, now_ms: int) -> NodeRecord | None:
-        """Drop a node (LEAVE, or replaced) and ignore gossip about it for a while."""
-        self._forgotten[node_id] = now_ms + FORGET_TTL_MS
+    def forget(self, node_id: str, now_ms: int, banned: bool = False) -> NodeRecord | None:
+        """Drop a node and ignore gossip about it for ``FORGET_TTL_MS``; ``banned``
+        (CLUSTER FORGET): its own heartbeats too, as Redis's blacklist."""
+        self._forgotten[node_id] = (now_ms + FORGET_TTL_MS, banned)
         self.broadcasts.drop(node_id)
         self.probes.forget(node_id)
         self.version += 1
         return self.peers.pop(node_id, None)
 
-    def _is_forgotten(self, node_id: str, now_ms: int) -> bool:
-        until = self._forgotten.get(node_id)
-        if until is None:
-            return False
+    def _is_forgotten(self, node_id: str, now_ms: int, direct: bool = False) -> bool:
+        until, banned = self._forgotten.get(node_id, (0, False))
         if now_ms >= until:
-            del self._forgotten[node_id]
+            self._forgotten.pop(node_id, None)
             return False
-        return True
+        return banned or not direct
 
     # -- our own state -------------------------------------------------------------
 
@@ -214,6 +215,7 @@ class Membership:
                 if not rec.failing:
                     self._suspect(rec, now_ms)
                     step.suspected.append(target)
+        forget_ms = self.fail_forget_ms
         for rec in self.peers.values():
             if (
                 rec.flags & NodeFlags.PFAIL
@@ -221,6 +223,10 @@ class Membership:
             ):
                 self._fail(rec, now_ms)
                 step.failed.append(rec.node_id)
+            elif rec.flags & NodeFlags.FAIL and 0 < forget_ms <= now_ms - rec.fail_time_ms:
+                step.forgotten.append(rec.node_id)
+        for node_id in step.forgotten:
+            self.forget(node_id, now_ms)
         self.probes.expire_relays(now_ms - 2 * self.period_ms)
         peers = self.peers
         # FAIL nodes stay in the rotation (SWIM drops them): a probe tells one
@@ -233,11 +239,9 @@ class Membership:
 
     def gossip_targets(self) -> list[str]:
         """Peers for one gossip round (memberlist's gossip, Redis's unsolicited
-        PONG broadcast): ``GOSSIP_FANOUT`` random connected peers while changes
-        are queued; none when idle, so an idle cluster sends only its probes.
-        Suspected and failed peers are candidates too (memberlist gossips "to
-        the dead" for a while): after a partition heals, that is how each side
-        hears the other's refutations."""
+        PONG broadcast): ``GOSSIP_FANOUT`` random connected peers (failed ones
+        too, so the two sides of a healed partition hear each other's
+        refutations) while changes are queued; none when idle."""
         if not self.broadcasts:
             return []
         live = [r.node_id for r in self.peers.values() if r.connected]

@@ -14,6 +14,7 @@ import logging
 import random
 from collections.abc import Callable
 
+from cluster_bus.api import LinkInfo
 from cluster_bus.codec import encode
 from cluster_bus.frames import MSG_TYPE, Message, NodeFlags
 from cluster_bus.info import BusStats
@@ -66,6 +67,17 @@ class Mesh:
             link = table.get(node_id)
             if link is not None:
                 link.close()
+
+    def infos(self) -> list[LinkInfo]:
+        """CLUSTER LINKS: our link to each peer, then each peer's link to us."""
+        out = []
+        for direction, table in (("to", self.out), ("from", self.inbound)):
+            for node_id, link in table.items():
+                if link.authenticated and not link.closed:
+                    used = link.send_buffer_used()
+                    events = "rw" if used else "r"
+                    out.append(LinkInfo(direction, node_id, link.created_ms, events, used, used))
+        return out
 
     def link_to(self, node_id: str) -> Link | None:
         link = self.out.get(node_id)

@@ -23,6 +23,7 @@ class ProbeStep:
     indirect: list[tuple[str, str]] = field(default_factory=list)  # (via, target): PROBE_REQ
     suspected: list[str] = field(default_factory=list)  # newly suspected here
     failed: list[str] = field(default_factory=list)  # suspicion timed out: broadcast FAIL
+    forgotten: list[str] = field(default_factory=list)  # in FAIL for fail_forget_ms: dropped
 
 
 @dataclass

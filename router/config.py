@@ -56,6 +56,7 @@ class NodeConfig:
     join: list[str] = field(default_factory=list)  # seeds, "host:busport"
     cluster_secret: str | None = None
     node_timeout_ms: int = 15000  # redis.conf cluster-node-timeout
+    cluster_fail_forget_ms: int | None = None  # None: 5 x node timeout; 0 = never
     cluster_link_sendbuf_limit: int = 0  # bytes; 0 = no limit, as Redis
     subscribe_visibility_timeout_ms: int = 0  # 0 = off
     cluster_replay_buffer_bytes: int = 64 * 1024 * 1024  # per peer
@@ -84,6 +85,7 @@ class NodeConfig:
             join=tuple(self.join),
             cluster_secret=self.cluster_secret,
             node_timeout_ms=self.node_timeout_ms,
+            fail_forget_ms=self.cluster_fail_forget_ms,
             sendbuf_limit=self.cluster_link_sendbuf_limit,
             max_body=2 * self.proto_max_bulk_len + 64 * 1024,
             visibility_timeout_ms=self.subscribe_visibility_timeout_ms,
@@ -161,6 +163,13 @@ def add_node_arguments(parser: argparse.ArgumentParser) -> None:
     add("--join", action="append", help="seed node bus address host:port (repeatable)")
     add("--cluster-secret", help="shared secret: HMAC on the bus handshake")
     add("--node-timeout-ms", type=int, help="PING timeout before a peer is suspected")
+    add(
+        "--cluster-fail-forget-ms",
+        type=int,
+        metavar="MS",
+        help="forget a node in FAIL for this long (default 5 x node timeout, at least the "
+        "replay buffer time; 0: never)",
+    )
     add("--cluster-link-sendbuf-limit", type=int, help="per-link send buffer limit, bytes")
     add(
         "--subscribe-visibility-timeout",

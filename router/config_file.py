@@ -143,6 +143,9 @@ def check(config: NodeConfig) -> None:
     for name in not_negative:
         if getattr(config, name) < 0:
             raise ConfigError(f"--{name.replace('_', '-')} {getattr(config, name)}: must be >= 0")
+    if config.cluster_fail_forget_ms is not None and config.cluster_fail_forget_ms < 0:
+        value = config.cluster_fail_forget_ms
+        raise ConfigError(f"--cluster-fail-forget-ms {value}: must be >= 0 (0: never)")
     if config.subscribe_visibility_timeout_ms < 0:
         value = config.subscribe_visibility_timeout_ms
         raise ConfigError(f"--subscribe-visibility-timeout {value}: must be >= 0")

@@ -13,9 +13,10 @@ nothing, after Redis's argument checks.
 
 from __future__ import annotations
 
+import ipaddress
 from typing import TYPE_CHECKING, Any
 
-from cluster_bus.slots import CLUSTER_SLOTS, key_slot
+from cluster_bus.slots import CLUSTER_SLOTS, key_slot, shard_id
 from router import resp
 from router.commands.base import Command, Reply, subcommand_table
 from router.parser import string2ll
@@ -81,6 +82,64 @@ def cluster_shards(node: Node, client: Client, args: list[bytes]) -> Reply:
     return resp.encode_value(shards, client.resp)
 
 
+def cluster_myshardid(node: Node, client: Client, args: list[bytes]) -> Reply:
+    """Redis 7.2's: this node's shard (each node is its own shard)."""
+    return resp.bulk(shard_id(node.node_id).encode())
+
+
+def cluster_forget(node: Node, client: Client, args: list[bytes]) -> Reply:
+    error = node.link.forget_node(args[2].decode(errors="replace"))
+    return resp.OK if error is None else resp.error(f"ERR {error}")
+
+
+def cluster_meet(node: Node, client: Client, args: list[bytes]) -> Reply:
+    """CLUSTER MEET <ip> <port> [<bus-port>]: Redis 7.0's checks and wording
+    (an IP address, not a host name; bus port = port + 10000 by default), then
+    the bus dials it like a ``--join`` seed."""
+    if len(args) > 5:
+        return resp.error(
+            f"ERR unknown subcommand or wrong number of arguments for "
+            f"'{args[1].decode(errors='replace')}'. Try CLUSTER HELP."
+        )
+    port = string2ll(args[3])
+    if port is None:
+        return resp.error(
+            f"ERR Invalid TCP base port specified: {args[3].decode(errors='replace')}"
+        )
+    bus_port = port + 10000
+    if len(args) == 5:
+        given = string2ll(args[4])
+        if given is None:
+            return resp.error(
+                f"ERR Invalid TCP bus port specified: {args[4].decode(errors='replace')}"
+            )
+        bus_port = given
+    try:
+        ip = str(ipaddress.ip_address(args[2].decode()))
+    except (UnicodeDecodeError, ValueError):
+        ip = ""
+    if not ip or not 0 < port <= 65535 or not 0 < bus_port <= 65535:
+        address = b"%b:%b" % (args[2], args[3])
+        return resp.error(f"ERR Invalid node address specified: {address.decode(errors='replace')}")
+    node.link.meet(ip, bus_port)
+    return resp.OK
+
+
+def cluster_links(node: Node, client: Client, args: list[bytes]) -> Reply:
+    links: list[Any] = [
+        {
+            "direction": link.direction,
+            "node": link.node,
+            "create-time": link.create_time,
+            "events": link.events,
+            "send-buffer-allocated": link.send_buffer_allocated,
+            "send-buffer-used": link.send_buffer_used,
+        }
+        for link in node.link.links()
+    ]
+    return resp.encode_value(links, client.resp)
+
+
 def cluster_keyslot(node: Node, client: Client, args: list[bytes]) -> Reply:
     return resp.integer(key_slot(args[2]))
 
@@ -113,14 +172,20 @@ _HELP = (
     "CLUSTER <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
     "COUNTKEYSINSLOT <slot>",
     "    Return the number of keys in <slot>.",
+    "FORGET <node-id>",
+    "    Remove a node from the cluster.",
     "GETKEYSINSLOT <slot> <count>",
     "    Return key names stored by current node in a slot.",
     "INFO",
     "    Return information about the cluster.",
     "KEYSLOT <key>",
     "    Return the hash slot for <key>.",
+    "MEET <ip> <port> [<bus-port>]",
+    "    Connect nodes into a working cluster.",
     "MYID",
     "    Return the node id.",
+    "MYSHARDID",
+    "    Return the node's shard id.",
     "NODES",
     "    Return cluster configuration seen by node. Output format:",
     "    <id> <ip:port> <flags> <master> <pings> <pongs> <epoch> <link> <slot> ...",
@@ -129,6 +194,10 @@ _HELP = (
     "    start, end, master and replicas IP addresses, ports and ids",
     "SHARDS",
     "    Return information about slot range mappings and the nodes associated with them.",
+    "LINKS",
+    "    Return information about all network links between this node and its peers.",
+    "    Output format is an array where each array element is a map containing attributes "
+    "of a link",
     "HELP",
     "    Prints this help.",
 )
@@ -183,10 +252,16 @@ COMMANDS = (
             _sub(
                 "getkeysinslot", 4, cluster_getkeysinslot, "Returns the key names in a hash slot."
             ),
+            _sub("forget", 3, cluster_forget, "Forgets a node."),
             _sub("help", 2, cluster_help, "Returns helpful text about the different subcommands."),
             _sub("info", 2, cluster_info, "Returns information about the state of a node."),
             _sub("keyslot", 3, cluster_keyslot, "Returns the hash slot for a key."),
+            _sub(
+                "links", 2, cluster_links, "Returns a list of all TCP links to and from peer nodes."
+            ),
+            _sub("meet", -4, cluster_meet, "Forces a node to handshake with another node."),
             _sub("myid", 2, cluster_myid, "Returns the ID of a node."),
+            _sub("myshardid", 2, cluster_myshardid, "Returns the shard ID of a node."),
             _sub("nodes", 2, cluster_nodes, "Returns the cluster configuration for a node."),
             _sub("shards", 2, cluster_shards, "Returns the mapping of cluster slots to shards."),
             _sub("slots", 2, cluster_slots, "Returns the mapping of cluster slots to nodes."),

@@ -264,3 +264,38 @@ def test_a_peer_whose_link_closed_is_probed_next():
     m.probe_tick(1)
     m.probes.probe_next(nid(7))
     assert m.probe_tick(1 + PERIOD).ping == nid(7)
+
+
+def test_cluster_forget_bans_even_the_nodes_own_heartbeats_until_ttl():
+    m = cluster(3)
+    assert m.forget(nid(2), 1000, banned=True) is not None
+    assert m.learn(nid(2), "127.0.0.1", 7002, 17002, 2000, direct=True) is None
+    assert m.gossip_received(nid(1), (entry(2),), 2000).learned == []
+    assert nid(2) not in m.peers
+    # the ban ends after FORGET_TTL_MS: a node still talking comes back
+    assert m.learn(nid(2), "127.0.0.1", 7002, 17002, 1000 + FORGET_TTL_MS, direct=True)
+    assert nid(2) in m.peers
+
+
+def test_node_in_fail_is_forgotten_after_fail_forget_ms():
+    forget_ms = 5 * TIMEOUT
+    m = Membership(nid(0), "127.0.0.1", 7000, 17000, TIMEOUT, random.Random(1), PERIOD, forget_ms)
+    for i in (1, 2):
+        m.learn(nid(i), "127.0.0.1", 7000 + i, 17000 + i, 0)
+    assert m.fail_received(nid(2), 0, 1000)
+    assert m.probe_tick(1000 + forget_ms - 1).forgotten == []
+    assert nid(2) in m.peers
+    step = m.probe_tick(1000 + forget_ms)
+    assert step.forgotten == [nid(2)]
+    assert nid(2) not in m.peers and nid(1) in m.peers
+    # gossip about it is ignored for a while; the node itself may rejoin at once
+    assert m.gossip_received(nid(1), (entry(2),), 1000 + forget_ms).learned == []
+    assert m.learn(nid(2), "127.0.0.1", 7002, 17002, 1000 + forget_ms, direct=True)
+
+
+def test_fail_forget_ms_zero_never_forgets():
+    m = cluster(3)
+    assert m.fail_forget_ms == 0
+    m.fail_received(nid(2), 0, 0)
+    assert m.probe_tick(10 * FORGET_TTL_MS).forgotten == []
+    assert nid(2) in m.peers

@@ -11,7 +11,7 @@ import re
 import pytest
 
 from bench.redis_cluster import RedisCluster
-from bloomcast.testing import redis_server_path
+from bloomcast.testing import LocalCluster, redis_server_path
 from tests.differential.oracle import exchange
 from tests.procs import bloomcast_node
 
@@ -30,6 +30,16 @@ CASES = {
     "arity": b"CLUSTER KEYSLOT\r\nCLUSTER SLOTS x\r\nCLUSTER INFO x\r\nCLUSTER MYID x\r\n"
     b"DBSIZE x\r\nCLUSTER COUNTKEYSINSLOT\r\nCLUSTER GETKEYSINSLOT 1\r\nCLUSTER\r\n",
     "unknown subcommand": b"CLUSTER FOO\r\ncluster Bar baz\r\n",
+    "forget": b"CLUSTER FORGET abc\r\nCLUSTER FORGET\r\nCLUSTER FORGET a b\r\n"
+    b"cluster forget 0123456789012345678901234567890123456789\r\n",
+    "meet": b"CLUSTER MEET 1.2.3 7000\r\nCLUSTER MEET 127.0.0.1 abc\r\n"
+    b"CLUSTER MEET 127.0.0.1 70000\r\nCLUSTER MEET 127.0.0.1 -1\r\n"
+    b"CLUSTER MEET 127.0.0.1 7000 abc\r\nCLUSTER MEET 127.0.0.1 7000 70000\r\n"
+    b"CLUSTER MEET 127.0.0.1 0\r\nCLUSTER MEET 127.0.0.1 7000 0\r\n"
+    b"CLUSTER MEET localhost 7000\r\nCLUSTER MEET 127.0.0.1 7000 1 2\r\n"
+    b"cluster meet ::1 x\r\nCLUSTER MEET 127.0.0.1\r\nCLUSTER MEET\r\n"
+    b"CLUSTER MEET 127.0.0.01 7000\r\nCLUSTER MEET 127.0.0.1 60000\r\n",
+    "links": b"CLUSTER LINKS\r\nCLUSTER LINKS x\r\n",
     "flush": b"FLUSHALL\r\nFLUSHALL ASYNC\r\nflushall sync\r\nFLUSHALL x\r\nFLUSHALL a b\r\n"
     b"FLUSHDB\r\nFLUSHDB SYNC\r\nFLUSHDB nope\r\nFUNCTION FLUSH\r\nFUNCTION FLUSH ASYNC\r\n"
     b"FUNCTION FLUSH x\r\nFUNCTION\r\n",
@@ -80,3 +90,55 @@ def test_cluster_info_has_every_redis_field(servers):
     assert set(theirs) <= set(ours)
     for key in ("cluster_state", "cluster_slots_assigned", "cluster_slots_ok", "cluster_size"):
         assert ours[key] == theirs[key], key
+
+
+def test_forgetting_myself_is_redis_wording(servers):
+    oracle, node = servers
+    for port in (oracle, node):
+        myid = exchange(port, b"CLUSTER MYID\r\n")[0].split(b"\r\n")[1]
+        reply, _ = exchange(port, b"CLUSTER FORGET %b\r\n" % myid)
+        assert reply == b"-ERR I tried hard but I can't forget myself...\r\n"
+
+
+def test_cluster_help_lines_are_a_subsequence_of_redis(servers):
+    """Redis lists subcommands the node does not have (ADDSLOTS, FAILOVER ...);
+    the node's lines are Redis's for the ones it has, in order, except
+    MYSHARDID (Redis 7.2's; 7.0.15 has no line for it)."""
+    oracle, node = servers
+    want = exchange(oracle, b"CLUSTER HELP\r\n")[0].split(b"\r\n")[1:-1]
+    got = exchange(node, b"CLUSTER HELP\r\n")[0].split(b"\r\n")[1:-1]
+    mine = [b"+MYSHARDID", b"+    Return the node's shard id."]
+    assert got[got.index(mine[0]) :][:2] == mine
+    redis_lines = iter(want)
+    for line in (x for x in got if x not in mine):
+        assert line in redis_lines, line
+    for sub in (b"+FORGET <node-id>", b"+MEET <ip> <port> [<bus-port>]", b"+LINKS"):
+        assert sub in got
+
+
+def links_normalized(data: bytes) -> bytes:
+    """CLUSTER LINKS with ids, times and buffer sizes replaced by placeholders,
+    and the links in a fixed order (Redis lists them in its dict's order)."""
+    data = re.sub(rb"\$40\r\n[0-9a-f]{40}\r\n", b"$ID\r\n", data)
+    data = re.sub(rb"(create-time\r\n):\d+\r\n", rb"\1:T\r\n", data)
+    data = re.sub(rb"(send-buffer-(?:allocated|used)\r\n):\d+\r\n", rb"\1:N\r\n", data)
+    head, _, rest = data.partition(b"\r\n")
+    marker = rest[:4]  # "*12\r" (RESP2) or "%6\r\n" (RESP3): each link's header
+    links = sorted(marker + x for x in rest.split(marker) if x)
+    return head + b"\r\n" + b"".join(links)
+
+
+@pytest.mark.parametrize("hello", [b"", b"HELLO 3\r\n"])
+def test_cluster_links_have_redis_shape(tmp_path, hello):
+    """Two nodes each side: one link to and one from the other node, with
+    Redis 7.0's fields, types and order."""
+    binary = redis_server_path()
+    if binary is None:
+        pytest.skip("redis-server (Debian's 7.0.15, the oracle) is not installed")
+    with RedisCluster(2, binary=binary) as oracle, LocalCluster(2, log_dir=tmp_path) as ours:
+        theirs_raw, _ = exchange(oracle.ports[0], hello + b"CLUSTER LINKS\r\n")
+        ours_raw, _ = exchange(ours.ports[0], hello + b"CLUSTER LINKS\r\n")
+    if hello:
+        theirs_raw = theirs_raw[theirs_raw.index(b"modules\r\n*0\r\n") + 13 :]
+        ours_raw = ours_raw[ours_raw.index(b"modules\r\n*0\r\n") + 13 :]
+    assert links_normalized(ours_raw) == links_normalized(theirs_raw)

@@ -22,8 +22,9 @@ PUBSUB_COMMANDS = [
     "pubsub|shardchannels", "pubsub|shardnumsub", "pubsub|help",
 ]  # fmt: skip
 
-#: Redis 7.2's, accepted because 7.2 clients send it on connect; 7.0.15 has none
-NOT_IN_7_0 = {"client|setinfo"}
+#: Redis 7.2's: CLIENT SETINFO (7.2 clients send it on connect) and CLUSTER
+#: MYSHARDID (issue 13 asks for it); 7.0.15 has neither
+NOT_IN_7_0 = {"client|setinfo", "cluster|myshardid"}
 
 
 def _node_names(containers: bool) -> list[str]:

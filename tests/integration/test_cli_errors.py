@@ -101,6 +101,10 @@ def test_bus_port_already_in_use():
             "bloomcast node: --filter-fp-rate 1.5: must be between 0 and 1",
         ),
         (
+            ["--cluster-fail-forget-ms", "-1"],
+            "bloomcast node: --cluster-fail-forget-ms -1: must be >= 0 (0: never)",
+        ),
+        (
             ["--loglevel", "loud"],
             "bloomcast node: argument --loglevel/--log-level: invalid choice: 'loud' "
             "(choose from 'debug', 'verbose', 'notice', 'warning') "
@@ -127,6 +131,10 @@ def test_flag_mistakes(argv, expected):
             "key 'on-publish-loss': 'drop' is not one of notify, disconnect",
         ),
         ("config = 'x.toml'\n", "unknown key 'config'"),
+        (
+            'cluster-fail-forget-ms = "5s"\n',
+            "key 'cluster-fail-forget-ms': expected an integer, got a string ('5s')",
+        ),
     ],
 )
 def test_toml_key_mistakes(tmp_path, text, expected):

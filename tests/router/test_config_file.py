@@ -7,6 +7,7 @@ import argparse
 
 import pytest
 
+from router.config import NodeConfig
 from router.config_file import ConfigError, merge_toml, settings_from_toml
 
 
@@ -56,3 +57,11 @@ def test_type_mistakes_name_the_key(tmp_path, text, message):
     with pytest.raises(ConfigError) as exc:
         settings_from_toml(path, parser())
     assert str(exc.value) == f"{path}: {message}"
+
+
+def test_fail_forget_default_is_five_node_timeouts_and_at_least_the_replay_window():
+    assert NodeConfig().bus_config(6379).fail_forget_after_ms == 5 * 15000
+    short = NodeConfig(node_timeout_ms=500)  # 2.5 s < the 10 s replay window
+    assert short.bus_config(6379).fail_forget_after_ms == 10_000
+    never = NodeConfig(cluster_fail_forget_ms=0)
+    assert never.bus_config(6379).fail_forget_after_ms == 0

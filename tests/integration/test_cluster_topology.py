@@ -1,0 +1,141 @@
+"""redis-py ``RedisCluster`` through topology changes (issue 13, "A new node
+joining and a node being forgotten"): a 4th node joins, then is killed and
+forgotten with CLUSTER FORGET on every live node. The client publishes and
+its subscriber receives every message throughout, and its topology refresh
+sees each new slot map.
+
+Node timeout 2000 ms, so the protocol period is 200 ms.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import redis
+from redis.cluster import ClusterNode, RedisCluster
+
+from bloomcast.testing import LocalCluster
+from tests.procs import bloomcast_node
+
+pytestmark = [pytest.mark.cluster, pytest.mark.timeout(180)]
+
+ARGS = ["--node-timeout-ms", "2000", "--cluster-fail-forget-ms", "0"]
+
+
+def wait_for(pred, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not pred():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+def client_map(rc: RedisCluster) -> set[int]:
+    """The client ports of the primaries the client's refreshed map holds."""
+    rc.nodes_manager.initialize()
+    return {n.port for n in rc.get_primaries()}
+
+
+class Ledger:
+    """Numbered messages published through the cluster client, and the ones its
+    subscriber received.
+
+    redis-py drops its connections when a topology refresh finds a new node
+    set, and its pub/sub connection resubscribes on the next read: messages
+    published in between are not delivered (pub/sub is at most once, as with
+    Redis). So each round first publishes probes until one arrives (the
+    subscription is live again and every node routes to it), then the
+    numbered messages, every one of which must arrive, in order."""
+
+    def __init__(self, rc: RedisCluster) -> None:
+        self.rc = rc
+        self.sub = rc.pubsub()
+        self.sub.subscribe("topology")
+        self.sent = 0
+        self.got: list[int] = []
+
+    def _read(self) -> bytes | None:
+        m = self.sub.get_message(timeout=0.1)
+        if m is None or m["type"] != "message":
+            return None
+        if m["data"] != b"probe":
+            self.got.append(int(m["data"]))
+        return m["data"]
+
+    def round(self, n: int = 20) -> None:
+        deadline = time.monotonic() + 15
+        while True:
+            self.rc.publish("topology", "probe")
+            if self._read() == b"probe":
+                break
+            assert time.monotonic() < deadline, "no probe reached the subscriber"
+        first = self.sent
+        for _ in range(n):
+            self.rc.publish("topology", str(self.sent))
+            self.sent += 1
+        deadline = time.monotonic() + 15
+        while not self.got or self.got[-1] < self.sent - 1:
+            self._read()
+            assert time.monotonic() < deadline, (self.sent, self.got[-5:])
+        assert [x for x in self.got if x >= first] == list(range(first, self.sent))
+
+
+def test_redis_py_cluster_keeps_working_while_a_node_joins_and_is_forgotten(tmp_path):
+    cluster = LocalCluster(4, extra_args=ARGS, log_dir=tmp_path)
+    try:
+        for i in range(3):  # nodes 0-2 (their seeds are among themselves)
+            cluster.start_node(i)
+        wait_for(lambda: all(cluster.ready(i, 3) for i in range(3)), 60, "3 nodes ready")
+        rc = RedisCluster(startup_nodes=[ClusterNode("127.0.0.1", cluster.ports[0])])
+        try:
+            ledger = Ledger(rc)
+            ledger.round()
+            assert client_map(rc) == set(cluster.ports[:3])
+
+            cluster.start_node(3)  # joins through its seeds, nodes 0 and 1
+            wait_for(lambda: all(cluster.ready(i, 4) for i in range(4)), 60, "4 nodes ready")
+            ledger.round()
+            assert client_map(rc) == set(cluster.ports)
+            ledger.round()
+
+            ids = []
+            for i in range(4):
+                with cluster.client(i) as r:
+                    ids.append(r.execute_command("CLUSTER", "MYID").decode())
+            cluster.kill(3)
+
+            def failed_everywhere() -> bool:
+                for i in range(3):
+                    with cluster.client(i) as r:
+                        nodes = r.execute_command("CLUSTER", "NODES").decode()
+                    line = next(x for x in nodes.splitlines() if x.startswith(ids[3]))
+                    if "fail" not in line.split()[2].split(","):
+                        return False
+                return True
+
+            wait_for(failed_everywhere, 15, "node 3 FAIL on every live node")
+            for i in range(3):
+                with cluster.client(i) as r:
+                    assert r.execute_command("CLUSTER", "FORGET", ids[3]) == b"OK"
+            ledger.round()
+            assert client_map(rc) == set(cluster.ports[:3])
+            for i in range(3):
+                with cluster.client(i) as r:
+                    assert len(r.execute_command("CLUSTER", "SLOTS")) == 3
+            ledger.round()
+            ledger.sub.close()
+        finally:
+            rc.close()
+    finally:
+        cluster.stop()
+
+
+def test_forget_on_a_node_without_a_bus_is_unknown_node():
+    """A lone node (``--no-bus``) knows no other node (NoPeers)."""
+    with bloomcast_node() as port, redis.Redis(port=port) as r:
+        with pytest.raises(redis.ResponseError, match=r"^Unknown node abc$"):
+            r.execute_command("CLUSTER", "FORGET", "abc")
+        myid = r.execute_command("CLUSTER", "MYID").decode()
+        with pytest.raises(redis.ResponseError, match="can't forget myself"):
+            r.execute_command("CLUSTER", "FORGET", myid)
+        assert r.execute_command("CLUSTER", "LINKS") == []
