@@ -11,8 +11,8 @@ before any redesign of cluster_bus/. For each N, one system at a time
    ``cluster_known_nodes == N``);
 2. settle, then an idle window with no client traffic and no polling: bus
    bytes (kernel ``tcp_info`` bytes_sent summed over every socket on a bus
-   port, both ends), CPU (utime + stime of every server process,
-   ``/proc/<pid>/stat``) and RSS (``/proc/<pid>/status``), all per node;
+   port, both ends), CPU (time on CPU of every thread of every server process,
+   ``/proc/<pid>/task/<tid>/schedstat``, ns) and RSS (``/proc/<pid>/status``), all per node;
 3. failure detection: kill -9 one node and time until every live node's
    CLUSTER NODES flags it ``fail``.
 
@@ -38,8 +38,6 @@ import redis
 from bench.procs import tcp_bytes_sent
 from bench.redis_cluster import RedisCluster
 from bloomcast.testing import LOOPBACK, LocalCluster, server_version
-
-CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
 @dataclass
@@ -85,15 +83,22 @@ def descendants(pids: list[int]) -> list[int]:
     return out
 
 
-def cpu_ticks(pids: list[int]) -> int:
-    """utime + stime (clock ticks) summed over ``pids``; gone processes count 0."""
+def cpu_ns(pids: list[int]) -> int:
+    """Nanoseconds on CPU summed over every thread of ``pids`` (the first field
+    of ``/proc/<pid>/task/<tid>/schedstat``); gone processes count 0. utime +
+    stime would do, but they count in clock ticks (10 ms): an idle node uses
+    about 2 of them in a 20 s window, too coarse to compare."""
     total = 0
     for pid in pids:
         try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            tids = os.listdir(f"/proc/{pid}/task")
         except OSError:
             continue
-        total += int(fields[11]) + int(fields[12])  # fields 14 and 15 of stat(5)
+        for tid in tids:
+            try:
+                total += int(Path(f"/proc/{pid}/task/{tid}/schedstat").read_text().split()[0])
+            except (OSError, ValueError, IndexError):
+                continue
     return total
 
 
@@ -275,16 +280,16 @@ def idle_window(system: _System, plan: ScalePlan) -> dict[str, Any]:
     time.sleep(plan.settle_s)
     pids = descendants(system.pids())
     suspicions0 = system.suspicions()  # read outside the window: client traffic only
-    bytes0, ticks0, t0 = tcp_bytes_sent(system.bus_ports), cpu_ticks(pids), time.monotonic()
+    bytes0, cpu0, t0 = tcp_bytes_sent(system.bus_ports), cpu_ns(pids), time.monotonic()
     time.sleep(plan.window_s)
-    bytes1, ticks1, t1 = tcp_bytes_sent(system.bus_ports), cpu_ticks(pids), time.monotonic()
+    bytes1, cpu1, t1 = tcp_bytes_sent(system.bus_ports), cpu_ns(pids), time.monotonic()
     suspicions1 = system.suspicions()
     seconds, n = t1 - t0, system.n
     rss = [rss_mb(pid) for pid in system.pids()]
     return {
         "window_s": round(seconds, 3),
         "bus_bytes_per_s_per_node": (bytes1 - bytes0) / seconds / n,
-        "cpu_pct_per_node": 100.0 * (ticks1 - ticks0) / CLK_TCK / seconds / n,
+        "cpu_pct_per_node": 100.0 * (cpu1 - cpu0) / 1e9 / seconds / n,
         "rss_mb_mean": sum(rss) / len(rss),
         "rss_mb_max": max(rss),
         "processes": len(pids),

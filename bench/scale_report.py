@@ -126,7 +126,8 @@ def scale_markdown(result: dict[str, Any], cmd: str) -> str:
         f"Then {plan['settle_s']:g} s to settle and a {plan['window_s']:g} s idle window "
         "(no clients, no polling): *idle bus B/s* is kernel `tcp_info` bytes_sent summed "
         "over every socket on a bus port (both ends, so both directions) / N / seconds; "
-        "*CPU* is utime + stime of every server process (`/proc/<pid>/stat`) / N; *RSS* "
+        "*CPU* is the time on CPU of every thread of every server process "
+        "(`/proc/<pid>/task/<tid>/schedstat`, nanoseconds) / N; *RSS* "
         "is VmRSS at the end of the window. *detection*: kill -9 the last node, seconds "
         "until every live node's CLUSTER NODES flags it `fail` "
         f"(every live node polled every {plan['poll_s']:g} s). *suspicions*: "
@@ -179,7 +180,7 @@ def plot_scale(result: dict[str, Any], path: Path, cmd: str) -> Path | None:
         return None
     sizes = [s["nodes"] for s in result["sizes"]]
     for axis, label in ((ax, "idle bus bytes/s per node (kernel tcp_info)"),
-                        (bx, "idle CPU % per node (utime+stime)")):  # fmt: skip
+                        (bx, "idle CPU % per node (schedstat)")):  # fmt: skip
         axis.set_xlabel("nodes N")
         axis.set_ylabel(label)
         axis.set_xticks(sizes)

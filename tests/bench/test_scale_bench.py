@@ -5,10 +5,11 @@ Also the markdown alone, from a made-up result (ratios and growth)."""
 
 import json
 import shutil
+import time
 
 import pytest
 
-from bench.scale import cpu_ticks, descendants, rss_mb
+from bench.scale import cpu_ns, descendants, rss_mb
 from bench.scale_report import growth, scale_markdown
 from bloomcast.cli import main
 
@@ -51,7 +52,12 @@ def test_proc_readings_of_this_process():
 
     me = os.getpid()
     assert me in descendants([me])
-    assert cpu_ticks([me]) >= 0
+    before = cpu_ns([me])
+    deadline = time.perf_counter() + 0.05
+    while time.perf_counter() < deadline:  # spin 50 ms on the CPU
+        pass
+    assert cpu_ns([me]) - before >= 40_000_000  # nanoseconds, not clock ticks
+    assert cpu_ns([2**31]) == 0  # gone
     assert rss_mb(me) > 1
     assert rss_mb(2**31) == 0.0  # gone
 
