@@ -159,6 +159,7 @@ class ClusterBus:
         self.membership.myself.bus_port = self.config.announce_bus_port or self.port
         for name in FILTER_NAMES:
             self.sync.start(KIND_OF[name], self.node.filter_snapshot(name))
+        self.heartbeats.filters_announced()
         for seed in self.config.join:
             host, _, port = seed.rpartition(":")
             self._seeds.add((host or "127.0.0.1", int(port)))
@@ -190,8 +191,7 @@ class ClusterBus:
         deltas, whole = self.sync.announce(changes)
         for kind in whole:  # the node rebuilt this filter at a new m: send it whole
             self._announce_full(kind)
-        cfp, pfp, epoch, _, _ = self.sync.heartbeat_fields()
-        self.membership.announce_filters(epoch, cfp, pfp)  # gossiped: heals missed deltas
+        self.heartbeats.filters_announced()
         if not deltas:
             return None
         loop = self._loop if self.config.visibility_timeout_ms > 0 else None

@@ -198,13 +198,18 @@ class Heartbeats:
                 self.mesh.send(link, msg)
         self._unreachable(node_id)
 
+    def filters_announced(self) -> None:
+        """Our announced filters are set or changed: gossip them (peers that
+        missed a delta heal from the fingerprints)."""
+        cfp, pfp, epoch, _, _ = self.sync.heartbeat_fields()
+        self.membership.announce_filters(epoch, cfp, pfp)
+
     def make(self, cls: type[_HB], to: str, full: bool = False) -> _HB:
         """A heartbeat to ``to``: our identity, incarnation and announced filters,
         and a gossip section (every node for a MEET and its PONG)."""
         ms = self.membership
         me = ms.myself
         cfp, pfp, epoch, pmask, match_all = self.sync.heartbeat_fields()
-        ms.announce_filters(epoch, cfp, pfp)
         return cls(
             me.node_id,
             self._advertised_host,
