@@ -3,9 +3,11 @@
 The bus logs failures and recoveries itself (logger ``bloomcast.bus``); a
 node that joins, or that membership forgets or that left, shows only in its
 view of the cluster. This reads that view through the node's ClusterLink
-seam (``nodes_lines()``, Redis's CLUSTER NODES lines) once a second on the
-node's loop and logs the differences at notice, as Redis logs
-``Node ... added`` / ``... forgotten``.
+seam (``nodes_lines()``, Redis's CLUSTER NODES lines) on the node's loop and
+logs the differences at notice, as Redis logs ``Node ... added`` /
+``... forgotten``. It looks once a second, and rebuilds the lines only when
+the seam's ``topology_version()`` moved: building them costs O(N), and an
+idle node's cost must not grow with the cluster.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ class MembershipLog:
     def __init__(self, link: ClusterLink) -> None:
         self.link = link
         self.known: dict[str, tuple[str, str]] = {}
+        self.version: int | None = None
         self._timer: asyncio.TimerHandle | None = None
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -52,6 +55,10 @@ class MembershipLog:
             self._timer = loop.call_later(PERIOD_S, self._tick, loop)
 
     def check(self) -> None:
+        version = self.link.topology_version()
+        if version == self.version:
+            return
+        self.version = version
         now = peers(self.link.nodes_lines())
         for node_id, (addr, state) in now.items():
             before = self.known.get(node_id)

@@ -196,6 +196,12 @@ class ClusterLink(Protocol):
         """CLUSTER NODES lines in Redis's format, this node first."""
         ...
 
+    def topology_version(self) -> int:
+        """A counter that changes whenever a node is learned or forgotten or our
+        link to one goes up or down: a watcher rebuilds :meth:`nodes_lines`
+        only when it moved (building them is O(N) per call)."""
+        ...
+
     def slot_map(self) -> list[SlotRange]:
         """The hash slots over the live nodes, in slot order (cluster_bus.slots)."""
         ...
@@ -298,6 +304,9 @@ class NoPeers:
             f"{self._node_id} {self._host}:{self._port}@{self._port + 10000} "
             f"myself,master - 0 0 0 connected 0-{CLUSTER_SLOTS - 1}"
         ]
+
+    def topology_version(self) -> int:
+        return 0
 
     def slot_map(self) -> list[SlotRange]:
         return [SlotRange(0, CLUSTER_SLOTS - 1, self._node_id, self._host, self._port)]

@@ -230,6 +230,9 @@ class ClusterBus:
             self.mesh.linked_out,
         )
 
+    def topology_version(self) -> int:
+        return self.membership.version + self.mesh.version
+
     def slot_map(self) -> list[SlotRange]:
         return slot_map(self.membership)
 
@@ -248,7 +251,7 @@ class ClusterBus:
         if self._stopping:
             link.close()
             return
-        self._links.add(link)
+        self.mesh.add(link)
         if link.outbound:
             self.mesh.send(link, link.handshake.hello())
 
@@ -285,6 +288,8 @@ class ClusterBus:
         rec = self.membership.peers.get(peer)
         if rec is not None:
             rec.connected = reachable
+        if peer not in self.mesh.out:
+            self.heartbeats.link_lost(peer)
         if not reachable:
             self.visibility.peer_gone(peer)
             self.membership.probes.probe_next(peer)
@@ -319,7 +324,7 @@ class ClusterBus:
                 self.dialer.connected(link.dial_key)
                 self._seeds.discard(link.dial_key)
             self.mesh.send(link, self.heartbeats.make(Meet, peer))
-            self.membership.ping_sent(peer, now_ms())
+            self.heartbeats.ping_sent(peer, now_ms())
         rec = self.membership.peers.get(peer)
         if rec is not None:
             rec.connected = True
@@ -393,6 +398,6 @@ class ClusterBus:
         self.heartbeats.tick(now)
         self.forwarding.tick(now)
         half = self.node_timeout_ms // 2
-        for link in list(self._links):
-            if not link.authenticated and now - link.created_ms > max(2000, half):
+        for link in list(self.mesh.handshaking):
+            if now - link.created_ms > max(2000, half):
                 self._auth_failed(link, "handshake timeout")

@@ -23,7 +23,7 @@ from cluster_bus.info import BusStats
 from cluster_bus.link import Link, now_ms
 from cluster_bus.mesh import Mesh
 from cluster_bus.routing import PeerTable
-from cluster_bus.session import InSession, OutSession, seq_diff
+from cluster_bus.session import InSession, OutSession, Period, seq_diff
 
 log = logging.getLogger("bloomcast.bus")
 
@@ -52,11 +52,13 @@ class Forwarding:
         self.out_sessions: dict[str, OutSession] = {}
         self.in_sessions: dict[str, InSession] = {}
         self._heard: dict[str, int] = {}  # peer -> last bytes from it on a closed link, ms
+        self._period = Period(now_ms())  # the out sessions the tick looks at
+        self._gaps: set[str] = set()  # peers whose in session has a gap open
 
     def _out(self, peer: str) -> OutSession:
         session = self.out_sessions.get(peer)
         if session is None:
-            session = OutSession(self.replay_bytes, self.replay_ms, now=now_ms())
+            session = OutSession(self.replay_bytes, self.replay_ms, period=self._period, peer=peer)
             self.out_sessions[peer] = session
         return session
 
@@ -137,6 +139,8 @@ class Forwarding:
             self.node.deliver_forwarded(peer, msg.origin_seq, msg.channel, msg.payload, msg.shard)
             return
         verdict = session.out_of_order(msg.seq, now_ms())
+        if not verdict.duplicate:
+            self._gaps.add(peer)
         if verdict.resend is not None:
             self.stats.sequence_gaps += 1
             self.mesh.send_to(peer, Resend(session.session_id, verdict.resend), link)
@@ -146,6 +150,8 @@ class Forwarding:
     def on_session(self, link: Link, peer: str, msg: Session) -> None:
         session = self._in(peer)
         lost, resend = session.start(msg.session_id, msg.first_seq, msg.next_seq, now_ms())
+        if session.gap_open:
+            self._gaps.add(peer)
         if lost:
             self.stats.publish_lost += lost
             log.warning(
@@ -164,17 +170,28 @@ class Forwarding:
         """Each heartbeat period: age out idle replay buffers, tell every peer we
         sent to since the last tick where our session stands (a receiver that
         missed the tail of a burst has no later frame to reveal the gap), and
-        ask again for any gap still open (its replay may have been lost too)."""
-        for peer, session in self.out_sessions.items():
+        ask again for any gap still open (its replay may have been lost too).
+        Only sessions with something to do are visited: idle, it costs O(1)."""
+        period = self._period
+        period.now = now
+        for session in list(period.active):
             session.expire(now)
             if session.announced != session.next_seq:
-                link = self.mesh.link_to(peer)
+                link = self.mesh.link_to(session.peer)
                 if link is not None:
                     self.mesh.send(link, self._announce(session))
-        for peer, incoming in self.in_sessions.items():
+            if session.idle:
+                period.active.discard(session)
+        for peer in list(self._gaps):
+            incoming = self.in_sessions.get(peer)
+            if incoming is None:
+                self._gaps.discard(peer)
+                continue
             resend = incoming.retry(now)
             if resend is not None:
                 self.mesh.send_to(peer, Resend(incoming.session_id, resend))
+            if not incoming.gap_open:
+                self._gaps.discard(peer)
 
     def link_down(self, link: Link) -> None:
         """A link closed: remember when its peer last sent on it (the start of
@@ -185,8 +202,11 @@ class Forwarding:
 
     def forget(self, peer: str) -> None:
         """The peer left membership: its sessions, both ways, go with it."""
-        self.out_sessions.pop(peer, None)
+        session = self.out_sessions.pop(peer, None)
+        if session is not None:
+            self._period.active.discard(session)
         self.in_sessions.pop(peer, None)
+        self._gaps.discard(peer)
         self._heard.pop(peer, None)
 
     def replay_buffer_bytes(self) -> int:

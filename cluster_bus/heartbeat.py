@@ -72,6 +72,11 @@ class Heartbeats:
         self._forgotten = forgotten
         self.seeds: set[Address] = set()
         self.stopping = False
+        # the peers the tick must look at, so that it costs O(those), not O(N):
+        # a direct PING outstanding (half-open links), no outbound link (redials)
+        self._pinged: set[str] = set()
+        self._unlinked: set[str] = set()
+        self._peers_version = -1  # membership.version when _unlinked was rebuilt
 
     def on_heartbeat(self, link: Link, peer: str, msg: Message) -> None:
         assert isinstance(msg, Heartbeat)
@@ -139,7 +144,7 @@ class Heartbeats:
         now = now_ms()
         ms.probes.relay_requested(target, peer, now)
         self.mesh.send(out, self.make(Ping, target))
-        ms.ping_sent(target, now)
+        self.ping_sent(target, now)
 
     def on_probe_ack(self, link: Link, peer: str, msg: Message) -> None:
         assert isinstance(msg, ProbeAck)
@@ -251,6 +256,47 @@ class Heartbeats:
         for i in range(1, GOSSIP_ROUNDS_PER_PERIOD):
             loop.call_later(step * i, self.gossip_round)
 
+    def ping_sent(self, peer: str, now: int) -> None:
+        """A PING (or MEET) to ``peer`` awaits its PONG."""
+        self.membership.ping_sent(peer, now)
+        self._pinged.add(peer)
+
+    def link_lost(self, peer: str) -> None:
+        """Our outbound link to ``peer`` closed: the tick redials it."""
+        self._unlinked.add(peer)
+
+    def _upkeep(self, now: int) -> None:
+        """Drop links that look half-open, redial peers with no outbound link."""
+        ms, mesh, dialer = self.membership, self.mesh, self.dialer
+        if ms.version != self._peers_version:  # a node learned or forgotten
+            self._peers_version = ms.version
+            self._unlinked = {node_id for node_id in ms.peers if node_id not in mesh.out}
+        half = self.node_timeout_ms // 2
+        for node_id in list(self._pinged):
+            rec = ms.peers.get(node_id)
+            if rec is None or not rec.ping_sent_ms:
+                self._pinged.discard(node_id)
+                continue
+            link = mesh.out.get(node_id)
+            if (
+                link is not None
+                and now - rec.ping_sent_ms > half
+                and now - link.created_ms > half
+                and now - mesh.last_heard(node_id, link) > half
+            ):
+                # a PING unanswered and nothing at all from the peer for half
+                # the timeout: the link may be half-open; redial (as Redis does)
+                self.stats.links_dropped += 1
+                link.close(abort=True)
+        for node_id in list(self._unlinked):
+            rec = ms.peers.get(node_id)
+            if rec is None or node_id in mesh.out:
+                self._unlinked.discard(node_id)
+            elif rec.bus_port > 0:
+                key = (rec.host, rec.bus_port)
+                if dialer.due(key, now):
+                    dialer.dial(key)
+
     def tick(self, now: int) -> None:
         """One protocol period: the probe, indirect probes, suspicion timeouts,
         redials and half-open links."""
@@ -261,7 +307,7 @@ class Heartbeats:
             link = mesh.out.get(step.ping)
             if link is not None and link.authenticated:
                 mesh.send(link, self.make(Ping, step.ping))
-            ms.ping_sent(step.ping, now)  # unreachable counts as a PING outstanding
+            self.ping_sent(step.ping, now)  # unreachable counts as a PING outstanding
         for via, target in step.indirect:
             mesh.send_to(via, ProbeReq(target))
         for node_id in step.suspected:
@@ -272,25 +318,8 @@ class Heartbeats:
             log.info("node %s forgotten (in FAIL for %d ms)", node_id, ms.fail_forget_ms)
         if step.forgotten:
             self.sync_routing()
+        self._upkeep(now)
         dialer = self.dialer
-        half = self.node_timeout_ms // 2
-        for node_id, rec in ms.peers.items():
-            link = mesh.out.get(node_id)
-            if link is not None and link.authenticated:
-                if (
-                    rec.ping_sent_ms
-                    and now - rec.ping_sent_ms > half
-                    and now - link.created_ms > half
-                    and now - mesh.last_heard(node_id, link) > half
-                ):
-                    # a PING unanswered and nothing at all from the peer for half
-                    # the timeout: the link may be half-open; redial (as Redis does)
-                    self.stats.links_dropped += 1
-                    link.close(abort=True)
-            elif link is None and rec.bus_port > 0:
-                key = (rec.host, rec.bus_port)
-                if dialer.due(key, now):
-                    dialer.dial(key)
         for key in list(self.seeds):
             if dialer.due(key, now):
                 dialer.dial(key)

@@ -396,5 +396,5 @@ class Membership:
         reachable = 1 + sum(1 for r in self.peers.values() if not r.failing)
         return "ok" if reachable * 2 > len(self.peers) + 1 else "fail"
 
-    def count(self, flag: NodeFlags) -> int:
+    def count(self, flag: int) -> int:
         return sum(1 for r in self.peers.values() if r.flags & flag)

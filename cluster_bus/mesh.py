@@ -35,10 +35,20 @@ class Mesh:
         self.out: dict[str, Link] = {}
         self.inbound: dict[str, Link] = {}
         self.links: set[Link] = set()
+        #: links still in the handshake (the cron times them out)
+        self.handshaking: set[Link] = set()
+        #: bumped when ``out`` changes (a peer's link state in CLUSTER NODES)
+        self.version = 0
+
+    def add(self, link: Link) -> None:
+        """A new link, not yet authenticated."""
+        self.links.add(link)
+        self.handshaking.add(link)
 
     def adopt(self, link: Link) -> bool:
         """An authenticated link becomes the way to its peer; False (and the
         link is closed) when an authenticated outbound link to it exists."""
+        self.handshaking.discard(link)
         peer = link.peer_id
         assert peer is not None
         if not link.outbound:
@@ -49,16 +59,19 @@ class Mesh:
             link.close()
             return False
         self.out[peer] = link
+        self.version += 1
         return True
 
     def drop(self, link: Link) -> None:
         """A closed link is no longer a way to its peer."""
         self.links.discard(link)
+        self.handshaking.discard(link)
         peer = link.peer_id
         if peer is None:
             return
         if self.out.get(peer) is link:
             del self.out[peer]
+            self.version += 1
         if self.inbound.get(peer) is link:
             del self.inbound[peer]
 

@@ -11,7 +11,6 @@ from cluster_bus.frames import GossipEntry, NodeFlags
 
 #: the flags that mean "not answering": suspected (PFAIL) or failed (FAIL)
 SUSPECT_FLAGS = NodeFlags.PFAIL | NodeFlags.FAIL
-_SUSPECT_INT = int(SUSPECT_FLAGS)
 
 
 @dataclass
@@ -22,7 +21,7 @@ class NodeRecord:
     host: str
     client_port: int
     bus_port: int
-    flags: NodeFlags = NodeFlags.NONE
+    flags: int = NodeFlags.NONE  # NodeFlags bits
     incarnation: int = 0
     ping_sent_ms: int = 0  # a direct PING outstanding since (0 = none): CLUSTER NODES
     pong_received_ms: int = 0  # last heartbeat heard from the node itself
@@ -37,8 +36,7 @@ class NodeRecord:
 
     @property
     def failing(self) -> bool:
-        # int.__and__: IntFlag's own & builds a new enum member (slow per call)
-        return bool(int.__and__(self.flags, _SUSPECT_INT))
+        return bool(self.flags & SUSPECT_FLAGS)
 
     def rank(self) -> int:
         """0 alive, 1 suspected, 2 failed: with the incarnation, SWIM's order."""
@@ -50,7 +48,7 @@ class NodeRecord:
             self.host,
             self.client_port,
             self.bus_port,
-            int(self.flags & SUSPECT_FLAGS),
+            self.flags & SUSPECT_FLAGS,
             self.incarnation,
             self.filter_epoch,
             self.channel_fp,

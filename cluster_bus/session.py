@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import os
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import islice
 
 from cluster_bus.codec import encode_publish
@@ -54,15 +54,28 @@ def new_session_id() -> int:
     return int.from_bytes(os.urandom(8), "big") or 1
 
 
+@dataclass(slots=True)
+class Period:
+    """The heartbeat period the out sessions of one bus share: the stamp their
+    frames take (``now``, set each tick) and the sessions the tick must look
+    at (``active``: they published this period, or still hold frames), so an
+    idle bus's tick costs nothing per peer."""
+
+    now: int = 0
+    active: set[OutSession] = field(default_factory=set)
+
+
 class OutSession:
     """The sending half: numbering and the replay buffer of one peer.
 
     The buffer holds frames only (bytes objects, which the garbage collector
     does not track: a full 64 MiB buffer costs no GC time); their sequence
     numbers are consecutive from ``first_seq``. Frames are stamped with the
-    time of the last :meth:`expire` (the bus calls it every heartbeat period)
-    rather than read from the clock per frame, so the age limit holds to
-    within a period; ``_marks`` keeps one (stamp, first sequence) per period."""
+    time of the last tick of their :class:`Period` (the bus ticks every
+    heartbeat period; a session alone, :meth:`expire`) rather than read from
+    the clock per frame, so the age limit holds to within a period; ``_marks``
+    keeps one (stamp, first sequence) per period. The first frame of a period
+    enters the session in ``period.active``."""
 
     __slots__ = (
         "_bytes",
@@ -74,19 +87,28 @@ class OutSession:
         "max_bytes",
         "max_ms",
         "next_seq",
+        "peer",
+        "period",
         "session_id",
-        "stamp",
     )
 
     def __init__(
-        self, max_bytes: int, max_ms: int, session_id: int | None = None, now: int = 0
+        self,
+        max_bytes: int,
+        max_ms: int,
+        session_id: int | None = None,
+        now: int = 0,
+        *,
+        period: Period | None = None,
+        peer: str = "",
     ) -> None:
         self.session_id = session_id if session_id is not None else new_session_id()
         self.max_bytes = max_bytes
         self.max_ms = max_ms
         self.next_seq = 1
         self.announced = 1  # next_seq when a SESSION last told the peer
-        self.stamp = now
+        self.period = period if period is not None else Period(now)
+        self.peer = peer
         self._frames: deque[bytes] = deque()
         self._first = 1  # sequence number of _frames[0]
         self._bytes = 0
@@ -104,8 +126,10 @@ class OutSession:
             self._first = seq
         self._frames.append(frame)
         if not self._marked:
-            self._marks.append((self.stamp, seq))
+            period = self.period
+            self._marks.append((period.now, seq))
             self._marked = True
+            period.active.add(self)
         self._bytes += len(frame)
         if self._bytes > self.max_bytes:
             self._evict_bytes()
@@ -113,7 +137,7 @@ class OutSession:
 
     def expire(self, now: int) -> None:
         """Drop frames past the age limit; later frames are stamped ``now``."""
-        self.stamp = now
+        self.period.now = now
         self._marked = False
         marks = self._marks
         while marks and now - marks[0][0] > self.max_ms:
@@ -132,6 +156,11 @@ class OutSession:
     def _drop_first(self) -> None:
         self._bytes -= len(self._frames.popleft())
         self._first = self._first + 1 if self._first != 0xFFFFFFFF else 1
+
+    @property
+    def idle(self) -> bool:
+        """Nothing to expire and nothing unannounced: the tick may skip it."""
+        return not self._frames and not self._marks and self.announced == self.next_seq
 
     @property
     def first_seq(self) -> int:
@@ -199,6 +228,11 @@ class InSession:
             return None
         self._asked, self._asked_ms = self.expected, now
         return self.expected
+
+    @property
+    def gap_open(self) -> bool:
+        """A gap is known (frames past it seen, or a SESSION said more was sent)."""
+        return self._horizon is not None and seq_diff(self._horizon, self.expected) > 0
 
     def retry(self, now: int) -> int | None:
         """Each heartbeat period: a RESEND to repeat while a known gap stays open
