@@ -1,13 +1,16 @@
 """Node.js Redis Cluster clients against a 3-node bloomcast cluster: node-redis 4
 ``createCluster`` and ioredis 5 ``Redis.Cluster`` (packages from the committed
 lockfile, ``npm ci``) subscribe to a channel, a pattern and a shard channel,
-publish through the cluster client, and receive each message once."""
+publish through the cluster client, and receive each message once; and each
+keeps working while a node joins and another is forgotten (issue 13), its
+refreshed topology showing each new map."""
 
 from __future__ import annotations
 
 import json
 import shutil
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -27,9 +30,13 @@ pytestmark = [
 
 
 @pytest.fixture(scope="module")
-def cluster():
+def npm_packages() -> None:
     if not (JS / "node_modules").is_dir():
         subprocess.run(["npm", "ci", "--no-audit", "--no-fund"], cwd=JS, check=True, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def cluster(npm_packages: None) -> Iterator[LocalCluster]:
     with LocalCluster(3) as c:
         c.wait_ready(60)
         yield c
@@ -53,3 +60,72 @@ def test_node_cluster_client_pubsub(cluster, client):
             ["smessage", "orders{7}", "o1"],
         ]
     )
+
+
+class Driver:
+    """``cluster_topology.mjs`` as a child process: one command line in, one
+    JSON line out."""
+
+    def __init__(self, client: str, port: int) -> None:
+        self.proc = subprocess.Popen(
+            ["node", str(JS / "cluster_topology.mjs"), client, str(port)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert self.read() == {"ready": True}
+
+    def read(self) -> dict:
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        assert line, f"the client script exited ({self.proc.poll()})"
+        reply = json.loads(line)
+        assert "error" not in reply, reply["error"]
+        return reply
+
+    def ask(self, command: str) -> dict:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(command + "\n")
+        self.proc.stdin.flush()
+        return self.read()
+
+    def round(self) -> None:
+        """Every numbered message of the round arrives once, in order."""
+        r = self.ask("round")["round"]
+        assert r["got"] == list(range(*r["sent"])), r
+
+    def masters(self) -> list[int]:
+        return self.ask("map")["map"]["masters"]
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.ask_quit()
+
+    def ask_quit(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write("quit\n")
+        self.proc.stdin.close()
+        try:
+            assert self.proc.wait(20) == 0
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+
+
+@pytest.mark.parametrize("client", ["node-redis", "ioredis"])
+def test_node_cluster_client_through_a_join_and_a_forget(npm_packages, topology, client):
+    topology.start_three()
+    ports = topology.ports
+    driver = Driver(client, ports[0])
+    try:
+        driver.round()
+        assert driver.masters() == sorted(ports[:3])
+        topology.join()
+        assert driver.masters() == sorted(ports)
+        driver.round()
+        topology.kill_and_forget()
+        driver.round()
+        assert driver.masters() == sorted(ports[:3])
+        driver.round()
+    finally:
+        driver.close()

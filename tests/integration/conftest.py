@@ -1,0 +1,74 @@
+"""Fixtures shared by the integration tests."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from bloomcast.testing import LocalCluster
+
+#: node timeout 2000 ms (a 200 ms protocol period); a failed node stays until FORGET
+TOPOLOGY_ARGS = ["--node-timeout-ms", "2000", "--cluster-fail-forget-ms", "0"]
+
+
+def wait_for(pred, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not pred():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+class Topology:
+    """Issue 13's topology changes on a 4-node :class:`LocalCluster`: nodes 0-2
+    run, node 3 joins, then is killed and forgotten with CLUSTER FORGET on
+    every live node."""
+
+    def __init__(self, cluster: LocalCluster) -> None:
+        self.cluster = cluster
+        self.ports = cluster.ports
+
+    def start_three(self) -> None:
+        for i in range(3):  # nodes 0-2 (their seeds are among themselves)
+            self.cluster.start_node(i)
+        wait_for(lambda: all(self.cluster.ready(i, 3) for i in range(3)), 60, "3 nodes ready")
+
+    def join(self) -> None:
+        self.cluster.start_node(3)  # joins through its seeds, nodes 0 and 1
+        wait_for(lambda: all(self.cluster.ready(i, 4) for i in range(4)), 60, "4 nodes ready")
+
+    def kill_and_forget(self) -> None:
+        cluster = self.cluster
+        ids = []
+        for i in range(4):
+            with cluster.client(i) as r:
+                ids.append(r.execute_command("CLUSTER", "MYID").decode())
+        cluster.kill(3)
+
+        def failed_everywhere() -> bool:
+            for i in range(3):
+                with cluster.client(i) as r:
+                    nodes = r.execute_command("CLUSTER", "NODES").decode()
+                line = next(x for x in nodes.splitlines() if x.startswith(ids[3]))
+                if "fail" not in line.split()[2].split(","):
+                    return False
+            return True
+
+        wait_for(failed_everywhere, 15, "node 3 FAIL on every live node")
+        for i in range(3):
+            with cluster.client(i) as r:
+                assert r.execute_command("CLUSTER", "FORGET", ids[3]) == b"OK"
+        for i in range(3):
+            with cluster.client(i) as r:
+                assert len(r.execute_command("CLUSTER", "SLOTS")) == 3
+
+
+@pytest.fixture
+def topology(tmp_path: Path) -> Iterator[Topology]:
+    cluster = LocalCluster(4, extra_args=TOPOLOGY_ARGS, log_dir=tmp_path)
+    try:
+        yield Topology(cluster)
+    finally:
+        cluster.stop()
