@@ -245,6 +245,11 @@ class BusConfig:
     announce_bus_port: int | None = None  # redis.conf cluster-announce-bus-port
     join: tuple[str, ...] = field(default_factory=tuple)
     cluster_secret: str | None = None
+    #: redis.conf tls-cluster and the certificates it uses (cluster_bus.tls)
+    tls_cluster: bool = False
+    tls_cert_file: str | None = None
+    tls_key_file: str | None = None
+    tls_ca_cert_file: str | None = None
     node_timeout_ms: int = 15000  # redis.conf cluster-node-timeout
     sendbuf_limit: int = 0  # cluster-link-sendbuf-limit; 0 = no limit, as Redis
     max_body: int = 2 * 512 * 1024 * 1024 + 64 * 1024

@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable
+from typing import Any
 
 from cluster_bus.api import (
     FILTER_NAMES,
@@ -58,6 +59,7 @@ from cluster_bus.link import Address, Link, now_ms
 from cluster_bus.membership import Membership
 from cluster_bus.mesh import Dialer, Mesh
 from cluster_bus.routing import PeerTable
+from cluster_bus.tls import bus_contexts
 from cluster_bus.visibility import Visibility
 
 log = logging.getLogger("bloomcast.bus")
@@ -81,6 +83,8 @@ class ClusterBus:
         self.node_timeout_ms = config.node_timeout_ms
         self.ping_interval_ms = config.heartbeat_ms
         self._secret = config.cluster_secret.encode() if config.cluster_secret else None
+        tls = (config.tls_cert_file, config.tls_key_file, config.tls_ca_cert_file)
+        self._tls = bus_contexts(*tls) if config.tls_cluster else None  # (accepted, dialled)
         bind = config.bind
         self.advertised_host = "" if bind in ("0.0.0.0", "::", "") else bind
         self.membership = Membership(
@@ -125,7 +129,8 @@ class ClusterBus:
         self._cron: asyncio.TimerHandle | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopping = False
-        self._handlers: dict[type, Callable[[Link, str, Message], None]] = {
+        # each takes (link, peer, msg) for the one frame type it is registered for
+        self._handlers: dict[type, Callable[[Link, str, Any], None]] = {
             Meet: self.heartbeats.on_heartbeat,
             Ping: self.heartbeats.on_heartbeat,
             Pong: self.heartbeats.on_heartbeat,
@@ -133,8 +138,8 @@ class ClusterBus:
             FilterFull: self._on_filter_full,
             FilterRequest: self._on_filter_request,
             Ack: self._on_ack,
-            Session: self._on_session,
-            Resend: self._on_resend,
+            Session: self.forwarding.on_session,
+            Resend: self.forwarding.on_resend,
             Fail: self.heartbeats.on_fail,
             ProbeReq: self.heartbeats.on_probe_req,
             ProbeAck: self.heartbeats.on_probe_ack,
@@ -144,7 +149,9 @@ class ClusterBus:
         }
 
     def _new_link(self, dial_key: Address | None) -> Link:
-        return Link(self, Handshake(self.node_id, self._secret, dial_key is not None), dial_key)
+        outbound = dial_key is not None
+        tls = None if self._tls is None else self._tls[outbound]
+        return Link(self, Handshake(self.node_id, self._secret, outbound), dial_key, tls)
 
     # -- lifecycle -----------------------------------------------------------------
 
@@ -266,9 +273,17 @@ class ClusterBus:
         assert link.peer_id is not None
         self._handlers[type(msg)](link, link.peer_id, msg)
 
-    def bad_frame(self, link: Link, reason: str) -> None:
+    def bad_frame(self, link: Link, reason: str, sealed: bool = False) -> None:
         self.stats.bad_frames += 1
-        log.warning("bus link %s: %s; closing it", link.peer_id or link.peer_host, reason)
+        self.stats.seal_failures += sealed
+        way = "to" if link.outbound else "from"
+        log.warning("bus link %s %s: %s; closing it", way, link.peer_id or link.peer_host, reason)
+        link.close(abort=True)
+
+    def tls_failed(self, link: Link, exc: Exception) -> None:
+        self.stats.tls_handshake_failures += 1
+        way = "to" if link.outbound else "from"
+        log.warning("bus link %s %s: TLS handshake failed: %r", way, link.peer_host, exc)
         link.close(abort=True)
 
     def buffer_exceeded(self, link: Link) -> None:
@@ -315,7 +330,8 @@ class ClusterBus:
             self._authenticated(link, peer)
 
     def _authenticated(self, link: Link, peer: str) -> None:
-        link.authenticate(peer, self.config.max_body)
+        keys = None if self._tls is not None else link.handshake.frame_keys()
+        link.authenticate(peer, self.config.max_body, keys)
         if not self.mesh.adopt(link):
             return
         self.forwarding.link_up(link, peer)
@@ -358,14 +374,6 @@ class ClusterBus:
         """Membership forgot ``peer`` (LEAVE, expiry): every per-peer state goes."""
         self.forwarding.forget(peer)
         self.sync.forget(peer)
-
-    def _on_session(self, link: Link, peer: str, msg: Message) -> None:
-        assert isinstance(msg, Session)
-        self.forwarding.on_session(link, peer, msg)
-
-    def _on_resend(self, link: Link, peer: str, msg: Message) -> None:
-        assert isinstance(msg, Resend)
-        self.forwarding.on_resend(link, peer, msg)
 
     def _on_ack(self, link: Link, peer: str, msg: Message) -> None:
         assert isinstance(msg, Ack)

@@ -55,6 +55,7 @@ Other bodies (``20s`` = a node id as 20 raw bytes)::
     ACK         u32 delta_id
     SESSION     u64 session_id, u32 first_seq, u32 next_seq
     RESEND      u64 session_id, u32 from_seq
+    SEALED      u64 seq, 16s tag, then a batch of whole frames (cluster_bus.seal)
 
 Errors: bad magic, unknown version, unknown type, a length above ``max_body``,
 a body shorter than its fields say (truncated) or longer (trailing bytes), a
@@ -92,6 +93,7 @@ from cluster_bus.frames import (
     ProbeReq,
     Publish,
     Resend,
+    Sealed,
     Session,
 )
 
@@ -112,6 +114,7 @@ _U8 = Struct(">B")
 _U32 = Struct(">I")
 _SESSION = Struct(">QII")
 _RESEND = Struct(">QI")
+_SEALED = Struct(">Q16s")
 _NODE = Struct(">20s")
 
 #: default largest body: two 512 MiB bulk strings (channel and payload) + slack
@@ -213,6 +216,13 @@ def _encode_heartbeat(mtype: MsgType, msg: Heartbeat, sender: int) -> bytes:
     return _frame(mtype, 0, sender, b"".join(parts))
 
 
+def encode_sealed(sender: int, seq: int, tag: bytes, batch: bytes) -> bytes:
+    """The SEALED frame around ``batch`` (cluster_bus.seal), one copy of it."""
+    length = _SEALED.size + len(batch)
+    header = HEADER.pack(MAGIC, VERSION, MsgType.SEALED, 0, length, sender)
+    return b"".join((header, _SEALED.pack(seq, tag), batch))
+
+
 def encode(msg: Message, sender: int = 0) -> bytes:
     """One frame for ``msg``; ``sender`` is the sender's :func:`short_id`.
 
@@ -289,6 +299,8 @@ def encode(msg: Message, sender: int = 0) -> bytes:
         return _frame(MsgType.SESSION, 0, sender, body)
     if isinstance(msg, Resend):
         return _frame(MsgType.RESEND, 0, sender, _RESEND.pack(msg.session_id, msg.from_seq))
+    if isinstance(msg, Sealed):
+        return encode_sealed(sender, msg.seq, msg.tag, msg.batch)
     raise TypeError(f"not a bus message: {msg!r}")
 
 

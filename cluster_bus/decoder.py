@@ -26,6 +26,7 @@ from cluster_bus.codec import (
     _NODE,
     _PUBLISH_FIXED,
     _RESEND,
+    _SEALED,
     _SESSION,
     _T_PUBLISH,
     _TYPES,
@@ -62,6 +63,7 @@ from cluster_bus.frames import (
     ProbeReq,
     Publish,
     Resend,
+    Sealed,
     Session,
 )
 
@@ -281,6 +283,9 @@ def _decode_body(mtype: int, flags: int, body: bytes) -> Message:
     if mtype == MsgType.RESEND:
         _done(body, _RESEND.size, "RESEND")
         return Resend(*_RESEND.unpack_from(body, 0))
+    if mtype == MsgType.SEALED:
+        seq, tag = _SEALED.unpack_from(body, 0)
+        return Sealed(seq, tag, body[_SEALED.size :])
     raise BusProtocolError(f"unknown message type {mtype}")  # pragma: no cover
 
 

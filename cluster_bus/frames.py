@@ -34,6 +34,7 @@ class MsgType(IntEnum):
     RESEND = 14  # replay a session's PUBLISH frames from a sequence number
     PROBE_REQ = 15  # SWIM's ping-req: probe a node for me (indirect probe)
     PROBE_ACK = 16  # answer to PROBE_REQ: the node answered my PING
+    SEALED = 17  # a batch of frames with its MAC (cluster secret, no tls-cluster)
 
 
 class FilterKind(IntEnum):
@@ -240,6 +241,15 @@ class Resend:
     from_seq: int
 
 
+@dataclass(frozen=True, slots=True)
+class Sealed:
+    """A batch of whole frames authenticated with the link's key (cluster_bus.seal)."""
+
+    seq: int  # the link's batch counter in this direction, from 1
+    tag: bytes  # 16 bytes: HMAC-SHA256(key, seq | batch) truncated
+    batch: bytes
+
+
 Message = (
     Hello
     | HelloAuth
@@ -257,6 +267,7 @@ Message = (
     | Resend
     | ProbeReq
     | ProbeAck
+    | Sealed
 )
 
 
@@ -278,4 +289,5 @@ MSG_TYPE: dict[type, MsgType] = {
     Resend: MsgType.RESEND,
     ProbeReq: MsgType.PROBE_REQ,
     ProbeAck: MsgType.PROBE_ACK,
+    Sealed: MsgType.SEALED,
 }

@@ -11,6 +11,8 @@ nonce_b | id_a | id_b) and mac_a the same with b"initiator" (RFC 2104 HMAC,
 compared in constant time); each side checks the other's, so a process
 without the secret can neither join nor make a node accept its frames.
 Without a secret the MACs are empty and only the protocol order is checked.
+With one, :meth:`Handshake.frame_keys` then gives the per-link keys that
+seal every later frame (:mod:`cluster_bus.seal`).
 
 :meth:`Handshake.receive` takes each frame that arrives before the link is
 authenticated and returns a :class:`Step`: what to send, and whether the
@@ -25,6 +27,7 @@ from dataclasses import dataclass
 from hashlib import sha256
 
 from cluster_bus.frames import Hello, HelloAuth, Message
+from cluster_bus.seal import link_keys
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +61,10 @@ class Handshake:
         self.peer_id: str | None = None
         self.peer_nonce = b""
 
+    @property
+    def my_id(self) -> str:
+        return self._me
+
     def hello(self) -> Hello:
         """The dialer's first frame."""
         return Hello(self._me, self.nonce)
@@ -75,6 +82,7 @@ class Handshake:
         if msg.node_id == self._me:
             return Step(myself=True)
         self.peer_id = msg.node_id
+        self.peer_nonce = msg.nonce
         return Step(HelloAuth(self._mac(b"initiator", msg.nonce, self.nonce, ids)), done=True)
 
     def _as_acceptor(self, msg: Message) -> Step:
@@ -93,6 +101,19 @@ class Handshake:
         if self._secret is not None and not hmac.compare_digest(expected, msg.mac):
             return Step(error="bad cluster secret (initiator's HMAC)")
         return Step(done=True)
+
+    def frame_keys(self) -> tuple[bytes, bytes] | None:
+        """(send key, receive key) for sealing frames after the handshake
+        (cluster_bus.seal), from the secret and this handshake's nonces and
+        ids; None without a secret. Call once the handshake is done."""
+        if self._secret is None or self.peer_id is None:
+            return None
+        if self.outbound:
+            nonces, ids = self.nonce + self.peer_nonce, self._me + self.peer_id
+        else:
+            nonces, ids = self.peer_nonce + self.nonce, self.peer_id + self._me
+        to_acceptor, to_initiator = link_keys(self._secret, nonces + bytes.fromhex(ids))
+        return (to_acceptor, to_initiator) if self.outbound else (to_initiator, to_acceptor)
 
     def _mac(self, label: bytes, first: bytes, second: bytes, ids: bytes) -> bytes:
         if self._secret is None:

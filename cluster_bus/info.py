@@ -34,6 +34,7 @@ REDIS_MSG_NAMES: dict[MsgType, str] = {
     MsgType.RESEND: "resend",
     MsgType.PROBE_REQ: "probe_req",
     MsgType.PROBE_ACK: "probe_ack",
+    MsgType.SEALED: "sealed",
 }
 
 
@@ -51,6 +52,8 @@ class BusStats:
     sequence_gaps: int = 0  # gaps found in a peer's session, by a later frame or a SESSION
     bad_frames: int = 0
     auth_failures: int = 0
+    seal_failures: int = 0  # sealed frames refused: bad MAC, replayed, or not sealed
+    tls_handshake_failures: int = 0  # tls-cluster: no CA-signed certificate, not TLS
     buffer_limit_exceeded: int = 0
     links_dropped: int = 0
     visibility_waits: int = 0
@@ -158,6 +161,8 @@ def cluster_info(
             "cluster_stats_sequence_gaps": stats.sequence_gaps,
             "cluster_stats_bad_frames": stats.bad_frames,
             "cluster_stats_auth_failures": stats.auth_failures,
+            "cluster_stats_seal_failures": stats.seal_failures,
+            "cluster_stats_tls_handshake_failures": stats.tls_handshake_failures,
             "cluster_stats_links_dropped": stats.links_dropped,
             "cluster_subscribe_visibility_waits": stats.visibility_waits,
             "cluster_subscribe_visibility_timeouts": stats.visibility_timeouts,

@@ -9,13 +9,16 @@ send system call and keeps its order. A send buffer limit
 
 Until the handshake is done a link accepts only small frames
 (``HANDSHAKE_MAX_BODY``): an unauthenticated peer cannot make us buffer a
-large body.
+large body. With per-link keys from the handshake (a cluster secret, no
+``tls-cluster``), every later batch leaves sealed and every received frame
+must be sealed (:mod:`cluster_bus.seal`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 import time
 from typing import Protocol, cast
 
@@ -23,6 +26,8 @@ from cluster_bus.codec import BusProtocolError, short_id
 from cluster_bus.decoder import FrameDecoder
 from cluster_bus.frames import Message, Publish
 from cluster_bus.handshake import Handshake
+from cluster_bus.seal import SealedDecoder, Sealer, SealError
+from cluster_bus.tls import TlsSession
 
 log = logging.getLogger("bloomcast.bus")
 
@@ -46,9 +51,11 @@ class LinkOwner(Protocol):
 
     def message_received(self, link: Link, msg: Message) -> None: ...
 
-    def bad_frame(self, link: Link, reason: str) -> None: ...
+    def bad_frame(self, link: Link, reason: str, sealed: bool = False) -> None: ...
 
     def buffer_exceeded(self, link: Link) -> None: ...
+
+    def tls_failed(self, link: Link, exc: Exception) -> None: ...
 
     def link_closed(self, link: Link) -> None: ...
 
@@ -57,8 +64,17 @@ class Link(asyncio.Protocol):
     """One TCP connection of the bus, either direction (``outbound``: we dialled
     ``dial_key``). ``peer_id`` is set once the handshake authenticated it."""
 
-    def __init__(self, owner: LinkOwner, handshake: Handshake, dial_key: Address | None) -> None:
+    def __init__(
+        self,
+        owner: LinkOwner,
+        handshake: Handshake,
+        dial_key: Address | None,
+        tls: ssl.SSLContext | None = None,
+    ) -> None:
         self.owner = owner
+        self.tls = tls  # tls-cluster: TLS starts on the connection, then the bus protocol
+        self._tls: TlsSession | None = None
+        self._tls_wait = tls is not None  # frames queue until the TLS handshake is done
         self.handshake = handshake
         self.outbound = handshake.outbound
         self.dial_key = dial_key
@@ -67,19 +83,30 @@ class Link(asyncio.Protocol):
         self.peer_host = ""
         self.authenticated = False
         self.closed = False
-        self.decoder = FrameDecoder(HANDSHAKE_MAX_BODY)
+        self.decoder: FrameDecoder | SealedDecoder = FrameDecoder(HANDSHAKE_MAX_BODY)
+        self.sealer: Sealer | None = None
         self.created_ms = now_ms()
         self.last_rx_ms = self.created_ms
         self._pending: list[bytes] | None = None
         self._pending_bytes = 0  # counted only with a send-buffer limit
         self._loop: asyncio.AbstractEventLoop | None = None
 
-    def authenticate(self, peer_id: str, max_body: int) -> None:
-        """The handshake is done: frames must now come from ``peer_id`` and may be large."""
+    def authenticate(
+        self, peer_id: str, max_body: int, keys: tuple[bytes, bytes] | None = None
+    ) -> None:
+        """The handshake is done: frames must now come from ``peer_id`` and may
+        be large; with ``keys`` (send, receive), they are sealed both ways."""
         self.peer_id = peer_id
         self.authenticated = True
-        self.decoder.expect_sender = short_id(peer_id)
-        self.decoder.max_body = max_body
+        decoder = self.decoder
+        assert isinstance(decoder, FrameDecoder)
+        decoder.expect_sender = short_id(peer_id)
+        decoder.max_body = max_body
+        if keys is not None:
+            self.flush()  # the HELLO_AUTH queued by the dialer leaves unsealed
+            self.sealer = Sealer(keys[0], short_id(self.handshake.my_id))
+            inner = FrameDecoder(max_body, expect_sender=short_id(peer_id))
+            self.decoder = SealedDecoder(keys[1], decoder, inner)
 
     # -- asyncio.Protocol ------------------------------------------------------------
 
@@ -90,23 +117,57 @@ class Link(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         if peer:
             self.peer_host = peer[0]
+        if self.tls is not None:  # tls-cluster: TLS first; frames queue until it is up
+            self._tls = TlsSession(self.tls, server_side=not self.outbound)
+            self.transport.write(self._tls.outgoing())  # a dialler's ClientHello
         self.owner.link_made(self)
 
     def data_received(self, data: bytes) -> None:
         self.last_rx_ms = now_ms()
-        owner = self.owner
+        if self._tls is not None:
+            data = self._tls_received(data)
+            if not data:
+                return
         try:
-            msgs = self.decoder.feed(data)
+            self._dispatch(self.decoder.feed(data))
         except BusProtocolError as exc:
-            owner.bad_frame(self, str(exc))
-            return
-        for msg in msgs:
+            self.owner.bad_frame(self, str(exc), isinstance(exc, SealError))
+
+    def _tls_received(self, data: bytes) -> bytes:
+        """tls-cluster: decrypt; answer the handshake; flush what waited for it."""
+        session = self._tls
+        assert session is not None and self.transport is not None
+        try:
+            plain = session.receive(data)
+        except ssl.SSLError as exc:
+            self.owner.tls_failed(self, exc)
+            return b""
+        out = session.outgoing()
+        if out:
+            self.transport.write(out)
+        if self._tls_wait and session.established:
+            self._tls_wait = False
+            self.flush()
+        return plain
+
+    def _dispatch(self, msgs: list[Message]) -> None:
+        owner = self.owner
+        decoder = self.decoder
+        for i, msg in enumerate(msgs):
             if self.closed:
                 return
             if self.authenticated and type(msg) is Publish:
                 owner.publish_received(self, msg)
-            else:
-                owner.message_received(self, msg)
+                continue
+            owner.message_received(self, msg)
+            if self.decoder is not decoder:  # the handshake ended: keys from here on
+                sealed = self.decoder
+                assert isinstance(sealed, SealedDecoder)
+                rest: list[Message] = []
+                for later in msgs[i + 1 :]:
+                    rest += sealed.open(later)
+                self._dispatch(rest)
+                return
 
     def connection_lost(self, exc: Exception | None) -> None:
         if not self.closed:
@@ -134,13 +195,18 @@ class Link(asyncio.Protocol):
                 self.flush()  # writes and applies the limit now
 
     def flush(self) -> None:
+        if self._tls_wait:
+            return  # sent once the TLS handshake is done
         pending = self._pending
         self._pending = None
         self._pending_bytes = 0
         transport = self.transport
         if not pending or transport is None or self.closed:
             return
-        transport.write(pending[0] if len(pending) == 1 else b"".join(pending))
+        data = pending[0] if len(pending) == 1 else b"".join(pending)
+        if self.sealer is not None:
+            data = self.sealer.seal(data)
+        transport.write(data if self._tls is None else self._tls.encrypt(data))
         limit = self.owner.sendbuf_limit
         if limit and transport.get_write_buffer_size() > limit:
             self.owner.buffer_exceeded(self)

@@ -21,6 +21,9 @@ Modes (:meth:`FaultProxy.pass_through`, :meth:`stall`, :meth:`reset`,
   sender u32; :mod:`cluster_bus.codec`) and silently drops the next ``n``
   frames of that type (default PUBLISH = 9), keeping the rest of the stream
   byte-exact. Only a proxy made with ``bus_framing=True`` can do this.
+- ``tamper_frames(n, type)`` / ``repeat_frames(n, type)``: as an attacker on
+  the path would, flip one bit in the last byte of the next ``n`` frames of
+  that type, or send each of them twice (a replay).
 
 The proxy runs an asyncio loop in a background thread (test tooling, not the
 node). :attr:`counts` says what it did.
@@ -77,8 +80,13 @@ class _FrameFilter:
             end = pos + size + body
             if end > len(buf):
                 break
-            if not self.proxy._take_drop(ftype):
+            action = self.proxy._take_action(ftype)
+            if action is None:
                 out += buf[pos:end]
+            elif action == "tamper":
+                out += buf[pos : end - 1] + bytes([buf[end - 1] ^ 1])
+            elif action == "repeat":
+                out += buf[pos:end] * 2
             pos = end
         del buf[:pos]
         return bytes(out)
@@ -141,6 +149,7 @@ class FaultProxy:
         self._stall_until = 0.0
         self._reset_until = 0.0
         self._drop: dict[int, int] = {}
+        self._alter: dict[int, list[str]] = {}  # frame type -> "tamper" / "repeat" queue
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -227,6 +236,7 @@ class FaultProxy:
         with self._lock:
             self._stall_until = self._reset_until = 0.0
             self._drop.clear()
+            self._alter.clear()
 
     def stall(self, seconds: float) -> None:
         """Mode ``stall``: stop reading and writing both ways for ``seconds``."""
@@ -252,6 +262,32 @@ class FaultProxy:
             raise ValueError("drop_frames needs bus_framing=True")
         with self._lock:
             self._drop[frame_type] = self._drop.get(frame_type, 0) + n
+
+    def tamper_frames(self, n: int, frame_type: int) -> None:
+        """Flip a bit in the last byte of the next ``n`` frames of ``frame_type``."""
+        self._queue_alter(n, frame_type, "tamper")
+
+    def repeat_frames(self, n: int, frame_type: int) -> None:
+        """Send each of the next ``n`` frames of ``frame_type`` twice (a replay)."""
+        self._queue_alter(n, frame_type, "repeat")
+
+    def _queue_alter(self, n: int, frame_type: int, action: str) -> None:
+        if not self.bus_framing:
+            raise ValueError(f"{action} needs bus_framing=True")
+        with self._lock:
+            self._alter.setdefault(frame_type, []).extend([action] * n)
+
+    def _take_action(self, frame_type: int) -> str | None:
+        """What to do with the next frame of ``frame_type``: None passes it."""
+        if self._take_drop(frame_type):
+            return "drop"
+        with self._lock:
+            queue = self._alter.get(frame_type)
+            if not queue:
+                return None
+            action = queue.pop(0)
+        self.counts[f"frames_{action}ed"] += 1
+        return action
 
     def pending_drops(self, frame_type: int = PUBLISH_TYPE) -> int:
         with self._lock:
