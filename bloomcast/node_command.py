@@ -28,6 +28,7 @@ from bloomcast.node_process import (
     listen_error,
     tap_error,
 )
+from cluster_bus.tls import BusTlsError
 from router.acl.aclfile import AclFileError
 from router.config import NodeConfig, add_node_arguments, config_from_args
 from router.config_file import ConfigError
@@ -128,7 +129,10 @@ def run(args: argparse.Namespace) -> int:
         from router.protected import bus_refusal
 
         refusal = bus_refusal(
-            config.protected_mode, config.bind, config.bus_port, config.cluster_secret
+            config.protected_mode,
+            config.bind,
+            config.bus_port,
+            config.cluster_secret or config.tls_cluster,
         )
         if refusal is not None:
             print(refusal, file=sys.stderr)
@@ -154,7 +158,7 @@ def run(args: argparse.Namespace) -> int:
     except StartupError as exc:
         print(f"bloomcast node: {exc}", file=sys.stderr)
         return 1
-    except TlsConfigError as exc:
+    except (TlsConfigError, BusTlsError) as exc:
         print(f"bloomcast node: cannot start TLS: {exc}", file=sys.stderr)
         return 1
     except AclFileError as exc:

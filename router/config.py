@@ -47,6 +47,7 @@ class NodeConfig:
     tls_key_file: str | None = None
     tls_ca_cert_file: str | None = None
     tls_auth_clients: str = "yes"  # yes | optional | no
+    tls_cluster: bool = False  # the bus over TLS, mutual auth (cluster_bus/tls.py)
     # filters (bloom/)
     filter_capacity: int = 1024  # channels the first filter is sized for
     filter_fp_rate: float = 0.01  # target false-positive rate per peer filter
@@ -69,6 +70,8 @@ class NodeConfig:
     def __post_init__(self) -> None:
         if not isinstance(self.protected_mode, bool):
             self.protected_mode = yes_no(str(self.protected_mode))
+        if not isinstance(self.tls_cluster, bool):
+            self.tls_cluster = yes_no(str(self.tls_cluster))
 
     @property
     def bus_port(self) -> int:
@@ -84,6 +87,10 @@ class NodeConfig:
             announce_bus_port=self.cluster_announce_bus_port,
             join=tuple(self.join),
             cluster_secret=self.cluster_secret,
+            tls_cluster=self.tls_cluster,
+            tls_cert_file=self.tls_cert_file,
+            tls_key_file=self.tls_key_file,
+            tls_ca_cert_file=self.tls_ca_cert_file,
             node_timeout_ms=self.node_timeout_ms,
             fail_forget_ms=self.cluster_fail_forget_ms,
             sendbuf_limit=self.cluster_link_sendbuf_limit,
@@ -138,6 +145,13 @@ def add_node_arguments(parser: argparse.ArgumentParser) -> None:
         choices=("yes", "no", "optional"),
         help="TLS: clients must (yes, default), may (optional) or need not (no) present "
         "a certificate signed by the CA",
+    )
+    add(
+        "--tls-cluster",
+        type=_yes_no_arg,
+        metavar="yes|no",
+        help="the cluster bus over TLS with the same certificates; a peer must present "
+        "one signed by --tls-ca-cert-file (default no)",
     )
     add("--proto-max-bulk-len", type=int, help="largest bulk string accepted, bytes")
     add("--max-multibulk-len", type=int, help="largest multibulk count accepted")

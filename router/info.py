@@ -141,6 +141,7 @@ def info_sections(node: Node) -> dict[str, Section]:
             "loss_disconnections": stats.loss_disconnections,
             "total_request_slices": stats.parse_slices,
             "protected_mode_denied_connections": stats.protected_mode_denied,
+            "tls_handshake_failures": stats.tls_handshake_failures,
             # Redis 7.2's names (7.0 counts these only in ACL LOG)
             "acl_access_denied_auth": node.acl.denied_auth,
             "acl_access_denied_cmd": node.acl.denied_commands,

@@ -106,18 +106,24 @@ class Node:
         )
         self.port = self._server.sockets[0].getsockname()[1]
         if self.config.tls_port:
-            from router.tls import server_context
+            from router.tls import TlsClientProtocol, server_context
 
+            context = server_context(self.config)
             self._tls_server = await loop.create_server(
-                lambda: Client(self),
+                lambda: TlsClientProtocol(context, Client(self), self._tls_failed),
                 self.config.bind,
                 self.config.tls_port,
-                ssl=server_context(self.config),
                 reuse_address=True,
                 start_serving=serve,
             )
         if isinstance(self.link, NoPeers):
             self.link = NoPeers(self.node_id, self.config.bind, self.port)
+
+    def _tls_failed(self, reason: str) -> None:
+        """A connection to the TLS port that did not complete the handshake
+        (a plain client, no CA-signed certificate): closed, as Redis does."""
+        self.stats.tls_handshake_failures += 1
+        log.debug("TLS handshake failed: %s", reason)
 
     async def start_serving(self) -> None:
         """Accept clients (after ``start(serve=False)``)."""

@@ -64,15 +64,17 @@ def binds_beyond_loopback(bind: str) -> bool:
 
 
 def bus_refusal(
-    protected_mode: bool, bind: str, bus_port: int, cluster_secret: str | None
+    protected_mode: bool, bind: str, bus_port: int, authenticated: str | bool | None
 ) -> str | None:
     """The one line ``bloomcast node`` exits with when its bus would be open to
-    anyone who reaches it, or None when it may start."""
-    if not protected_mode or cluster_secret or not binds_beyond_loopback(bind):
+    anyone who reaches it, or None when it may start. ``authenticated``: a
+    cluster secret or ``tls-cluster`` (truthy) makes peers prove themselves."""
+    if not protected_mode or authenticated or not binds_beyond_loopback(bind):
         return None
     return (
         f"bloomcast node: refusing to start: the cluster bus would listen on "
         f"{bind}:{bus_port}, beyond loopback, with no --cluster-secret, so any process "
         f"that reaches it could join the cluster; give every node the same "
-        f"--cluster-secret, bind to 127.0.0.1, or pass --protected-mode no"
+        f"--cluster-secret (or --tls-cluster yes), bind to 127.0.0.1, or pass "
+        f"--protected-mode no"
     )

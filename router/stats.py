@@ -59,6 +59,7 @@ class NodeStats:
     net_output_bytes: int = 0  # bytes written to clients (total_net_output_bytes)
     loss_disconnections: int = 0  # clients closed by --on-publish-loss disconnect
     protected_mode_denied: int = 0  # non-loopback clients refused by protected mode
+    tls_handshake_failures: int = 0  # TLS port: connections that never completed TLS
     #: times a huge request was parsed in slices, letting other clients run between
     parse_slices: int = 0
     #: error replies by their first word (INFO errorstats, as Redis's afterErrorReply)

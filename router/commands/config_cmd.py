@@ -13,7 +13,9 @@ parameters that mean something on a node, under Redis's names:
   does not change it, as in Redis).
 - ``protected-mode`` (yes / no, for new connections, :mod:`router.protected`).
 - ``port``, ``bind``, ``aclfile``, ``databases``, ``proto-max-bulk-len``,
-  ``cluster-node-timeout``, ``cluster-enabled``: shown; a node cannot change
+  ``cluster-node-timeout``, ``cluster-enabled``, ``tls-port``,
+  ``tls-cert-file``, ``tls-key-file``, ``tls-ca-cert-file``,
+  ``tls-auth-clients``, ``tls-cluster``: shown; a node cannot change
   them while it runs, so SET answers Redis's "can't set immutable config".
 
 GET takes several patterns (Redis 7), each a name (any case, echoed as
@@ -148,6 +150,19 @@ def _aclfile(node: Node) -> str:
     return node.config.aclfile or ""
 
 
+def _shown(attr: str) -> Callable[[Node], str]:
+    """The getter of a setting a node shows but cannot change while it runs
+    (Redis's immutable configs): bools as yes / no, unset as ""."""
+
+    def get(node: Node) -> str:
+        value = getattr(node.config, attr)
+        if isinstance(value, bool):
+            return "yes" if value else "no"
+        return "" if value is None else str(value)
+
+    return get
+
+
 PARAMS: dict[str, Param] = {
     p.name: p
     for p in (
@@ -163,6 +178,17 @@ PARAMS: dict[str, Param] = {
         Param("aclfile", _aclfile),
         Param("cluster-node-timeout", _cluster_node_timeout),
         Param("cluster-enabled", _cluster_enabled),
+        *(
+            Param(name, _shown(name.replace("-", "_")))
+            for name in (
+                "tls-port",
+                "tls-cert-file",
+                "tls-key-file",
+                "tls-ca-cert-file",
+                "tls-auth-clients",
+                "tls-cluster",
+            )
+        ),
     )
 }
 

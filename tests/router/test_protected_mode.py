@@ -43,6 +43,7 @@ def test_bus_refusal_only_beyond_loopback_without_secret_in_protected_mode():
     assert bus_refusal(True, "0.0.0.0", 17001, None) is not None
     assert "\n" not in (bus_refusal(True, "0.0.0.0", 17001, None) or "")
     assert bus_refusal(True, "0.0.0.0", 17001, "s3cret") is None
+    assert bus_refusal(True, "0.0.0.0", 17001, True) is None  # tls-cluster yes
     assert bus_refusal(False, "0.0.0.0", 17001, None) is None
     assert bus_refusal(True, "127.0.0.1", 17001, None) is None
 

@@ -2,8 +2,9 @@
 redis-py with ssl=True and redis-cli --tls subscribe and publish through the
 TLS port while the plain port serves the same node; tls-auth-clients yes /
 optional / no; a plain client on the TLS port, and a client without a
-certificate, get what redis-server 7.0.15 gives them (nothing, closed); bad
-TLS settings stop the node with one line."""
+certificate, get what redis-server 7.0.15 gives them (nothing, closed), and
+are counted in INFO tls_handshake_failures; bad TLS settings stop the node
+with one line."""
 
 from __future__ import annotations
 
@@ -137,6 +138,16 @@ def test_refusals_end_the_connection_without_a_reply_as_redis(certs):
         assert _no_cert_handshake(node_tls, certs["ca"]) == _no_cert_handshake(
             redis_tls, certs["ca"]
         )
+
+
+def test_refused_handshakes_are_counted_in_info(certs):
+    tls = free_port()
+    with bloomcast_node(*_tls_args(certs, tls)) as port, redis.Redis(port=port) as plain:
+        assert _plain_on_tls(tls) == "ended, no reply"
+        assert _no_cert_handshake(tls, certs["ca"]) == "ended, no reply"
+        with _tls_client(certs, tls) as client:
+            assert client.ping()  # a good client on the same port still gets in
+        assert plain.info("stats")["tls_handshake_failures"] == 2
 
 
 @pytest.mark.parametrize(
