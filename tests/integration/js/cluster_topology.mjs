@@ -29,7 +29,7 @@ async function nodeRedis() {
   client.on("error", () => {});
   await client.connect();
   await client.subscribe("topology", onMessage);
-  const ports = (c) => c.masters.map((m) => m.port).sort();
+  const ports = (c) => c.masters.map((m) => m.port).sort((a, b) => a - b);
   return {
     publish: (msg) => client.publish("topology", msg),
     async map() {
@@ -59,7 +59,7 @@ async function ioredis() {
     publish: (msg) => pub.publish("topology", msg),
     async map() {
       await Promise.all([refresh(pub), refresh(sub)]);
-      return { masters: pub.nodes("master").map((n) => n.options.port).sort() };
+      return { masters: pub.nodes("master").map((n) => n.options.port).sort((a, b) => a - b) };
     },
     quit: async () => {
       pub.disconnect();
