@@ -71,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
 async def _serve(args: argparse.Namespace, host: str, port: int) -> int:
     from redis.exceptions import RedisError
 
-    from bloomcast.dashboard.poller import Poller
+    from bloomcast.dashboard.poller import Poller, error_text
     from bloomcast.dashboard.server import DashboardServer
     from bloomcast.node_process import listen_error
 
@@ -79,8 +79,7 @@ async def _serve(args: argparse.Namespace, host: str, port: int) -> int:
     try:
         await poller.discover()
     except (RedisError, OSError, TimeoutError) as exc:
-        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else "no answer"
-        return _fail(f"--join {args.join}: cannot read CLUSTER NODES: {reason}", 1)
+        return _fail(f"--join {args.join}: cannot read CLUSTER NODES: {error_text(exc)}", 1)
     server = DashboardServer(poller)
     try:
         await server.start(args.bind, args.port)

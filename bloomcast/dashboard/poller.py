@@ -13,13 +13,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import time
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
 import redis.asyncio as aioredis
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
 from redis.exceptions import RedisError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from bloomcast.dashboard.model import (
     NodeEntry,
@@ -55,9 +59,19 @@ class NodeState:
                 await client.aclose()
 
 
-def _error_text(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+def error_text(exc: BaseException) -> str:
+    """One short line on why a node did not answer: the OS's words for a
+    socket error ("Connection refused"), "no answer" for a timeout, else the
+    first line of the error."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, TimeoutError | RedisTimeoutError):
+            return "no answer (timeout)"
+        if isinstance(seen, OSError) and seen.errno:
+            return os.strerror(seen.errno)
+        seen = seen.__cause__ or seen.__context__
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__
 
 
 #: polls kept for the chart (2 minutes at the default interval)
@@ -86,7 +100,7 @@ class Poller:
             port=port,
             socket_timeout=self.timeout,
             socket_connect_timeout=self.timeout,
-            retry_on_timeout=False,
+            retry=Retry(NoBackoff(), 0),  # the next poll is the retry
         )
 
     async def discover(self) -> None:
@@ -146,7 +160,7 @@ class Poller:
                 pipe.execute_command("CLUSTER", "NODES")
                 info, raw = await pipe.execute()
         except (RedisError, OSError, TimeoutError) as exc:
-            state.error = _error_text(exc) if str(exc) else "no answer"
+            state.error = error_text(exc)
             state.sample = None
             state.rates = None
             await state.close()  # a fresh connection next time
