@@ -159,18 +159,18 @@ class Poller:
                 pipe.info("all")
                 pipe.execute_command("CLUSTER", "NODES")
                 info, raw = await pipe.execute()
-        except (RedisError, OSError, TimeoutError) as exc:
+            sample = Sample.from_info(time.monotonic(), info)
+            lines = parse_cluster_nodes(raw)
+        except Exception as exc:  # whatever a node answers, the dashboard carries on
             state.error = error_text(exc)
             state.sample = None
             state.rates = None
             await state.close()  # a fresh connection next time
             return None
-        sample = Sample.from_info(time.monotonic(), info)
         state.rates = rates(state.sample, sample) if state.sample is not None else None
         state.sample = sample
         state.error = ""
         state.last_seen = time.time()
-        lines = parse_cluster_nodes(raw)
         state.links = [e for e in lines if not e.myself]
         return lines
 

@@ -83,8 +83,10 @@ def cluster_under_traffic() -> Iterator[Traffic]:
         finally:
             traffic.stopped = True
             thread.join(10)
-            for worker in subscribers:
+            for worker in subscribers:  # before the nodes stop under them
                 worker.stop()
+            for worker in subscribers:
+                worker.join(5)
 
 
 @dataclass
