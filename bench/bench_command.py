@@ -197,11 +197,11 @@ def write_outputs(
     results: dict[str, Any], args: argparse.Namespace, out: Path, rb_version: str
 ) -> dict[str, Any]:
     """benchmarks.json (merged), the owned sections of benchmarks.md, the plots."""
+    from bench.plots import plot_cluster
     from bench.results import (
         cluster_markdown,
         convergence_markdown,
         machine_info,
-        plot_cluster,
         single_node_markdown,
         update_json,
         update_markdown,
@@ -243,7 +243,11 @@ def write_outputs(
         png = plot_cluster(results["cluster"], out / "cluster_bus_messages.png")
         body = cluster_markdown(results["cluster"])
         if png is not None:
-            body += f"\n\n![bus messages per PUBLISH]({png.name})"
+            body += (
+                f"\n\n![bus messages per PUBLISH]({png.name})\n\n"
+                "Redrawn from benchmarks.json without a run: "
+                f"`uv run python -m bench.plots {out / 'benchmarks.json'} {png}`."
+            )
         sections["cluster"] = _with_command(body, meta)
     if "convergence" in results:
         sections["convergence"] = _with_command(convergence_markdown(results["convergence"]), meta)

@@ -22,6 +22,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "stats": ("spark.stats_command", "Spark statistics over the traffic spool"),
     "demo": ("bloomcast.demo", "the whole product end to end on a local cluster"),
     "bench": ("bench.bench_command", "benchmarks side by side with Redis"),
+    "dashboard": ("bloomcast.dashboard", "live web view of every node of a cluster"),
 }
 
 

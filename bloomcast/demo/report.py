@@ -75,14 +75,16 @@ def plot_chart(report: dict[str, Any], path: str | os.PathLike[str]) -> Path:
     ts = [p["t"] for p in timeline]
     ours = [p["bus_sent"] / p["publishes"] if p["publishes"] else 0.0 for p in timeline]
     exact = [p["exact_minimum"] / p["publishes"] if p["publishes"] else 0.0 for p in timeline]
-    left.plot(ts, [nodes - 1] * len(ts), "--", color="tab:red", label="Redis Cluster broadcast")
+    left.plot(
+        ts, [nodes - 1] * len(ts), "--", color="tab:red", label="Redis Cluster broadcast (N - 1)"
+    )
     # the minimum first, wide, so bloomcast's line stays visible on top when they coincide
     left.plot(
         ts, exact, "-", color="tab:green", linewidth=6, alpha=0.35, label="exact-interest minimum"
     )
     left.plot(ts, ours, "o-", color="tab:blue", label="bloomcast (Bloom-filter routing)")
-    left.set_xlabel("seconds since the workload started (one point per phase)")
-    left.set_ylabel("bus PUBLISH messages per PUBLISH")
+    left.set_xlabel("time since the workload started (seconds; one point per phase)")
+    left.set_ylabel("messages between nodes per client PUBLISH (count)")
     left.set_ylim(0, nodes - 1 + 0.5)
     left.set_title(f"{nodes} nodes: bus messages per PUBLISH")
     left.grid(alpha=0.3)
@@ -92,15 +94,21 @@ def plot_chart(report: dict[str, Any], path: str | os.PathLike[str]) -> Path:
     if top:
         names = [str(r["bin"]) for r in top][::-1]
         values = [float(r["decayed count"]) for r in top][::-1]
-        right.set_xlabel("decayed publish count (Spark, forward decay)")
-        title = f"hot channels ({report['stats'].get('hot_dist', '')})"
+        dist = str(report["stats"].get("hot_dist", ""))
+        half_life = dist.partition(":")[2] or "?"
+        right.set_xlabel(
+            f"PUBLISH messages, decayed count\n(each counts 1 when sent, half as much every "
+            f"{half_life} after)"
+        )
+        title = f"hot channels (Spark, {dist})"
     else:
         counts = report.get("workload", {}).get("top_channels", [])
         names = [c for c, _ in counts][::-1]
         values = [float(n) for _, n in counts][::-1]
-        right.set_xlabel("PUBLISH count")
+        right.set_xlabel("PUBLISH messages sent to the channel (count)")
         title = "top channels (workload)"
     right.barh(names, values, color="tab:purple")
+    right.set_ylabel("channel")
     right.set_title(title)
     right.grid(axis="x", alpha=0.3)
 
