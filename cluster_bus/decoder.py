@@ -91,6 +91,16 @@ class FrameDecoder:
         """Bytes held for a frame not yet complete."""
         return len(self._buf)
 
+    def take_buffer(self) -> bytes:
+        """The bytes held for a frame not yet complete, handed to a successor
+        decoder (the link's sealed one); this decoder is done."""
+        if self._broken:
+            raise BusProtocolError("decoder already failed")
+        held = bytes(self._buf)
+        self._buf.clear()
+        self._broken = True
+        return held
+
     def feed(self, data: bytes) -> list[Message]:
         """Decode every complete frame in the stream so far.
 

@@ -12,7 +12,7 @@ from cluster_bus.codec import encode, short_id
 from cluster_bus.decoder import FrameDecoder
 from cluster_bus.frames import Ping, Publish, Session
 from cluster_bus.handshake import Handshake
-from cluster_bus.seal import MAX_BATCH, SealedDecoder, Sealer, SealError
+from cluster_bus.seal import MAX_BATCH, SMALL_BATCH, SealedDecoder, Sealer, SealError
 
 A, B = "a" * 40, "b" * 40
 SECRET = b"cluster secret"
@@ -80,9 +80,12 @@ def sealed_link():
     return Sealer(dialer.frame_keys()[0], short_id(A)), receiver(acceptor.frame_keys()[1])
 
 
-def test_an_altered_byte_is_refused():
+@pytest.mark.parametrize("n", [3, 200])  # a small batch (BLAKE2s tag), a large one (HMAC)
+def test_an_altered_byte_is_refused(n):
     sealer, dec = sealed_link()
-    wire = bytearray(sealer.seal(b"".join(frames(3))))
+    batch = b"".join(frames(n))
+    assert (len(batch) < SMALL_BATCH) == (n == 3)
+    wire = bytearray(sealer.seal(batch))
     wire[-1] ^= 1
     with pytest.raises(SealError, match="MAC"):
         dec.feed(bytes(wire))
@@ -105,5 +108,5 @@ def test_a_batch_sealed_for_another_link_is_refused():
 
 def test_an_unsealed_frame_is_refused():
     _, dec = sealed_link()
-    with pytest.raises(SealError, match="unsealed Ping"):
+    with pytest.raises(SealError, match="unsealed PING frame"):
         dec.feed(encode(Ping(A, "127.0.0.1", 1, 2, 0, 0, 0, 0, False), short_id(A)))
