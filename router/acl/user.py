@@ -187,6 +187,8 @@ class User:
                 else:
                     raise AclError(SYNTAX)
                 offset += 1
+            if perm == "%":  # "%", "%~x": no permission (7.0.15: syntax error; "%W" is fine)
+                raise AclError(SYNTAX)
             perm = "%" + "".join(sorted(perm[1:], key="RW".index)) + "~"
             if perm == "%RW~":
                 perm = "~"
