@@ -246,7 +246,7 @@ class Sealed:
     """A batch of whole frames authenticated with the link's key (cluster_bus.seal)."""
 
     seq: int  # the link's batch counter in this direction, from 1
-    tag: bytes  # 16 bytes: HMAC-SHA256(key, seq | batch) truncated
+    tag: bytes  # 16 bytes: MAC(seq | batch), cluster_bus.seal
     batch: bytes
 
 

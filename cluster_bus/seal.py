@@ -23,7 +23,7 @@ batch, where one keyed BLAKE2s call costs ~0.7 us against ~1.9 us for HMAC
 SHA-256, which CPUs accelerate (64 KiB: ~38 us against ~75 us).
 
 One SEALED frame carries a whole coalesced batch (what one ``transport.write``
-sends), so the MAC costs one HMAC per send call, not per frame. The receiver
+sends), so the MAC costs one tag per send call, not per frame. The receiver
 checks the MAC and that ``seq`` is exactly the next before it decodes a byte
 of the batch: an injected or altered frame fails the MAC, a replayed one the
 sequence (a frame replayed on another link fails the MAC: another key). Any

@@ -139,10 +139,9 @@ def test_frames_altered_or_replayed_on_the_path_are_refused_and_nothing_is_lost(
                         got.append(int(m["data"]))
                 assert got == list(range(sent))  # none lost, duplicated or reordered
                 wait_for(
-                    lambda s=seals: sum(
-                        field(cluster, i, "cluster_stats_seal_failures") for i in range(2)
-                    )
-                    > s,
+                    lambda s=seals: (
+                        sum(field(cluster, i, "cluster_stats_seal_failures") for i in range(2)) > s
+                    ),
                     5,
                     "the refused frame counted",
                 )

@@ -163,9 +163,7 @@ def test_spark_runs_the_locked_pyspark_and_other_images_are_pinned(services):
         assert service["entrypoint"] == [str(spark_home / "bin" / "spark-class")]
         assert service["environment"]["SPARK_HOME"] == str(spark_home)
         assert _argv(service)[0].startswith("org.apache.spark.deploy.")
-    pulled = {
-        s["image"] for s in services.values() if not str(s["image"]).startswith("bloomcast")
-    }
+    pulled = {s["image"] for s in services.values() if not str(s["image"]).startswith("bloomcast")}
     assert pulled <= PINNED_IMAGES, pulled - PINNED_IMAGES
 
 
