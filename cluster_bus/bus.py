@@ -19,6 +19,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from cluster_bus.announce import Announcer
 from cluster_bus.api import (
     FILTER_NAMES,
     BusConfig,
@@ -27,7 +28,7 @@ from cluster_bus.api import (
     LocalDelivery,
     SlotRange,
 )
-from cluster_bus.codec import encode, short_id
+from cluster_bus.codec import short_id
 from cluster_bus.filter_sync import KIND_OF, NAME_OF, FilterSync
 from cluster_bus.forwarding import Forwarding
 from cluster_bus.frames import (
@@ -36,14 +37,12 @@ from cluster_bus.frames import (
     Fail,
     FilterDelta,
     FilterFull,
-    FilterKind,
     FilterRequest,
     Hello,
     HelloAuth,
     Leave,
     Meet,
     Message,
-    MsgType,
     Ping,
     Pong,
     ProbeAck,
@@ -125,6 +124,16 @@ class ClusterBus:
             forgotten=self._forget_peer,
         )
         self._seeds = self.heartbeats.seeds
+        self.announcer = Announcer(
+            node,
+            self.sync,
+            self.mesh,
+            self.membership,
+            self.heartbeats,
+            self.visibility,
+            self.stats,
+            self._short,
+        )
         self._server: asyncio.Server | None = None
         self._cron: asyncio.TimerHandle | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -195,23 +204,8 @@ class ClusterBus:
         return self.forwarding.forward(channel, message, shard, origin_seq)
 
     def filters_changed(self, changes: list[FilterChange]) -> asyncio.Future[None] | None:
-        deltas, whole = self.sync.announce(changes)
-        for kind in whole:  # the node rebuilt this filter at a new m: send it whole
-            self._announce_full(kind)
-        self.heartbeats.filters_announced()
-        if not deltas:
-            return None
         loop = self._loop if self.config.visibility_timeout_ms > 0 else None
-        wait_id = self.visibility.open() if loop is not None else 0
-        live = self.mesh.live(self.membership)
-        for msg in deltas:
-            frame = encode(msg, self._short)
-            for peer_id, link in live:
-                link.write(frame)
-                if wait_id:
-                    self.visibility.expect(wait_id, peer_id, msg.delta_id)
-            self.stats.sent[MsgType.FILTER_DELTA] += len(live)
-        return self.visibility.future(wait_id, loop) if loop is not None else None
+        return self.announcer.changed(changes, loop)
 
     def peer_count(self) -> int:
         return len(self.membership.peers)
@@ -378,18 +372,6 @@ class ClusterBus:
     def _on_ack(self, link: Link, peer: str, msg: Message) -> None:
         assert isinstance(msg, Ack)
         self.visibility.acked(peer, msg.delta_id)
-
-    # -- filters -------------------------------------------------------------------------
-
-    def _announce_full(self, kind: FilterKind) -> None:
-        """Send the whole filter to every live peer (after a rebuild at a new m)."""
-        frame = encode(
-            self.sync.full(kind, self.node.filter_snapshot(NAME_OF[kind]), True), self._short
-        )
-        live = self.mesh.live(self.membership)
-        for _, link in live:
-            link.write(frame)
-        self.stats.sent[MsgType.FILTER_FULL] += len(live)
 
     # -- the periodic tick -------------------------------------------------------------------
 
