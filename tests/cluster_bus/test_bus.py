@@ -149,12 +149,22 @@ def crash(bus: ClusterBus) -> None:
         link.transport.abort()
 
 
-async def cut_links(bus: ClusterBus, peer: str) -> None:
-    """Reset every link of ``bus`` (a TCP RST each) and wait until none reaches ``peer``."""
-    for link in list(bus._links):
+async def cut_links(buses: list[ClusterBus], peer: str) -> None:
+    """Reset every link of ``buses[0]`` (a TCP RST each) and wait until none
+    reaches ``peer``. Dialling stays off on every bus until :func:`heal`, so
+    the cut lasts as long as the test needs (a redial can otherwise win the
+    race against the check on a loaded machine)."""
+    for bus in buses:
+        bus.dialer.stopping = True
+    for link in list(buses[0]._links):
         assert link.transport is not None
         link.transport.abort()
-    await until(lambda: bus.mesh.link_to(peer) is None, what="links cut")
+    await until(lambda: buses[0].mesh.link_to(peer) is None, what="links cut")
+
+
+def heal(buses: list[ClusterBus]) -> None:
+    for bus in buses:
+        bus.dialer.stopping = False
 
 
 def run(coro):
@@ -456,10 +466,11 @@ def test_link_reset_heals_and_counts_no_gap():
             await until(lambda: buses[0].forward_publish(b"c", b"1", False, 1) == 1)
             await until(lambda: len(nodes[1].delivered) == 1)
             old = buses[0].mesh.out[nodes[1].node_id]
-            await cut_links(buses[0], nodes[1].node_id)
+            await cut_links(buses, nodes[1].node_id)
             # published while no link is up: held in the replay buffer
             assert buses[0].forward_publish(b"c", b"during", False, 2) == 1
             assert stat(buses[0], "cluster_stats_publish_held_no_link") == 1
+            heal(buses)
             await until(
                 lambda: (
                     buses[0].mesh.out.get(nodes[1].node_id) not in (None, old) and converged(buses)
@@ -571,9 +582,10 @@ def test_a_cut_longer_than_the_replay_buffer_loses_an_exact_counted_number():
             await until(lambda: buses[0].forward_publish(b"c", b"00", False, 1) == 1)
             await until(lambda: len(nodes[1].delivered) == 1)
             cut_at = int(time.time() * 1000)
-            await cut_links(buses[0], nodes[1].node_id)
+            await cut_links(buses, nodes[1].node_id)
             for i in range(1, 11):
                 assert buses[0].forward_publish(b"c", b"%02d" % i, False, 1 + i) == 1
+            heal(buses)
             await until(lambda: len(nodes[1].delivered) == 4, what="healed and replayed")
             assert [m for _, m, _ in nodes[1].delivered] == [b"00", b"08", b"09", b"10"]
             assert nodes[1].lost == [(nodes[0].node_id, 7)]
