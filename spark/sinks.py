@@ -34,6 +34,8 @@ if TYPE_CHECKING:
 BATCH_KEY = "bloomcast:stats:_batch"
 MALFORMED_KEY = "bloomcast:stats:_malformed"
 EVENTS_KEY = "bloomcast:stats:_events"
+LATE_KEY = "bloomcast:stats:_late"
+EARLY_KEY = "bloomcast:stats:_early"
 
 #: file-sink layout under --out
 BATCH_DIR = "batches"
@@ -48,6 +50,10 @@ class Batch(Protocol):
     def events(self) -> int: ...
     @property
     def malformed(self) -> int: ...
+    @property
+    def late(self) -> int: ...
+    @property
+    def early(self) -> int: ...
     @property
     def half_lives(self) -> dict[str, float]: ...
     @property
@@ -111,6 +117,8 @@ class RedisSink:
                         pipe.set(f"{d}._T", str(int(t)))
                     pipe.incrby(EVENTS_KEY, result.events)
                     pipe.incrby(MALFORMED_KEY, result.malformed)
+                    pipe.incrby(LATE_KEY, result.late)
+                    pipe.incrby(EARLY_KEY, result.early)
                     pipe.set(BATCH_KEY, batch_id)
                     pipe.execute()
                     return True
@@ -137,10 +145,12 @@ class FileSink:
         self.directory.mkdir(parents=True, exist_ok=True)
 
     def write(self, batch_id: int, result: Batch) -> bool:
+        """Write (or, on a replay, rewrite) the batch's files; False when it was a replay."""
         import pyarrow as pa
         import pyarrow.parquet as pq
 
         stem = self.directory / f"{batch_id:012d}"
+        replay = stem.with_suffix(".json").exists()
         tmp = stem.with_suffix(".json.tmp")
         tmp.write_text(json.dumps(result.to_json(batch_id), sort_keys=True))
         os.replace(tmp, stem.with_suffix(".json"))
@@ -155,7 +165,7 @@ class FileSink:
         ptmp = stem.with_suffix(".parquet.tmp")
         pq.write_table(pa.table(rows), ptmp)
         os.replace(ptmp, stem.with_suffix(".parquet"))
-        return True
+        return not replay
 
 
 def read_file_distributions(
@@ -175,12 +185,13 @@ def read_file_distributions(
 
 
 def read_file_counters(out: str | os.PathLike[str]) -> dict[str, int]:
-    """Totals over all batch files: events, malformed, batches."""
-    totals = {"events": 0, "malformed": 0, "batches": 0}
+    """Totals over all batch files: events (applied; late ones included), late, early,
+    malformed, batches."""
+    totals = {"events": 0, "late": 0, "early": 0, "malformed": 0, "batches": 0}
     for path in (Path(out) / BATCH_DIR).glob("*.json"):
         batch = json.loads(path.read_text())
-        totals["events"] += batch["events"]
-        totals["malformed"] += batch["malformed"]
+        for key in ("events", "late", "early", "malformed"):
+            totals[key] += batch.get(key, 0)
         totals["batches"] += 1
     return totals
 

@@ -58,7 +58,15 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--max-clock-skew",
         type=float,
         default=3600.0,
-        help="seconds an event may be stamped ahead of the batch time (later: malformed)",
+        help="seconds an event may be stamped after its spool file was written "
+        "(later: counted as too early, not applied; default 3600)",
+    )
+    r.add_argument(
+        "--allowed-lateness",
+        type=float,
+        default=600.0,
+        help="seconds behind the event-time watermark before an event counts as late "
+        "(late events are still applied; default 600)",
     )
     r.add_argument(
         "--shuffle-partitions",
@@ -129,6 +137,7 @@ def _run_job(args: argparse.Namespace) -> int:
         trigger_interval=args.trigger_interval,
         clean_source=args.clean_source,
         max_clock_skew=args.max_clock_skew,
+        allowed_lateness=args.allowed_lateness,
     )
     # an embedding process (tests, a notebook) may already run a session: reuse, don't stop it
     owned = SparkSession.getActiveSession() is None
@@ -151,14 +160,20 @@ def _run_job(args: argparse.Namespace) -> int:
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("WARN")
-    totals = {"batches": 0, "events": 0, "malformed": 0}
+    totals = {"batches": 0, "events": 0, "late": 0, "early": 0, "malformed": 0, "replayed": 0}
 
     def on_batch(batch_id: int, result: BatchResult) -> None:
+        if not result.applied:
+            # a replay after a crash-restart that the sinks already held: not counted
+            totals["replayed"] += 1
+            print(f"batch {batch_id}: already applied before a restart, skipped", file=sys.stderr)
+            return
         totals["batches"] += 1
-        totals["events"] += result.events
-        totals["malformed"] += result.malformed
+        for key in ("events", "late", "early", "malformed"):
+            totals[key] += getattr(result, key)
         print(
-            f"batch {batch_id}: {result.events} events, {result.malformed} malformed, "
+            f"batch {batch_id}: {result.events} events ({result.late} late), "
+            f"{result.early} too early, {result.malformed} malformed, "
             f"{sum(len(b) for b in result.dists.values())} bins",
             file=sys.stderr,
         )
@@ -179,11 +194,18 @@ def _run_job(args: argparse.Namespace) -> int:
             spark.stop()
     elapsed = time.perf_counter() - started
     where = " and ".join(x for x in (args.redis, out and str(Path(out) / "batches")) if x)
-    print(
-        f"{totals['batches']} batches, {totals['events']} events, "
-        f"{totals['malformed']} malformed lines in {elapsed:.1f}s -> {where}"
-    )
+    print(summary_line(totals, elapsed, where))
     return 0
+
+
+def summary_line(totals: dict[str, int], elapsed: float, where: str) -> str:
+    """The run summary: what was applied (replays the sinks skipped are not counted)."""
+    replayed = f", {totals['replayed']} replayed batches skipped" if totals["replayed"] else ""
+    return (
+        f"{totals['batches']} batches, {totals['events']} events applied "
+        f"({totals['late']} late), {totals['early']} too early (not applied), "
+        f"{totals['malformed']} malformed lines{replayed} in {elapsed:.1f}s -> {where}"
+    )
 
 
 # -- stats top ------------------------------------------------------------------------

@@ -17,6 +17,7 @@ from spark.events import TrafficEvent
 from spark.job import STATS, JobConfig, dist_name, run_once, start_query
 from spark.sinks import (
     BATCH_KEY,
+    EARLY_KEY,
     EVENTS_KEY,
     MALFORMED_KEY,
     make_sinks,
@@ -59,7 +60,7 @@ def batch_run(spark, valkey_url, tmp_path_factory):
                 '{"event_id": "x-1"}\n',  # required fields missing
                 '{"event_id":"y-1","time":"soon","node":"n","role":"origin","channel":"c"}\n',
                 '{"event_id":"z-1","time":1.0,"node":"n","role":"sender","channel":"c"}\n',
-                # stamped in the year 5138: would move the watermark past every real event
+                # stamped in the year 5138: too early (counted, not applied)
                 '{"event_id":"f-1","time":1e11,"node":"n","role":"origin","channel":"c"}\n',
             ]
         write_file(spool / f"{NODES[0]}-{i:08d}.ndjson", lines, mtime + i)
@@ -102,7 +103,8 @@ def test_decayed_counts_equal_numpy_in_redis(batch_run):
     assert "tmp-only" not in client.zrange("channels:1m", 0, -1)
     unique = len({(e.event_id, e.node) for e in batch_run["events"]})
     assert int(client.get(EVENTS_KEY)) == unique
-    assert int(client.get(MALFORMED_KEY)) == 6  # 5 bad lines + 1 truncated line
+    assert int(client.get(MALFORMED_KEY)) == 5  # 4 bad lines + 1 truncated line
+    assert int(client.get(EARLY_KEY)) == 1  # the year-5138 event
     assert int(client.get(BATCH_KEY)) == batch_run["batches"][-1][0]
 
 
@@ -115,7 +117,8 @@ def test_decayed_counts_equal_numpy_in_files(batch_run):
             assert half == h
             assert_close(scores, decayed_counts_by_key(rows[stat], decay_rate(h), t), stat)
     counters = read_file_counters(batch_run["out"])
-    assert counters["malformed"] == 6
+    assert counters["malformed"] == 5
+    assert counters["early"] == 1
     assert counters["events"] == len({(e.event_id, e.node) for e in batch_run["events"]})
     parquet = sorted((batch_run["out"] / "batches").glob("*.parquet"))
     assert parquet and not list((batch_run["out"] / "batches").glob("*.tmp"))
