@@ -50,12 +50,13 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from spark.decay import decay_rate, half_life_label
 from spark.events import SCHEMA_FIELDS
 from spark.lateness import FileStats, WatermarkLog, late_thresholds
-from spark.sinks import Sink, make_sinks
+from spark.runs import OnConflict, open_sinks
+from spark.sinks import Sink
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -90,6 +91,7 @@ class JobConfig:
     trigger_interval: str = "5 seconds"
     clean_source: str = "off"  # Spark file source cleanSource: off | delete | archive
     max_clock_skew: float = 3600.0  # s; events stamped later than file mtime + this: early
+    on_conflict: str = "refuse"  # sinks holding another run: refuse | continue | fresh
     allowed_lateness: float = 600.0  # s behind the event-time watermark before an event is late
     query_name: str = "bloomcast_stats"
 
@@ -345,9 +347,8 @@ def run_once(
     query's exception if a batch failed (the checkpoint then replays it)."""
     from dataclasses import replace
 
-    query = start_query(
-        spark, replace(config, once=True), make_sinks(config), fault=fault, on_batch=on_batch
-    )
+    sinks, _ = open_sinks(config, config.checkpoint, cast("OnConflict", config.on_conflict))
+    query = start_query(spark, replace(config, once=True), sinks, fault=fault, on_batch=on_batch)
     query.awaitTermination()
     error = query.exception()
     if error is not None:

@@ -36,6 +36,8 @@ MALFORMED_KEY = "bloomcast:stats:_malformed"
 EVENTS_KEY = "bloomcast:stats:_events"
 LATE_KEY = "bloomcast:stats:_late"
 EARLY_KEY = "bloomcast:stats:_early"
+#: the run (see :mod:`spark.runs`) whose batch id ``BATCH_KEY`` holds
+RUN_KEY = "bloomcast:stats:_run"
 
 #: file-sink layout under --out
 BATCH_DIR = "batches"
@@ -80,14 +82,15 @@ class RedisSink:
     even if Spark replays it after a crash.
     """
 
-    def __init__(self, client: redis.Redis) -> None:
+    def __init__(self, client: redis.Redis, run: str = "") -> None:
         self.client = client
+        self.run = run
 
     def write(self, batch_id: int, result: Batch) -> bool:
         """Apply the batch; False when it was already applied (a replay)."""
         import redis as redis_mod
 
-        watched = [BATCH_KEY]
+        watched = [BATCH_KEY, RUN_KEY]
         for d in result.dists:
             watched += [d, f"{d}._T"]
         with self.client.pipeline(transaction=True) as pipe:
@@ -95,7 +98,9 @@ class RedisSink:
                 try:
                     pipe.watch(*watched)
                     last = pipe.get(BATCH_KEY)
-                    if last is not None and int(last) >= batch_id:
+                    owner = _text(pipe.get(RUN_KEY) or b"")
+                    # batch ids restart at 0 with every run: compare within this run only
+                    if owner == self.run and last is not None and int(last) >= batch_id:
                         pipe.unwatch()
                         return False
                     updates = {}
@@ -120,6 +125,7 @@ class RedisSink:
                     pipe.incrby(LATE_KEY, result.late)
                     pipe.incrby(EARLY_KEY, result.early)
                     pipe.set(BATCH_KEY, batch_id)
+                    pipe.set(RUN_KEY, self.run)
                     pipe.execute()
                     return True
                 except redis_mod.WatchError:
@@ -133,23 +139,26 @@ def _text(value: bytes | str) -> str:
 class FileSink:
     """One JSON (and one Parquet) file per batch id under ``<out>/batches/``.
 
-    ``<out>/batches/<batch id, 12 digits>.json``: :meth:`spark.job.BatchResult.to_json`.
-    ``<out>/batches/<batch id>.parquet``: rows (dist, bin, half_life, time, s).
+    ``<out>/batches/<run>-<batch id, 12 digits>.json``: :meth:`spark.job.BatchResult.to_json`.
+    ``<out>/batches/<run>-<batch id>.parquet``: rows (dist, bin, half_life, time, s).
+    The run id (:mod:`spark.runs`) keeps two runs' batch 0 apart: a run never
+    overwrites another run's files.
     Each is written to a ``.tmp`` name and renamed, so a replayed batch
     overwrites its own file and a reader never sees half a file. Readers fold
     all batches with :func:`spark.decay.merge` (forward decay is additive).
     """
 
-    def __init__(self, out: str | os.PathLike[str]) -> None:
+    def __init__(self, out: str | os.PathLike[str], run: str = "") -> None:
         self.directory = Path(out) / BATCH_DIR
         self.directory.mkdir(parents=True, exist_ok=True)
+        self.run = run
 
     def write(self, batch_id: int, result: Batch) -> bool:
         """Write (or, on a replay, rewrite) the batch's files; False when it was a replay."""
         import pyarrow as pa
         import pyarrow.parquet as pq
 
-        stem = self.directory / f"{batch_id:012d}"
+        stem = self.directory / (f"{self.run}-{batch_id:012d}" if self.run else f"{batch_id:012d}")
         replay = stem.with_suffix(".json").exists()
         tmp = stem.with_suffix(".json.tmp")
         tmp.write_text(json.dumps(result.to_json(batch_id), sort_keys=True))
@@ -199,15 +208,16 @@ def read_file_counters(out: str | os.PathLike[str]) -> dict[str, int]:
 Sink = RedisSink | FileSink
 
 
-def make_sinks(config: SinkConfig) -> list[Sink]:
-    """Redis sink when ``redis_url``; file sink when ``out`` (at least one is required)."""
+def make_sinks(config: SinkConfig, run: str = "") -> list[Sink]:
+    """Redis sink when ``redis_url``; file sink when ``out`` (at least one is required).
+    ``run``: the run id the sinks write under (:func:`spark.runs.open_sinks` checks it)."""
     sinks: list[Sink] = []
     if config.redis_url:
         import redis
 
-        sinks.append(RedisSink(redis.Redis.from_url(config.redis_url)))
+        sinks.append(RedisSink(redis.Redis.from_url(config.redis_url), run))
     if config.out:
-        sinks.append(FileSink(config.out))
+        sinks.append(FileSink(config.out, run))
     if not sinks:
         raise ValueError("give --redis URL or --out DIR")
     return sinks

@@ -37,6 +37,21 @@ def configure(parser: argparse.ArgumentParser) -> None:
     r.add_argument("--redis", help="write distributions to this Redis (redis://host:port/db)")
     r.add_argument("--out", help=f"write per-batch JSON/Parquet here (default {DEFAULT_OUT})")
     r.add_argument("--checkpoint", help="Spark checkpoint directory (default <out>/_checkpoint)")
+    conflict = r.add_mutually_exclusive_group()
+    conflict.add_argument(
+        "--continue",
+        dest="on_conflict",
+        action="store_const",
+        const="continue",
+        help="the sinks hold another run's statistics: add this run to them",
+    )
+    conflict.add_argument(
+        "--fresh",
+        dest="on_conflict",
+        action="store_const",
+        const="fresh",
+        help="the sinks hold another run's statistics: delete them first",
+    )
     mode = r.add_mutually_exclusive_group()
     mode.add_argument("--once", action="store_true", help="process what is there, then stop")
     mode.add_argument("--stream", action="store_true", help="keep running (Ctrl-C stops)")
@@ -120,10 +135,8 @@ def _run_job(args: argparse.Namespace) -> int:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
-    from pyspark.sql import SparkSession
-
     from spark.job import BatchResult, JobConfig, start_query
-    from spark.sinks import make_sinks
+    from spark.runs import RunConflict, open_sinks
 
     config = JobConfig(
         spool=os.path.abspath(args.spool) if "://" not in args.spool else args.spool,
@@ -138,7 +151,15 @@ def _run_job(args: argparse.Namespace) -> int:
         clean_source=args.clean_source,
         max_clock_skew=args.max_clock_skew,
         allowed_lateness=args.allowed_lateness,
+        on_conflict=args.on_conflict or "refuse",
     )
+    try:
+        sinks, check = open_sinks(config, checkpoint, args.on_conflict or "refuse")
+    except RunConflict as exc:
+        print(f"bloomcast stats run: {exc}", file=sys.stderr)
+        return 2
+    from pyspark.sql import SparkSession
+
     # an embedding process (tests, a notebook) may already run a session: reuse, don't stop it
     owned = SparkSession.getActiveSession() is None
     builder = SparkSession.builder.master(args.master)
@@ -163,6 +184,8 @@ def _run_job(args: argparse.Namespace) -> int:
     totals = {"batches": 0, "events": 0, "late": 0, "early": 0, "malformed": 0, "replayed": 0}
 
     def on_batch(batch_id: int, result: BatchResult) -> None:
+        if result.events + result.early + result.malformed == 0:
+            return  # a no-data batch Spark runs for its dedup state: nothing to report
         if not result.applied:
             # a replay after a crash-restart that the sinks already held: not counted
             totals["replayed"] += 1
@@ -180,7 +203,7 @@ def _run_job(args: argparse.Namespace) -> int:
 
     started = time.perf_counter()
     try:
-        query = start_query(spark, config, make_sinks(config), on_batch=on_batch)
+        query = start_query(spark, config, sinks, on_batch=on_batch)
         try:
             query.awaitTermination()
         except KeyboardInterrupt:
@@ -194,7 +217,7 @@ def _run_job(args: argparse.Namespace) -> int:
             spark.stop()
     elapsed = time.perf_counter() - started
     where = " and ".join(x for x in (args.redis, out and str(Path(out) / "batches")) if x)
-    print(summary_line(totals, elapsed, where))
+    print(summary_line(totals, elapsed, where) + f" (run {check.run})")
     return 0
 
 

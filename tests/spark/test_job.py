@@ -20,6 +20,7 @@ from spark.sinks import (
     EARLY_KEY,
     EVENTS_KEY,
     MALFORMED_KEY,
+    RUN_KEY,
     make_sinks,
     read_file_counters,
     read_file_distributions,
@@ -210,8 +211,8 @@ def redis_state(url: str) -> dict[str, object]:
     client = redis.Redis.from_url(url, decode_responses=True)
     state: dict[str, object] = {}
     for key in client.scan_iter():
-        if key == BATCH_KEY:
-            continue  # batch ids may differ (Spark's no-data batches), the data may not
+        if key in (BATCH_KEY, RUN_KEY):
+            continue  # batch ids may differ (Spark's no-data batches), run ids do: the data may not
         if client.type(key) == "zset":
             state[key] = dict(client.zrange(key, 0, -1, withscores=True))
         else:
