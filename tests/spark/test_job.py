@@ -142,7 +142,7 @@ def test_stats_top_cli_decays_to_now(batch_run, capsys):
         for r, (_, c) in zip(got, best, strict=True):
             assert r["decayed count"] == pytest.approx(c, rel=1e-9)
             assert r["probability"] == pytest.approx(c / z, rel=1e-9)
-            assert r["rate/s"] == pytest.approx(c * a, rel=1e-9)
+            assert r["steady-state rate/s"] == pytest.approx(c * a, rel=1e-9)
     # derived views
     assert (
         cli_main(
