@@ -19,12 +19,16 @@ Pipeline (one streaming query, checkpointed):
    processing time, so Spark never drops an event as late; event-time
    lateness is counted by the job itself (``late``, :mod:`spark.lateness`)
    and late events are included in the sums.
-4. ``foreachBatch``: per half-life ``h`` (``a = ln 2 / h``) and distribution,
-   ``S_b[bin] = sum w exp(a (t - T_b))`` against the batch landmark ``T_b =
-   ceil(max t)`` (see :mod:`spark.decay`), collected to the driver (one row per
-   distribution bin), then written idempotently by the sinks
-   (:mod:`spark.sinks`): Redis (goforget layout, the batch id committed in the
-   same MULTI/EXEC) and/or files (one file per batch id, renamed into place).
+4. ``foreachBatch``: one row per spool file to the driver (counts, newest and
+   median event time) gives each file its lateness threshold and moves the
+   event-time watermark (:mod:`spark.lateness`); then per half-life ``h``
+   (``a = ln 2 / h``) and distribution, ``S_b[bin] = sum w exp(a (t - T_b))``
+   over the applied (on-time and late) events against the batch landmark
+   ``T_b = ceil(max t)`` (see :mod:`spark.decay`), collected to the driver (one
+   row per distribution bin), then written idempotently by the sinks
+   (:mod:`spark.sinks`) under this checkpoint's run id (:mod:`spark.runs`):
+   Redis (the batch id and run committed in the same MULTI/EXEC) and/or files
+   (one file per run and batch id, renamed into place).
 
 Distributions (``<stat>:<half-life label>``, e.g. ``channels:1m``):
 

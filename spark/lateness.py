@@ -31,28 +31,9 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-
-_INTERVAL_UNITS = {
-    "millisecond": 0.001,
-    "second": 1.0,
-    "minute": 60.0,
-    "hour": 3600.0,
-    "day": 86400.0,
-    "week": 604800.0,
-}
-_INTERVAL_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-z]+?)s?\s*$")
-
-
-def interval_seconds(text: str) -> float:
-    """A Spark interval string (``"10 minutes"``, ``"1 hour"``, ``"30 seconds"``) -> seconds."""
-    m = _INTERVAL_RE.match(text.lower())
-    if not m or m[2] not in _INTERVAL_UNITS:
-        raise ValueError(f"invalid interval {text!r} (expected e.g. '10 minutes', '1 hour')")
-    return float(m[1]) * _INTERVAL_UNITS[m[2]]
 
 
 @dataclass(frozen=True)

@@ -73,9 +73,9 @@ def redis_run(url: str) -> str | None:
     client = redis.Redis.from_url(url, decode_responses=True)
     try:
         owner = client.get(RUN_KEY)
-        if owner is None and client.exists(BATCH_KEY):
-            return UNNAMED
-        return str(owner) if owner is not None else None
+        if not owner and client.exists(BATCH_KEY):
+            return UNNAMED  # written before run ids, or by a sink given no run id
+        return str(owner) if owner else None
     finally:
         client.close()
 

@@ -16,7 +16,7 @@ import redis
 from spark.decay import decay_rate, decayed_counts_by_key
 from spark.events import TrafficEvent
 from spark.job import STATS, JobConfig, dist_name, run_once
-from spark.lateness import FileStats, late_thresholds
+from spark.lateness import FileStats, WatermarkLog, late_thresholds
 from spark.sinks import (
     EARLY_KEY,
     EVENTS_KEY,
@@ -52,6 +52,16 @@ def test_late_thresholds_ignore_a_skewed_event_and_file_grouping() -> None:
     assert together["c"] == BASE + 700 - 600
 
 
+def test_a_replayed_batch_sees_the_watermark_it_saw_before_a_restart(tmp_path: Path) -> None:
+    log = WatermarkLog(str(tmp_path / "ck"))
+    log.record(0, None)
+    log.record(1, BASE + 10)
+    log.record(2, BASE + 20)  # batch 2 reached the sinks, then the driver died
+    again = WatermarkLog(str(tmp_path / "ck"))
+    assert again.before(2) == BASE + 10 and again.before(3) == BASE + 20
+    assert again.before(0) is None
+
+
 @pytest.fixture
 def skewed_spool(tmp_path: Path) -> dict[str, object]:
     """Four files, mtimes as the tap writes them (just after their last event)."""
@@ -72,7 +82,7 @@ def skewed_spool(tmp_path: Path) -> dict[str, object]:
 
 @pytest.mark.spark
 @pytest.mark.parametrize("files_per_batch", [1, 4])
-def test_late_and_skewed_events_are_counted_and_applied(
+def test_late_skewed_and_repeated_malformed_lines_are_counted_exactly(
     spark, valkey_url, tmp_path, skewed_spool, files_per_batch
 ) -> None:
     url = valkey_url.rsplit("/", 1)[0] + f"/{5 + files_per_batch}"
