@@ -10,8 +10,10 @@ Pipeline (one streaming query, checkpointed):
    ``channel``, is *malformed*: it gets a key of its own (``uuid()``, so the
    same bad line twice counts twice), is counted per batch, and skipped.
    An event stamped more than ``max_clock_skew`` after its file's modification
-   time is *too early*: counted (``early``), left out of the sums
-   (:mod:`spark.lateness`).
+   time is *too early*: counted (``early``), left out of the sums. One stamped
+   after its file was written, but within ``max_clock_skew``, is *skewed*:
+   counted (``skewed``) and applied at the file's write time, so it never
+   weighs more than 1 at a later read (:mod:`spark.lateness`).
 3. ``withWatermark(<batch time>, dedup_window)`` +
    ``dropDuplicatesWithinWatermark(event_id, node)``: a re-delivered event (a
    file copied twice, a replayed spool) is counted once if it arrives within
@@ -109,6 +111,7 @@ class BatchResult:
     malformed: int
     late: int = 0  # of ``events``: stamped before the watermark - allowed lateness
     early: int = 0  # stamped after file mtime + max clock skew: counted, not applied
+    skewed: int = 0  # of ``events``: stamped after file mtime (within the skew), applied at mtime
     watermark: float | None = None  # event-time watermark after this batch (s)
     applied: bool = True  # False: a replay every sink had already applied
     half_lives: dict[str, float] = field(default_factory=dict)  # dist -> half-life s
@@ -122,6 +125,7 @@ class BatchResult:
             "malformed": self.malformed,
             "late": self.late,
             "early": self.early,
+            "skewed": self.skewed,
             "dists": {
                 d: {"half_life": self.half_lives[d], "bins": bins} for d, bins in self.dists.items()
             },
@@ -171,7 +175,8 @@ def event_stream(spark: SparkSession, config: JobConfig) -> DataFrame:
         "seen",
         "file",
         "mtime",
-        "time",
+        # a skewed event is applied at its file's write time (never in the future)
+        F.least(F.col("time"), written).alias("time"),
         "role",
         "channel",
         F.coalesce("forwarded", F.lit(0)).alias("forwarded"),
@@ -179,6 +184,11 @@ def event_stream(spark: SparkSession, config: JobConfig) -> DataFrame:
         F.coalesce("false_positive", F.lit(False)).alias("false_positive"),
         (~valid).alias("malformed"),
         (valid & (F.col("time") > written + F.lit(config.max_clock_skew))).alias("early"),
+        (
+            valid
+            & (F.col("time") > written)
+            & (F.col("time") <= written + F.lit(config.max_clock_skew))
+        ).alias("skewed"),
     )
     # watermark on processing time: dedup state is kept dedup_window of wall time,
     # and no event is ever dropped as late by Spark (lateness is counted, not dropped)
@@ -205,6 +215,7 @@ def batch_aggregates(
             F.count(F.lit(1)).alias("rows"),
             F.sum(F.col("malformed").cast("long")).alias("malformed"),
             F.sum(F.col("early").cast("long")).alias("early"),
+            F.sum(F.col("skewed").cast("long")).alias("skewed"),
             F.max(F.when(included, F.col("time"))).alias("max_time"),
             F.percentile_approx(F.when(included, F.col("time")), 0.5).alias("median_time"),
         )
@@ -213,6 +224,7 @@ def batch_aggregates(
     rows = sum(int(r["rows"]) for r in per_file)
     malformed = sum(int(r["malformed"] or 0) for r in per_file)
     early = sum(int(r["early"] or 0) for r in per_file)
+    skewed = sum(int(r["skewed"] or 0) for r in per_file)
     files = [
         FileStats(
             r["file"],
@@ -228,6 +240,7 @@ def batch_aggregates(
         events=rows - malformed - early,
         malformed=malformed,
         early=early,
+        skewed=skewed,
         watermark=after,
     )
     max_times = [f.max_time for f in files if f.max_time is not None]

@@ -12,6 +12,12 @@ Definitions (all times Unix seconds, floats):
 - *too early*: ``t > min(file mtime, batch time) + max_clock_skew``: stamped
   further after its spool file was last written than any clock may be off.
   Fixed per file, so it does not depend on how files fall into batches.
+- *skewed*: stamped after its file was written, but within the skew. Applied
+  at ``t' = min(file mtime, batch time)`` instead of ``t``: under forward decay
+  an event from the future weighs ``exp(a (t - T)) > 1`` at a read at ``T < t``
+  (30 minutes ahead with a 1-minute half-life: 2^30), so one skewed clock would
+  dominate every read until real time caught up. (The job does this clamp in
+  its event stream; ``t`` below is the clamped time.)
 - *late*: ``t < W_f - allowed_lateness``, where ``W_f`` is the event-time
   watermark before file ``f``: the largest *high-water* of every file
   processed before it. Files are taken in the file source's order (oldest

@@ -36,6 +36,7 @@ MALFORMED_KEY = "bloomcast:stats:_malformed"
 EVENTS_KEY = "bloomcast:stats:_events"
 LATE_KEY = "bloomcast:stats:_late"
 EARLY_KEY = "bloomcast:stats:_early"
+SKEWED_KEY = "bloomcast:stats:_skewed"
 #: the run (see :mod:`spark.runs`) whose batch id ``BATCH_KEY`` holds
 RUN_KEY = "bloomcast:stats:_run"
 
@@ -56,6 +57,8 @@ class Batch(Protocol):
     def late(self) -> int: ...
     @property
     def early(self) -> int: ...
+    @property
+    def skewed(self) -> int: ...
     @property
     def half_lives(self) -> dict[str, float]: ...
     @property
@@ -124,6 +127,7 @@ class RedisSink:
                     pipe.incrby(MALFORMED_KEY, result.malformed)
                     pipe.incrby(LATE_KEY, result.late)
                     pipe.incrby(EARLY_KEY, result.early)
+                    pipe.incrby(SKEWED_KEY, result.skewed)
                     pipe.set(BATCH_KEY, batch_id)
                     pipe.set(RUN_KEY, self.run)
                     pipe.execute()
@@ -194,12 +198,12 @@ def read_file_distributions(
 
 
 def read_file_counters(out: str | os.PathLike[str]) -> dict[str, int]:
-    """Totals over all batch files: events (applied; late ones included), late, early,
-    malformed, batches."""
-    totals = {"events": 0, "late": 0, "early": 0, "malformed": 0, "batches": 0}
+    """Totals over all batch files: events (applied; late and skewed ones included),
+    late, skewed, early, malformed, batches."""
+    totals = {"events": 0, "late": 0, "skewed": 0, "early": 0, "malformed": 0, "batches": 0}
     for path in (Path(out) / BATCH_DIR).glob("*.json"):
         batch = json.loads(path.read_text())
-        for key in ("events", "late", "early", "malformed"):
+        for key in ("events", "late", "skewed", "early", "malformed"):
             totals[key] += batch.get(key, 0)
         totals["batches"] += 1
     return totals

@@ -81,8 +81,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--max-clock-skew",
         type=float,
         default=3600.0,
-        help="seconds an event may be stamped after its spool file was written "
-        "(later: counted as too early, not applied; default 3600)",
+        help="seconds an event may be stamped after its spool file was written: "
+        "applied at the file's write time and counted as clock-skewed (later: "
+        "counted as too early, not applied; default 3600)",
     )
     r.add_argument(
         "--allowed-lateness",
@@ -262,7 +263,8 @@ def _run_job_until(
     if handler is not None:
         signal.signal(signal.SIGINT, handler)  # PySpark's context installed its own
     spark.sparkContext.setLogLevel("INFO" if args.verbose else "WARN")
-    totals = {"batches": 0, "events": 0, "late": 0, "early": 0, "malformed": 0, "replayed": 0}
+    totals = dict.fromkeys(("batches", "events", "late", "skewed", "early", "malformed"), 0)
+    totals["replayed"] = 0
 
     def on_batch(batch_id: int, result: BatchResult) -> None:
         if result.events + result.early + result.malformed == 0:
@@ -273,10 +275,11 @@ def _run_job_until(
             print(f"batch {batch_id}: already applied before a restart, skipped", file=sys.stderr)
             return
         totals["batches"] += 1
-        for key in ("events", "late", "early", "malformed"):
+        for key in ("events", "late", "skewed", "early", "malformed"):
             totals[key] += getattr(result, key)
         print(
-            f"batch {batch_id}: {result.events} events ({result.late} late), "
+            f"batch {batch_id}: {result.events} events ({result.late} late, "
+            f"{result.skewed} clock-skewed), "
             f"{result.early} too early, {result.malformed} malformed, "
             f"{sum(len(b) for b in result.dists.values())} bins",
             file=sys.stderr,
@@ -320,6 +323,7 @@ def summary_line(totals: dict[str, int], elapsed: float, where: str) -> str:
     replayed = f", {totals['replayed']} replayed batches skipped" if totals["replayed"] else ""
     return (
         f"{totals['batches']} batches, {totals['events']} events applied "
-        f"({totals['late']} late), {totals['early']} too early (not applied), "
+        f"({totals['late']} late, {totals['skewed']} clock-skewed), "
+        f"{totals['early']} too early (not applied), "
         f"{totals['malformed']} malformed lines{replayed} in {elapsed:.1f}s -> {where}"
     )

@@ -7,6 +7,7 @@ reference) over exactly the events the job must apply.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 
@@ -22,6 +23,7 @@ from spark.sinks import (
     EVENTS_KEY,
     LATE_KEY,
     MALFORMED_KEY,
+    SKEWED_KEY,
     read_file_counters,
     read_file_distributions,
 )
@@ -68,7 +70,7 @@ def skewed_spool(tmp_path: Path) -> dict[str, object]:
     spool = tmp_path / "spool"
     spool.mkdir()
     bulk1 = [origin(i, BASE + 3 * i, f"news.{'abc'[i % 3]}") for i in range(100)]
-    skewed = origin(100, BASE + 2100)  # 30 min ahead of its file, inside --max-clock-skew
+    skewed = origin(100, BASE + 2100)  # 30 min after its file was written: inside the skew
     bulk2 = [origin(200 + i, BASE + 400 + 3 * i, f"news.{'abd'[i % 3]}") for i in range(100)]
     late = [origin(300 + i, BASE + 700 - 3600 + i, "sport") for i in range(50)]  # 1 h behind
     early = [origin(400 + i, BASE + 900 + 7200 + i, "future") for i in range(2)]  # 2 h ahead
@@ -77,7 +79,9 @@ def skewed_spool(tmp_path: Path) -> dict[str, object]:
     write_file(spool / "n-00000002.ndjson", lines_of(bulk2), BASE + 700)
     write_file(spool / "n-00000003.ndjson", lines_of(late), BASE + 800)
     write_file(spool / "n-00000004.ndjson", lines_of(early) + bad, BASE + 900)
-    return {"spool": spool, "applied": [*bulk1, skewed, *bulk2, *late]}
+    # the skewed event is applied at its file's write time
+    clamped = dataclasses.replace(skewed, time=BASE + 301)
+    return {"spool": spool, "applied": [*bulk1, clamped, *bulk2, *late]}
 
 
 @pytest.mark.spark
@@ -102,11 +106,17 @@ def test_late_skewed_and_repeated_malformed_lines_are_counted_exactly(
     run_once(spark, config, on_batch=lambda b, r: results.append(r))
     applied = skewed_spool["applied"]
     assert isinstance(applied, list)
-    want_counts = {"events": len(applied), "late": 50, "early": 2, "malformed": 3}
+    want_counts = {"events": len(applied), "late": 50, "skewed": 1, "early": 2, "malformed": 3}
     assert {k: sum(getattr(r, k) for r in results) for k in want_counts} == want_counts
     assert all(r.applied for r in results)
     client = redis.Redis.from_url(url, decode_responses=True)
-    keys = {"events": EVENTS_KEY, "late": LATE_KEY, "early": EARLY_KEY, "malformed": MALFORMED_KEY}
+    keys = {
+        "events": EVENTS_KEY,
+        "late": LATE_KEY,
+        "skewed": SKEWED_KEY,
+        "early": EARLY_KEY,
+        "malformed": MALFORMED_KEY,
+    }
     assert {k: int(client.get(key)) for k, key in keys.items()} == want_counts
     counters = read_file_counters(config.out)
     assert {k: counters[k] for k in want_counts} == want_counts
@@ -120,7 +130,7 @@ def test_late_skewed_and_repeated_malformed_lines_are_counted_exactly(
                 continue
             got = {b: s for b, s in client.zrange(d, 0, -1, withscores=True)}
             t = float(client.get(f"{d}._T"))
-            assert t == BASE + 2100  # the landmark: the latest applied event
+            assert t == BASE + 697  # the landmark: the latest applied event (skewed: clamped)
             want = decayed_counts_by_key(rows[stat], decay_rate(h), t)
             assert got.keys() == want.keys(), d
             for b, w in want.items():

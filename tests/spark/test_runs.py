@@ -141,6 +141,6 @@ def test_summary_counts_applied_batches_not_replays(spark, valkey_url, tmp_path,
     assert code == 0
     out = capsys.readouterr().out
     # batch 1 is replayed (the sinks already hold it): only batch 2 is applied now
-    assert f"1 batches, {sizes[2]} events applied (0 late), 0 too early" in out
+    assert f"1 batches, {sizes[2]} events applied (0 late, 0 clock-skewed), 0 too early" in out
     assert "1 replayed batches skipped" in out
     assert int(redis.Redis.from_url(url).get(EVENTS_KEY)) == len(events)
