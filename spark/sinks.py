@@ -34,6 +34,11 @@ if TYPE_CHECKING:
 BATCH_KEY = "bloomcast:stats:_batch"
 MALFORMED_KEY = "bloomcast:stats:_malformed"
 EVENTS_KEY = "bloomcast:stats:_events"
+LATE_KEY = "bloomcast:stats:_late"
+EARLY_KEY = "bloomcast:stats:_early"
+SKEWED_KEY = "bloomcast:stats:_skewed"
+#: the run (see :mod:`spark.runs`) whose batch id ``BATCH_KEY`` holds
+RUN_KEY = "bloomcast:stats:_run"
 
 #: file-sink layout under --out
 BATCH_DIR = "batches"
@@ -48,6 +53,12 @@ class Batch(Protocol):
     def events(self) -> int: ...
     @property
     def malformed(self) -> int: ...
+    @property
+    def late(self) -> int: ...
+    @property
+    def early(self) -> int: ...
+    @property
+    def skewed(self) -> int: ...
     @property
     def half_lives(self) -> dict[str, float]: ...
     @property
@@ -74,14 +85,15 @@ class RedisSink:
     even if Spark replays it after a crash.
     """
 
-    def __init__(self, client: redis.Redis) -> None:
+    def __init__(self, client: redis.Redis, run: str = "") -> None:
         self.client = client
+        self.run = run
 
     def write(self, batch_id: int, result: Batch) -> bool:
         """Apply the batch; False when it was already applied (a replay)."""
         import redis as redis_mod
 
-        watched = [BATCH_KEY]
+        watched = [BATCH_KEY, RUN_KEY]
         for d in result.dists:
             watched += [d, f"{d}._T"]
         with self.client.pipeline(transaction=True) as pipe:
@@ -89,7 +101,9 @@ class RedisSink:
                 try:
                     pipe.watch(*watched)
                     last = pipe.get(BATCH_KEY)
-                    if last is not None and int(last) >= batch_id:
+                    owner = _text(pipe.get(RUN_KEY) or b"")
+                    # batch ids restart at 0 with every run: compare within this run only
+                    if owner == self.run and last is not None and int(last) >= batch_id:
                         pipe.unwatch()
                         return False
                     updates = {}
@@ -111,7 +125,11 @@ class RedisSink:
                         pipe.set(f"{d}._T", str(int(t)))
                     pipe.incrby(EVENTS_KEY, result.events)
                     pipe.incrby(MALFORMED_KEY, result.malformed)
+                    pipe.incrby(LATE_KEY, result.late)
+                    pipe.incrby(EARLY_KEY, result.early)
+                    pipe.incrby(SKEWED_KEY, result.skewed)
                     pipe.set(BATCH_KEY, batch_id)
+                    pipe.set(RUN_KEY, self.run)
                     pipe.execute()
                     return True
                 except redis_mod.WatchError:
@@ -125,22 +143,27 @@ def _text(value: bytes | str) -> str:
 class FileSink:
     """One JSON (and one Parquet) file per batch id under ``<out>/batches/``.
 
-    ``<out>/batches/<batch id, 12 digits>.json``: :meth:`spark.job.BatchResult.to_json`.
-    ``<out>/batches/<batch id>.parquet``: rows (dist, bin, half_life, time, s).
+    ``<out>/batches/<run>-<batch id, 12 digits>.json``: :meth:`spark.job.BatchResult.to_json`.
+    ``<out>/batches/<run>-<batch id>.parquet``: rows (dist, bin, half_life, time, s).
+    The run id (:mod:`spark.runs`) keeps two runs' batch 0 apart: a run never
+    overwrites another run's files.
     Each is written to a ``.tmp`` name and renamed, so a replayed batch
     overwrites its own file and a reader never sees half a file. Readers fold
     all batches with :func:`spark.decay.merge` (forward decay is additive).
     """
 
-    def __init__(self, out: str | os.PathLike[str]) -> None:
+    def __init__(self, out: str | os.PathLike[str], run: str = "") -> None:
         self.directory = Path(out) / BATCH_DIR
         self.directory.mkdir(parents=True, exist_ok=True)
+        self.run = run
 
     def write(self, batch_id: int, result: Batch) -> bool:
+        """Write (or, on a replay, rewrite) the batch's files; False when it was a replay."""
         import pyarrow as pa
         import pyarrow.parquet as pq
 
-        stem = self.directory / f"{batch_id:012d}"
+        stem = self.directory / (f"{self.run}-{batch_id:012d}" if self.run else f"{batch_id:012d}")
+        replay = stem.with_suffix(".json").exists()
         tmp = stem.with_suffix(".json.tmp")
         tmp.write_text(json.dumps(result.to_json(batch_id), sort_keys=True))
         os.replace(tmp, stem.with_suffix(".json"))
@@ -155,7 +178,7 @@ class FileSink:
         ptmp = stem.with_suffix(".parquet.tmp")
         pq.write_table(pa.table(rows), ptmp)
         os.replace(ptmp, stem.with_suffix(".parquet"))
-        return True
+        return not replay
 
 
 def read_file_distributions(
@@ -175,12 +198,13 @@ def read_file_distributions(
 
 
 def read_file_counters(out: str | os.PathLike[str]) -> dict[str, int]:
-    """Totals over all batch files: events, malformed, batches."""
-    totals = {"events": 0, "malformed": 0, "batches": 0}
+    """Totals over all batch files: events (applied; late and skewed ones included),
+    late, skewed, early, malformed, batches."""
+    totals = {"events": 0, "late": 0, "skewed": 0, "early": 0, "malformed": 0, "batches": 0}
     for path in (Path(out) / BATCH_DIR).glob("*.json"):
         batch = json.loads(path.read_text())
-        totals["events"] += batch["events"]
-        totals["malformed"] += batch["malformed"]
+        for key in ("events", "late", "skewed", "early", "malformed"):
+            totals[key] += batch.get(key, 0)
         totals["batches"] += 1
     return totals
 
@@ -188,15 +212,16 @@ def read_file_counters(out: str | os.PathLike[str]) -> dict[str, int]:
 Sink = RedisSink | FileSink
 
 
-def make_sinks(config: SinkConfig) -> list[Sink]:
-    """Redis sink when ``redis_url``; file sink when ``out`` (at least one is required)."""
+def make_sinks(config: SinkConfig, run: str = "") -> list[Sink]:
+    """Redis sink when ``redis_url``; file sink when ``out`` (at least one is required).
+    ``run``: the run id the sinks write under (:func:`spark.runs.open_sinks` checks it)."""
     sinks: list[Sink] = []
     if config.redis_url:
         import redis
 
-        sinks.append(RedisSink(redis.Redis.from_url(config.redis_url)))
+        sinks.append(RedisSink(redis.Redis.from_url(config.redis_url), run))
     if config.out:
-        sinks.append(FileSink(config.out))
+        sinks.append(FileSink(config.out, run))
     if not sinks:
         raise ValueError("give --redis URL or --out DIR")
     return sinks

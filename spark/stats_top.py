@@ -1,0 +1,188 @@
+"""``bloomcast stats top``: a distribution the job wrote, decayed to now.
+
+Reads Redis (``--redis``) or the file sink (``--out``, default
+``bloomcast-stats``). Unknown distributions and missing output are errors
+(exit 2) whose one line lists what exists.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from spark.decay import decay_rate, decay_to, parse_half_life
+
+DEFAULT_OUT = "bloomcast-stats"
+#: the job's statistics (spark.job.STATS; not imported: that module needs pyspark types)
+STATS = ("channels", "forwarded", "receiver", "false_positive", "forwards")
+VIEWS = "false_positive_rate:<half-life>, trending:<short>/<long>"
+
+# -- stats top ------------------------------------------------------------------------
+
+
+def split_dist(dist: str) -> tuple[str, float]:
+    """``channels:1m`` -> (``channels``, 60.0). Raises ValueError."""
+    stat, sep, label = dist.rpartition(":")
+    if not sep or not stat:
+        raise ValueError(f"distribution {dist!r} has no half-life (e.g. channels:1m)")
+    return stat, parse_half_life(label)
+
+
+class Source:
+    """Distributions written by the job, from Redis or from the file sink."""
+
+    def __init__(self, redis_url: str | None, out: str | None) -> None:
+        self.redis_url = redis_url
+        self.out = out or DEFAULT_OUT
+        self._files: dict[str, tuple[dict[str, float], float, float]] | None = None
+
+    def load(self, dist: str) -> tuple[dict[str, float], float | None]:
+        """bin -> decayed count at T, and T (None when the distribution is empty)."""
+        if self.redis_url:
+            import redis
+
+            client = redis.Redis.from_url(self.redis_url, decode_responses=True)
+            with client.pipeline(transaction=True) as pipe:
+                pipe.zrange(dist, 0, -1, withscores=True)
+                pipe.get(f"{dist}._T")
+                pairs, raw_t = pipe.execute()
+            client.close()
+            return {b: float(s) for b, s in pairs}, (float(raw_t) if raw_t else None)
+        if self._files is None:
+            from spark.sinks import read_file_distributions
+
+            self._files = read_file_distributions(self.out)
+        counts, t, _h = self._files.get(dist, ({}, None, 0.0))
+        return counts, t
+
+    def where(self) -> str:
+        return f"Redis {self.redis_url}" if self.redis_url else self.out
+
+    def names(self) -> list[str]:
+        """The distributions there. Raises ValueError (one line) when there are none."""
+        if self.redis_url:
+            import redis
+
+            client = redis.Redis.from_url(self.redis_url, decode_responses=True)
+            found = [
+                k for stat in STATS for k in client.scan_iter(match=f"{stat}:*") if "._" not in k
+            ]
+            client.close()
+            if not found:
+                raise ValueError(
+                    f"Redis {self.redis_url} holds no bloomcast statistics "
+                    f"(write them with: bloomcast stats run --redis {self.redis_url})"
+                )
+            return sorted(found)
+        if not (Path(self.out) / "batches").is_dir():
+            raise ValueError(
+                f"no statistics in {self.out}: {Path(self.out) / 'batches'} does not exist "
+                f"(write them with: bloomcast stats run --out {self.out}, or read --redis URL)"
+            )
+        if self._files is None:
+            from spark.sinks import read_file_distributions
+
+            self._files = read_file_distributions(self.out)
+        return sorted(self._files)
+
+    def require(self, dist: str) -> None:
+        """Raises ValueError naming what exists when ``dist`` is not there."""
+        names = self.names()
+        if dist not in names:
+            raise ValueError(
+                f"unknown distribution {dist!r}; {self.where()} has: "
+                f"{', '.join(names) or 'none'} (views: {VIEWS})"
+            )
+
+    def decayed(self, dist: str, now: float) -> dict[str, float]:
+        _stat, h = split_dist(dist)
+        counts, t = self.load(dist)
+        return decay_to(counts, t, decay_rate(h), now) if t is not None else {}
+
+
+#: C x ln 2 / half-life: the event rate that, held steady, gives the decayed count C
+RATE_COLUMN = "steady-state rate/s"
+
+
+def top_rows(source: Source, dist: str, n: int, now: float) -> tuple[list[str], list[list[Any]]]:
+    """(column names, rows) for ``stats top``; raises ValueError on an unknown view."""
+    stat, _, label = dist.partition(":")
+    if stat == "trending":
+        if label:
+            short_label, slash, long_label = label.partition("/")
+            if not slash:
+                raise ValueError(
+                    f"{dist!r}: trending takes two half-lives, trending:<short>/<long> "
+                    "(e.g. trending:1m/1h), or none (shortest and longest found)"
+                )
+            short, long_ = f"channels:{short_label}", f"channels:{long_label}"
+            source.require(short)
+            source.require(long_)
+        else:
+            found = sorted(
+                (split_dist(d)[1], d) for d in source.names() if d.startswith("channels:")
+            )
+            if len(found) < 2:
+                raise ValueError("trending needs channels under two half-lives")
+            short, long_ = found[0][1], found[-1][1]
+        s, lg = source.decayed(short, now), source.decayed(long_, now)
+        zs, zl = sum(s.values()), sum(lg.values())
+        rows: list[list[Any]] = []
+        for ch in s:
+            share_s = s[ch] / zs if zs else 0.0
+            share_l = lg.get(ch, 0.0) / zl if zl else 0.0
+            if share_s == 0.0:
+                continue  # decayed away under both half-lives
+            # a channel new since the long window has no long share: rank it first
+            ratio = share_s / share_l if share_l else float("inf")
+            rows.append([ch, share_s, share_l, ratio])
+        rows.sort(key=lambda r: (-float(r[3]), -float(r[1]), str(r[0])))
+        return ["channel", f"share {short}", f"share {long_}", "ratio"], rows[:n]
+    if stat == "false_positive_rate":
+        source.require(f"receiver:{label}")
+        fp = source.decayed(f"false_positive:{label}", now)
+        recv = source.decayed(f"receiver:{label}", now)
+        rows = [
+            [node, fp.get(node, 0.0), c, fp.get(node, 0.0) / c] for node, c in recv.items() if c > 0
+        ]
+        rows.sort(key=lambda r: (-float(r[3]), str(r[0])))
+        return ["node", "false positives", "received", "false-positive rate"], rows[:n]
+    _, h = split_dist(dist)
+    source.require(dist)
+    counts = source.decayed(dist, now)
+    z = sum(counts.values())
+    a = decay_rate(h)
+    ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:n]
+    # a decayed count C with rate a estimates an event rate of C * a per second
+    return ["bin", "decayed count", "probability", RATE_COLUMN], [
+        [b, c, c / z if z else 0.0, c * a] for b, c in ranked
+    ]
+
+
+def top(args: argparse.Namespace) -> int:
+    now = args.now if args.now is not None else time.time()
+    source = Source(args.redis, args.out)
+    try:
+        columns, rows = top_rows(source, args.dist, args.n, now)
+    except ValueError as exc:
+        print(f"bloomcast stats top: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        clean = [[None if x == float("inf") else x for x in r] for r in rows]
+        print(json.dumps([dict(zip(columns, r, strict=True)) for r in clean]))
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+
+    when = time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime(now))
+    table = Table(title=f"{args.dist} (decayed to {when})")
+    for i, c in enumerate(columns):
+        table.add_column(c, justify="left" if i == 0 else "right")
+    for r in rows:
+        table.add_row(*(str(x) if isinstance(x, str) else f"{x:.6g}" for x in r))
+    Console().print(table)
+    return 0

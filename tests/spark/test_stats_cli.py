@@ -1,0 +1,126 @@
+"""``bloomcast stats`` as a user meets it: error lines (exact text, exit 2, no
+traceback), dated titles, a quiet ``stats run`` and Ctrl-C (exit 130)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from spark.job import BatchResult
+from spark.sinks import FileSink
+from tests.spark.events_data import BASE, lines_of, make_events
+
+VIEWS = "(views: false_positive_rate:<half-life>, trending:<short>/<long>)"
+
+
+def bloomcast(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "bloomcast.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+@pytest.fixture
+def out(tmp_path: Path) -> Path:
+    """A file-sink output with channels:1m and channels:1h (written without Spark)."""
+    dists = {"channels:1m": {"news": 4.0}, "channels:1h": {"news": 4.0}}
+    result = BatchResult(
+        time=BASE, events=4, malformed=0, half_lives={"channels:1m": 60.0, "channels:1h": 3600.0}
+    )
+    result.dists = dists
+    FileSink(tmp_path / "out", "run1").write(0, result)
+    return tmp_path / "out"
+
+
+def test_unknown_distribution_lists_what_exists(out: Path) -> None:
+    done = bloomcast("stats", "top", "chanels:1m", "--out", str(out))
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr == (
+        f"bloomcast stats top: unknown distribution 'chanels:1m'; {out} has: "
+        f"channels:1h, channels:1m {VIEWS}\n"
+    )
+    done = bloomcast("stats", "top", "trending:1m", "--out", str(out))
+    assert done.returncode == 2
+    assert done.stderr == (
+        "bloomcast stats top: 'trending:1m': trending takes two half-lives, "
+        "trending:<short>/<long> (e.g. trending:1m/1h), or none (shortest and longest found)\n"
+    )
+
+
+def test_missing_output_is_an_error(tmp_path: Path, valkey_url: str) -> None:
+    missing = tmp_path / "nothing"
+    done = bloomcast("stats", "top", "channels:1m", "--out", str(missing))
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr == (
+        f"bloomcast stats top: no statistics in {missing}: {missing / 'batches'} does not exist "
+        f"(write them with: bloomcast stats run --out {missing}, or read --redis URL)\n"
+    )
+    url = valkey_url.rsplit("/", 1)[0] + "/13"
+    done = bloomcast("stats", "top", "channels:1m", "--redis", url)
+    assert done.returncode == 2
+    assert done.stderr == (
+        f"bloomcast stats top: Redis {url} holds no bloomcast statistics "
+        f"(write them with: bloomcast stats run --redis {url})\n"
+    )
+    done = bloomcast("stats", "run", "--spool", str(missing), "--out", str(tmp_path / "o"))
+    assert done.returncode == 2
+    assert done.stderr == f"bloomcast stats run: spool directory {missing} does not exist\n"
+
+
+def test_table_title_has_the_date_and_rate_says_what_it_is(out: Path) -> None:
+    done = bloomcast("stats", "top", "channels:1m", "--out", str(out), "--now", str(BASE))
+    assert done.returncode == 0, done.stderr
+    assert time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(BASE)) in done.stdout
+    assert "steady-state rate/s" in done.stdout
+
+
+def _start_stream(tmp_path: Path) -> tuple[subprocess.Popen[bytes], Path]:
+    spool = tmp_path / "spool"
+    spool.mkdir(exist_ok=True)
+    (spool / "a.ndjson").write_text("".join(lines_of(make_events(5, n=20))))
+    err = tmp_path / "stderr.txt"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "bloomcast.cli", "stats", "run", "--spool", str(spool),
+         "--out", str(tmp_path / "out"), "--stream", "--master", "local[1]",
+         "--shuffle-partitions", "1", "--trigger-interval", "1 second"],
+        stdout=subprocess.PIPE,
+        stderr=err.open("wb"),
+        env=dict(os.environ, PYTHONUNBUFFERED="1"),
+    )  # fmt: skip
+    return proc, err
+
+
+@pytest.mark.spark
+def test_ctrl_c_after_a_batch_exits_130_quietly(tmp_path: Path) -> None:
+    proc, err = _start_stream(tmp_path)
+    deadline = time.monotonic() + 180
+    while "batch 0:" not in err.read_text(errors="replace") and time.monotonic() < deadline:
+        assert proc.poll() is None, err.read_text()
+        time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(120) == 130
+    text = err.read_text(errors="replace")
+    assert "Traceback" not in text and " INFO " not in text and "Exception" not in text
+    assert "default log4j profile" not in text and "pandas" not in text
+    assert text.rstrip().endswith("bloomcast stats run: interrupted")
+    assert proc.stdout is not None
+    assert b"38 events applied" in proc.stdout.read()  # 20 origin + 18 receiver events
+
+
+@pytest.mark.spark
+def test_ctrl_c_during_startup_exits_130_without_traceback(tmp_path: Path) -> None:
+    proc, err = _start_stream(tmp_path)
+    time.sleep(3)  # the JVM is starting
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(120) == 130
+    text = err.read_text(errors="replace")
+    assert "Traceback" not in text, text
+    assert text.rstrip().endswith("bloomcast stats run: interrupted")
