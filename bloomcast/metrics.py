@@ -15,8 +15,6 @@ filter every live peer announced), or always for a node without a bus; else
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
@@ -25,6 +23,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from bloomcast.http_server import SmallHttpServer
 from cluster_bus.api import NoPeers
 from router.info import info_sections
 
@@ -168,28 +167,17 @@ def healthy(node: Node) -> bool:
     return str(node.link.info_fields().get("cluster_filters_converged", 0)) == "1"
 
 
-class MetricsServer:
+class MetricsServer(SmallHttpServer):
     """``GET /metrics`` and ``GET /healthz`` over HTTP/1.0 on the node's loop."""
 
     def __init__(self, node: Node) -> None:
+        super().__init__()
         self.node = node
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(NodeCollector(node))
-        self._server: asyncio.Server | None = None
-        self.port = 0
-
-    async def start(self, host: str, port: int) -> None:
-        self._server = await asyncio.start_server(self._handle, host, port)
-        self.port = self._server.sockets[0].getsockname()[1]
-
-    async def stop(self) -> None:
-        if self._server is not None:
-            self._server.close()
-            await self._server.wait_closed()
 
     def respond(self, path: str) -> tuple[str, str, bytes]:
         """(status line, content type, body) for ``path``."""
-        path = path.split("?", 1)[0]
         if path == "/metrics":
             return "200 OK", CONTENT_TYPE_LATEST, generate_latest(self.registry)
         if path == "/healthz":
@@ -197,25 +185,3 @@ class MetricsServer:
                 return "200 OK", "text/plain", b"ok\n"
             return "503 Service Unavailable", "text/plain", b"filters not converged\n"
         return "404 Not Found", "text/plain", b"try /metrics or /healthz\n"
-
-    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
-            method, path, _ = head.split(b"\r\n", 1)[0].decode("latin-1").split(" ", 2)
-            if method not in ("GET", "HEAD"):
-                status, kind, body = "405 Method Not Allowed", "text/plain", b""
-            else:
-                status, kind, body = self.respond(path)
-            writer.write(
-                f"HTTP/1.0 {status}\r\nContent-Type: {kind}\r\n"
-                f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
-                + (body if method == "GET" else b"")
-            )
-            await writer.drain()
-        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError, ValueError):
-            pass  # a bad or slow request: just close
-        except ConnectionError:
-            pass
-        finally:
-            with contextlib.suppress(ConnectionError):
-                writer.close()
