@@ -153,7 +153,8 @@ class Link(asyncio.Protocol):
     def _dispatch(self, msgs: list[Message]) -> None:
         owner = self.owner
         decoder = self.decoder
-        for i, msg in enumerate(msgs):
+        pending = iter(msgs)
+        for msg in pending:
             if self.closed:
                 return
             if self.authenticated and type(msg) is Publish:
@@ -164,7 +165,7 @@ class Link(asyncio.Protocol):
                 sealed = self.decoder
                 assert isinstance(sealed, SealedDecoder)
                 rest: list[Message] = []
-                for later in msgs[i + 1 :]:
+                for later in pending:  # frames read with the handshake's last one
                     rest += sealed.open(later)
                 self._dispatch(rest)
                 return

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import redis
 
 from bloomcast.testing import LocalCluster
 
@@ -19,6 +21,25 @@ def wait_for(pred, timeout: float, what: str) -> None:
     while not pred():
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         time.sleep(0.05)
+
+
+def cut_a_slow_subscriber(port: int) -> None:
+    """A subscriber that never reads (4 KiB receive buffer) on a node started
+    with a small ``--pubsub-hard-limit``; publish 10 kB messages until INFO
+    counts it cut by the output-buffer limit (at most 20 MB)."""
+    slow = socket.socket()
+    slow.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    slow.connect(("127.0.0.1", port))
+    slow.sendall(b"SUBSCRIBE feed\r\n")
+    r = redis.Redis(port=port)
+    while r.pubsub_numsub("feed") != [(b"feed", 1)]:
+        time.sleep(0.01)
+    for _ in range(2000):
+        r.publish("feed", b"x" * 10_000)
+        if r.info("stats")["client_output_buffer_limit_disconnections"]:
+            break
+    slow.close()
+    r.close()
 
 
 class Topology:

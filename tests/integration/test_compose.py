@@ -24,10 +24,13 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from bloomcast.cli import build_parser
-from bloomcast.testing import free_port, stop_process, wait_port
+from bloomcast.testing import free_port, wait_port
 from router.config import NodeConfig, add_node_arguments, config_from_args
+from tests.procs import bloomcast_node
 
 ROOT = Path(__file__).resolve().parents[2]
+#: a node without a bus serving /metrics (the port follows)
+METRICS_NODE = ("--loglevel", "warning", "--metrics-port")
 COMPOSE = ROOT / "compose" / "docker-compose.yml"
 
 
@@ -226,32 +229,13 @@ def test_node_healthcheck_command_works_against_a_real_node(services):
 
     test = next(iter(_node_services(services).values()))["healthcheck"]["test"]
     assert test[:2] == ["CMD", "python"]
-    port, metrics = free_port(), free_port()
+    metrics = free_port()
     check = [sys.executable, *test[2:]]
     check[-1] = check[-1].replace("127.0.0.1:9121", f"127.0.0.1:{metrics}")
     assert subprocess.run(check, capture_output=True, timeout=30).returncode != 0  # no node yet
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "bloomcast.cli",
-            "node",
-            "--port",
-            str(port),
-            "--no-bus",
-            "--metrics-port",
-            str(metrics),
-            "--loglevel",
-            "warning",
-        ],
-        stdout=subprocess.DEVNULL,
-        cwd=ROOT,
-    )
-    try:
-        wait_port(metrics, proc)
+    with bloomcast_node(*METRICS_NODE, str(metrics)):
+        wait_port(metrics)
         assert subprocess.run(check, capture_output=True, timeout=30).returncode == 0
-    finally:
-        stop_process(proc, timeout=10)
 
 
 def test_readme_compose_sequence_does_not_block_on_subscribe():
@@ -284,32 +268,13 @@ def test_grafana_dashboard_uses_only_metrics_a_node_serves(tmp_path):
     exprs = [t["expr"] for p in dashboard["panels"] for t in p["targets"]]
     used = {n for e in exprs for n in re.findall(r"\bbloomcast_\w+", e)}
     assert len(used) >= 10
-    port, metrics = free_port(), free_port()
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "bloomcast.cli",
-            "node",
-            "--port",
-            str(port),
-            "--no-bus",
-            "--metrics-port",
-            str(metrics),
-            "--loglevel",
-            "warning",
-        ],
-        stdout=subprocess.DEVNULL,
-        cwd=ROOT,
-    )
-    try:
-        wait_port(metrics, proc)
+    metrics = free_port()
+    with bloomcast_node(*METRICS_NODE, str(metrics)) as port:
+        wait_port(metrics)
         # one command, so the labelled per-command series exists
         redis.Redis(port=port).publish("c", "m")
         with urllib.request.urlopen(f"http://127.0.0.1:{metrics}/metrics", timeout=10) as r:
             text = r.read().decode()
-    finally:
-        stop_process(proc, timeout=10)
     families = list(text_string_to_metric_families(text))
     # sample names (counters end in _total), and families without a sample yet
     # (no peer on a node without a bus: bloomcast_peer_link_connected)

@@ -17,6 +17,7 @@ import redis
 from prometheus_client.parser import text_string_to_metric_families
 
 from bloomcast.testing import free_port, stop_process, wait_port
+from tests.integration.conftest import cut_a_slow_subscriber
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -137,24 +138,12 @@ def test_counters_move_by_the_traffic_sent():
 
 
 def test_output_buffer_cut_is_counted():
-    import socket
 
     with node("--pubsub-hard-limit", str(64 * 1024), bus=False) as (port, _, metrics):
         before = scrape(metrics)
-        slow = socket.socket()
-        slow.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-        slow.connect(("127.0.0.1", port))
-        slow.sendall(b"SUBSCRIBE feed\r\n")
-        r = redis.Redis(port=port)
-        while r.pubsub_numsub("feed") != [(b"feed", 1)]:
-            time.sleep(0.01)
-        for _ in range(2000):
-            r.publish("feed", b"x" * 10_000)
-            if r.info("stats")["client_output_buffer_limit_disconnections"]:
-                break
+        cut_a_slow_subscriber(port)
         after = scrape(metrics)
         assert delta(before, after, "bloomcast_output_buffer_disconnections_total") == 1
-        slow.close()
 
 
 def test_healthz_without_a_bus_and_unknown_paths():

@@ -21,6 +21,7 @@ import pytest
 import redis
 
 from bloomcast.testing import free_port, stop_process, wait_port
+from tests.integration.conftest import cut_a_slow_subscriber
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -155,21 +156,10 @@ def test_node_joined_left_and_failed_are_notices(tmp_path):
 def test_output_buffer_cut_is_a_notice(tmp_path):
     log = tmp_path / "node.log"
     with node(log, "--pubsub-hard-limit", str(64 * 1024), bus=False) as (_, port):
-        slow = socket.socket()
-        slow.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-        slow.connect(("127.0.0.1", port))
-        slow.sendall(b"SUBSCRIBE feed\r\n")
-        r = redis.Redis(port=port)
-        while r.pubsub_numsub("feed") != [(b"feed", 1)]:
-            time.sleep(0.01)
-        for _ in range(2000):  # at most 20 MB; stops once the slow one is cut
-            r.publish("feed", b"x" * 10_000)
-            if r.info("stats")["client_output_buffer_limit_disconnections"]:
-                break
+        cut_a_slow_subscriber(port)
         cut = wait_line(log, "scheduled to be closed ASAP for overcoming of output buffer")
         assert cut["symbol"] == "*"
         assert "sub=1" in cut["message"] and "addr=127.0.0.1:" in cut["message"]
-        slow.close()
 
 
 @pytest.mark.parametrize("level", ["verbose", "notice"])
