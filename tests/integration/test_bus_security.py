@@ -33,7 +33,10 @@ from tests.integration.conftest import wait_for
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(180)]
 
-SECRET = ["--cluster-secret", "s3cret", "--node-timeout-ms", "2000"]
+#: subscribe visibility: a (P)SUBSCRIBE is confirmed once every live peer holds
+#: the filter change, so a PUBLISH right after it is routed to the subscriber
+VISIBLE = ["--subscribe-visibility-timeout", "5000"]
+SECRET = ["--cluster-secret", "s3cret", "--node-timeout-ms", "2000", *VISIBLE]
 
 
 def field(cluster: LocalCluster, i: int, name: str) -> int:
@@ -170,7 +173,7 @@ def test_tls_cluster_forwards_and_refuses_peers_without_a_ca_signed_certificate(
     cert, key = bus_certs["node"]
     args = [
         "--tls-cluster", "yes", "--tls-cert-file", cert, "--tls-key-file", key,
-        "--tls-ca-cert-file", bus_certs["ca"][0], "--node-timeout-ms", "2000",
+        "--tls-ca-cert-file", bus_certs["ca"][0], "--node-timeout-ms", "2000", *VISIBLE,
     ]  # fmt: skip
     with LocalCluster(3, extra_args=args, log_dir=tmp_path) as cluster:
         client, ps = subscribed(cluster, 0)
