@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import dataclass, field, fields
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cluster_bus.api import BusConfig
 from router.config_file import check, merge_toml, settings_from_toml
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 #: redis.conf ``client-output-buffer-limit pubsub 32mb 8mb 60``
 DEFAULT_PUBSUB_HARD_LIMIT = 32 * 1024 * 1024

@@ -11,11 +11,11 @@ that names the key or flag and what is wrong (the CLI prints it and exits 2).
 from __future__ import annotations
 
 import argparse
-import tomllib
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from router.config import NodeConfig
 
 #: flags that make no sense inside the file
@@ -79,6 +79,8 @@ def _convert(key: str, value: Any, action: argparse.Action) -> Any:
 
 def settings_from_toml(path: str | Path, parser: argparse.ArgumentParser) -> dict[str, Any]:
     """Read ``path``; returns {argparse dest: value}, checked against ``parser``."""
+    import tomllib  # here, not at the top: it imports datetime, 0.6 MB a node rarely needs
+
     try:
         with open(path, "rb") as fh:
             raw = tomllib.load(fh)

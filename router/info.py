@@ -18,7 +18,6 @@ field ``mem_allocator:pymalloc``). bloomcast's own: ``# Filters``,
 from __future__ import annotations
 
 import os
-import platform
 import resource
 import sys
 import time
@@ -30,6 +29,8 @@ if TYPE_CHECKING:
 Section = dict[str, int | str]
 
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+#: the server section's ``os`` (platform.uname without importing platform)
+_UNAME = os.uname()
 
 
 def _rss_bytes() -> int:
@@ -71,7 +72,7 @@ def info_sections(node: Node) -> dict[str, Section]:
             "redis_git_sha1": "00000000",
             "redis_git_dirty": 0,
             "redis_mode": "cluster",
-            "os": f"{platform.system()} {platform.release()} {platform.machine()}",
+            "os": f"{_UNAME.sysname} {_UNAME.release} {_UNAME.machine}",
             "arch_bits": 64 if sys.maxsize > 2**32 else 32,
             "multiplexing_api": "epoll" if sys.platform == "linux" else "kqueue",
             "process_id": os.getpid(),
@@ -85,7 +86,7 @@ def info_sections(node: Node) -> dict[str, Section]:
             "config_file": "",
             "io_threads_active": 0,
             "bloomcast_version": "0.1.0",
-            "python_version": platform.python_version(),
+            "python_version": "{}.{}.{}".format(*sys.version_info[:3]),
             "node_id": node.node_id,
         },
         "clients": {

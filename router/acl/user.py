@@ -23,11 +23,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 
-_DATA = json.loads((Path(__file__).parent / "redis_commands.json").read_text())
+with open(os.path.join(os.path.dirname(__file__), "redis_commands.json"), "rb") as _fh:
+    _DATA = json.load(_fh)
 #: Redis 7.0.15's ACL categories, in ACL CAT's order
 CATEGORIES: list[str] = _DATA["categories"]
 #: every command and subcommand full name -> its categories

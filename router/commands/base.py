@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from router.commands.redis_meta import REDIS_META
+from router.commands.redis_meta import command_meta
 from router.resp import Set
 from router.resp import Status as S
 
@@ -53,7 +53,7 @@ class Command:
         subs: list[Any] | Set = (
             [c.info() for c in self.subcommands.values()] if self.subcommands else Set()
         )
-        meta = REDIS_META.get(self.name)
+        meta = command_meta(self.name)
         if meta is None:
             flags = Set(S(f) for f in self.flags)
             return [
@@ -72,7 +72,7 @@ class Command:
 
     def docs(self) -> dict[str, Any]:
         """The COMMAND DOCS map (Redis 7.0.15's where Redis 7.0.15 has the command)."""
-        meta = REDIS_META.get(self.name)
+        meta = command_meta(self.name)
         doc: dict[str, Any] = (
             dict(meta.docs)
             if meta is not None

@@ -13,7 +13,6 @@ nothing, after Redis's argument checks.
 
 from __future__ import annotations
 
-import ipaddress
 from typing import TYPE_CHECKING, Any
 
 from cluster_bus.slots import CLUSTER_SLOTS, key_slot, shard_id
@@ -115,6 +114,8 @@ def cluster_meet(node: Node, client: Client, args: list[bytes]) -> Reply:
             )
         bus_port = given
     try:
+        import ipaddress  # only CLUSTER MEET needs it (0.3 MB of RSS)
+
         ip = str(ipaddress.ip_address(args[2].decode()))
     except (UnicodeDecodeError, ValueError):
         ip = ""
