@@ -80,6 +80,9 @@ class Node:
         self.started = time.time()
         self._ids = count(1)
         self._dirty: list[ClientOutput] = []  # clients with queued pub/sub output
+        # the running loop, looked up once: asyncio.get_running_loop() makes a
+        # getpid() system call, and schedule_flush runs once per loop turn
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._server: asyncio.base_events.Server | None = None
         self._tls_server: asyncio.base_events.Server | None = None
 
@@ -148,7 +151,10 @@ class Node:
     def schedule_flush(self, client: ClientOutput) -> None:
         """Flush ``client``'s queued messages at the end of this loop turn."""
         if not self._dirty:
-            asyncio.get_running_loop().call_soon(self._flush_all)
+            loop = self._loop
+            if loop is None or loop.is_closed():
+                loop = self._loop = asyncio.get_running_loop()
+            loop.call_soon(self._flush_all)
         self._dirty.append(client)
 
     def _flush_all(self) -> None:
