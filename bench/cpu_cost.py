@@ -1,0 +1,152 @@
+"""CPU time per PUBLISH of the server process (issue 18): bloomcast node,
+redis-server 7.0.15, and the floor any asyncio + uvloop server pays.
+
+Throughput on a shared 2-core machine moves with whatever else runs, and
+redis-benchmark itself takes a core; the CPU the server process spends per
+request does not. Each case starts the server alone, drains ``subs``
+subscribers on raw sockets (:class:`bench.loadgen.SubscriberPool`), runs
+``redis-benchmark -c 50 -P <P> PUBLISH`` and reads the server's user + system
+time from ``/proc/<pid>/stat`` before and after: microseconds per request.
+
+The floor is a uvloop server whose ``data_received`` only counts the requests
+in each read and writes ``:0\\r\\n`` for each: every system call and event-loop
+turn a node makes at that load, and almost no Python. What bloomcast spends
+above it is its own Python work per request.
+
+``uv run python -m bench.cpu_cost [--requests-p1 60000] [--requests-p16 300000]``:
+prints a Markdown table. Nothing here asserts a speed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+from bench.loadgen import SubscriberPool, redis_benchmark_path
+from bench.servers import NODE, start_node
+from bloomcast.testing import Server
+from bloomcast.testing.ports import LOOPBACK, free_port, wait_port
+from bloomcast.testing.servers import REDIS, start_anchor
+
+CHANNEL = b"bench:cpu"
+MESSAGE = b"hello"
+FLOOR = "uvloop floor"
+
+#: the floor server: one reply per request in each read, nothing else
+_FLOOR_SERVER = """
+import asyncio, sys, uvloop
+class Floor(asyncio.Protocol):
+    def connection_made(self, transport): self.transport = transport
+    def data_received(self, data): self.transport.write(b":0\\r\\n" * data.count(b"*3\\r\\n"))
+async def main():
+    await asyncio.get_running_loop().create_server(Floor, sys.argv[1], int(sys.argv[2]))
+    await asyncio.Event().wait()
+uvloop.run(main())
+"""
+
+
+class _FloorServer:
+    """The floor as a process with ``pid``, ``port`` and ``stop()``, like Server."""
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", _FLOOR_SERVER, LOOPBACK, str(self.port)],
+            stdout=subprocess.DEVNULL,
+        )
+        wait_port(self.port, proc=self.proc)
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def stop(self) -> None:
+        self.proc.kill()
+        self.proc.wait()
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of ``pid`` (``/proc/<pid>/stat`` fields 14, 15)."""
+    with open(f"/proc/{pid}/stat") as fh:
+        fields = fh.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def one_case(server: Server | _FloorServer, pipeline: int, subs: int, requests: int) -> float:
+    """Microseconds of server CPU per PUBLISH."""
+    pool = SubscriberPool(server.port, CHANNEL, subs, MESSAGE) if subs else None
+    if pool is not None:
+        pool.start()
+    try:
+        before = cpu_seconds(server.pid)
+        cmd = [
+            redis_benchmark_path(), "-h", LOOPBACK, "-p", str(server.port),
+            "-c", "50", "-n", str(requests), "-P", str(pipeline), "-q",
+            "PUBLISH", CHANNEL.decode(), MESSAGE.decode(),
+        ]  # fmt: skip
+        subprocess.run(
+            cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True, timeout=600
+        )
+        return (cpu_seconds(server.pid) - before) / requests * 1e6
+    finally:
+        if pool is not None:
+            pool.stop()
+
+
+def run_cpu_cost(requests: dict[int, int]) -> dict[str, Any]:
+    starts: dict[str, Callable[[], Server | _FloorServer]] = {
+        NODE: lambda: start_node(["--no-bus"]),
+        REDIS: lambda: start_anchor(REDIS),
+        FLOOR: _FloorServer,
+    }
+    rows = []
+    for pipeline in sorted(requests):
+        for subs in (0, 1, 10):
+            row: dict[str, Any] = {"pipeline": pipeline, "subscribers": subs}
+            for name, start in starts.items():
+                if name == FLOOR and subs:
+                    continue  # the floor delivers nothing
+                server = start()
+                try:
+                    time.sleep(0.5)
+                    row[name] = one_case(server, pipeline, subs, requests[pipeline])
+                finally:
+                    server.stop()
+            rows.append(row)
+    return {"rows": rows}
+
+
+def markdown(result: dict[str, Any]) -> str:
+    lines = [
+        f"| -P | subscribers | {NODE} us/req | redis-server us/req | {FLOOR} us/req | "
+        f"{NODE} / redis-server | {NODE} - floor |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for row in result["rows"]:
+        floor = row.get(FLOOR)
+        lines.append(
+            f"| {row['pipeline']} | {row['subscribers']} | {row[NODE]:.2f} | {row[REDIS]:.2f} | "
+            + (f"{floor:.2f}" if floor is not None else "-")
+            + f" | {row[NODE] / row[REDIS]:.2f}x | "
+            + (f"{row[NODE] - floor:.2f}" if floor is not None else "-")
+            + " |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.cpu_cost", description=__doc__)
+    parser.add_argument("--requests-p1", type=int, default=60_000)
+    parser.add_argument("--requests-p16", type=int, default=300_000)
+    args = parser.parse_args(argv)
+    print(markdown(run_cpu_cost({1: args.requests_p1, 16: args.requests_p16})))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
