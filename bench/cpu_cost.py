@@ -13,13 +13,22 @@ in each read and writes ``:0\\r\\n`` for each: every system call and event-loop
 turn a node makes at that load, and almost no Python. What bloomcast spends
 above it is its own Python work per request.
 
-``uv run python -m bench.cpu_cost [--requests-p1 60000] [--requests-p16 300000]``:
-prints a Markdown table. Nothing here asserts a speed.
+``--cluster 3,6``: the same reading in a cluster, summed over every server
+process, with ``bloomcast bench cluster``'s workload and throughput phase
+(bench/cluster_bench.py: 4 x N channels each subscribed on one node, one
+redis-benchmark per node at once), for bloomcast and Redis Cluster
+(redis-server 7.0.15): CPU per PUBLISH of the whole cluster, and the machine's
+idle share during the run (near 0: the run is CPU-bound, so throughput
+follows CPU per PUBLISH).
+
+``uv run python -m bench.cpu_cost [--requests-p1 60000] [--requests-p16 300000]
+[--cluster 3,6,12]``: prints Markdown tables. Nothing here asserts a speed.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import subprocess
 import sys
@@ -121,6 +130,77 @@ def run_cpu_cost(requests: dict[int, int]) -> dict[str, Any]:
     return {"rows": rows}
 
 
+def _machine_idle() -> tuple[int, int]:
+    """(idle + iowait, total) jiffies of the whole machine (``/proc/stat``)."""
+    with open("/proc/stat") as fh:
+        values = [int(v) for v in fh.readline().split()[1:]]
+    return values[3] + values[4], sum(values)
+
+
+def cluster_case(system: str, n: int, pipeline: int, requests: int) -> dict[str, float]:
+    """CPU microseconds per PUBLISH summed over the cluster's server processes."""
+    from bench.cluster_bench import (
+        ClusterPlan,
+        aggregate_throughput,
+        channel_name,
+        start_cluster,
+        wait_interest_known,
+    )
+
+    plan = ClusterPlan()
+    channels = [channel_name(j) for j in range(n * plan.channels_per_node)]
+    with start_cluster(system, n) as cluster, contextlib.ExitStack() as stack:
+        for i in range(n):
+            mine = [ch for j, ch in enumerate(channels) if j % n == i]
+            stack.enter_context(SubscriberPool(cluster.ports[i], mine, 1, MESSAGE))
+        wait_interest_known(cluster, system)
+        pids = _server_pids(cluster)
+        before = sum(cpu_seconds(pid) for pid in pids)
+        idle0, total0 = _machine_idle()
+        run = aggregate_throughput(cluster, pipeline, requests, plan.clients, len(channels))
+        idle1, total1 = _machine_idle()
+        used = sum(cpu_seconds(pid) for pid in pids) - before
+    return {
+        "us_per_publish": used / run["requests"] * 1e6,
+        "publish_per_s": run["rps"],
+        "machine_idle": (idle1 - idle0) / max(1, total1 - total0),
+    }
+
+
+def _server_pids(cluster: Any) -> list[int]:
+    if hasattr(cluster, "processes"):  # bloomcast.testing.LocalCluster
+        return [p.pid for p in cluster.processes if p is not None]
+    return [node.proc.pid for node in cluster.nodes]  # bench.redis_cluster.RedisCluster
+
+
+def run_cluster_cpu(sizes: list[int], requests: dict[int, int]) -> dict[str, Any]:
+    rows = []
+    for n in sizes:
+        for pipeline in sorted(requests):
+            row: dict[str, Any] = {"n": n, "pipeline": pipeline}
+            for system in (NODE, REDIS):
+                row[system] = cluster_case(system, n, pipeline, requests[pipeline])
+            rows.append(row)
+    return {"rows": rows}
+
+
+def cluster_markdown(result: dict[str, Any]) -> str:
+    lines = [
+        f"| N | -P | {NODE} us/PUBLISH (all nodes) | Redis Cluster us/PUBLISH | "
+        f"{NODE} / Redis | {NODE} PUBLISH/s | Redis PUBLISH/s | machine idle |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for row in result["rows"]:
+        b, r = row[NODE], row[REDIS]
+        lines.append(
+            f"| {row['n']} | {row['pipeline']} | {b['us_per_publish']:.1f} | "
+            f"{r['us_per_publish']:.1f} | {b['us_per_publish'] / r['us_per_publish']:.2f}x | "
+            f"{b['publish_per_s']:,.0f} | {r['publish_per_s']:,.0f} | "
+            f"{b['machine_idle']:.0%} / {r['machine_idle']:.0%} |"
+        )
+    return "\n".join(lines)
+
+
 def markdown(result: dict[str, Any]) -> str:
     lines = [
         f"| -P | subscribers | {NODE} us/req | redis-server us/req | {FLOOR} us/req | "
@@ -143,8 +223,16 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.cpu_cost", description=__doc__)
     parser.add_argument("--requests-p1", type=int, default=60_000)
     parser.add_argument("--requests-p16", type=int, default=300_000)
+    parser.add_argument(
+        "--cluster", default=None, help="cluster sizes (e.g. 3,6,12): the cluster table only"
+    )
     args = parser.parse_args(argv)
-    print(markdown(run_cpu_cost({1: args.requests_p1, 16: args.requests_p16})))
+    requests = {1: args.requests_p1, 16: args.requests_p16}
+    if args.cluster:
+        sizes = [int(x) for x in args.cluster.split(",")]
+        print(cluster_markdown(run_cluster_cpu(sizes, requests)))
+    else:
+        print(markdown(run_cpu_cost(requests)))
     return 0
 
 
