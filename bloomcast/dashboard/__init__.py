@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import os
 import signal
 import sys
 
@@ -37,6 +38,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
         default=1.0,
         help="seconds between two polls of every node (default 1.0)",
     )
+    add("--user", default=None, help="ACL user to AUTH as on every node (as redis-cli --user)")
+    add(
+        "--pass",
+        dest="password",
+        default=None,
+        help="password to AUTH with on every node (as redis-cli --pass; "
+        "or the REDISCLI_AUTH environment variable, which keeps it out of ps)",
+    )
 
 
 def parse_join(text: str) -> tuple[str, int]:
@@ -46,6 +55,14 @@ def parse_join(text: str) -> tuple[str, int]:
     if not sep or not host or not port.isdigit() or not 0 < int(port) <= 65535:
         raise ValueError(f"--join {text}: expected HOST:PORT, the client port of a node")
     return host, int(port)
+
+
+def _needs_auth(error: str) -> bool:
+    """Redis's refusals of a client that did not AUTH: NOAUTH, and HELLO's
+    own wording (redis-py opens with HELLO)."""
+    return error.startswith(("NOAUTH", "Authentication required")) or (
+        "must be called with the client already authenticated" in error
+    )
 
 
 def _fail(message: str, code: int) -> int:
@@ -75,11 +92,17 @@ async def _serve(args: argparse.Namespace, host: str, port: int) -> int:
     from bloomcast.dashboard.server import DashboardServer
     from bloomcast.node_process import listen_error
 
-    poller = Poller(host, port, args.interval)
+    password = args.password if args.password is not None else os.environ.get("REDISCLI_AUTH")
+    if args.user is not None and password is None:
+        return _fail("--user needs --pass (or REDISCLI_AUTH): AUTH takes both", 2)
+    poller = Poller(host, port, args.interval, username=args.user, password=password)
     try:
         await poller.discover()
     except (RedisError, OSError, TimeoutError) as exc:
-        return _fail(f"--join {args.join}: cannot read CLUSTER NODES: {error_text(exc)}", 1)
+        why = error_text(exc)
+        if poller.password is None and _needs_auth(why):
+            why = "the node requires AUTH: give --pass (and --user for an ACL user)"
+        return _fail(f"--join {args.join}: cannot read CLUSTER NODES: {why}", 1)
     server = DashboardServer(poller)
     try:
         await server.start(args.bind, args.port)

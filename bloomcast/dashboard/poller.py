@@ -82,8 +82,20 @@ class Poller:
     """Polls every node of the cluster ``seed`` belongs to; :meth:`snapshot`
     is what ``/api/cluster`` serves."""
 
-    def __init__(self, host: str, port: int, interval: float = 1.0) -> None:
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        interval: float = 1.0,
+        *,
+        username: str | None = None,
+        password: str | None = None,
+    ) -> None:
         self.seed = (host, port)
+        # AUTH on every connection (redis-py sends it first): a cluster with
+        # requirepass or ACL users answers nothing else
+        self.username = username
+        self.password = password
         self.interval = interval
         self.timeout = max(0.5, min(2.0, interval))
         self.nodes: dict[str, NodeState] = {}
@@ -101,6 +113,8 @@ class Poller:
             socket_timeout=self.timeout,
             socket_connect_timeout=self.timeout,
             retry=Retry(NoBackoff(), 0),  # the next poll is the retry
+            username=self.username,
+            password=self.password,
         )
 
     async def discover(self) -> None:

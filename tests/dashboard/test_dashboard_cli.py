@@ -75,3 +75,32 @@ def test_port_in_use_exits_1():
         f"bloomcast dashboard: --port {port}: cannot listen on 127.0.0.1:{port}: "
         "address already in use"
     )
+
+
+def test_a_cluster_with_a_password_is_refused_without_it_and_shown_with_it(dashboard_of):
+    with bloomcast_node("--requirepass", "s3cret") as port:
+        refused = dashboard("--join", f"127.0.0.1:{port}")
+        assert refused.returncode == 1
+        assert one_line(refused) == (
+            f"bloomcast dashboard: --join 127.0.0.1:{port}: cannot read CLUSTER NODES: "
+            "the node requires AUTH: give --pass (and --user for an ACL user)"
+        )
+        dash = dashboard_of(port, "--pass", "s3cret")
+        snapshot = dash.wait("the node polled", lambda s: s["nodes"] and s["nodes"][0]["up"])
+        assert snapshot["nodes"][0]["address"] == f"127.0.0.1:{port}"
+
+
+def test_an_acl_user_and_the_rediscli_auth_variable(dashboard_of, tmp_path, monkeypatch):
+    acl = tmp_path / "users.acl"
+    acl.write_text("user default off\nuser watcher on >w4tch ~* &* +@all\n")
+    with bloomcast_node("--aclfile", str(acl)) as port:
+        monkeypatch.setenv("REDISCLI_AUTH", "w4tch")
+        dash = dashboard_of(port, "--user", "watcher")
+        snapshot = dash.wait("the node polled", lambda s: s["nodes"] and s["nodes"][0]["up"])
+        assert snapshot["nodes"][0]["up"]
+        monkeypatch.delenv("REDISCLI_AUTH")
+        result = dashboard("--join", f"127.0.0.1:{port}", "--user", "watcher")
+        assert result.returncode == 2
+        assert one_line(result) == (
+            "bloomcast dashboard: --user needs --pass (or REDISCLI_AUTH): AUTH takes both"
+        )
