@@ -92,7 +92,7 @@ def test_a_cluster_with_a_password_is_refused_without_it_and_shown_with_it(dashb
 
 def test_an_acl_user_and_the_rediscli_auth_variable(dashboard_of, tmp_path, monkeypatch):
     acl = tmp_path / "users.acl"
-    acl.write_text("user default off\nuser watcher on >w4tch ~* &* +@all\n")
+    acl.write_text("user default off\nuser watcher on >w4tch +info +cluster|nodes\n")
     with bloomcast_node("--aclfile", str(acl)) as port:
         monkeypatch.setenv("REDISCLI_AUTH", "w4tch")
         dash = dashboard_of(port, "--user", "watcher")
