@@ -14,7 +14,9 @@ read from ``/proc/<pid>/smaps_rollup`` (kB, Linux):
 
 Then ``--clients`` connections SUBSCRIBE to ``--channels`` channels (names of
 24 bytes, split evenly), and RSS is read again; the same with PSUBSCRIBE to as
-many patterns. The figure is the growth per 1,000, in MB (10^6 bytes).
+many patterns, and with ``--idle-clients`` connections that each sent one PING
+(per-connection state: the client object, its parser and buffers). The figure
+is the growth per 1,000, in MB (10^6 bytes).
 
 For scale, the interpreter's floor: a Python process that imports asyncio and
 uvloop, which every node needs, and nothing else.
@@ -89,9 +91,35 @@ def _subscribe_all(
     return socks
 
 
-def measure_server(start: Callable[[], Server], channels: int, clients: int) -> dict[str, Any]:
-    """Idle footprint, then growth per 1,000 channels and per 1,000 patterns."""
+def _idle_connections(port: int, n: int) -> list[socket.socket]:
+    """``n`` connections that each sent PING and read its +PONG."""
+    socks = []
+    for _ in range(n):
+        sock = socket.create_connection(("127.0.0.1", port))
+        sock.sendall(b"PING\r\n")
+        if sock.recv(16) != b"+PONG\r\n":
+            raise ConnectionError("no +PONG")
+        socks.append(sock)
+    return socks
+
+
+def measure_server(
+    start: Callable[[], Server], channels: int, clients: int, idle_clients: int
+) -> dict[str, Any]:
+    """Idle footprint, then growth per 1,000 channels, patterns and idle clients."""
     result: dict[str, Any] = {}
+    server = start()
+    try:
+        time.sleep(2.0)
+        before = footprint(server.pid)["rss_mb"]
+        socks = _idle_connections(server.port, idle_clients)
+        time.sleep(1.0)
+        grown = footprint(server.pid)["rss_mb"] - before
+        result["per_1000_clients_mb"] = grown * 1000 / idle_clients
+        for sock in socks:
+            sock.close()
+    finally:
+        server.stop()
     for kind, command in (("channels", b"SUBSCRIBE"), ("patterns", b"PSUBSCRIBE")):
         server = start()
         try:
@@ -124,7 +152,7 @@ def python_floor() -> dict[str, float]:
         proc.wait()
 
 
-def run_memory(channels: int, clients: int) -> dict[str, Any]:
+def run_memory(channels: int, clients: int, idle_clients: int) -> dict[str, Any]:
     systems: dict[str, Callable[[], Server]] = {
         f"{NODE} (one-node cluster, bus on)": start_node,
         "redis-server --cluster-enabled yes": lambda: start_anchor(
@@ -134,7 +162,7 @@ def run_memory(channels: int, clients: int) -> dict[str, Any]:
     }
     out: dict[str, Any] = {"channels": channels, "clients": clients, "systems": {}}
     for name, start in systems.items():
-        out["systems"][name] = measure_server(start, channels, clients)
+        out["systems"][name] = measure_server(start, channels, clients, idle_clients)
     out["python_floor"] = python_floor()
     return out
 
@@ -142,19 +170,20 @@ def run_memory(channels: int, clients: int) -> dict[str, Any]:
 def markdown(result: dict[str, Any]) -> str:
     rows = [
         "| system | idle RSS MB | idle USS MB | idle anon MB | RSS MB per 1,000 channels | "
-        "RSS MB per 1,000 patterns |",
-        "|---|---|---|---|---|---|",
+        "RSS MB per 1,000 patterns | RSS MB per 1,000 idle clients |",
+        "|---|---|---|---|---|---|---|",
     ]
     for name, r in result["systems"].items():
         idle = r["idle"]
         rows.append(
             f"| {name} | {idle['rss_mb']:.1f} | {idle['uss_mb']:.1f} | {idle['anon_mb']:.1f} | "
-            f"{r['per_1000_channels_mb']:.3f} | {r['per_1000_patterns_mb']:.3f} |"
+            f"{r['per_1000_channels_mb']:.3f} | {r['per_1000_patterns_mb']:.3f} | "
+            f"{r['per_1000_clients_mb']:.2f} |"
         )
     floor = result["python_floor"]
     rows.append(
         f"| python + asyncio + uvloop, nothing else | {floor['rss_mb']:.1f} | "
-        f"{floor['uss_mb']:.1f} | {floor['anon_mb']:.1f} | - | - |"
+        f"{floor['uss_mb']:.1f} | {floor['anon_mb']:.1f} | - | - | - |"
     )
     return "\n".join(rows)
 
@@ -163,8 +192,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.memory", description=__doc__)
     parser.add_argument("--channels", type=int, default=10_000, help="channels (and patterns)")
     parser.add_argument("--clients", type=int, default=10, help="subscriber connections")
+    parser.add_argument("--idle-clients", type=int, default=2000, help="idle connections")
     args = parser.parse_args(argv)
-    print(markdown(run_memory(args.channels, args.clients)))
+    print(markdown(run_memory(args.channels, args.clients, args.idle_clients)))
     return 0
 
 
