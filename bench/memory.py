@@ -152,12 +152,25 @@ def python_floor() -> dict[str, float]:
         proc.wait()
 
 
+def _start_redis_cluster_node(attempts: int = 10) -> Server:
+    """A ``redis-server --cluster-enabled yes``. Redis refuses a port above
+    55535 in cluster mode (its bus port is port + 10000), and free ports come
+    from the ephemeral range, so a refused start is tried again on another."""
+    failure: RuntimeError | None = None
+    for _ in range(attempts):
+        try:
+            return start_anchor(
+                REDIS, "--cluster-enabled", "yes", "--cluster-config-file", "nodes-bench.conf"
+            )
+        except RuntimeError as exc:
+            failure = exc
+    raise RuntimeError(f"redis-server --cluster-enabled yes did not start: {failure}")
+
+
 def run_memory(channels: int, clients: int, idle_clients: int) -> dict[str, Any]:
     systems: dict[str, Callable[[], Server]] = {
         f"{NODE} (one-node cluster, bus on)": start_node,
-        "redis-server --cluster-enabled yes": lambda: start_anchor(
-            REDIS, "--cluster-enabled", "yes", "--cluster-config-file", "nodes-bench.conf"
-        ),
+        "redis-server --cluster-enabled yes": _start_redis_cluster_node,
         "redis-server": lambda: start_anchor(REDIS),
     }
     out: dict[str, Any] = {"channels": channels, "clients": clients, "systems": {}}
