@@ -37,6 +37,7 @@ from collections.abc import Callable
 from typing import Any
 
 from bench.loadgen import SubscriberPool, redis_benchmark_path
+from bench.results import fmt_num, fmt_ratio, table
 from bench.servers import NODE, start_node
 from bloomcast.testing import Server
 from bloomcast.testing.ports import LOOPBACK, free_port, wait_port
@@ -185,38 +186,39 @@ def run_cluster_cpu(sizes: list[int], requests: dict[int, int]) -> dict[str, Any
 
 
 def cluster_markdown(result: dict[str, Any]) -> str:
-    lines = [
-        f"| N | -P | {NODE} us/PUBLISH (all nodes) | Redis Cluster us/PUBLISH | "
-        f"{NODE} / Redis | {NODE} PUBLISH/s | Redis PUBLISH/s | machine idle |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
+    header = [
+        "N", "-P", f"{NODE} us/PUBLISH (all nodes)", "Redis Cluster us/PUBLISH",
+        f"{NODE} / Redis", f"{NODE} PUBLISH/s", "Redis PUBLISH/s", "machine idle",
+    ]  # fmt: skip
+    rows = []
     for row in result["rows"]:
         b, r = row[NODE], row[REDIS]
-        lines.append(
-            f"| {row['n']} | {row['pipeline']} | {b['us_per_publish']:.1f} | "
-            f"{r['us_per_publish']:.1f} | {b['us_per_publish'] / r['us_per_publish']:.2f}x | "
-            f"{b['publish_per_s']:,.0f} | {r['publish_per_s']:,.0f} | "
-            f"{b['machine_idle']:.0%} / {r['machine_idle']:.0%} |"
-        )
-    return "\n".join(lines)
+        rows.append([
+            str(row["n"]), str(row["pipeline"]),
+            f"{b['us_per_publish']:.1f}", f"{r['us_per_publish']:.1f}",
+            fmt_ratio(b["us_per_publish"] / r["us_per_publish"]),
+            fmt_num(b["publish_per_s"]), fmt_num(r["publish_per_s"]),
+            f"{b['machine_idle']:.0%} / {r['machine_idle']:.0%}",
+        ])  # fmt: skip
+    return table(header, rows)
 
 
 def markdown(result: dict[str, Any]) -> str:
-    lines = [
-        f"| -P | subscribers | {NODE} us/req | redis-server us/req | {FLOOR} us/req | "
-        f"{NODE} / redis-server | {NODE} - floor |",
-        "|---|---|---|---|---|---|---|",
-    ]
+    header = [
+        "-P", "subscribers", f"{NODE} us/req", "redis-server us/req", f"{FLOOR} us/req",
+        f"{NODE} / redis-server", f"{NODE} - floor",
+    ]  # fmt: skip
+    rows = []
     for row in result["rows"]:
         floor = row.get(FLOOR)
-        lines.append(
-            f"| {row['pipeline']} | {row['subscribers']} | {row[NODE]:.2f} | {row[REDIS]:.2f} | "
-            + (f"{floor:.2f}" if floor is not None else "-")
-            + f" | {row[NODE] / row[REDIS]:.2f}x | "
-            + (f"{row[NODE] - floor:.2f}" if floor is not None else "-")
-            + " |"
-        )
-    return "\n".join(lines)
+        rows.append([
+            str(row["pipeline"]), str(row["subscribers"]),
+            f"{row[NODE]:.2f}", f"{row[REDIS]:.2f}",
+            "-" if floor is None else f"{floor:.2f}",
+            fmt_ratio(row[NODE] / row[REDIS]),
+            "-" if floor is None else f"{row[NODE] - floor:.2f}",
+        ])  # fmt: skip
+    return table(header, rows)
 
 
 def main(argv: list[str] | None = None) -> int:
