@@ -34,6 +34,7 @@ import redis
 
 from bench.cluster_bench import (
     BusCluster,
+    aggregate_throughput,
     cluster_ratios,
     settled_counters,
     start_cluster,
@@ -65,6 +66,8 @@ class ZipfPlan:
     clients: int = 50
     pipelines: tuple[int, ...] = (1, 16)
     throughput_requests: dict[int, int] = field(default_factory=lambda: {1: 60_000, 16: 240_000})
+    #: also run redis-benchmark (uniform, unsubscribed channels) as the generator's yardstick
+    reference: bool = True
 
     @classmethod
     def quick(cls) -> ZipfPlan:
@@ -164,18 +167,29 @@ def measure_bus_zipf(cluster: BusCluster, system: str, plan: ZipfPlan) -> dict[s
     }
 
 
-def measure_throughput_zipf(cluster: BusCluster, system: str, plan: ZipfPlan) -> dict[str, Any]:
+def measure_throughput_zipf(
+    cluster: BusCluster, system: str, plan: ZipfPlan
+) -> tuple[dict[str, Any], dict[str, Any]]:
     """Aggregate PUBLISH/s of the Zipf schedule at every pipeline depth, with the
-    workload's subscribers draining."""
+    workload's subscribers draining; and, as the generator's yardstick,
+    redis-benchmark's rate on the same cluster with the same requests, clients
+    and pipeline over ``ch:__rand_int__`` channels nobody subscribes (what the
+    C tool reaches where the Python generator reaches the first figure)."""
     spec = plan.spec(len(cluster.ports))
     out: dict[str, Any] = {}
+    reference: dict[str, Any] = {}
     with subscribed(cluster, ZipfWorkload(spec)):
         wait_interest_known(cluster, system)
         for pipeline in plan.pipelines:
+            requests = plan.throughput_requests[pipeline]
             out[f"P{pipeline}"] = run_zipf_load(
-                cluster.ports, spec, plan.throughput_requests[pipeline], plan.clients, pipeline
+                cluster.ports, spec, requests, plan.clients, pipeline
             )
-    return out
+            if plan.reference:
+                reference[f"P{pipeline}"] = aggregate_throughput(
+                    cluster, pipeline, requests, plan.clients, len(cluster.ports) * 8
+                )
+    return out, reference
 
 
 def run_cluster_zipf(plan: ZipfPlan) -> dict[str, Any]:
@@ -186,9 +200,12 @@ def run_cluster_zipf(plan: ZipfPlan) -> dict[str, Any]:
         results: dict[str, Any] = {}
         for system in systems:
             with start_cluster(system, n) as cluster:
+                bus = measure_bus_zipf(cluster, system, plan)
+                throughput, reference = measure_throughput_zipf(cluster, system, plan)
                 results[system] = {
-                    "bus": measure_bus_zipf(cluster, system, plan),
-                    "throughput": measure_throughput_zipf(cluster, system, plan),
+                    "bus": bus,
+                    "throughput": throughput,
+                    "redis_benchmark_uniform": reference,
                 }
         rows.append(
             {

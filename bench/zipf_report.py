@@ -57,8 +57,15 @@ def zipf_markdown(result: dict[str, Any]) -> str:
                     "yes" if bus["delivered_all"] else "NO",
                 ]
             )
-            tp = res["throughput"]
-            tp_rows.append([str(n), system, *[fmt_num(tp[k]["rps"]) for k in p_keys]])
+            tp, ref = res["throughput"], res.get("redis_benchmark_uniform", {})
+            tp_rows.append(
+                [
+                    str(n),
+                    system,
+                    *[fmt_num(tp[k]["rps"]) for k in p_keys],
+                    *[fmt_num(ref[k]["rps"]) if k in ref else "-" for k in p_keys],
+                ]
+            )
         for anchor, r in size["ratios"].items():
             if anchor == "exact_min":
                 continue
@@ -117,11 +124,23 @@ def zipf_markdown(result: dict[str, Any]) -> str:
             "",
             "Aggregate PUBLISH/s of the Zipf schedule: one Python raw-socket generator per "
             f"node at once (bench/zipf_load.py), `{plan['clients']}` clients split over the "
-            "nodes, total requests / common wall time:",
+            "nodes, total requests / common wall time. Yardstick: redis-benchmark on the "
+            "same cluster, same requests, clients and pipeline, uniform over `ch:__rand_int__` "
+            "channels nobody subscribes (what the C tool reaches; the Python generator costs "
+            "more CPU per request on the same cores):",
             "",
-            table(["N", "system", *[f"-P {k[1:]}" for k in p_keys]], tp_rows),
+            table(
+                [
+                    "N",
+                    "system",
+                    *[f"Zipf -P {k[1:]}" for k in p_keys],
+                    *[f"redis-benchmark -P {k[1:]}" for k in p_keys],
+                ],
+                tp_rows,
+            ),
             "",
-            "Ratios (bloomcast / anchor; below 1 is fewer messages/bytes, above 1 is faster):",
+            "Ratios (bloomcast / anchor, Zipf schedule; below 1 is fewer messages/bytes, "
+            "above 1 is faster):",
             "",
             table(
                 ["N", "ratio", "bus msgs", "bus bytes", *[f"PUBLISH/s -P {k[1:]}" for k in p_keys]],
