@@ -126,8 +126,10 @@ def zipf_markdown(result: dict[str, Any]) -> str:
             f"node at once (bench/zipf_load.py), `{plan['clients']}` clients split over the "
             "nodes, total requests / common wall time. Yardstick: redis-benchmark on the "
             "same cluster, same requests, clients and pipeline, uniform over `ch:__rand_int__` "
-            "channels nobody subscribes (what the C tool reaches; the Python generator costs "
-            "more CPU per request on the same cores):",
+            "channels nobody subscribes. For Redis and Valkey, whose bus cost does not depend "
+            "on the channel (broadcast), the two columns differ by what the Python generator "
+            "costs on the same cores; for bloomcast the yardstick is also a lighter workload "
+            "(nothing to forward), so read it as a ceiling, not as the Zipf figure:",
             "",
             table(
                 [

@@ -82,3 +82,20 @@ def test_bus_messages_match_the_oracle(system):
             assert row["rps"] > 0 and row["pipeline"] == int(key[1:])
             assert row["requests"] == PLAN.throughput_requests[row["pipeline"]] // 3 * 3
             assert ref[key]["rps"] > 0
+
+
+def test_bench_command_writes_the_zipf_section_only(tmp_path):
+    import json
+
+    from bloomcast.cli import main
+
+    code = main(["bench", "cluster", "--quick", "--workload", "zipf", "--out", str(tmp_path)])
+    assert code == 0
+    data = json.loads((tmp_path / "benchmarks.json").read_text())
+    assert "cluster" not in data
+    (size,) = data["cluster_zipf"]["sizes"]
+    assert size["nodes"] == 3 and size["workload"]["channels_on_every_node"] == 1
+    assert size["results"][NODE]["bus"]["delivered_all"]
+    text = (tmp_path / "benchmarks.md").read_text()
+    assert "## cluster: Zipf-popular channels" in text and "\n## cluster\n" not in text
+    assert "--workload zipf" in text
