@@ -99,3 +99,34 @@ def test_bench_command_writes_the_zipf_section_only(tmp_path):
     text = (tmp_path / "benchmarks.md").read_text()
     assert "## cluster: Zipf-popular channels" in text and "\n## cluster\n" not in text
     assert "--workload zipf" in text
+
+
+def test_findings_fill_in_the_largest_size():
+    from bench.zipf_report import findings
+
+    bus = {
+        "msgs_per_publish": 2.5,
+        "exact_min_per_publish": 2.3,
+        "prefix_forwards_per_publish": 0.2,
+        "prefix_forwards": 20,
+        "false_positives_received": 21,
+    }
+    ratios = {"msgs_per_publish": 0.5, "bus_bytes_per_publish": 0.6}
+    ratios |= {"throughput_P1": 0.7, "throughput_P16": 1.3}
+    result = {
+        "sizes": [
+            {
+                "nodes": 6,
+                "workload": {
+                    "publish_share_on_every_node": 0.26,
+                    "publish_share_unsubscribed": 0.16,
+                },
+                "results": {NODE: {"bus": bus}},
+                "ratios": {"exact_min": {}, VALKEY: ratios},
+            }
+        ]
+    }
+    text = findings(result)
+    assert "N - 1 = 5 forwards" in text and "26% of PUBLISH" in text
+    assert "so 1 Bloom false positives" in text and "0.50x valkey-server's" in text
+    assert findings({"sizes": []}) == ""
