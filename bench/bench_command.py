@@ -43,10 +43,10 @@ wheel that `uv sync` installs with the dev dependencies.
 Roughly how long each part runs on a 2-core machine (--quick: tiny sizes):
   single       ~2-4 min   redis-benchmark PUBLISH, 0/1/10 subscribers, -P 1/16,
                           bloomcast vs redis-server, then a 10 s py-spy profile
-  cluster      ~20 min    3, 6, 12 nodes of bloomcast, Valkey and Redis Cluster:
+  cluster      ~15 min    3, 6, 12 nodes of bloomcast, Valkey and Redis Cluster:
                           bus messages per PUBLISH, then throughput on every node;
                           two workloads (--workload both, the default): uniform
-                          (each channel on one node) ~10 min, zipf ~10 min
+                          (each channel on one node) ~10 min, zipf ~5 min
   convergence  ~5 min     200 subscribe-to-remote-delivery trials per size/system
   simulate     ~1-3 min   in-process, 100 and 1000 simulated nodes, no sockets
   faults       <1 min     link faults through a proxy, bloomcast vs Redis Cluster

@@ -167,6 +167,11 @@ def measure_bus_zipf(cluster: BusCluster, system: str, plan: ZipfPlan) -> dict[s
     }
 
 
+def spec_channels(spec: ZipfSpec) -> range:
+    """As many ``ch:__rand_int__`` channels for the yardstick as the workload has."""
+    return range(spec.nodes * spec.channels_per_node)
+
+
 def measure_throughput_zipf(
     cluster: BusCluster, system: str, plan: ZipfPlan
 ) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -187,7 +192,7 @@ def measure_throughput_zipf(
             )
             if plan.reference:
                 reference[f"P{pipeline}"] = aggregate_throughput(
-                    cluster, pipeline, requests, plan.clients, len(cluster.ports) * 8
+                    cluster, pipeline, requests, plan.clients, len(spec_channels(spec))
                 )
     return out, reference
 

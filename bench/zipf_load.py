@@ -76,7 +76,10 @@ def drive(port: int, per_client: list[list[Batch]]) -> tuple[int, float, float]:
             sel.register(s, selectors.EVENT_READ, i)
     live = len(sel.get_map())
     while live:
-        for key, _ in sel.select(timeout=30):
+        events = sel.select(timeout=30)
+        if not events:
+            raise TimeoutError(f"no PUBLISH reply from port {port} in 30 s")
+        for key, _ in events:
             i = key.data
             data = key.fileobj.recv(1 << 16)  # type: ignore[union-attr]
             if not data:
