@@ -90,9 +90,17 @@ class Driver:
         return self.read()
 
     def round(self) -> None:
-        """Every numbered message of the round arrives once, in order."""
+        """Every numbered message of the round arrives exactly once.
+
+        Not in order: node-redis and ioredis send a keyless command such as
+        PUBLISH to a node of their choice per command (node-redis round-robin,
+        ioredis at random), and neither Redis Cluster nor bloomcast orders
+        PUBLISHes made on different nodes (a message published on the
+        subscriber's own node is delivered at once, one published elsewhere
+        crosses the bus). Order from one node is the bus's promise, and the
+        ledger tests of tests/integration and tests/cluster_bus assert it."""
         r = self.ask("round")["round"]
-        assert r["got"] == list(range(*r["sent"])), r
+        assert sorted(r["got"]) == list(range(*r["sent"])), json.dumps(r)
 
     def masters(self) -> list[int]:
         return self.ask("map")["map"]["masters"]

@@ -5,8 +5,9 @@
 // JSON line:
 //   round  probes until one reaches the subscriber (the subscription is live on
 //          every node), then publishes 20 numbered messages through the
-//          cluster client; {"round": {"sent", "got", "errors"}}: "got" is the
-//          numbered messages received, in arrival order
+//          cluster client, which picks a node per PUBLISH (node-redis
+//          round-robin, ioredis at random); {"round": {"sent", "got",
+//          "errors"}}: "got" is the numbered messages received, in arrival order
 //   map    the client ports of the masters in a refreshed topology:
 //          ioredis refreshSlotsCache() on the long-lived client; node-redis
 //          has no public refresh (it rediscovers on MOVED, which bloomcast
