@@ -90,6 +90,7 @@ class JobConfig:
     checkpoint: str
     half_lives: tuple[float, ...] = (60.0, 3600.0)
     redis_url: str | None = None
+    redis_layout: str = "exact"  # exact | goforget (spark.goforget)
     out: str | None = None
     once: bool = True
     max_files_per_trigger: int = 100

@@ -43,6 +43,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
     r.add_argument("--master", default="local[*]", help="Spark master URL (default local[*])")
     r.add_argument("--half-life", default="1m,1h", help="comma-separated half-lives (1m,1h)")
     r.add_argument("--redis", help="write distributions to this Redis (redis://host:port/db)")
+    r.add_argument(
+        "--redis-layout",
+        choices=("exact", "goforget"),
+        default="exact",
+        help="exact: float forward-decay counts (default); goforget: integer counts, "
+        "_T = wall-clock time, EXPIRE, as bitly's goforget reads them",
+    )
     r.add_argument("--out", help=f"write per-batch JSON/Parquet here (default {DEFAULT_OUT})")
     r.add_argument("--checkpoint", help="Spark checkpoint directory (default <out>/_checkpoint)")
     conflict = r.add_mutually_exclusive_group()
@@ -221,6 +228,7 @@ def _run_job_until(
         checkpoint=checkpoint,
         half_lives=half_lives,
         redis_url=args.redis,
+        redis_layout=args.redis_layout,
         out=out,
         once=not args.stream,
         max_files_per_trigger=args.max_files_per_trigger,
