@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import signal
 import sys
 import threading
@@ -102,8 +103,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     r.add_argument(
         "--shuffle-partitions",
         type=int,
-        default=8,
-        help="spark.sql.shuffle.partitions of the job (default 8: a small cluster)",
+        default=None,
+        help="spark.sql.shuffle.partitions of the job (default: the cores of a local[N] "
+        "master, 8 on a cluster; fixed by a checkpoint's first run)",
     )
     r.add_argument(
         "--conf",
@@ -265,7 +267,10 @@ def _run_job_until(
     spark = (
         builder.appName("bloomcast-stats")
         .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", str(args.shuffle_partitions))
+        .config(
+            "spark.sql.shuffle.partitions",
+            str(args.shuffle_partitions or default_shuffle_partitions(args.master)),
+        )
         .getOrCreate()
     )
     if handler is not None:
@@ -315,6 +320,18 @@ def _run_job_until(
     where = " and ".join(x for x in (args.redis, out and str(Path(out) / "batches")) if x)
     print(summary_line(totals, elapsed, where) + f" (run {check.run})")
     return 130 if interrupted else 0
+
+
+def default_shuffle_partitions(master: str) -> int:
+    """One shuffle partition per local core (``local[N]``: N; ``local[*]``: the CPUs;
+    ``local``: 1), 8 on a cluster. Each partition is a dedup state store that every
+    micro-batch loads and commits, so extra partitions are fixed cost per batch."""
+    m = re.fullmatch(r"local(?:\[(\d+|\*)(?:,\d+)?\])?", master)
+    if m is None:
+        return 8
+    if m[1] is None:
+        return 1
+    return (os.cpu_count() or 2) if m[1] == "*" else max(1, int(m[1]))
 
 
 def _stop_between_batches(query: Any, patience: float = 60.0) -> None:
