@@ -96,7 +96,11 @@ def _items(included: Any) -> Any:
     fwd = F.col("forwarded")
     saved = F.greatest(F.col("peers") - fwd, F.lit(0))
     fp = F.col("false_positive").cast("int")
-    file_item = item(_FILE, F.col("file"), F.lit(""), F.col("mtime"), F.lit(1))
+    # per file and second of its included events (b): counters, and a histogram for the median
+    second = F.when(included, F.floor(F.col("time")).cast("long")).otherwise(F.lit(None))
+    file_item = item(
+        _FILE, F.col("file"), F.coalesce(second.cast("string"), F.lit("")), F.col("mtime"), F.lit(1)
+    )
     origin = F.array(
         file_item,
         item(_STAT, F.lit("channels"), F.col("channel"), end, F.lit(1)),
@@ -145,7 +149,6 @@ def batch_aggregates(
         F.sum(F.when(is_file, F.col("skewed").cast("long"))).alias("skewed"),
         F.max(t_file).alias("max_time"),
         F.min(t_file).alias("min_time"),
-        F.percentile_approx(t_file, 0.5).alias("median_time"),
         *(
             F.sum(
                 F.when(~is_file, F.col("w") * F.exp(F.lit(a) * (F.col("time") - F.col("x"))))
@@ -159,25 +162,17 @@ def batch_aggregates(
         .agg(*aggs)
         .collect()
     )
-    per_file = [r for r in rows if r["kind"] == _FILE]
-    malformed = sum(int(r["malformed"] or 0) for r in per_file)
-    early = sum(int(r["early"] or 0) for r in per_file)
-    files = [
-        FileStats(
-            r["a"],
-            float(r["x"]),
-            None if r["max_time"] is None else float(r["max_time"]),
-            None if r["median_time"] is None else float(r["median_time"]),
-        )
-        for r in per_file
-    ]
+    per_file = _per_file([r for r in rows if r["kind"] == _FILE])
+    malformed = sum(f.malformed for f in per_file)
+    early = sum(f.early for f in per_file)
+    files = [f.stats for f in per_file]
     thresholds, after = late_thresholds(files, watermark, allowed_lateness)
     result = BatchResult(
         time=None,
-        events=sum(int(r["rows"]) for r in per_file) - malformed - early,
+        events=sum(f.rows for f in per_file) - malformed - early,
         malformed=malformed,
         early=early,
-        skewed=sum(int(r["skewed"] or 0) for r in per_file),
+        skewed=sum(f.skewed for f in per_file),
         watermark=after,
     )
     max_times = [f.max_time for f in files if f.max_time is not None]
@@ -185,7 +180,7 @@ def batch_aggregates(
         return result
     landmark = float(math.ceil(max(max_times)))
     result.time = landmark
-    if any(r["min_time"] is not None and r["min_time"] < thresholds[r["a"]] for r in per_file):
+    if any(f.min_time is not None and f.min_time < thresholds[f.stats.path] for f in per_file):
         limits = F.create_map(*[F.lit(x) for f, t in thresholds.items() for x in (f, t)])
         late = F.col("time") < F.element_at(limits, F.col("file"))
         result.late = df.filter(included & late).count()
@@ -200,3 +195,54 @@ def batch_aggregates(
                 bins = result.dists.setdefault(name, {})
                 bins[r["b"]] = bins.get(r["b"], 0.0) + value
     return result
+
+
+@dataclass
+class _File:
+    """One spool file of the batch, folded from its per-second rows."""
+
+    stats: FileStats
+    rows: int
+    malformed: int
+    early: int
+    skewed: int
+    min_time: float | None
+
+
+def _per_file(rows: list[Any]) -> list[_File]:
+    """Fold the per (file, second) rows. The median is taken from the per-second
+    histogram of the included events: the earliest event time in the second that
+    holds the middle event (rank ceil(n / 2)): exact when no two events share a
+    second, otherwise at most 1 s below the true median (never above it)."""
+    grouped: dict[tuple[str, float], list[Any]] = {}
+    for r in rows:
+        grouped.setdefault((r["a"], float(r["x"])), []).append(r)
+    out = []
+    for (path, mtime), parts in grouped.items():
+        seconds = sorted((int(p["b"]), p) for p in parts if p["b"])
+        included = sum(int(p["rows"]) for _, p in seconds)
+        median = None
+        if included:
+            rank, seen = (included + 1) // 2, 0
+            for _, p in seconds:
+                seen += int(p["rows"])
+                if seen >= rank:
+                    median = float(p["min_time"])
+                    break
+        times = [p for _, p in seconds]
+        out.append(
+            _File(
+                FileStats(
+                    path,
+                    mtime,
+                    max((float(p["max_time"]) for p in times), default=None),
+                    median,
+                ),
+                sum(int(p["rows"]) for p in parts),
+                sum(int(p["malformed"] or 0) for p in parts),
+                sum(int(p["early"] or 0) for p in parts),
+                sum(int(p["skewed"] or 0) for p in parts),
+                min((float(p["min_time"]) for p in times), default=None),
+            )
+        )
+    return out
