@@ -222,7 +222,7 @@ def _run_job_until(
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
-    from spark.job import BatchResult, JobConfig, start_query
+    from spark.job import JobConfig
     from spark.runs import RunConflict, open_sinks
 
     config = JobConfig(
@@ -246,8 +246,30 @@ def _run_job_until(
     except RunConflict as exc:
         print(f"bloomcast stats run: {exc}", file=sys.stderr)
         return 2
+    from spark.run_progress import RunProgress
+
+    progress = RunProgress()
+    try:
+        return _run_spark(args, config, sinks, check, out, stop, handler, progress)
+    finally:
+        progress.close()
+
+
+def _run_spark(
+    args: argparse.Namespace,
+    config: Any,
+    sinks: Any,
+    check: Any,
+    out: str | None,
+    stop: threading.Event,
+    handler: Callable[[int, Any], None] | None,
+    progress: Any,
+) -> int:
     from pyspark.sql import SparkSession
 
+    from spark.job import BatchResult, start_query
+
+    progress.phase(f"starting Spark (master {args.master})")
     # an embedding process (tests, a notebook) may already run a session: reuse, don't stop it
     owned = SparkSession.getActiveSession() is None
     builder = SparkSession.builder.master(args.master)
@@ -285,17 +307,16 @@ def _run_job_until(
         if not result.applied:
             # a replay after a crash-restart that the sinks already held: not counted
             totals["replayed"] += 1
-            print(f"batch {batch_id}: already applied before a restart, skipped", file=sys.stderr)
+            progress.batch(f"batch {batch_id}: already applied before a restart, skipped")
             return
         totals["batches"] += 1
         for key in ("events", "late", "skewed", "early", "malformed"):
             totals[key] += getattr(result, key)
-        print(
+        progress.batch(
             f"batch {batch_id}: {result.events} events ({result.late} late, "
             f"{result.skewed} clock-skewed), "
             f"{result.early} too early, {result.malformed} malformed, "
-            f"{sum(len(b) for b in result.dists.values())} bins",
-            file=sys.stderr,
+            f"{sum(len(b) for b in result.dists.values())} bins"
         )
 
     started = time.perf_counter()
@@ -303,9 +324,15 @@ def _run_job_until(
     try:
         if interrupted:
             return 130
+        progress.phase(f"starting the query over {args.spool}")
         query = start_query(spark, config, sinks, on_batch=on_batch)
+        progress.phase("reading the spool")
         while query.isActive and not stop.is_set():
             query.awaitTermination(1)
+            status = query.status if query.isActive else {}
+            progress.tick(
+                str(status.get("message", "")) or "running", totals["batches"], totals["events"]
+            )
         interrupted = stop.is_set()
         if interrupted:
             _stop_between_batches(query)

@@ -356,7 +356,11 @@ def test_stats_run_cli_once(spark, tmp_path, capsys):
         ]
     )
     assert code == 0
-    assert f"{len({(e.event_id, e.node) for e in events})} events" in capsys.readouterr().out
+    printed = capsys.readouterr()
+    assert f"{len({(e.event_id, e.node) for e in events})} events" in printed.out
+    # progress while Spark starts (one line per phase: stderr is not a terminal here)
+    assert "bloomcast stats run: starting Spark (master local[2]) ...\n" in printed.err
+    assert "bloomcast stats run: reading the spool ...\n" in printed.err
     state = read_file_distributions(out)
     assert {"channels:30s", "channels:10m", "forwards:30s"} <= set(state)
     assert (out / "_checkpoint").is_dir()

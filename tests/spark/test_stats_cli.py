@@ -3,6 +3,7 @@ traceback), dated titles, a quiet ``stats run`` and Ctrl-C (exit 130)."""
 
 from __future__ import annotations
 
+import io
 import os
 import signal
 import subprocess
@@ -124,3 +125,49 @@ def test_ctrl_c_during_startup_exits_130_without_traceback(tmp_path: Path) -> No
     text = err.read_text(errors="replace")
     assert "Traceback" not in text, text
     assert text.rstrip().endswith("bloomcast stats run: interrupted")
+
+
+def test_progress_on_a_terminal_shows_phase_spark_status_and_totals() -> None:
+    from rich.console import Console
+
+    from spark.run_progress import RunProgress
+
+    buf = io.StringIO()
+    progress = RunProgress(console=Console(file=buf, force_terminal=True, width=200))
+    progress.phase("starting Spark (master local[2])")
+    time.sleep(0.3)
+    progress.tick("Waiting for data to arrive", 2, 500)
+    progress.batch("batch 1: 250 events")
+    time.sleep(0.3)
+    progress.close()
+    text = buf.getvalue()
+    assert "starting Spark (master local[2])" in text
+    assert "Waiting for data to arrive (2 batches, 500 events applied so far)" in text
+    assert "batch 1: 250 events" in text
+
+
+def test_progress_in_a_log_prints_each_phase_once(capsys: pytest.CaptureFixture[str]) -> None:
+    from rich.console import Console
+
+    from spark.run_progress import RunProgress
+
+    progress = RunProgress(console=Console(file=io.StringIO()))  # not a terminal
+    progress.phase("starting Spark (master local[1])")
+    progress.phase("starting Spark (master local[1])")
+    progress.tick("Waiting for data to arrive", 0, 0)  # no spinner in a log
+    progress.batch("batch 0: 3 events")
+    progress.close()
+    assert capsys.readouterr().err == (
+        "bloomcast stats run: starting Spark (master local[1]) ...\nbatch 0: 3 events\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("master", "partitions"),
+    [("local", 1), ("local[2]", 2), ("local[3,2]", 3), ("local[*]", os.cpu_count() or 2),
+     ("spark://h:7077", 8)],
+)  # fmt: skip
+def test_shuffle_partitions_default_to_the_local_cores(master: str, partitions: int) -> None:
+    from spark.stats_command import default_shuffle_partitions
+
+    assert default_shuffle_partitions(master) == partitions
