@@ -62,9 +62,11 @@ class BatchResult:
     applied: bool = True  # False: a replay every sink had already applied
     half_lives: dict[str, float] = field(default_factory=dict)  # dist -> half-life s
     dists: dict[str, dict[str, float]] = field(default_factory=dict)
+    nodes: dict[str, str] = field(default_factory=dict)  # node id -> address (spark.nodes)
 
     def to_json(self, batch_id: int) -> dict[str, Any]:
         return {
+            "nodes": self.nodes,
             "batch_id": batch_id,
             "time": self.time,
             "events": self.events,

@@ -62,6 +62,7 @@ from typing import TYPE_CHECKING, cast
 from spark.aggregate import STATS, BatchResult, batch_aggregates, dist_name
 from spark.events import SCHEMA_FIELDS
 from spark.lateness import WatermarkLog
+from spark.nodes import read_sidecars
 from spark.runs import OnConflict, open_sinks
 from spark.sinks import Sink
 
@@ -197,6 +198,7 @@ def start_query(
             watermark=marks.before(batch_id),
             allowed_lateness=config.allowed_lateness,
         )
+        result.nodes = read_sidecars(config.spool)
         marks.record(batch_id, result.watermark)
         if fault:
             fault(batch_id, "before")

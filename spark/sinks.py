@@ -40,6 +40,8 @@ EVENTS_KEY = "bloomcast:stats:_events"
 LATE_KEY = "bloomcast:stats:_late"
 EARLY_KEY = "bloomcast:stats:_early"
 SKEWED_KEY = "bloomcast:stats:_skewed"
+#: hash node id -> announced address (spark.nodes)
+NODES_KEY = "bloomcast:stats:_nodes"
 #: the run (see :mod:`spark.runs`) whose batch id ``BATCH_KEY`` holds
 RUN_KEY = "bloomcast:stats:_run"
 
@@ -66,6 +68,8 @@ class Batch(Protocol):
     def half_lives(self) -> dict[str, float]: ...
     @property
     def dists(self) -> dict[str, dict[str, float]]: ...
+    @property
+    def nodes(self) -> dict[str, str]: ...
     def to_json(self, batch_id: int) -> dict[str, Any]: ...
 
 
@@ -151,6 +155,8 @@ class RedisSink:
                     pipe.incrby(LATE_KEY, result.late)
                     pipe.incrby(EARLY_KEY, result.early)
                     pipe.incrby(SKEWED_KEY, result.skewed)
+                    if result.nodes:
+                        pipe.hset(NODES_KEY, mapping=dict[Any, Any](result.nodes))
                     pipe.set(BATCH_KEY, batch_id)
                     pipe.set(RUN_KEY, self.run)
                     pipe.execute()
@@ -237,6 +243,14 @@ def read_file_distributions(
             scores, t = merge(old, old_t, entry["bins"], float(batch["time"]), decay_rate(h))
             state[d] = (scores, t, h)
     return state
+
+
+def read_file_nodes(out: str | os.PathLike[str]) -> dict[str, str]:
+    """node id -> address over all batch files (a later batch's address wins)."""
+    nodes: dict[str, str] = {}
+    for path in sorted((Path(out) / BATCH_DIR).glob("*.json")):
+        nodes.update(json.loads(path.read_text()).get("nodes", {}))
+    return nodes
 
 
 def read_file_counters(out: str | os.PathLike[str]) -> dict[str, int]:

@@ -4,6 +4,7 @@ traceback), dated titles, a quiet ``stats run`` and Ctrl-C (exit 130)."""
 from __future__ import annotations
 
 import io
+import json
 import os
 import signal
 import subprocess
@@ -171,3 +172,22 @@ def test_shuffle_partitions_default_to_the_local_cores(master: str, partitions: 
     from spark.stats_command import default_shuffle_partitions
 
     assert default_shuffle_partitions(master) == partitions
+
+
+def test_node_bins_show_their_address(tmp_path: Path) -> None:
+    a, b = "a1" * 20, "b2" * 20
+    result = BatchResult(
+        time=BASE,
+        events=5,
+        malformed=0,
+        half_lives={"forwarded:1m": 60.0},
+        nodes={a: "10.0.0.5:7001"},
+    )
+    result.dists = {"forwarded:1m": {a: 3.0, b: 2.0}}
+    FileSink(tmp_path / "out", "run1").write(0, result)
+    args = ["stats", "top", "forwarded:1m", "--out", str(tmp_path / "out"), "--now", str(BASE)]
+    table = bloomcast(*args).stdout
+    assert f"10.0.0.5:7001 ({a[:12]})" in table  # known: address and id prefix
+    assert f" {b[:12]} " in table and b[:13] not in table and "…" not in table  # unknown: prefix
+    rows = json.loads(bloomcast(*args, "--json").stdout)
+    assert [(r["bin"], r["address"]) for r in rows] == [(a, "10.0.0.5:7001"), (b, None)]
