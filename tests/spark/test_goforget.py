@@ -11,15 +11,20 @@ documents; goforget's update worker must not delete it.
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import random
+import shutil
+import subprocess
 import time
+import urllib.parse
+import urllib.request
 
 import pytest
 import redis
 
 from bloomcast.cli import main as cli_main
-from bloomcast.testing import REDIS, start_anchor
+from bloomcast.testing import REDIS, free_port, start_anchor
 from spark.decay import decay_rate, decay_to
 from spark.goforget import expire_seconds, goforget_rate
 from spark.job import JobConfig, run_once
@@ -173,3 +178,70 @@ def test_port_follows_goforget_poisson():
     assert gf.poisson(19.0, rng) == gf.MAX_INT32  # exp(-19) < 1e-8
     assert gf.poisson(0.0, rng) == 0
     assert gf.decay_time(0, 5, 100, 1.0, 200, rng) == 0
+
+
+@pytest.fixture
+def goforget_http(redis_server):
+    """bitly's real goforget (built from bitly/forgettable 4edcc61, see spark/README.md)
+    over db 2, when ``$GOFORGET`` or ``goforget`` on PATH names the binary."""
+    binary = os.environ.get("GOFORGET") or shutil.which("goforget")
+    if not binary:
+        pytest.skip("goforget binary not built (set GOFORGET=/path/to/goforget)")
+    port = free_port()
+    proc = subprocess.Popen(
+        [binary, "-redis-uri", redis_server.url(2), "-http", f"127.0.0.1:{port}"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                urllib.request.urlopen(f"{base}/dbsize", timeout=2).read()
+                break
+            except OSError:
+                assert proc.poll() is None and time.monotonic() < deadline, "goforget did not start"
+                time.sleep(0.1)
+        yield base
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def test_real_goforget_reads_the_layout_and_keeps_it(two_layouts, goforget_http):
+    """The real goforget's /dist, /incr and update worker on the layout a Spark run wrote."""
+    url, exact = two_layouts["goforget"], two_layouts["exact"]
+    plain = redis.Redis.from_url(url, decode_responses=True)
+    slack = 0.5 * two_layouts["batches"] + 1e-9
+    for name in ("forwards:1h", "receiver:10m"):
+        stored = {b: int(s) for b, s in plain.zrange(name, 0, -1, withscores=True)}
+        ttl_before = plain.pttl(name)  # our sink's EXPIRE, counting down since the write
+        rate = goforget_rate(HALF_LIVES[name.split(":")[1]])
+        query = urllib.parse.urlencode({"distribution": name, "rate": rate})
+        with urllib.request.urlopen(f"{goforget_http}/dist?{query}", timeout=10) as resp:
+            reply = json.loads(resp.read())
+        assert reply["status_code"] == 200
+        got = {d["bin"]: d for d in reply["data"]["data"]}
+        assert set(got) == set(stored) and reply["data"]["Z"] == sum(
+            d["count"] for d in got.values()
+        )
+        want = exact_at(exact, name, int(plain.get(f"{name}._T") or 0))
+        big = sum(want.values())
+        for b, d in got.items():
+            # a read seconds after the write: Poisson(rate * dt) takes at most 1 here
+            assert stored[b] - 1 <= d["count"] <= stored[b]
+            bound = (slack + 1 + want[b] / big * (slack + 1) * len(want)) / reply["data"]["Z"]
+            assert abs(d["p"] - want[b] / big) <= bound, (name, b, d, want[b] / big)
+        # the update worker runs after the reply: its EXPIRE restarts the countdown
+        # (only a new EXPIRE can raise a TTL), and the distribution stays
+        deadline = time.monotonic() + 10
+        while plain.pttl(name) <= ttl_before and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert plain.pttl(name) > ttl_before, "goforget's update worker did not run"
+        assert plain.zcard(name) == sum(1 for d in got.values() if d["count"] > 0)
+        for key in (name, f"{name}._Z", f"{name}._T"):
+            assert plain.ttl(key) > 0, key
+    incr = urllib.parse.urlencode({"distribution": "forwards:1h", "field": "sent"})
+    with urllib.request.urlopen(f"{goforget_http}/incr?{incr}", timeout=10) as resp:
+        assert resp.read() == b"OK"  # ZINCRBY / INCRBY on integer counts and _Z succeed
