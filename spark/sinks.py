@@ -22,10 +22,13 @@ from __future__ import annotations
 import json
 import math
 import os
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
-from spark.decay import decay_rate, merge
+from spark.decay import decay_rate, decay_to, merge
+from spark.goforget import expire_seconds, goforget_rate, round_counts
 
 if TYPE_CHECKING:
     import redis
@@ -37,6 +40,8 @@ EVENTS_KEY = "bloomcast:stats:_events"
 LATE_KEY = "bloomcast:stats:_late"
 EARLY_KEY = "bloomcast:stats:_early"
 SKEWED_KEY = "bloomcast:stats:_skewed"
+#: hash node id -> announced address (spark.nodes)
+NODES_KEY = "bloomcast:stats:_nodes"
 #: the run (see :mod:`spark.runs`) whose batch id ``BATCH_KEY`` holds
 RUN_KEY = "bloomcast:stats:_run"
 
@@ -63,6 +68,8 @@ class Batch(Protocol):
     def half_lives(self) -> dict[str, float]: ...
     @property
     def dists(self) -> dict[str, dict[str, float]]: ...
+    @property
+    def nodes(self) -> dict[str, str]: ...
     def to_json(self, batch_id: int) -> dict[str, Any]: ...
 
 
@@ -73,21 +80,38 @@ class SinkConfig(Protocol):
     def redis_url(self) -> str | None: ...
     @property
     def out(self) -> str | None: ...
+    @property
+    def redis_layout(self) -> str: ...
 
 
 class RedisSink:
-    """goforget layout, one MULTI/EXEC per batch, replays skipped by batch id.
+    """goforget's key names, one MULTI/EXEC per batch, replays skipped by batch id.
 
     Per distribution ``d``: ``d`` is a sorted set bin -> decayed count at
     ``d._T`` (integer Unix seconds), ``d._Z`` the sum of its scores. The
     transaction WATCHes the batch-id key and every key it rewrites; the new
     batch id is SET inside the same MULTI, so a batch is applied exactly once
     even if Spark replays it after a crash.
+
+    ``layout``: ``exact`` (default) holds the float forward-decay counts at the
+    event-time landmark; ``goforget`` holds what goforget reads (integer counts
+    and ``_Z``, ``_T`` = the wall-clock second of the write, goforget's EXPIRE;
+    see :mod:`spark.goforget`). ``clock``: Unix seconds (the goforget layout's ``now``).
     """
 
-    def __init__(self, client: redis.Redis, run: str = "") -> None:
+    def __init__(
+        self,
+        client: redis.Redis,
+        run: str = "",
+        layout: str = "exact",
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        if layout not in ("exact", "goforget"):
+            raise ValueError(f"unknown Redis layout {layout!r} (exact or goforget)")
         self.client = client
         self.run = run
+        self.layout = layout
+        self.clock = clock
 
     def write(self, batch_id: int, result: Batch) -> bool:
         """Apply the batch; False when it was already applied (a replay)."""
@@ -119,6 +143,9 @@ class RedisSink:
                         updates[d] = merge(old, old_t, bins, result.time, rate)
                     pipe.multi()
                     for d, (scores, t) in updates.items():
+                        if self.layout == "goforget":
+                            self._queue_goforget(pipe, d, scores, t, result.half_lives[d])
+                            continue
                         pipe.delete(d)
                         pipe.zadd(d, dict(scores))
                         pipe.set(f"{d}._Z", repr(math.fsum(scores.values())))
@@ -128,12 +155,33 @@ class RedisSink:
                     pipe.incrby(LATE_KEY, result.late)
                     pipe.incrby(EARLY_KEY, result.early)
                     pipe.incrby(SKEWED_KEY, result.skewed)
+                    if result.nodes:
+                        pipe.hset(NODES_KEY, mapping=dict[Any, Any](result.nodes))
                     pipe.set(BATCH_KEY, batch_id)
                     pipe.set(RUN_KEY, self.run)
                     pipe.execute()
                     return True
                 except redis_mod.WatchError:
                     continue
+
+    def _queue_goforget(
+        self, pipe: Any, d: str, scores: dict[str, float], t: float, half_life: float
+    ) -> None:
+        """Queue distribution ``d`` in goforget's layout: counts decayed to the wall-clock
+        second now, rounded; ``_Z`` their sum; ``_T`` now; goforget's EXPIRE."""
+        now = int(self.clock())
+        rate = decay_rate(half_life)
+        counts = round_counts(decay_to(scores, t, rate, now))
+        keys = (d, f"{d}._Z", f"{d}._T")
+        pipe.delete(*keys)
+        if not counts:
+            return  # goforget holds no empty distribution (its worker lets it expire)
+        pipe.zadd(d, dict(counts))
+        pipe.set(keys[1], sum(counts.values()))
+        pipe.set(keys[2], now)
+        ttl = expire_seconds(max(counts.values()), goforget_rate(half_life))
+        for key in keys:
+            pipe.expire(key, ttl)
 
 
 def _text(value: bytes | str) -> str:
@@ -197,6 +245,14 @@ def read_file_distributions(
     return state
 
 
+def read_file_nodes(out: str | os.PathLike[str]) -> dict[str, str]:
+    """node id -> address over all batch files (a later batch's address wins)."""
+    nodes: dict[str, str] = {}
+    for path in sorted((Path(out) / BATCH_DIR).glob("*.json")):
+        nodes.update(json.loads(path.read_text()).get("nodes", {}))
+    return nodes
+
+
 def read_file_counters(out: str | os.PathLike[str]) -> dict[str, int]:
     """Totals over all batch files: events (applied; late and skewed ones included),
     late, skewed, early, malformed, batches."""
@@ -219,7 +275,7 @@ def make_sinks(config: SinkConfig, run: str = "") -> list[Sink]:
     if config.redis_url:
         import redis
 
-        sinks.append(RedisSink(redis.Redis.from_url(config.redis_url), run))
+        sinks.append(RedisSink(redis.Redis.from_url(config.redis_url), run, config.redis_layout))
     if config.out:
         sinks.append(FileSink(config.out, run))
     if not sinks:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import signal
 import sys
 import threading
@@ -43,6 +44,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
     r.add_argument("--master", default="local[*]", help="Spark master URL (default local[*])")
     r.add_argument("--half-life", default="1m,1h", help="comma-separated half-lives (1m,1h)")
     r.add_argument("--redis", help="write distributions to this Redis (redis://host:port/db)")
+    r.add_argument(
+        "--redis-layout",
+        choices=("exact", "goforget"),
+        default="exact",
+        help="exact: float forward-decay counts (default); goforget: integer counts, "
+        "_T = wall-clock time, EXPIRE, as bitly's goforget reads them",
+    )
     r.add_argument("--out", help=f"write per-batch JSON/Parquet here (default {DEFAULT_OUT})")
     r.add_argument("--checkpoint", help="Spark checkpoint directory (default <out>/_checkpoint)")
     conflict = r.add_mutually_exclusive_group()
@@ -95,8 +103,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     r.add_argument(
         "--shuffle-partitions",
         type=int,
-        default=8,
-        help="spark.sql.shuffle.partitions of the job (default 8: a small cluster)",
+        default=None,
+        help="spark.sql.shuffle.partitions of the job (default: the cores of a local[N] "
+        "master, 8 on a cluster; fixed by a checkpoint's first run)",
     )
     r.add_argument(
         "--conf",
@@ -213,7 +222,7 @@ def _run_job_until(
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
-    from spark.job import BatchResult, JobConfig, start_query
+    from spark.job import JobConfig
     from spark.runs import RunConflict, open_sinks
 
     config = JobConfig(
@@ -221,6 +230,7 @@ def _run_job_until(
         checkpoint=checkpoint,
         half_lives=half_lives,
         redis_url=args.redis,
+        redis_layout=args.redis_layout,
         out=out,
         once=not args.stream,
         max_files_per_trigger=args.max_files_per_trigger,
@@ -236,8 +246,30 @@ def _run_job_until(
     except RunConflict as exc:
         print(f"bloomcast stats run: {exc}", file=sys.stderr)
         return 2
+    from spark.run_progress import RunProgress
+
+    progress = RunProgress()
+    try:
+        return _run_spark(args, config, sinks, check, out, stop, handler, progress)
+    finally:
+        progress.close()
+
+
+def _run_spark(
+    args: argparse.Namespace,
+    config: Any,
+    sinks: Any,
+    check: Any,
+    out: str | None,
+    stop: threading.Event,
+    handler: Callable[[int, Any], None] | None,
+    progress: Any,
+) -> int:
     from pyspark.sql import SparkSession
 
+    from spark.job import BatchResult, start_query
+
+    progress.phase(f"starting Spark (master {args.master})")
     # an embedding process (tests, a notebook) may already run a session: reuse, don't stop it
     owned = SparkSession.getActiveSession() is None
     builder = SparkSession.builder.master(args.master)
@@ -257,7 +289,10 @@ def _run_job_until(
     spark = (
         builder.appName("bloomcast-stats")
         .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", str(args.shuffle_partitions))
+        .config(
+            "spark.sql.shuffle.partitions",
+            str(args.shuffle_partitions or default_shuffle_partitions(args.master)),
+        )
         .getOrCreate()
     )
     if handler is not None:
@@ -272,17 +307,16 @@ def _run_job_until(
         if not result.applied:
             # a replay after a crash-restart that the sinks already held: not counted
             totals["replayed"] += 1
-            print(f"batch {batch_id}: already applied before a restart, skipped", file=sys.stderr)
+            progress.batch(f"batch {batch_id}: already applied before a restart, skipped")
             return
         totals["batches"] += 1
         for key in ("events", "late", "skewed", "early", "malformed"):
             totals[key] += getattr(result, key)
-        print(
+        progress.batch(
             f"batch {batch_id}: {result.events} events ({result.late} late, "
             f"{result.skewed} clock-skewed), "
             f"{result.early} too early, {result.malformed} malformed, "
-            f"{sum(len(b) for b in result.dists.values())} bins",
-            file=sys.stderr,
+            f"{sum(len(b) for b in result.dists.values())} bins"
         )
 
     started = time.perf_counter()
@@ -290,9 +324,15 @@ def _run_job_until(
     try:
         if interrupted:
             return 130
+        progress.phase(f"starting the query over {args.spool}")
         query = start_query(spark, config, sinks, on_batch=on_batch)
+        progress.phase("reading the spool")
         while query.isActive and not stop.is_set():
             query.awaitTermination(1)
+            status = query.status if query.isActive else {}
+            progress.tick(
+                str(status.get("message", "")) or "running", totals["batches"], totals["events"]
+            )
         interrupted = stop.is_set()
         if interrupted:
             _stop_between_batches(query)
@@ -307,6 +347,18 @@ def _run_job_until(
     where = " and ".join(x for x in (args.redis, out and str(Path(out) / "batches")) if x)
     print(summary_line(totals, elapsed, where) + f" (run {check.run})")
     return 130 if interrupted else 0
+
+
+def default_shuffle_partitions(master: str) -> int:
+    """One shuffle partition per local core (``local[N]``: N; ``local[*]``: the CPUs;
+    ``local``: 1), 8 on a cluster. Each partition is a dedup state store that every
+    micro-batch loads and commits, so extra partitions are fixed cost per batch."""
+    m = re.fullmatch(r"local(?:\[(\d+|\*)(?:,\d+)?\])?", master)
+    if m is None:
+        return 8
+    if m[1] is None:
+        return 1
+    return (os.cpu_count() or 2) if m[1] == "*" else max(1, int(m[1]))
 
 
 def _stop_between_batches(query: Any, patience: float = 60.0) -> None:

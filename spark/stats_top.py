@@ -12,9 +12,10 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from spark.decay import decay_rate, decay_to, parse_half_life
+from spark.nodes import node_label
 
 DEFAULT_OUT = "bloomcast-stats"
 #: the job's statistics (spark.job.STATS; not imported: that module needs pyspark types)
@@ -58,6 +59,21 @@ class Source:
             self._files = read_file_distributions(self.out)
         counts, t, _h = self._files.get(dist, ({}, None, 0.0))
         return counts, t
+
+    def addresses(self) -> dict[str, str]:
+        """node id -> announced address, as the job recorded them (spark.nodes)."""
+        if self.redis_url:
+            import redis
+
+            from spark.sinks import NODES_KEY
+
+            client = redis.Redis.from_url(self.redis_url, decode_responses=True)
+            nodes = cast("dict[str, str]", client.hgetall(NODES_KEY))
+            client.close()
+            return dict(nodes)
+        from spark.sinks import read_file_nodes
+
+        return read_file_nodes(self.out) if (Path(self.out) / "batches").is_dir() else {}
 
     def where(self) -> str:
         return f"Redis {self.redis_url}" if self.redis_url else self.out
@@ -103,6 +119,9 @@ class Source:
         counts, t = self.load(dist)
         return decay_to(counts, t, decay_rate(h), now) if t is not None else {}
 
+
+#: distributions whose bins are node ids (shown with their address)
+NODE_STATS = ("forwarded", "receiver", "false_positive")
 
 #: C x ln 2 / half-life: the event rate that, held steady, gives the decayed count C
 RATE_COLUMN = "steady-state rate/s"
@@ -171,17 +190,30 @@ def top(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"bloomcast stats top: {exc}", file=sys.stderr)
         return 2
+    stat = args.dist.partition(":")[0]
+    node_view = stat in NODE_STATS or stat == "false_positive_rate"
+    addresses = source.addresses() if node_view else {}
     if args.json:
         clean = [[None if x == float("inf") else x for x in r] for r in rows]
-        print(json.dumps([dict(zip(columns, r, strict=True)) for r in clean]))
+        objects = [dict(zip(columns, r, strict=True)) for r in clean]
+        if node_view:
+            for o, r in zip(objects, rows, strict=True):
+                o["address"] = addresses.get(str(r[0]))
+        print(json.dumps(objects))
         return 0
+    if node_view:
+        rows = [[node_label(str(r[0]), addresses), *r[1:]] for r in rows]
     from rich.console import Console
     from rich.table import Table
 
     when = time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime(now))
     table = Table(title=f"{args.dist} (decayed to {when})")
     for i, c in enumerate(columns):
-        table.add_column(c, justify="left" if i == 0 else "right")
+        # bins are never cut with "..." (a node shows as "host:port (id prefix)")
+        if i == 0:
+            table.add_column(c, justify="left", no_wrap=True, overflow="fold")
+        else:
+            table.add_column(c, justify="right")
     for r in rows:
         table.add_row(*(str(x) if isinstance(x, str) else f"{x:.6g}" for x in r))
     Console().print(table)

@@ -91,7 +91,9 @@ class TrafficTap:
     files (completed ones still present + the open one) may not grow beyond it;
     a consumer that deletes processed files frees room. ``flush_interval``:
     seconds between flushes. ``node``: the node id used in file names (default:
-    the ``node`` field of the first event recorded).
+    the ``node`` field of the first event recorded). ``address``: the node's
+    announced ``host:port``; when given, the tap writes ``<node>.node.json``
+    next to its files with its first file (:mod:`spark.nodes`).
 
     Counters (for INFO): ``written`` events written to disk, ``dropped`` events
     lost to a limit or a disk error, ``files`` completed files, ``sampled_out``
@@ -109,6 +111,7 @@ class TrafficTap:
         flush_interval: float = 0.2,
         max_buffer_events: int = DEFAULT_MAX_BUFFER_EVENTS,
         node: str | None = None,
+        address: str | None = None,
     ) -> None:
         if not 0.0 <= sample <= 1.0:
             raise ValueError("traffic sample must be between 0 and 1")
@@ -123,6 +126,8 @@ class TrafficTap:
         self.flush_interval = flush_interval
         self.max_buffer_events = max_buffer_events
         self.node = node
+        self.address = address  # announced host:port: written to <node>.node.json
+        self._sidecar_written = False
         self.written = 0
         self.dropped = 0
         self.files = 0
@@ -301,7 +306,20 @@ class TrafficTap:
             return False
         self._file_size = 0
         self._file_opened = time.monotonic()
+        if self.address and not self._sidecar_written:
+            self._write_sidecar()
         return True
+
+    def _write_sidecar(self) -> None:
+        """``<node>.node.json``: the node id's address, for ``stats top`` (spark.nodes)."""
+        from spark.nodes import write_sidecar
+
+        assert self.node is not None and self.address is not None
+        try:
+            write_sidecar(self.directory, self.node, self.address)
+            self._sidecar_written = True
+        except OSError:
+            pass  # the statistics then show the id alone; events are unaffected
 
     def _complete_file(self) -> None:
         """Close the open file and rename ``.tmp`` -> ``.ndjson`` (or remove it if empty)."""

@@ -15,6 +15,7 @@ from bloomcast.cli import main as cli_main
 from spark.decay import decay_rate, decayed_counts_by_key
 from spark.events import TrafficEvent
 from spark.job import STATS, JobConfig, dist_name, run_once, start_query
+from spark.nodes import write_sidecar
 from spark.sinks import (
     BATCH_KEY,
     EARLY_KEY,
@@ -24,6 +25,7 @@ from spark.sinks import (
     make_sinks,
     read_file_counters,
     read_file_distributions,
+    read_file_nodes,
 )
 from spark.tap import TrafficTap
 from tests.spark.events_data import BASE, NODES, expected_rows, lines_of, make_events
@@ -337,6 +339,7 @@ def test_stats_run_cli_once(spark, tmp_path, capsys):
     spool.mkdir()
     events = make_events(4, n=30)
     write_file(spool / "a.ndjson", lines_of(events), time.time())
+    write_sidecar(spool, NODES[0], "10.0.0.5:7001")  # what a tap given its address writes
     out = tmp_path / "out"
     code = cli_main(
         [
@@ -356,9 +359,14 @@ def test_stats_run_cli_once(spark, tmp_path, capsys):
         ]
     )
     assert code == 0
-    assert f"{len({(e.event_id, e.node) for e in events})} events" in capsys.readouterr().out
+    printed = capsys.readouterr()
+    assert f"{len({(e.event_id, e.node) for e in events})} events" in printed.out
+    # progress while Spark starts (one line per phase: stderr is not a terminal here)
+    assert "bloomcast stats run: starting Spark (master local[2]) ...\n" in printed.err
+    assert "bloomcast stats run: reading the spool ...\n" in printed.err
     state = read_file_distributions(out)
     assert {"channels:30s", "channels:10m", "forwards:30s"} <= set(state)
+    assert read_file_nodes(out) == {NODES[0]: "10.0.0.5:7001"}
     assert (out / "_checkpoint").is_dir()
     assert spark.sparkContext._jsc is not None  # the shared session was not stopped
     shutil.rmtree(out)

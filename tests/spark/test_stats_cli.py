@@ -3,6 +3,8 @@ traceback), dated titles, a quiet ``stats run`` and Ctrl-C (exit 130)."""
 
 from __future__ import annotations
 
+import io
+import json
 import os
 import signal
 import subprocess
@@ -124,3 +126,68 @@ def test_ctrl_c_during_startup_exits_130_without_traceback(tmp_path: Path) -> No
     text = err.read_text(errors="replace")
     assert "Traceback" not in text, text
     assert text.rstrip().endswith("bloomcast stats run: interrupted")
+
+
+def test_progress_on_a_terminal_shows_phase_spark_status_and_totals() -> None:
+    from rich.console import Console
+
+    from spark.run_progress import RunProgress
+
+    buf = io.StringIO()
+    progress = RunProgress(console=Console(file=buf, force_terminal=True, width=200))
+    progress.phase("starting Spark (master local[2])")
+    time.sleep(0.3)
+    progress.tick("Waiting for data to arrive", 2, 500)
+    progress.batch("batch 1: 250 events")
+    time.sleep(0.3)
+    progress.close()
+    text = buf.getvalue()
+    assert "starting Spark (master local[2])" in text
+    assert "Waiting for data to arrive (2 batches, 500 events applied so far)" in text
+    assert "batch 1: 250 events" in text
+
+
+def test_progress_in_a_log_prints_each_phase_once(capsys: pytest.CaptureFixture[str]) -> None:
+    from rich.console import Console
+
+    from spark.run_progress import RunProgress
+
+    progress = RunProgress(console=Console(file=io.StringIO()))  # not a terminal
+    progress.phase("starting Spark (master local[1])")
+    progress.phase("starting Spark (master local[1])")
+    progress.tick("Waiting for data to arrive", 0, 0)  # no spinner in a log
+    progress.batch("batch 0: 3 events")
+    progress.close()
+    assert capsys.readouterr().err == (
+        "bloomcast stats run: starting Spark (master local[1]) ...\nbatch 0: 3 events\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("master", "partitions"),
+    [("local", 1), ("local[2]", 2), ("local[3,2]", 3), ("local[*]", os.cpu_count() or 2),
+     ("spark://h:7077", 8)],
+)  # fmt: skip
+def test_shuffle_partitions_default_to_the_local_cores(master: str, partitions: int) -> None:
+    from spark.stats_command import default_shuffle_partitions
+
+    assert default_shuffle_partitions(master) == partitions
+
+
+def test_node_bins_show_their_address(tmp_path: Path) -> None:
+    a, b = "a1" * 20, "b2" * 20
+    result = BatchResult(
+        time=BASE,
+        events=5,
+        malformed=0,
+        half_lives={"forwarded:1m": 60.0},
+        nodes={a: "10.0.0.5:7001"},
+    )
+    result.dists = {"forwarded:1m": {a: 3.0, b: 2.0}}
+    FileSink(tmp_path / "out", "run1").write(0, result)
+    args = ["stats", "top", "forwarded:1m", "--out", str(tmp_path / "out"), "--now", str(BASE)]
+    table = bloomcast(*args).stdout
+    assert f"10.0.0.5:7001 ({a[:12]})" in table  # known: address and id prefix
+    assert f" {b[:12]} " in table and b[:13] not in table and "…" not in table  # unknown: prefix
+    rows = json.loads(bloomcast(*args, "--json").stdout)
+    assert [(r["bin"], r["address"]) for r in rows] == [(a, "10.0.0.5:7001"), (b, None)]

@@ -292,3 +292,22 @@ def test_periodic_flush_is_sliced_across_loop_turns(tmp_path):
     partial = {p for p in progress if 0 < p < n}
     assert len(partial) >= 2  # the loop ran between slices
     assert len(read_spool(tmp_path)) == n
+
+
+def test_tap_with_an_address_writes_the_node_sidecar(tmp_path):
+    from spark.nodes import read_sidecars
+
+    tap = TrafficTap(tmp_path / "with", node=NODE, address="10.0.0.5:7001")
+    tap.record(event(0))
+    tap.flush()
+    tap.close()
+    sidecar = tmp_path / "with" / f"{NODE}.node.json"
+    assert json.loads(sidecar.read_text()) == {"node": NODE, "address": "10.0.0.5:7001"}
+    assert not sidecar.name.endswith(".ndjson")  # the Spark file source never reads it
+    assert read_sidecars(str(tmp_path / "with")) == {NODE: "10.0.0.5:7001"}
+    plain = TrafficTap(tmp_path / "without", node=NODE)
+    plain.record(event(0))
+    plain.flush()
+    plain.close()
+    assert list((tmp_path / "without").glob("*.node.json")) == []
+    assert read_sidecars(str(tmp_path / "without")) == {}
