@@ -17,6 +17,7 @@ import contextlib
 import logging
 import os
 import signal
+import socket
 import sys
 
 from bloomcast import node_log
@@ -62,7 +63,12 @@ async def serve(
         from spark.tap import TrafficTap
 
         try:
-            tap = TrafficTap(config.traffic_dir, config.traffic_sample, node=node.node_id)
+            tap = TrafficTap(
+                config.traffic_dir,
+                config.traffic_sample,
+                node=node.node_id,
+                address=f"{_client_host(config.bind)}:{node.port}",
+            )
         except OSError as exc:
             raise tap_error(config.traffic_dir, exc) from None
         tap.start(asyncio.get_running_loop())
@@ -166,3 +172,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"bloomcast node: aborting startup because of ACL errors: {exc}", file=sys.stderr)
         return 1
     return 0
+
+
+def _client_host(bind: str) -> str:
+    """The host ``stats top`` shows for this node's traffic: the bind address,
+    or the machine's host name when the node listens on every address (the
+    bus learns its own address from peers then, after the tap starts)."""
+    return socket.gethostname() if bind in ("0.0.0.0", "::", "") else bind

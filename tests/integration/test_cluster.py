@@ -153,7 +153,7 @@ def test_receiver_traffic_events_share_the_origin_event_id(cluster):
 
     def events():
         out = []
-        for path in Path(cluster.traffic_dir).iterdir():
+        for path in Path(cluster.traffic_dir).glob("*.ndjson*"):  # .ndjson and open .tmp
             for line in path.read_text().splitlines():
                 if line.strip():
                     out.append(json.loads(line))
@@ -177,6 +177,26 @@ def test_receiver_traffic_events_share_the_origin_event_id(cluster):
     assert found[0]["event_id"].startswith(origin[0]["node"] + "-")
     assert found[0]["receivers"] == 1 and found[0]["false_positive"] is False
     assert origin[0]["forwarded"] == 1
+
+
+def test_each_tap_names_its_node_address_for_stats_top(cluster):
+    """Next to its spool files, every node's tap writes ``<node id>.node.json``
+    with the address clients reach it on (spark/nodes.py), once it records its
+    first event, so ``stats top`` shows node bins as host:port."""
+    from spark.nodes import read_sidecars
+
+    ids = {}
+    for i in range(N):
+        with cluster.client(i) as r:
+            ids[r.execute_command("CLUSTER", "MYID").decode()] = f"127.0.0.1:{cluster.ports[i]}"
+            r.publish("sidecar", "x")  # an origin event on every node
+    found = wait_for(
+        lambda: (lambda s: s if ids.items() <= s.items() else None)(
+            read_sidecars(str(cluster.traffic_dir))
+        ),
+        what="every node's sidecar",
+    )
+    assert {k: found[k] for k in ids} == ids
 
 
 def test_unsubscribe_stops_traffic_to_that_node(cluster):
