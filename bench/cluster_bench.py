@@ -27,9 +27,9 @@ import contextlib
 import subprocess
 import time
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, Self
 
 import redis
 
@@ -80,7 +80,7 @@ class ClusterPlan:
     throughput_requests: dict[int, int] = field(default_factory=lambda: {1: 60_000, 16: 240_000})
 
     @classmethod
-    def quick(cls) -> ClusterPlan:
+    def quick(cls) -> Self:
         return cls(
             sizes=(3,),
             systems=(NODE, VALKEY),
@@ -169,11 +169,7 @@ def measure_bus(cluster: BusCluster, system: str, plan: ClusterPlan) -> dict[str
         for pool in pools:
             stack.enter_context(pool)
         wait_interest_known(cluster, system)
-        # idle bus traffic (PING/PONG, gossip) over a window, to subtract below
-        b0 = tcp_bytes_sent(cluster.bus_ports)
-        t_idle = time.monotonic()
-        time.sleep(plan.idle_window_s)
-        idle_rate = (tcp_bytes_sent(cluster.bus_ports) - b0) / (time.monotonic() - t_idle)
+        idle_rate = idle_bus_rate(cluster, plan.idle_window_s)  # subtracted below
 
         sent0, _ = settled_counters(cluster)
         bytes0 = tcp_bytes_sent(cluster.bus_ports)
@@ -262,19 +258,43 @@ def measure_throughput(cluster: BusCluster, system: str, plan: ClusterPlan) -> d
     return out
 
 
+def idle_bus_rate(cluster: BusCluster, seconds: float) -> float:
+    """Bytes per second on the bus with no PUBLISH (PING/PONG, gossip), over
+    ``seconds``: what the bus-bytes figures subtract."""
+    b0 = tcp_bytes_sent(cluster.bus_ports)
+    t0 = time.monotonic()
+    time.sleep(seconds)
+    return (tcp_bytes_sent(cluster.bus_ports) - b0) / (time.monotonic() - t0)
+
+
 def run_cluster(plan: ClusterPlan) -> dict[str, Any]:
     """Every system at every size; JSON-ready, with ratios bloomcast / anchor."""
+    return run_systems(
+        plan,
+        lambda cluster, system: {
+            "bus": measure_bus(cluster, system, plan),
+            "throughput": measure_throughput(cluster, system, plan),
+        },
+    )
+
+
+def run_systems(
+    plan: ClusterPlan,
+    measure: Callable[[BusCluster, str], dict[str, Any]],
+    describe: Callable[[int], dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """``measure(cluster, system)`` on a fresh cluster of every system (Redis
+    only when installed) at every size of ``plan``; each row also gets
+    ``describe(n)`` and the ratios bloomcast / anchor (:func:`cluster_ratios`)."""
     systems = [s for s in plan.systems if s != REDIS or redis_server_path() is not None]
     rows = []
     for n in plan.sizes:
         results: dict[str, Any] = {}
         for system in systems:
             with start_cluster(system, n) as cluster:
-                results[system] = {
-                    "bus": measure_bus(cluster, system, plan),
-                    "throughput": measure_throughput(cluster, system, plan),
-                }
-        rows.append({"nodes": n, "results": results, "ratios": cluster_ratios(results)})
+                results[system] = measure(cluster, system)
+        extra = describe(n) if describe is not None else {}
+        rows.append({"nodes": n, **extra, "results": results, "ratios": cluster_ratios(results)})
     return {
         "plan": asdict(plan),
         "versions": {s: system_version(s) for s in systems},

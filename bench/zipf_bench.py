@@ -27,57 +27,40 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import redis
 
 from bench.cluster_bench import (
     BusCluster,
+    ClusterPlan,
     aggregate_throughput,
-    cluster_ratios,
+    idle_bus_rate,
+    run_systems,
     settled_counters,
-    start_cluster,
-    system_version,
     wait_interest_known,
 )
 from bench.loadgen import PatternPool, SubscriberPool
 from bench.procs import tcp_bytes_sent
-from bench.servers import NODE
 from bench.zipf_load import run_zipf_load
 from bench.zipf_workload import ZipfSpec, ZipfWorkload
-from bloomcast.testing import LOOPBACK, REDIS, VALKEY, redis_server_path
+from bloomcast.testing import LOOPBACK
 
 MESSAGE = b"hello"
 FP_RECEIVED = "cluster_stats_false_positives_received"
 
 
 @dataclass
-class ZipfPlan:
-    """Sizes of the Zipf cluster benchmark; ``quick()`` is for tests."""
+class ZipfPlan(ClusterPlan):
+    """Sizes of the Zipf cluster benchmark: the uniform benchmark's (clients,
+    pipelines, requests, ``quick()`` for tests) and the Zipf model's."""
 
-    sizes: tuple[int, ...] = (3, 6, 12)
-    systems: tuple[str, ...] = (NODE, VALKEY, REDIS)
     channels_per_node: int = 8
     zipf_s: float = 1.1
     seed: int = 18
-    publishes_per_node: int = 2000
-    idle_window_s: float = 1.0
-    clients: int = 50
-    pipelines: tuple[int, ...] = (1, 16)
-    throughput_requests: dict[int, int] = field(default_factory=lambda: {1: 60_000, 16: 240_000})
     #: also run redis-benchmark (uniform, unsubscribed channels) as the generator's yardstick
     reference: bool = True
-
-    @classmethod
-    def quick(cls) -> ZipfPlan:
-        return cls(
-            sizes=(3,),
-            systems=(NODE, VALKEY),
-            publishes_per_node=100,
-            idle_window_s=0.3,
-            throughput_requests={1: 1_500, 16: 6_000},
-        )
 
     def spec(self, n: int) -> ZipfSpec:
         return ZipfSpec(n, self.channels_per_node, self.zipf_s, self.publishes_per_node, self.seed)
@@ -126,10 +109,7 @@ def measure_bus_zipf(cluster: BusCluster, system: str, plan: ZipfPlan) -> dict[s
     expect = workload.expectation()
     with subscribed(cluster, workload) as pools:
         wait_interest_known(cluster, system)
-        b0 = tcp_bytes_sent(cluster.bus_ports)
-        t_idle = time.monotonic()
-        time.sleep(plan.idle_window_s)
-        idle_rate = (tcp_bytes_sent(cluster.bus_ports) - b0) / (time.monotonic() - t_idle)
+        idle_rate = idle_bus_rate(cluster, plan.idle_window_s)  # subtracted below
 
         sent0, _ = settled_counters(cluster)
         fp0 = false_positives_received(cluster)
@@ -199,32 +179,13 @@ def measure_throughput_zipf(
 
 def run_cluster_zipf(plan: ZipfPlan) -> dict[str, Any]:
     """Every system at every size; JSON-ready, ratios as :func:`cluster_ratios`."""
-    systems = [s for s in plan.systems if s != REDIS or redis_server_path() is not None]
-    rows = []
-    for n in plan.sizes:
-        results: dict[str, Any] = {}
-        for system in systems:
-            with start_cluster(system, n) as cluster:
-                bus = measure_bus_zipf(cluster, system, plan)
-                throughput, reference = measure_throughput_zipf(cluster, system, plan)
-                results[system] = {
-                    "bus": bus,
-                    "throughput": throughput,
-                    "redis_benchmark_uniform": reference,
-                }
-        rows.append(
-            {
-                "nodes": n,
-                "workload": ZipfWorkload(plan.spec(n)).describe(),
-                "results": results,
-                "ratios": cluster_ratios(results),
-            }
-        )
-    return {
-        "plan": asdict(plan),
-        "versions": {s: system_version(s) for s in systems},
-        "sizes": rows,
-    }
+
+    def measure(cluster: BusCluster, system: str) -> dict[str, Any]:
+        bus = measure_bus_zipf(cluster, system, plan)
+        throughput, reference = measure_throughput_zipf(cluster, system, plan)
+        return {"bus": bus, "throughput": throughput, "redis_benchmark_uniform": reference}
+
+    return run_systems(plan, measure, lambda n: {"workload": ZipfWorkload(plan.spec(n)).describe()})
 
 
 __all__ = ["ZipfPlan", "measure_bus_zipf", "measure_throughput_zipf", "run_cluster_zipf"]
