@@ -36,6 +36,13 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from bench.cluster_bench import (
+    ClusterPlan,
+    aggregate_throughput,
+    channel_name,
+    start_cluster,
+    wait_interest_known,
+)
 from bench.loadgen import SubscriberPool, redis_benchmark_path
 from bench.results import fmt_num, fmt_ratio, table
 from bench.servers import NODE, start_node
@@ -140,14 +147,6 @@ def _machine_idle() -> tuple[int, int]:
 
 def cluster_case(system: str, n: int, pipeline: int, requests: int) -> dict[str, float]:
     """CPU microseconds per PUBLISH summed over the cluster's server processes."""
-    from bench.cluster_bench import (
-        ClusterPlan,
-        aggregate_throughput,
-        channel_name,
-        start_cluster,
-        wait_interest_known,
-    )
-
     plan = ClusterPlan()
     channels = [channel_name(j) for j in range(n * plan.channels_per_node)]
     with start_cluster(system, n) as cluster, contextlib.ExitStack() as stack:
