@@ -11,7 +11,10 @@
 - ``ClusterBus.forward_publish`` to one peer whose filter matches, over a
   link that only counts bytes: routing, the session's numbering and replay
   buffer, the frame (the forwarding path that ``bloomcast bench cluster``
-  measures end to end).
+  measures end to end);
+- the other end: a bus :class:`cluster_bus.link.Link` fed batches of 16
+  numbered PUBLISH frames from one peer (decode, the session's in-order
+  check, delivery to 1 subscriber, flushed once per loop turn).
 
 It isolates the Python cost per command from the system calls that the
 socket benchmark (``bloomcast bench single``) adds; it is a tool for working on
@@ -31,6 +34,7 @@ from router.config import NodeConfig
 from router.node import Node
 from router.parser import RequestParser
 
+CHANNEL = b"bench:ch"
 REQUEST = b"*3\r\n$7\r\nPUBLISH\r\n$8\r\nbench:ch\r\n$5\r\nhello\r\n"
 PIPELINE = 16
 
@@ -149,6 +153,57 @@ def forward_us(forwards: int) -> float:
     return elapsed / forwards * 1e6
 
 
+def publish_frames(peer: str, batches: int) -> list[bytes]:
+    """``batches`` batches of PIPELINE PUBLISH frames from ``peer``, numbered from 1."""
+    from cluster_bus.codec import encode_publish, short_id
+
+    sender = short_id(peer)
+    return [
+        b"".join(
+            encode_publish(sender, 1 + b * PIPELINE + i, b * PIPELINE + i, False, CHANNEL, b"hello")
+            for i in range(PIPELINE)
+        )
+        for b in range(batches)
+    ]
+
+
+async def receive_us(batches: int) -> float:
+    """Microseconds per forwarded PUBLISH received on a bus link and delivered
+    to one subscriber, one loop turn per batch of 16 frames.
+
+    Raises RuntimeError unless every frame was delivered once."""
+    from cluster_bus.api import BusConfig
+    from cluster_bus.bus import ClusterBus
+    from cluster_bus.handshake import Handshake
+    from cluster_bus.link import Link
+
+    node = Node(NodeConfig(port=0))
+    bus = ClusterBus(node, BusConfig(port=0))
+    sub = Client(node)
+    sub_transport = CountingTransport()
+    sub.connection_made(sub_transport)  # type: ignore[arg-type]
+    sub.data_received(b"SUBSCRIBE bench:ch\r\n")
+    await asyncio.sleep(0)
+    confirmed = sub_transport.written
+    node.link = bus  # after the SUBSCRIBE: the bus is not started, it has no filters to sync
+    peer = "ab" * 20
+    link = Link(bus, Handshake(node.node_id, None, outbound=False), None)
+    link.connection_made(CountingTransport())  # type: ignore[arg-type]
+    link.authenticate(peer, 64 * 1024 * 1024)
+    frames = publish_frames(peer, batches)
+    start = time.perf_counter()
+    for batch in frames:
+        link.data_received(batch)
+        await asyncio.sleep(0)  # the loop turn that flushes the subscriber
+    elapsed = time.perf_counter() - start
+    forwards = batches * PIPELINE
+    frame = b"*3\r\n$7\r\nmessage\r\n$8\r\nbench:ch\r\n$5\r\nhello\r\n"
+    got = sub_transport.written - confirmed
+    if got != forwards * len(frame) or link.closed:
+        raise RuntimeError(f"receive path lost messages: {got} B of {forwards * len(frame)}")
+    return elapsed / forwards * 1e6
+
+
 def run(batches: int = 5000, repeats: int = 5) -> dict[str, float]:
     """Best-of-``repeats`` microseconds per command for each case."""
     new_loop: Callable[[], asyncio.AbstractEventLoop]
@@ -170,6 +225,10 @@ def run(batches: int = 5000, repeats: int = 5) -> dict[str, float]:
     out["ClusterBus.forward_publish, 1 peer"] = min(
         forward_us(batches * PIPELINE) for _ in range(repeats)
     )
+    with asyncio.Runner(loop_factory=new_loop) as runner:
+        out["bus link, PUBLISH received, 1 subscriber"] = min(
+            runner.run(receive_us(batches)) for _ in range(repeats)
+        )
     return out
 
 

@@ -256,8 +256,8 @@ class ClusterBus:
         if link.outbound:
             self.mesh.send(link, link.handshake.hello())
 
-    def publish_received(self, link: Link, msg: Publish) -> None:
-        self.forwarding.publish_received(link, msg)
+    def publishes_received(self, link: Link, msgs: list[Publish]) -> None:
+        self.forwarding.publishes_received(link, msgs)
 
     def message_received(self, link: Link, msg: Message) -> None:
         self.stats.received[MSG_TYPE[type(msg)]] += 1

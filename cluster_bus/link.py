@@ -47,7 +47,7 @@ class LinkOwner(Protocol):
 
     def link_made(self, link: Link) -> None: ...
 
-    def publish_received(self, link: Link, msg: Publish) -> None: ...
+    def publishes_received(self, link: Link, msgs: list[Publish]) -> None: ...
 
     def message_received(self, link: Link, msg: Message) -> None: ...
 
@@ -154,12 +154,20 @@ class Link(asyncio.Protocol):
         owner = self.owner
         decoder = self.decoder
         pending = iter(msgs)
+        # consecutive PUBLISH frames go to the owner as one run (one call, the
+        # session's rules once), in their place among the other frames
+        run: list[Publish] = []
         for msg in pending:
+            if self.authenticated and type(msg) is Publish:
+                run.append(msg)
+                continue
+            if run:
+                if self.closed:
+                    return
+                owner.publishes_received(self, run)
+                run = []
             if self.closed:
                 return
-            if self.authenticated and type(msg) is Publish:
-                owner.publish_received(self, msg)
-                continue
             owner.message_received(self, msg)
             if self.decoder is not decoder:  # the handshake ended: keys from here on
                 sealed = self.decoder
@@ -169,6 +177,8 @@ class Link(asyncio.Protocol):
                     rest += sealed.open(later)
                 self._dispatch(rest)
                 return
+        if run and not self.closed:
+            owner.publishes_received(self, run)
 
     def connection_lost(self, exc: Exception | None) -> None:
         if not self.closed:

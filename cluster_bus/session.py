@@ -33,10 +33,12 @@ from __future__ import annotations
 
 import os
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import islice
 
 from cluster_bus.codec import encode_publish
+from cluster_bus.frames import Publish
 
 #: a RESEND for one session is repeated at most this often while the gap stays
 RESEND_RETRY_MS = 100
@@ -209,6 +211,20 @@ class InSession:
             return False
         self.expected = (seq + 1) % _MOD or 1
         return True
+
+    def in_order(self, msgs: Sequence[Publish]) -> int:
+        """How many of ``msgs``, from the first, are the next ones: they are
+        accepted (to be delivered, in order, once), as :meth:`accept` of each
+        would; the rest are for :meth:`accept` / :meth:`out_of_order` one by one."""
+        expected = self.expected
+        n = 0
+        for msg in msgs:
+            if msg.seq != expected:
+                break
+            expected = (expected + 1) % _MOD or 1
+            n += 1
+        self.expected = expected
+        return n
 
     def out_of_order(self, seq: int, now: int) -> Verdict:
         """A PUBLISH that :meth:`accept` refused: a duplicate, or past a gap."""

@@ -6,8 +6,10 @@ Starts from a corpus of valid frames of every type, mutates them (bit flips,
 byte overwrites, inserts, deletes, truncation, splices, length and count
 fields set to extremes), feeds each input in random-sized pieces and checks:
 no exception other than BusProtocolError, no input slower than a second
-(hang), and the decoder's buffer never above one header plus max_body
-(bounded memory). Exit status 1 with the offending input in hex on failure.
+(hang), the decoder's buffer never above one header plus max_body
+(bounded memory), and the PUBLISH fast path agreeing with the reference
+decoder (``fast=False``, fed the same pieces): the same frames, then the same
+error text. Exit status 1 with the offending input in hex on failure.
 """
 
 from __future__ import annotations
@@ -109,6 +111,20 @@ def mutate(rng: random.Random, data: bytes, pool: list[bytes]) -> bytes:
     return bytes(buf)
 
 
+def _reference(data: bytes, steps: list[int]) -> tuple[list[Message], str | None]:
+    """What the reference decoder (no PUBLISH fast path) makes of the same pieces."""
+    dec = FrameDecoder(max_body=MAX_BODY, fast=False)
+    out: list[Message] = []
+    pos = 0
+    try:
+        for step in steps:
+            out += dec.feed(data[pos : pos + step])
+            pos += step
+    except BusProtocolError as exc:
+        return out, str(exc)
+    return out, None
+
+
 def run(count: int, seed: int = 0) -> dict[str, float]:
     """Fuzz ``count`` inputs; raise AssertionError (with the input) on a finding."""
     rng = random.Random(seed)
@@ -125,19 +141,31 @@ def run(count: int, seed: int = 0) -> dict[str, float]:
     for _ in range(count):
         data = mutate(rng, rng.choice(pool), pool)
         dec = FrameDecoder(max_body=MAX_BODY)
+        steps = []
         t0 = time.perf_counter()
+        got: list[Message] = []
+        error = None
         try:
             pos = 0
             while pos < len(data):
                 step = rng.choice((1, 3, 16, len(data)))
-                stats["frames"] += len(dec.feed(data[pos : pos + step]))
+                steps.append(step)
+                got += dec.feed(data[pos : pos + step])
                 pos += step
                 assert dec.buffered <= limit, f"buffer {dec.buffered} above {limit}"
             stats["decoded_ok"] += 1
-        except BusProtocolError:
+        except BusProtocolError as exc:
             stats["errors"] += 1
+            error = str(exc)
         except Exception as exc:
             raise AssertionError(f"{type(exc).__name__}: {exc} on input {data.hex()}") from exc
+        stats["frames"] += len(got)
+        want, want_error = _reference(data, steps)
+        if (got, error) != (want, want_error):
+            raise AssertionError(
+                f"fast path {got!r} / {error!r} != reference {want!r} / {want_error!r}"
+                f" on input {data.hex()}"
+            )
         elapsed = (time.perf_counter() - t0) * 1000
         if elapsed > 1000:
             raise AssertionError(f"input took {elapsed:.0f} ms (hang?): {data.hex()}")
