@@ -37,11 +37,11 @@ from cluster_bus.api import (
 from router import resp
 from router.acl import Acl
 from router.client import Client
-from router.client_output import ClientOutput
+from router.client_output import ClientOutput, write_to_all
 from router.config import NodeConfig
 from router.pause import ClientPause
 from router.protected import DENIED, denies
-from router.registry import Registry, Subscriber
+from router.registry import Registry
 from router.stats import InstantaneousMetrics, NodeStats
 from spark.events import Role, TrafficEvent, TrafficRecorder, channel_text
 
@@ -57,7 +57,10 @@ class Node:
     def __init__(self, config: NodeConfig) -> None:
         self.config = config
         self.node_id = os.urandom(20).hex()
-        self.registry = Registry(config.filter_capacity, config.filter_fp_rate)
+        # holds this node's client connections (delivery writes their queues)
+        self.registry: Registry[ClientOutput] = Registry(
+            config.filter_capacity, config.filter_fp_rate
+        )
         self.link: ClusterLink = NoPeers(self.node_id, config.bind, config.port)
         self.tap: TrafficRecorder | None = None  # set by whoever wires the node
         self.clients: dict[int, Client] = {}
@@ -290,16 +293,16 @@ class Node:
             subs = registry.shard_channels.get(channel)
             if not subs:
                 return 0
-            delivered = _write_all(subs, resp.smessage(channel, message))
+            delivered = write_to_all(subs, resp.smessage(channel, message))
         else:
             subs = registry.channels.get(channel)
             patterns = registry.patterns
             if not subs and not patterns.lengths:
                 return 0
-            delivered = _write_all(subs, resp.message(channel, message)) if subs else 0
+            delivered = write_to_all(subs, resp.message(channel, message)) if subs else 0
             if patterns.lengths:
                 for pattern, psubs in patterns.matches(channel):
-                    delivered += _write_all(psubs, resp.pmessage(pattern, channel, message))
+                    delivered += write_to_all(psubs, resp.pmessage(pattern, channel, message))
         self.stats.messages_delivered += delivered
         return delivered
 
@@ -367,16 +370,3 @@ class Node:
             "cluster_stats_false_positives_received": registry.false_positives_received,
             "cluster_stats_filter_resizes": registry.filter_epoch,
         }
-
-
-def _write_all(subs: set[Subscriber], frame2: bytes) -> int:
-    """Write one pub/sub frame (RESP2 bytes) to every client in ``subs``."""
-    frame3: bytes | None = None
-    for client in subs:
-        if client.resp == 2:
-            client.write(frame2)
-        else:
-            if frame3 is None:
-                frame3 = resp.as_push(frame2)
-            client.write(frame3)
-    return len(subs)

@@ -24,7 +24,7 @@ much here for nothing is rebuilt at twice its m from the exact subscriptions.
 from __future__ import annotations
 
 import logging
-from typing import Protocol
+from typing import Generic, Protocol, TypeVar
 
 from bloom import CountingBloomFilter, PatternFilter
 from cluster_bus.api import FilterChange, FilterName, FilterSnapshot
@@ -50,15 +50,22 @@ class Subscriber(Protocol):
     def write(self, data: bytes) -> None: ...
 
 
-class Registry:
-    """Subscriptions of one node; not thread-safe (one asyncio loop)."""
+S = TypeVar("S", bound=Subscriber)
+
+
+class Registry(Generic[S]):
+    """Subscriptions of one node; not thread-safe (one asyncio loop).
+
+    Generic in its subscribers: a node's registry holds its client
+    connections (``Registry[ClientOutput]``), so delivery may use their
+    output queues directly (:func:`router.client_output.write_to_all`)."""
 
     def __init__(self, capacity: int, fp_rate: float, max_m: int = MAX_RESIZE_M) -> None:
         self.fp_rate = fp_rate
         self.max_m = max_m
-        self.channels: dict[bytes, set[Subscriber]] = {}
-        self.shard_channels: dict[bytes, set[Subscriber]] = {}
-        self.patterns: PatternIndex[Subscriber] = PatternIndex()
+        self.channels: dict[bytes, set[S]] = {}
+        self.shard_channels: dict[bytes, set[S]] = {}
+        self.patterns: PatternIndex[S] = PatternIndex()
         self.channel_filter = CountingBloomFilter.for_capacity(capacity, fp_rate)
         self.pattern_filter = PatternFilter.for_capacity(capacity, fp_rate)
         self.filter_epoch = 0  # bumped on every rebuild
@@ -68,7 +75,7 @@ class Registry:
 
     # ------------------------------------------------------------ channels
 
-    def subscribe(self, sub: Subscriber, channel: bytes, shard: bool = False) -> list[FilterChange]:
+    def subscribe(self, sub: S, channel: bytes, shard: bool = False) -> list[FilterChange]:
         """Add one (shard) channel subscription; no-op when already subscribed."""
         own = sub.shard_channels if shard else sub.channels
         if channel in own:
@@ -85,9 +92,7 @@ class Registry:
             return []
         return self._channel_change(set_positions=self.channel_filter.add(channel))
 
-    def unsubscribe(
-        self, sub: Subscriber, channel: bytes, shard: bool = False
-    ) -> list[FilterChange]:
+    def unsubscribe(self, sub: S, channel: bytes, shard: bool = False) -> list[FilterChange]:
         own = sub.shard_channels if shard else sub.channels
         if channel not in own:
             return []
@@ -113,7 +118,7 @@ class Registry:
 
     # ------------------------------------------------------------ patterns
 
-    def psubscribe(self, sub: Subscriber, pattern: bytes) -> list[FilterChange]:
+    def psubscribe(self, sub: S, pattern: bytes) -> list[FilterChange]:
         if pattern in sub.patterns:
             return []
         sub.patterns.add(pattern)
@@ -124,7 +129,7 @@ class Registry:
         set_positions = pf.add(pattern)
         return self._pattern_change(before, set_positions, ())
 
-    def punsubscribe(self, sub: Subscriber, pattern: bytes) -> list[FilterChange]:
+    def punsubscribe(self, sub: S, pattern: bytes) -> list[FilterChange]:
         if pattern not in sub.patterns:
             return []
         sub.patterns.discard(pattern)
@@ -155,7 +160,7 @@ class Registry:
 
     # ------------------------------------------------------------ whole client
 
-    def drop_client(self, sub: Subscriber) -> list[FilterChange]:
+    def drop_client(self, sub: S) -> list[FilterChange]:
         """Remove every subscription of a client (RESET, disconnect)."""
         changes: list[FilterChange] = []
         for channel in list(sub.channels):
