@@ -103,7 +103,7 @@ class Forwarding:
                     continue
             link.write(frame)
             sent += 1
-        stats.sent[MsgType.PUBLISH] += sent
+        stats.sent[_PUBLISH] += sent
         stats.publish_suppressed += peers - len(nodes)
         return len(nodes)
 

@@ -69,7 +69,10 @@ class PeerTable:
         self._match_all = 0
         self._by_length: dict[int, int] = {}  # prefix length -> peers using it
         self._k_max = 0
-        self._cache: dict[tuple[bytes, bool], int] = {}
+        # route() results: channels, and shard channels apart (a key without
+        # a tuple to build and hash on every PUBLISH)
+        self._cache: dict[bytes, int] = {}
+        self._shard_cache: dict[bytes, int] = {}
         self._nodes_cache: dict[int, tuple[str, ...]] = {}
 
     # -- peers ---------------------------------------------------------------------
@@ -264,8 +267,8 @@ class PeerTable:
 
     def route(self, channel: bytes, shard: bool = False) -> int:
         """Bitmask of the peers that may have a subscriber for ``channel``."""
-        key = (channel, shard)
-        cached = self._cache.get(key)
+        cache = self._shard_cache if shard else self._cache
+        cached = cache.get(channel)
         if cached is not None:
             return cached
         mask = self._chan_open
@@ -283,21 +286,23 @@ class PeerTable:
                     hashes = key_hashes(channel[:length], self._k_max)
                     for index in self._pat_index.values():
                         mask |= index.query(hashes) & users
-        if len(self._cache) >= ROUTE_CACHE_SIZE:
-            self._cache.clear()
-        self._cache[key] = mask
+        if len(cache) >= ROUTE_CACHE_SIZE:
+            cache.clear()
+        cache[channel] = mask
         return mask
 
     # -- internals -----------------------------------------------------------------
 
     def _changed(self) -> None:
         self._cache.clear()
+        self._shard_cache.clear()
 
     def _peers_changed(self) -> None:
         """A peer came or went: a slot's bit may now mean another node, so the
         mask -> node ids cache goes too (else a restarted node, new id in the
         old slot, would never be routed to again)."""
         self._cache.clear()
+        self._shard_cache.clear()
         self._nodes_cache.clear()
 
     def _index_for(self, kind: FilterKind, m: int, k: int) -> BitSlicedIndex:
