@@ -231,8 +231,11 @@ class Client(ClientOutput, asyncio.Protocol):
             self.write(error)
             self._close_after_reply = True
         if last is not None:
-            runs.append((last, n))
-            share_time(runs, perf_counter_ns() - start)
+            if runs:
+                runs.append((last, n))
+                share_time(runs, perf_counter_ns() - start)
+            else:  # one command in the batch (the usual case): all of the time is its
+                last.nanoseconds += perf_counter_ns() - start
         # (an early flush in the batch, a message to this client over the
         # limit, reset the count: it may over-count, flushing early once more)
         self._out_bytes += queued

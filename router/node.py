@@ -164,7 +164,8 @@ class Node:
         dirty, self._dirty = self._dirty, []
         for client in dirty:
             client.flush()
-        self.sample_metrics()
+        if time.monotonic() >= self.metrics.next_sample:  # a 100 ms period passed
+            self.sample_metrics()
 
     def sample_metrics(self) -> None:
         """INFO's instantaneous metrics, sampled lazily (:mod:`router.stats`)."""

@@ -123,21 +123,30 @@ class RequestParser:
         self.backlog = False
 
     def feed(self, data: bytes) -> None:
-        if self._pos and self._pos == len(self._buf):
-            self._buf.clear()
-            self._guard = self._pos = 0
-        elif self._pos > 65536:
-            del self._buf[: self._pos]
-            self._guard = max(0, self._guard - self._pos)
-            self._pos = 0
-        self._buf += data
-        if self._reader is not None:
+        buf = self._buf
+        pos = self._pos
+        if pos and pos == len(buf):
+            buf.clear()
+            self._guard = self._pos = pos = 0
+        elif pos > 65536:
+            del buf[:pos]
+            self._guard = max(0, self._guard - pos)
+            self._pos = pos = 0
+        before = len(buf)
+        buf += data
+        reader = self._reader
+        if reader is not None:
             # the new bytes, and the 5 before them in case a header straddles
-            if not _has_big_aggregate(self._buf, max(self._pos, len(self._buf) - len(data) - 5)):
-                self._reader.feed(data)
+            # (none before when all was parsed: the usual unpipelined read)
+            if not (
+                data.translate(_AGGREGATE_CLASSES).find(_BIG_AGGREGATE) >= 0
+                if before == pos
+                else _has_big_aggregate(buf, max(pos, before - 5))
+            ):
+                reader.feed(data)
             else:
                 self._reader = None
-                self._guard = len(self._buf)
+                self._guard = len(buf)
 
     def release(self) -> list[bytes]:
         """Hand over the arguments of a request still being read (a closed

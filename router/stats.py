@@ -11,7 +11,8 @@
   100 ms in ``serverCron`` and shows the mean rate of the last 16 samples
   (``trackInstantaneousMetric``). The node has no timer for it: it samples
   lazily, when the node flushes output at the end of a loop turn (so only
-  while there is traffic) and when INFO reads the rates; a gap of several
+  while there is traffic; a clock read and a compare with ``next_sample``
+  when no sample is due) and when INFO reads the rates; a gap of several
   100 ms periods without a sample is split evenly over those periods, so the
   mean over the last 1.6 s is the same as Redis's when traffic is steady.
 """
@@ -88,6 +89,8 @@ class InstantaneousMetrics:
 
     def reset(self, now: float, counters: tuple[int, int, int]) -> None:
         self._last_time = now
+        #: the clock reading from which :meth:`sample` has a sample to take
+        self.next_sample = now + PERIOD
         self._last = counters
         # per counter, the rate (per second) of each of the last SAMPLES periods
         self._rates: list[list[float]] = [[0.0] * SAMPLES for _ in range(3)]
@@ -105,6 +108,7 @@ class InstantaneousMetrics:
                 rates[(self._index + i) % SAMPLES] = rate
         self._index = (self._index + periods) % SAMPLES
         self._last_time = now
+        self.next_sample = now + PERIOD
         self._last = counters
 
     def rates(self) -> tuple[float, float, float]:
