@@ -32,9 +32,6 @@ failure raises :class:`SealError` and the link is closed and counted.
 
 from __future__ import annotations
 
-import hmac
-from hashlib import blake2s, sha256
-
 from cluster_bus.codec import (
     _SEALED,
     _TYPES,
@@ -67,6 +64,8 @@ def link_keys(secret: bytes, transcript: bytes) -> tuple[bytes, bytes]:
     HKDF (RFC 5869) with HMAC-SHA256: PRK = HMAC(secret, transcript), then
     one Expand block per direction with the direction as ``info``.
     ``transcript``: both nonces and both node ids, as the handshake MACs them."""
+    import hmac  # with a cluster secret only: hashlib maps OpenSSL's digests (~0.6 MB)
+
     prk = hmac.digest(secret, transcript, "sha256")
     return (
         hmac.digest(prk, b"bloomcast frames initiator\x01", "sha256"),
@@ -81,17 +80,25 @@ SMALL_BATCH = 4096
 class _Mac:
     """The tag function of one direction of one link (two subkeys of its key)."""
 
-    __slots__ = ("_blake", "_hmac")
+    __slots__ = ("_blake", "_blake2s", "_hmac", "_new_hmac", "_sha256", "same")
 
     def __init__(self, key: bytes) -> None:
+        # imported with the first sealed link, not at start (hashlib maps
+        # OpenSSL's digests, ~0.6 MB on every node)
+        import hmac
+        from hashlib import blake2s, sha256
+
+        self._blake2s, self._sha256, self._new_hmac = blake2s, sha256, hmac.new
+        #: hmac.compare_digest: constant-time comparison of two tags
+        self.same = hmac.compare_digest
         self._blake = hmac.digest(key, b"blake2s subkey", "sha256")
         self._hmac = hmac.digest(key, b"hmac-sha256 subkey", "sha256")
 
     def tag(self, seq: int, batch: bytes) -> bytes:
         head = seq.to_bytes(8, "big")
         if len(batch) < SMALL_BATCH:
-            return blake2s(head + batch, key=self._blake, digest_size=TAG_SIZE).digest()
-        mac = hmac.new(self._hmac, head, sha256)
+            return self._blake2s(head + batch, key=self._blake, digest_size=TAG_SIZE).digest()
+        mac = self._new_hmac(self._hmac, head, self._sha256)
         mac.update(batch)
         return mac.digest()[:TAG_SIZE]
 
@@ -169,7 +176,7 @@ class SealedDecoder:
         return self._open(msg.seq, msg.tag, msg.batch)
 
     def _open(self, seq: int, tag: bytes, batch: bytes) -> list[Message]:
-        if not hmac.compare_digest(self._mac.tag(seq, batch), tag):
+        if not self._mac.same(self._mac.tag(seq, batch), tag):
             raise SealError("bad frame MAC (injected, altered, or from another link)")
         if seq != self.seq + 1:
             raise SealError(f"SEALED sequence {seq}, expected {self.seq + 1} (a replay)")

@@ -19,8 +19,6 @@ empty (a hash tag), mod 16384.
 
 from __future__ import annotations
 
-import hashlib
-
 import crcmod.predefined
 
 #: Redis Cluster's number of hash slots (``CLUSTER_SLOTS`` in redis ``cluster.h``)
@@ -32,6 +30,8 @@ _crc16 = crcmod.predefined.mkPredefinedCrcFun("xmodem")
 def shard_id(node_id: str) -> str:
     """CLUSTER MYSHARDID (Redis 7.2): each node is a shard of its own, so its
     shard id is a stable 40-hex-digit id derived from its node id."""
+    import hashlib  # here, not at start: it maps OpenSSL's digests (~0.6 MB per node)
+
     return hashlib.sha1(b"bloomcast-shard:" + node_id.encode()).hexdigest()
 
 

@@ -21,7 +21,6 @@ randomised per process; they are emitted here in name order.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -59,6 +58,8 @@ class AclError(Exception):
 
 
 def hash_password(password: bytes) -> str:
+    import hashlib  # here, not at start: it maps OpenSSL's digests (~0.6 MB per node)
+
     return hashlib.sha256(password).hexdigest()
 
 

@@ -7,11 +7,22 @@ from __future__ import annotations
 import subprocess
 import sys
 
-#: stdlib modules that the node's start path must not import, and what pulls
-#: each in when it is needed: tomllib (and datetime) for --config, ipaddress
-#: for CLUSTER MEET and a bind beyond loopback, pathlib for the traffic tap,
-#: platform never (INFO reads os.uname)
-LAZY = ("tomllib", "datetime", "ipaddress", "pathlib", "platform")
+#: modules that the node's start path must not import, and what pulls each in
+#: when it is needed: tomllib (and datetime) for --config, ipaddress for
+#: CLUSTER MEET and a bind beyond loopback, pathlib and spark.events for the
+#: traffic tap, hashlib and hmac for a cluster secret, a password (ACL, AUTH)
+#: or CLUSTER MYSHARDID, platform never (INFO reads os.uname)
+LAZY = (
+    "tomllib",
+    "datetime",
+    "ipaddress",
+    "pathlib",
+    "platform",
+    "spark.events",
+    "hashlib",
+    "hmac",
+    "_hashlib",
+)
 
 PROBE = """
 import sys
