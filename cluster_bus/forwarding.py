@@ -135,8 +135,9 @@ class Forwarding:
     def publishes_received(self, link: Link, msgs: list[Publish]) -> None:
         """A run of PUBLISH frames read from ``link``: the in-order prefix is
         delivered in one pass (the common case: the session's rules once per
-        run, not per frame); what follows a gap or a duplicate goes through
-        :meth:`publish_received` one by one."""
+        run, not per frame); what follows a gap or a duplicate is judged
+        frame by frame (delivered when it is the next, else dropped: counted
+        as a duplicate, or a RESEND asked for the gap)."""
         self.stats.received[_PUBLISH] += len(msgs)
         peer = link.peer_id
         assert peer is not None
