@@ -138,7 +138,8 @@ def test_profile_markdown_drops_the_entry_chain_and_c_frames():
 
 def test_hot_path_bench_drives_the_real_client(capsys):
     # the in-process hot-path tool: every case runs through the real parser,
-    # Client and ClusterBus, and its output names each case (no speed is asserted)
+    # Client, ClusterBus and bus Link, and its output names each case (no speed
+    # is asserted; receive_us raises unless every forwarded frame was delivered)
     from bench.hot_path import CountingTransport, main, run
 
     result = run(batches=20, repeats=1)
@@ -149,6 +150,7 @@ def test_hot_path_bench_drives_the_real_client(capsys):
         "Client, PUBLISH, 1 subscribers",
         "Client, PUBLISH, 10 subscribers",
         "ClusterBus.forward_publish, 1 peer",
+        "bus link, PUBLISH received, 1 subscriber",
     }
     assert all(us > 0 for us in result.values())
     assert main(["--batches", "5", "--repeats", "1"]) == 0
