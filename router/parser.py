@@ -56,7 +56,7 @@ _AGGREGATE_CLASSES = bytes(
 _BIG_AGGREGATE = b"*00000"
 
 
-def _has_big_aggregate(buf: bytearray, start: int) -> bool:
+def _has_big_aggregate(buf: bytes | bytearray, start: int) -> bool:
     """Whether ``buf[start:]`` holds a big aggregate header (or bytes like one)."""
     return buf[start:].translate(_AGGREGATE_CLASSES).find(_BIG_AGGREGATE) >= 0
 
@@ -139,7 +139,7 @@ class RequestParser:
             # the new bytes, and the 5 before them in case a header straddles
             # (none before when all was parsed: the usual unpipelined read)
             if not (
-                data.translate(_AGGREGATE_CLASSES).find(_BIG_AGGREGATE) >= 0
+                _has_big_aggregate(data, 0)  # data[0:] is data: no copy
                 if before == pos
                 else _has_big_aggregate(buf, max(pos, before - 5))
             ):
