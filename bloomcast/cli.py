@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import signal
 import sys
 from collections.abc import Sequence
 from typing import NoReturn
@@ -59,7 +60,22 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+def interruptible() -> None:
+    """Make SIGINT (Ctrl-C) stop this command even if the parent ignored it.
+
+    A non-interactive shell starts its background jobs (``cmd &``) with SIGINT
+    ignored (POSIX Shell Command Language, 2.11), and CPython keeps an
+    inherited SIG_IGN instead of installing its KeyboardInterrupt handler. A
+    script's ``kill -INT`` would then be lost on ``cluster up`` and ``demo``,
+    which stop on KeyboardInterrupt. redis-server and ``bloomcast node``
+    install their SIGINT handler unconditionally; so does every subcommand.
+    """
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    interruptible()
     args_in = list(sys.argv[1:] if argv is None else argv)
     chosen = next((a for a in args_in if not a.startswith("-")), None)
     parser = build_parser(chosen if chosen in SUBCOMMANDS else None)

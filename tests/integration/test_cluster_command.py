@@ -36,8 +36,17 @@ def free_base(n: int) -> int:
     raise RuntimeError("no free port range")
 
 
-@pytest.mark.parametrize("stop_signal", [signal.SIGINT, signal.SIGTERM])
-def test_cluster_up_runs_joined_nodes_and_stops_them(stop_signal):
+def _ignore_sigint() -> None:
+    """What a non-interactive shell does to a background job (``cmd &``)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+@pytest.mark.parametrize(
+    ("stop_signal", "sigint_ignored"),
+    [(signal.SIGINT, False), (signal.SIGINT, True), (signal.SIGTERM, False)],
+    ids=["SIGINT", "SIGINT-started-ignored", "SIGTERM"],
+)
+def test_cluster_up_runs_joined_nodes_and_stops_them(stop_signal, sigint_ignored):
     n = 3
     base = free_base(n)
     proc = subprocess.Popen(
@@ -46,6 +55,7 @@ def test_cluster_up_runs_joined_nodes_and_stops_them(stop_signal):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=_ignore_sigint if sigint_ignored else None,
     )  # fmt: skip
     try:
         assert proc.stdout is not None and proc.stderr is not None

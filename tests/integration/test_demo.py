@@ -134,7 +134,15 @@ def test_demo_ctrl_c_stops_every_process(tmp_path):
         sys.executable, "-m", "bloomcast.cli", "demo", "--nodes", "3", "--duration", "60s",
         "--skip-stats", "--no-progress", "--out", str(out),
     ]  # fmt: skip
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    # started with SIGINT ignored, as a script's background job (``demo &``) is:
+    # Ctrl-C must still stop it (bloomcast.cli.interruptible)
+    proc = subprocess.Popen(
+        cmd,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+    )
     try:
         lines = []
         assert proc.stdout is not None
