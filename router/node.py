@@ -23,6 +23,7 @@ import asyncio
 import json
 import logging
 import os
+import sys
 import time
 from itertools import count, islice
 from typing import TYPE_CHECKING
@@ -86,6 +87,10 @@ class Node:
         self.started = time.time()
         self._ids = count(1)
         self._dirty: list[ClientOutput] = []  # clients with queued pub/sub output
+        # bytes write_to_all queued since the last flush, and the bound past
+        # which every queue is written at once (the pubsub hard limit)
+        self.turn_output = 0
+        self.turn_output_limit = config.pubsub_hard_limit or sys.maxsize
         # the running loop, looked up once: asyncio.get_running_loop() makes a
         # getpid() system call, and schedule_flush runs once per loop turn
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -160,11 +165,14 @@ class Node:
             loop = self._loop
             if loop is None or loop.is_closed():
                 loop = self._loop = asyncio.get_running_loop()
-            loop.call_soon(self._flush_all)
+            loop.call_soon(self.flush_all)
         self._dirty.append(client)
 
-    def _flush_all(self) -> None:
+    def flush_all(self) -> None:
+        """Write every queued client's output: at the end of a loop turn, or
+        sooner when the turn's output passed the pubsub hard limit."""
         dirty, self._dirty = self._dirty, []
+        self.turn_output = 0
         for client in dirty:
             client.flush()
         if time.monotonic() >= self.metrics.next_sample:  # a 100 ms period passed
@@ -301,16 +309,16 @@ class Node:
             subs = registry.shard_channels.get(channel)
             if not subs:
                 return 0
-            delivered = write_to_all(subs, resp.smessage(channel, message))
+            delivered = write_to_all(self, subs, resp.smessage(channel, message))
         else:
             subs = registry.channels.get(channel)
             patterns = registry.patterns
             if not subs and not patterns.lengths:
                 return 0
-            delivered = write_to_all(subs, resp.message(channel, message)) if subs else 0
+            delivered = write_to_all(self, subs, resp.message(channel, message)) if subs else 0
             if patterns.lengths:
                 for pattern, psubs in patterns.matches(channel):
-                    delivered += write_to_all(psubs, resp.pmessage(pattern, channel, message))
+                    delivered += write_to_all(self, psubs, resp.pmessage(pattern, channel, message))
         self.stats.messages_delivered += delivered
         return delivered
 

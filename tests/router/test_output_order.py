@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from bench.hot_path import CountingTransport
 from router.client import Client
 from router.config import NodeConfig
@@ -64,3 +66,41 @@ def test_a_pipelined_batch_is_one_write():
     assert first.index(SUBSCRIBED) < first.index(MESSAGE % 0)
     assert first.endswith(b"".join(MESSAGE % (i % 10) + b":1\r\n" for i in range(16)))
     assert writes[1] == b"+RESET\r\n+PONG\r\n"
+
+
+@pytest.mark.parametrize("set_by", ["start", "CONFIG SET"])
+def test_a_turn_past_the_pubsub_hard_limit_writes_the_queues_at_once(set_by):
+    """Messages queued in one loop turn are written as soon as the turn's
+    output passes ``client-output-buffer-limit pubsub``'s hard limit, so no
+    queue grows past it before the end-of-turn flush (write_to_all)."""
+    hard = 4096
+    config = NodeConfig(port=0, pubsub_hard_limit=hard if set_by == "start" else 0)
+    message = b"x" * 100
+    frame = b"*3\r\n$7\r\nmessage\r\n$4\r\nfeed\r\n$100\r\n" + message + b"\r\n"
+
+    async def main() -> tuple[list[bytes], list[bytes]]:
+        node = Node(config)
+        subscriber, publisher = Client(node), Client(node)
+        sub_out, pub_out = RecordingTransport(), RecordingTransport()
+        subscriber.connection_made(sub_out)  # type: ignore[arg-type]
+        publisher.connection_made(pub_out)  # type: ignore[arg-type]
+        subscriber.data_received(b"SUBSCRIBE feed\r\n")
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+        if set_by == "CONFIG SET":
+            args = [b"CONFIG", b"SET", b"client-output-buffer-limit", b"pubsub %d 0 0" % hard]
+            publisher.data_received(
+                b"*4\r\n" + b"".join(b"$%d\r\n%s\r\n" % (len(a), a) for a in args)
+            )
+            await asyncio.sleep(0)
+            assert pub_out.writes == [b"+OK\r\n"]
+        del sub_out.writes[:]
+        publisher.data_received((b"PUBLISH feed " + message + b"\r\n") * 100)  # one read
+        in_turn = list(sub_out.writes)  # before the loop turn ends
+        await asyncio.sleep(0)
+        return in_turn, sub_out.writes
+
+    in_turn, writes = asyncio.run(main())
+    assert b"".join(writes) == frame * 100  # all of them, in order
+    assert len(in_turn) >= (100 * len(frame)) // (hard + len(frame))
+    assert all(len(w) <= hard + len(frame) for w in writes)
