@@ -166,8 +166,10 @@ class Client(ClientOutput, asyncio.Protocol):
         # replies go straight to the output queue pub/sub messages go to, so
         # output leaves in command order (a message this connection publishes
         # to itself follows the replies before it, as in Redis); the queue is
-        # still written once per loop turn
+        # still written once per loop turn. When it was empty, nothing is
+        # scheduled before the batch ends (below)
         out = self._out
+        deferred = not out
         execute = self.execute
         queued = 0
         # the loop turn's budget is shared by every read of this turn (libuv
@@ -203,7 +205,7 @@ class Client(ClientOutput, asyncio.Protocol):
                         self.node.stats.error_replied(reply)
                         if ran is not None:
                             ran.failed_calls += 1
-                    if not out:
+                    if not out and not deferred:
                         self.node.schedule_flush(self)
                     out.append(reply)
                     queued += len(reply)
@@ -220,6 +222,8 @@ class Client(ClientOutput, asyncio.Protocol):
                 if last is not None:
                     runs.append((last, n))
                     share_time(runs, perf_counter_ns() - start)
+                if deferred and out:
+                    self.node.schedule_flush(self)
                 self._block(reply)  # type: ignore[arg-type]
                 return
         except parser.ProtocolError as exc:
@@ -239,6 +243,14 @@ class Client(ClientOutput, asyncio.Protocol):
         # (an early flush in the batch, a message to this client over the
         # limit, reset the count: it may over-count, flushing early once more)
         self._out_bytes += queued
+        if deferred and out:
+            if done == 1 and started == start and not sliced:
+                # one request, the first work of this turn (the unpipelined
+                # client): written now, without an end-of-turn callback; the
+                # turn's budget restarts, after one request's worth of work
+                self.flush()
+            else:
+                self.node.schedule_flush(self)
         if (sliced or self.parser.backlog) and not self._close_after_reply:
             # a huge request is still being parsed, or a pipeline ran past
             # SLICE_SECONDS: let the other clients run before the next slice

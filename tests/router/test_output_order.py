@@ -104,3 +104,26 @@ def test_a_turn_past_the_pubsub_hard_limit_writes_the_queues_at_once(set_by):
     assert b"".join(writes) == frame * 100  # all of them, in order
     assert len(in_turn) >= (100 * len(frame)) // (hard + len(frame))
     assert all(len(w) <= hard + len(frame) for w in writes)
+
+
+def test_a_lone_request_is_written_when_it_has_run():
+    """An unpipelined request (one command, the first work of this loop turn)
+    is written at once, without waiting for the end-of-turn flush; what it
+    delivers to its own connection still precedes its reply, in one write."""
+
+    async def main() -> list[list[bytes]]:
+        client = Client(Node(NodeConfig(port=0)))
+        transport = RecordingTransport()
+        client.connection_made(transport)  # type: ignore[arg-type]
+        seen = []
+        for request in (b"HELLO 3\r\n", b"SUBSCRIBE self\r\n", b"PUBLISH self m1\r\n"):
+            client.data_received(request)
+            seen.append(list(transport.writes))  # before the loop turn ends
+            await asyncio.sleep(0)
+            await asyncio.sleep(0)
+        return seen
+
+    hello, subscribe, publish = asyncio.run(main())
+    assert len(hello) == 1 and hello[0].startswith(b"%7\r\n")  # HELLO 3's map
+    assert subscribe[1:] == [SUBSCRIBED]
+    assert publish[2:] == [MESSAGE % 1 + b":1\r\n"]
