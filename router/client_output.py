@@ -180,6 +180,7 @@ def write_to_all(node: Node, subs: Collection[ClientOutput], frame2: bytes) -> i
     n = len(subs)
     queued = node.turn_output + n * len(frame2)
     node.turn_output = queued
-    if queued > node.turn_output_limit:
+    limit = node.config.pubsub_hard_limit  # 0: no limit
+    if limit and queued > limit:
         node.flush_all()
     return n

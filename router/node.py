@@ -23,7 +23,6 @@ import asyncio
 import json
 import logging
 import os
-import sys
 import time
 from itertools import count, islice
 from typing import TYPE_CHECKING
@@ -87,10 +86,9 @@ class Node:
         self.started = time.time()
         self._ids = count(1)
         self._dirty: list[ClientOutput] = []  # clients with queued pub/sub output
-        # bytes write_to_all queued since the last flush, and the bound past
-        # which every queue is written at once (the pubsub hard limit)
+        # bytes write_to_all queued since the last flush (bounded by the
+        # pubsub hard limit: past it every queue is written at once)
         self.turn_output = 0
-        self.turn_output_limit = config.pubsub_hard_limit or sys.maxsize
         # the running loop, looked up once: asyncio.get_running_loop() makes a
         # getpid() system call, and schedule_flush runs once per loop turn
         self._loop: asyncio.AbstractEventLoop | None = None

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -54,3 +55,9 @@ def read_quiet(s: socket.socket, settle: float = 0.15, limit: float = 5.0) -> tu
             return out, True
         out += chunk
     return out, False
+
+
+def ignore_sigint() -> None:
+    """``preexec_fn`` of a child started as a non-interactive shell starts a
+    background job (``cmd &``): with SIGINT ignored."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)

@@ -3,7 +3,6 @@ printed as Redis 7.0 does (``src/config.c``, ``src/notify.c``, ``memtoull``)."""
 
 from __future__ import annotations
 
-import sys
 from typing import TYPE_CHECKING
 
 from router.parser import string2ll
@@ -61,7 +60,6 @@ def apply_output_limits(node: Node, limits: OutputLimits) -> None:
         soft,
         seconds,
     )
-    node.turn_output_limit = hard or sys.maxsize
     for client in node.clients.values():
         client.set_queue_limit(hard)
 

@@ -15,6 +15,8 @@ import urllib.request
 import pytest
 import redis
 
+from tests.procs import ignore_sigint
+
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(120)]
 
 
@@ -36,11 +38,6 @@ def free_base(n: int) -> int:
     raise RuntimeError("no free port range")
 
 
-def _ignore_sigint() -> None:
-    """What a non-interactive shell does to a background job (``cmd &``)."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-
 @pytest.mark.parametrize(
     ("stop_signal", "sigint_ignored"),
     [(signal.SIGINT, False), (signal.SIGINT, True), (signal.SIGTERM, False)],
@@ -55,7 +52,7 @@ def test_cluster_up_runs_joined_nodes_and_stops_them(stop_signal, sigint_ignored
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        preexec_fn=_ignore_sigint if sigint_ignored else None,
+        preexec_fn=ignore_sigint if sigint_ignored else None,
     )  # fmt: skip
     try:
         assert proc.stdout is not None and proc.stderr is not None

@@ -21,6 +21,7 @@ import pytest
 
 from bloomcast.demo import parse_duration
 from bloomcast.demo.report import percentiles, plot_chart, write_report
+from tests.procs import ignore_sigint
 
 ROOT = Path(__file__).resolve().parents[2]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -141,7 +142,7 @@ def test_demo_ctrl_c_stops_every_process(tmp_path):
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+        preexec_fn=ignore_sigint,
     )
     try:
         lines = []

@@ -10,6 +10,7 @@ import asyncio
 import pytest
 
 from bench.hot_path import CountingTransport
+from router import resp
 from router.client import Client
 from router.config import NodeConfig
 from router.node import Node
@@ -88,9 +89,9 @@ def test_a_turn_past_the_pubsub_hard_limit_writes_the_queues_at_once(set_by):
         await asyncio.sleep(0)
         await asyncio.sleep(0)
         if set_by == "CONFIG SET":
-            args = [b"CONFIG", b"SET", b"client-output-buffer-limit", b"pubsub %d 0 0" % hard]
+            limit = b"pubsub %d 0 0" % hard
             publisher.data_received(
-                b"*4\r\n" + b"".join(b"$%d\r\n%s\r\n" % (len(a), a) for a in args)
+                resp.bulk_array([b"CONFIG", b"SET", b"client-output-buffer-limit", limit])
             )
             await asyncio.sleep(0)
             assert pub_out.writes == [b"+OK\r\n"]
