@@ -161,11 +161,12 @@ class LocalDelivery(Protocol):
         """The whole filter, for FILTER_FULL (a peer asked, or the bus starts)."""
         ...
 
-    def forwards_lost(self, origin: str, count: int, since_ms: int) -> None:
+    def forwards_lost(self, origin: str, count: int, from_ms: int, to_ms: int) -> None:
         """``count`` PUBLISH frames forwarded to us by ``origin`` are lost for
-        good (its replay buffer no longer held them when we reconnected); they
-        were sent after ``since_ms`` (when we last heard from ``origin``, ms
-        since the epoch; 0 if never): tell the clients (cluster_bus.session)."""
+        good (its replay buffer no longer held them when we asked); ``origin``
+        received them from its clients between ``from_ms`` and ``to_ms`` (ms
+        since the epoch, bounds the sender gave): tell the clients
+        (cluster_bus.session)."""
         ...
 
 

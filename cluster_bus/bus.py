@@ -125,6 +125,7 @@ class ClusterBus:
             node_timeout_ms=self.node_timeout_ms,
             unreachable=self.visibility.peer_gone,
             forgotten=self._forget_peer,
+            known=self.forwarding.known_again,
         )
         self._seeds = self.heartbeats.seeds
         self.announcer = Announcer(
@@ -181,7 +182,7 @@ class ClusterBus:
         self.heartbeats.filters_announced()
         for seed in self.config.join:
             host, _, port = seed.rpartition(":")
-            self._seeds.add((host or "127.0.0.1", int(port)))
+            self.heartbeats.add_seed((host or "127.0.0.1", int(port)))
         self._tick()
 
     async def stop(self) -> None:
@@ -220,6 +221,7 @@ class ClusterBus:
             links_connected=self.mesh.connected(),
             replay_buffer_bytes=self.forwarding.replay_buffer_bytes(),
             verify_failures=self.sync.verify_failures,
+            now_ms=now_ms(),
         )
 
     def nodes_lines(self) -> list[str]:
@@ -229,6 +231,7 @@ class ClusterBus:
             self.membership.myself.bus_port,
             self.sync.epoch,
             self.mesh.linked_out,
+            now_ms(),
         )
 
     def topology_version(self) -> int:
@@ -288,8 +291,6 @@ class ClusterBus:
 
     def link_closed(self, link: Link) -> None:
         self.mesh.drop(link)
-        if link.authenticated:
-            self.forwarding.link_down(link)
         peer = link.peer_id
         if peer is None:
             return
@@ -313,7 +314,8 @@ class ClusterBus:
         if step.myself:
             if link.dial_key is not None:
                 self.dialer.myself.add(link.dial_key)
-                self._seeds.discard(link.dial_key)
+                self._seeds.pop(link.dial_key, None)
+                self.membership.handshakes.pop(link.dial_key, None)
             link.close()
             return
         if step.send is not None:
@@ -326,13 +328,16 @@ class ClusterBus:
     def _authenticated(self, link: Link, peer: str) -> None:
         keys = None if self._tls is not None else link.handshake.frame_keys()
         link.authenticate(peer, self.config.max_body, keys)
+        if link.outbound and link.dial_key is not None:
+            # our own dial reached ``peer`` at this address: it is verified
+            # there, and a seed dialled there has met it
+            self.dialer.connected(link.dial_key)
+            self.membership.dial_reached(peer, link.dial_key)
+            self.heartbeats.seed_reached(link.dial_key, peer)
         if not self.mesh.adopt(link):
             return
         self.forwarding.link_up(link, peer)
         if link.outbound:
-            if link.dial_key is not None:
-                self.dialer.connected(link.dial_key)
-                self._seeds.discard(link.dial_key)
             self.mesh.send(link, self.heartbeats.make(Meet, peer))
             self.heartbeats.ping_sent(peer, now_ms())
         rec = self.membership.peers.get(peer)
@@ -364,9 +369,11 @@ class ClusterBus:
         snap = self.node.filter_snapshot(NAME_OF[msg.kind])
         self.mesh.send_to(peer, self.sync.full(msg.kind, snap, announce=False), link)
 
-    def _forget_peer(self, peer: str) -> None:
-        """Membership forgot ``peer`` (LEAVE, expiry): every per-peer state goes."""
-        self.forwarding.forget(peer)
+    def _forget_peer(self, peer: str, ended: bool) -> None:
+        """``peer`` left membership and the lost list (LEAVE, CLUSTER FORGET, a
+        new id at its address): its filter copies go, and its forwarding
+        sessions when its life has ended (cluster_bus.forwarding)."""
+        self.forwarding.forget(peer, ended, now_ms())
         self.sync.forget(peer)
 
     def _on_ack(self, link: Link, peer: str, msg: Message) -> None:

@@ -13,8 +13,9 @@ Every frame starts with a 14-byte header::
 
     offset size field
     0      2    magic      b"bc"
-    2      1    version    1 (also fixes the Bloom hashing scheme: mmh3 x64 128,
-                           enhanced double hashing, seed 0)
+    2      1    version    2 (also fixes the Bloom hashing scheme: mmh3 x64 128,
+                           enhanced double hashing, seed 0; version 1's
+                           SESSION had no loss bounds)
     3      1    type       MsgType
     4      2    flags      FLAG_SHARD | FLAG_REPLY | FLAG_COMPRESSED
     6      4    length     body bytes that follow the header (<= max_body)
@@ -53,7 +54,8 @@ Other bodies (``20s`` = a node id as 20 raw bytes)::
     PROBE_ACK   20s node_id (the node that answered)
     LEAVE       (empty)
     ACK         u32 delta_id
-    SESSION     u64 session_id, u32 first_seq, u32 next_seq
+    SESSION     u64 session_id, u32 first_seq, u32 next_seq, u32 asked,
+                u64 gone_from_ms, u64 gone_to_ms
     RESEND      u64 session_id, u32 from_seq
     SEALED      u64 seq, 16s tag, then a batch of whole frames (cluster_bus.seal)
 
@@ -98,7 +100,7 @@ from cluster_bus.frames import (
 )
 
 MAGIC = b"bc"
-VERSION = 1
+VERSION = 2
 HEADER = Struct(">2sBBHII")
 HEADER_SIZE = HEADER.size  # 14
 _PUBLISH_FIXED = Struct(">IQI")
@@ -112,7 +114,7 @@ _FULL = Struct(">BBBQQQQ")
 _DELTA = Struct(">BBIQQQQQII")
 _U8 = Struct(">B")
 _U32 = Struct(">I")
-_SESSION = Struct(">QII")
+_SESSION = Struct(">QIIIQQ")
 _RESEND = Struct(">QI")
 _SEALED = Struct(">Q16s")
 _NODE = Struct(">20s")
@@ -295,7 +297,14 @@ def encode(msg: Message, sender: int = 0) -> bytes:
     if isinstance(msg, Ack):
         return _frame(MsgType.ACK, 0, sender, _U32.pack(msg.delta_id))
     if isinstance(msg, Session):
-        body = _SESSION.pack(msg.session_id, msg.first_seq, msg.next_seq)
+        body = _SESSION.pack(
+            msg.session_id,
+            msg.first_seq,
+            msg.next_seq,
+            msg.asked,
+            msg.gone_from_ms,
+            msg.gone_to_ms,
+        )
         return _frame(MsgType.SESSION, 0, sender, body)
     if isinstance(msg, Resend):
         return _frame(MsgType.RESEND, 0, sender, _RESEND.pack(msg.session_id, msg.from_seq))

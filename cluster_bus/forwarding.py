@@ -4,13 +4,21 @@ session rules on the way in (:mod:`cluster_bus.session`).
 Out: route the channel (:class:`cluster_bus.routing.PeerTable`), number one
 frame per matching peer in that peer's :class:`OutSession`, keep it for
 replay, and write it on the peer's link, or hold it (replay buffer only) when
-no link is up: a reconnect replays it.
+no link is up: a reconnect replays it. A peer in FAIL, or forgotten after it
+(``lost``: it may be cut off, not dead), is still routed and numbered, so
+whatever it misses while away is counted when it is back.
 
 In: deliver exactly the next sequence number of the sender's session, never
 forward it again; a duplicate is dropped and counted, a gap asks for a RESEND.
-Frames the sender could no longer replay are counted per peer, logged and
-reported to the node (``LocalDelivery.forwards_lost``), which tells its
-clients.
+Frames the sender could no longer replay are counted on both sides (the
+receiver per origin, logged and reported to the node with the publish-time
+bounds the sender gave: ``LocalDelivery.forwards_lost``; the sender in
+``publish_lost_to_peers``).
+
+Sessions outlive a membership forget: they go only when the peer's life has
+ended (it left, or a new node id took its address), or, for a peer no longer
+known, when more than ``MAX_RETAINED`` such peers are kept (the oldest first,
+logged): a receiver that still holds a session never counts frames it got.
 """
 
 from __future__ import annotations
@@ -28,6 +36,8 @@ from cluster_bus.session import InSession, OutSession, Period, seq_diff
 log = logging.getLogger("bloomcast.bus")
 
 _PUBLISH = MsgType.PUBLISH
+#: sessions kept for peers that are no longer known (forgotten, banned)
+MAX_RETAINED = 1024
 
 
 class Forwarding:
@@ -53,7 +63,8 @@ class Forwarding:
         self.replay_ms = replay_ms
         self.out_sessions: dict[str, OutSession] = {}
         self.in_sessions: dict[str, InSession] = {}
-        self._heard: dict[str, int] = {}  # peer -> last bytes from it on a closed link, ms
+        #: peers no longer known whose sessions are kept -> since when (ms)
+        self._retained: dict[str, int] = {}
         self._period = Period(now_ms())  # the out sessions the tick looks at
         self._gaps: set[str] = set()  # peers whose in session has a gap open
 
@@ -118,13 +129,32 @@ class Forwarding:
 
     def on_resend(self, link: Link, peer: str, msg: Resend) -> None:
         session = self._out(peer)
-        if msg.session_id != session.session_id or seq_diff(msg.from_seq, session.first_seq) < 0:
-            # not this session, or gone from the buffer: say what we hold (the
-            # receiver counts the rest as lost and asks again)
+        if msg.session_id != session.session_id:
+            # not this session: say which one it is (the receiver adopts it)
             self.mesh.send_to(peer, self._announce(session), link)
             return
-        frames = session.replay(msg.from_seq)
         target = self.mesh.link_to(peer) or link
+        from_seq = msg.from_seq
+        first = session.first_seq
+        if seq_diff(from_seq, first) < 0:
+            # gone from the buffer: the answer names the question and bounds
+            # when the missing frames were published; the receiver counts them
+            missed = seq_diff(first, from_seq)
+            if session.last_missed != from_seq:  # a repeated ask is counted once
+                session.last_missed = from_seq
+                self.stats.publish_lost_to_peers += missed
+                log.warning(
+                    "%d forwarded PUBLISH to node %s no longer in its replay buffer",
+                    missed,
+                    peer,
+                )
+            low, high = session.gone_bounds(from_seq, now_ms())
+            self.mesh.send(
+                target,
+                Session(session.session_id, first, session.next_seq, from_seq, low, high),
+            )
+            from_seq = first
+        frames = session.replay(from_seq)
         for frame in frames:
             target.write(frame)
         self.stats.publish_replayed += len(frames)
@@ -165,7 +195,9 @@ class Forwarding:
 
     def on_session(self, link: Link, peer: str, msg: Session) -> None:
         session = self._in(peer)
-        lost, resend = session.start(msg.session_id, msg.first_seq, msg.next_seq, now_ms())
+        lost, resend = session.start(
+            msg.session_id, msg.first_seq, msg.next_seq, now_ms(), msg.asked
+        )
         if session.gap_open:
             self._gaps.add(peer)
         if lost:
@@ -175,7 +207,7 @@ class Forwarding:
                 lost,
                 peer,
             )
-            self.node.forwards_lost(peer, lost, self._heard.get(peer, 0))
+            self.node.forwards_lost(peer, lost, msg.gone_from_ms, msg.gone_to_ms)
         if resend is not None:  # frames are missing: a gap, found by the SESSION
             self.stats.sequence_gaps += 1
             self.mesh.send_to(peer, Resend(msg.session_id, resend), link)
@@ -209,21 +241,35 @@ class Forwarding:
             if not incoming.gap_open:
                 self._gaps.discard(peer)
 
-    def link_down(self, link: Link) -> None:
-        """A link closed: remember when its peer last sent on it (the start of
-        the time range of any loss learned on reconnect)."""
-        if link.peer_id is not None:
-            heard = self._heard.get(link.peer_id, 0)
-            self._heard[link.peer_id] = max(heard, link.last_rx_ms)
+    def forget(self, peer: str, ended: bool, now: int) -> None:
+        """The peer left membership. ``ended``: its life is over (it left, or a
+        new node id took its address): its sessions, both ways, go. Otherwise
+        (forgotten in FAIL, CLUSTER FORGET) they are kept, so the peer resumes
+        them if it comes back, up to ``MAX_RETAINED`` such peers."""
+        if not ended:
+            self._retained[peer] = now
+            while len(self._retained) > MAX_RETAINED:
+                oldest = min(self._retained, key=self._retained.__getitem__)
+                log.warning(
+                    "forwarding sessions of node %s dropped: more than %d forgotten nodes kept",
+                    oldest,
+                    MAX_RETAINED,
+                )
+                self._drop(oldest)
+            return
+        self._drop(peer)
 
-    def forget(self, peer: str) -> None:
-        """The peer left membership: its sessions, both ways, go with it."""
+    def known_again(self, peer: str) -> None:
+        """A forgotten peer is known again: its kept sessions are live ones."""
+        self._retained.pop(peer, None)
+
+    def _drop(self, peer: str) -> None:
+        self._retained.pop(peer, None)
         session = self.out_sessions.pop(peer, None)
         if session is not None:
             self._period.active.discard(session)
         self.in_sessions.pop(peer, None)
         self._gaps.discard(peer)
-        self._heard.pop(peer, None)
 
     def replay_buffer_bytes(self) -> int:
         return sum(s.buffered_bytes for s in self.out_sessions.values())

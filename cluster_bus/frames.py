@@ -233,11 +233,20 @@ class Ack:
 @dataclass(frozen=True, slots=True)
 class Session:
     """The sender's forwarding session with the receiver: its random id, the
-    oldest sequence number it can still replay and the next it will use."""
+    oldest sequence number it can still replay and the next it will use.
+
+    As the answer to a RESEND for frames the sender no longer holds, ``asked``
+    is that RESEND's ``from_seq`` (0 otherwise) and ``gone_from_ms`` ..
+    ``gone_to_ms`` bound the publish times of the frames ``asked`` ..
+    ``first_seq - 1`` (ms since the epoch), lost for good
+    (:mod:`cluster_bus.session`)."""
 
     session_id: int  # u64, never 0
     first_seq: int
     next_seq: int
+    asked: int = 0
+    gone_from_ms: int = 0
+    gone_to_ms: int = 0
 
 
 @dataclass(frozen=True, slots=True)

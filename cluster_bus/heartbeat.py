@@ -8,12 +8,19 @@ node sends one PING and answers the PINGs it gets (about one), whatever the
 cluster size: its idle cost is flat in N, where Redis Cluster's ``clusterCron``
 pings every peer at least once per half node timeout.
 
-Links are TCP, so two more rules come from Redis's ``clusterCron``: a peer
-with no link is redialled with backoff, and a link with a PING outstanding
-and nothing at all heard for half the node timeout may be half-open: it is
-dropped and redialled. A heartbeat carries the sender's announced filter
-fingerprints and incarnation; its gossip section carries other nodes' (how
-peers notice a missed delta: :mod:`cluster_bus.filter_sync`).
+Links are TCP, so more rules come from Redis's ``clusterCron``: a peer with
+no link is redialled with backoff, and a link with a PING outstanding and
+nothing at all heard for half the node timeout may be half-open: it is
+dropped and redialled. Healing is unconditional: the seeds (``--join``,
+CLUSTER MEET) and the addresses of lost nodes (forgotten after FAIL) are
+redialled with backoff for as long as they are missed, so a partition of any
+length heals once the network does, whichever side forgot whom (NATS redials
+its seed routes the same way; Redis keeps its FAIL nodes and redials them).
+A peer known only from gossip or its own inbound link is dialled at the
+address it announces, which verifies it (slots go to verified nodes only).
+A heartbeat carries the sender's announced filter fingerprints and
+incarnation; its gossip section carries other nodes' (how peers notice a
+missed delta: :mod:`cluster_bus.filter_sync`).
 
 CLUSTER FORGET and CLUSTER MEET land here too (Redis 7.0 semantics): a
 forgotten node is dropped from membership and routing, its links closed, and
@@ -25,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -43,8 +51,10 @@ log = logging.getLogger("bloomcast.bus")
 
 class Heartbeats:
     """Membership on the wire for one bus. ``unreachable(peer)`` is called when
-    a peer can no longer be counted on (FAIL, LEAVE), ``forgotten(peer)`` when
-    it leaves membership (its per-peer state goes: sessions, filter copies)."""
+    a peer can no longer be counted on (FAIL, LEAVE), ``forgotten(peer,
+    ended)`` when it leaves membership and the lost list (its per-peer state
+    goes: filter copies; its sessions too when ``ended``, its life over),
+    ``known(peer)`` when a node joins the routing table (new, or back)."""
 
     def __init__(
         self,
@@ -58,7 +68,8 @@ class Heartbeats:
         advertised_host: str,
         node_timeout_ms: int,
         unreachable: Callable[[str], None],
-        forgotten: Callable[[str], None],
+        forgotten: Callable[[str, bool], None],
+        known: Callable[[str], None],
     ) -> None:
         self.membership = membership
         self.mesh = mesh
@@ -70,7 +81,10 @@ class Heartbeats:
         self.node_timeout_ms = node_timeout_ms
         self._unreachable = unreachable
         self._forgotten = forgotten
-        self.seeds: set[Address] = set()
+        self._known = known
+        #: addresses to meet and keep meeting (``--join``, CLUSTER MEET) -> the
+        #: node id last reached there (None: never reached)
+        self.seeds: dict[Address, str | None] = {}
         self.stopping = False
         # the peers the tick must look at, so that it costs O(those), not O(N):
         # a direct PING outstanding (half-open links), no outbound link (redials)
@@ -152,41 +166,72 @@ class Heartbeats:
 
     def on_leave(self, link: Link, peer: str, msg: Message) -> None:
         log.info("node %s left the cluster", peer)
-        self.membership.forget(peer, now_ms())
+        self.membership.forget(peer, now_ms(), ended=True)
         self.sync_routing()
         self._unreachable(peer)
 
     def forget_node(self, node_id: str, now: int) -> str | None:
-        """CLUSTER FORGET (Redis 7.0 ``clusterCommand``): drop the node, close its
-        links, ban it for ``FORGET_TTL_MS``; Redis's error text, or None."""
+        """CLUSTER FORGET (Redis 7.0 ``clusterCommand``): drop the node (known,
+        lost, or an address in its handshake), close its links, ban it for
+        ``FORGET_TTL_MS``, stop redialling it; Redis's error text, or None."""
         ms = self.membership
         if node_id == ms.my_id:
             return "I tried hard but I can't forget myself..."
-        if node_id not in ms.peers:
+        for key, (pending, _) in list(ms.handshakes.items()):
+            if pending == node_id:  # a MEET / seed that never answered
+                del ms.handshakes[key]
+                self.seeds.pop(key, None)
+                return None
+        if node_id not in ms.peers and node_id not in ms.lost:
             return f"Unknown node {node_id}"
         log.info("node %s forgotten (CLUSTER FORGET)", node_id)
         ms.forget(node_id, now, banned=True)
+        for key, reached in list(self.seeds.items()):
+            if reached == node_id:  # the seed was that node: no more redials
+                del self.seeds[key]
         self.sync_routing()
         self._unreachable(node_id)
         return None
+
+    def add_seed(self, key: Address) -> None:
+        """An address to meet (``--join``, CLUSTER MEET): shown in its handshake
+        until it answers (for Redis's handshake timeout), and redialled
+        whenever it is missed."""
+        if key in self.dialer.myself:
+            return
+        if self.seeds.get(key) is None:  # not met yet: (again) in its handshake
+            self.seeds[key] = None
+            self.membership.handshakes[key] = (os.urandom(20).hex(), now_ms())
+
+    def seed_reached(self, key: Address, node_id: str) -> None:
+        """Our dial to ``key`` completed a handshake with ``node_id``."""
+        if key in self.seeds:
+            self.seeds[key] = node_id
 
     def meet(self, key: Address) -> None:
         """CLUSTER MEET: a seed like ``--join``'s, dialled now and until it answers."""
         if key in self.dialer.myself:
             return  # our own address
-        self.seeds.add(key)
+        self.add_seed(key)
         if self.dialer.due(key, now_ms()):
             self.dialer.dial(key)
 
     def sync_routing(self) -> None:
-        """Make the routing table's peers the membership's peers."""
-        current = set(self.membership.peers)
+        """Make the routing table's peers the membership's known and lost
+        nodes, and hand every node that left both to ``forgotten``."""
+        ms = self.membership
+        current = set(ms.peers) | set(ms.lost)
         for node_id in self.routing.node_ids() - current:
             self.routing.remove_peer(node_id)
             self.mesh.close_peer(node_id)
-            self._forgotten(node_id)
+        removed, ms.removed = ms.removed, []
+        for node_id, ended in removed:
+            if node_id not in current:
+                self.mesh.close_peer(node_id)
+                self._forgotten(node_id, ended)
         for node_id in current - self.routing.node_ids():
             self.routing.add_peer(node_id)
+            self._known(node_id)
 
     def broadcast_fail(self, node_id: str) -> None:
         """Our suspicion of ``node_id`` timed out: tell every live peer at once
@@ -266,11 +311,17 @@ class Heartbeats:
         self._unlinked.add(peer)
 
     def _upkeep(self, now: int) -> None:
-        """Drop links that look half-open, redial peers with no outbound link."""
+        """Drop links that look half-open; redial peers with no outbound link,
+        lost nodes, and seeds whose node is missed; dial a peer whose
+        announced address our own dial has not reached yet (verification)."""
         ms, mesh, dialer = self.membership, self.mesh, self.dialer
         if ms.version != self._peers_version:  # a node learned or forgotten
             self._peers_version = ms.version
-            self._unlinked = {node_id for node_id in ms.peers if node_id not in mesh.out}
+            self._unlinked = {
+                node_id
+                for node_id, rec in ms.peers.items()
+                if node_id not in mesh.out or not ms.verified(rec)
+            }
         half = self.node_timeout_ms // 2
         for node_id in list(self._pinged):
             rec = ms.peers.get(node_id)
@@ -290,12 +341,21 @@ class Heartbeats:
                 link.close(abort=True)
         for node_id in list(self._unlinked):
             rec = ms.peers.get(node_id)
-            if rec is None or node_id in mesh.out:
+            if rec is None or (node_id in mesh.out and ms.verified(rec)):
                 self._unlinked.discard(node_id)
             elif rec.bus_port > 0:
                 key = (rec.host, rec.bus_port)
                 if dialer.due(key, now):
                     dialer.dial(key)
+        for gone in ms.lost.values():
+            key = (gone.host, gone.bus_port)
+            if gone.bus_port > 0 and dialer.due(key, now):
+                dialer.dial(key)
+        for key, reached in self.seeds.items():
+            if reached is not None and mesh.linked_out(reached):
+                continue  # the node met there is linked: nothing missed
+            if dialer.due(key, now):
+                dialer.dial(key)
 
     def tick(self, now: int) -> None:
         """One protocol period: the probe, indirect probes, suspicion timeouts,
@@ -315,14 +375,18 @@ class Heartbeats:
         for node_id in step.failed:
             self.broadcast_fail(node_id)
         for node_id in step.forgotten:
-            log.info("node %s forgotten (in FAIL for %d ms)", node_id, ms.fail_forget_ms)
+            gone = ms.lost.get(node_id)
+            where = f" {gone.host}:{gone.bus_port}" if gone is not None else ""
+            log.warning(
+                "node %s forgotten (in FAIL for %d ms); its address%s is redialled "
+                "until it is back or CLUSTER FORGET drops it",
+                node_id,
+                ms.fail_forget_ms,
+                where,
+            )
         if step.forgotten:
             self.sync_routing()
         self._upkeep(now)
-        dialer = self.dialer
-        for key in list(self.seeds):
-            if dialer.due(key, now):
-                dialer.dial(key)
         for request_to, request in self.sync.retry(now):
             mesh.send_to(request_to, request)
         if ms.broadcasts:

@@ -49,6 +49,7 @@ class BusStats:
     publish_replayed: int = 0  # frames sent again on a RESEND
     publish_duplicates: int = 0  # frames received twice (dropped)
     publish_lost: int = 0  # frames a peer could no longer replay to us (exact)
+    publish_lost_to_peers: int = 0  # frames a peer asked for that had left our replay buffer
     sequence_gaps: int = 0  # gaps found in a peer's session, by a later frame or a SESSION
     bad_frames: int = 0
     auth_failures: int = 0
@@ -70,8 +71,9 @@ class SyncState:
 
 
 def sync_state(ms: Membership, routing: PeerTable, linked: Callable[[str], bool]) -> SyncState:
+    """Converged: no lost node, and every live peer's filters held and our link up."""
     known = 0
-    converged = True
+    converged = not ms.lost
     for rec in ms.peers.values():
         ok = routing.holds_filters(rec.node_id)
         known += ok
@@ -83,8 +85,11 @@ def sync_state(ms: Membership, routing: PeerTable, linked: Callable[[str], bool]
 
 
 def live_slot_ranges(ms: Membership) -> list[tuple[int, int, str]]:
-    """The slot map over this node and every peer not in FAIL (cluster_bus.slots)."""
-    live = [ms.my_id] + [r.node_id for r in ms.peers.values() if not r.flags & NodeFlags.FAIL]
+    """The slot map over this node and every verified peer not in FAIL
+    (cluster_bus.slots; verified: cluster_bus.membership)."""
+    live = [ms.my_id] + [
+        r.node_id for r in ms.peers.values() if not r.flags & NodeFlags.FAIL and ms.verified(r)
+    ]
     return slot_ranges(live)
 
 
@@ -107,8 +112,12 @@ def cluster_info(
     links_connected: int,
     replay_buffer_bytes: int,
     verify_failures: int,
+    now_ms: int,
 ) -> dict[str, int | str]:
-    """CLUSTER INFO fields (the node adds its own receive-side counters)."""
+    """CLUSTER INFO fields (the node adds its own receive-side counters).
+    ``cluster_known_nodes`` counts the addresses still in their handshake, as
+    Redis's does; ``cluster_nodes_lost`` the nodes forgotten after FAIL and
+    still redialled (cluster_bus.membership)."""
     ranges = live_slot_ranges(ms)
     pfail = sum(
         end - start + 1
@@ -121,7 +130,7 @@ def cluster_info(
         "cluster_slots_ok": CLUSTER_SLOTS - pfail,
         "cluster_slots_pfail": pfail,
         "cluster_slots_fail": 0,
-        "cluster_known_nodes": 1 + len(ms.peers),
+        "cluster_known_nodes": 1 + len(ms.peers) + len(ms.pending_handshakes(now_ms)),
         "cluster_size": len(ranges),
         "cluster_current_epoch": epoch,
         "cluster_my_epoch": epoch,
@@ -138,6 +147,7 @@ def cluster_info(
             "cluster_links_connected": links_connected,
             "cluster_nodes_pfail": ms.count(NodeFlags.PFAIL),
             "cluster_nodes_fail": ms.count(NodeFlags.FAIL),
+            "cluster_nodes_lost": len(ms.lost),
             "cluster_my_incarnation": ms.myself.incarnation,
             "cluster_stats_suspicions": ms.suspicions,
             "cluster_stats_refutations": ms.refutations,
@@ -150,6 +160,7 @@ def cluster_info(
             "cluster_stats_publish_replayed": stats.publish_replayed,
             "cluster_stats_publish_duplicates": stats.publish_duplicates,
             "cluster_stats_publish_lost": stats.publish_lost,
+            "cluster_stats_publish_lost_to_peers": stats.publish_lost_to_peers,
             "cluster_replay_buffer_bytes": replay_buffer_bytes,
             "cluster_stats_filter_deltas_sent": sent[MsgType.FILTER_DELTA],
             "cluster_stats_filter_deltas_received": received[MsgType.FILTER_DELTA],
@@ -172,12 +183,19 @@ def cluster_info(
 
 
 def cluster_nodes(
-    ms: Membership, client_port: int, bus_port: int, epoch: int, linked: Callable[[str], bool]
+    ms: Membership,
+    client_port: int,
+    bus_port: int,
+    epoch: int,
+    linked: Callable[[str], bool],
+    now_ms: int,
 ) -> list[str]:
     """CLUSTER NODES: ``<id> <ip:port@cport> <flags> <master> <ping-sent>
     <pong-recv> <config-epoch> <link-state> <slot range>``, this node first.
     ``linked(node_id)``: our outbound link to it is up (Redis shows its own
-    link to the node). A node in FAIL serves no slots."""
+    link to the node). A node in FAIL, or not verified, serves no slots. An
+    address being met that never answered is a ``handshake`` node with a
+    random id, as Redis shows one (client port: bus port - 10000)."""
     me = ms.myself
     slots = {node_id: f" {start}-{end}" for start, end, node_id in live_slot_ranges(ms)}
     lines = [
@@ -190,5 +208,9 @@ def cluster_nodes(
             f"{rec.node_id} {rec.host}:{rec.client_port}@{rec.bus_port} "
             f"{rec.flag_names()} - {rec.ping_sent_ms} {rec.pong_received_ms} 0 {state}"
             f"{slots.get(rec.node_id, '')}"
+        )
+    for (host, port), node_id in ms.pending_handshakes(now_ms):
+        lines.append(
+            f"{node_id} {host}:{max(0, port - 10000)}@{port} handshake - 0 0 0 disconnected"
         )
     return lines

@@ -38,13 +38,27 @@ periods; every heartbeat also carries a few random entries (anti-entropy).
 A newer filter epoch with a fingerprint unlike our copy asks for the filter
 (:meth:`cluster_bus.filter_sync.FilterSync.on_gossip`).
 
-Other rules (after Redis Cluster): a node that left (LEAVE), was replaced by
-a new node id at the same bus address, or stood in FAIL for ``fail_forget_ms``
-(0: never) is forgotten and ignored in gossip for ``FORGET_TTL_MS`` (Redis's
-CLUSTER FORGET blacklist is 60 s), but may speak for itself again at once;
-CLUSTER FORGET (``forget(..., banned=True)``) ignores even the node's own
-heartbeats for that long. ``cluster_state`` is ``ok`` while this node reaches
-a majority of the known nodes (itself included).
+Other rules (after Redis Cluster): a node that left (LEAVE) or was replaced
+by a new node id at the same bus address is forgotten, its life over; one
+that stood in FAIL for ``fail_forget_ms`` (0: never) is forgotten from the
+cluster's view (CLUSTER NODES, the slot map) but kept as *lost*: it may be
+cut off, not dead, so its address is redialled for as long as it is missed
+(as Redis redials FAIL nodes it keeps in nodes.conf, and NATS its routes),
+its forwarding session and routing row stay, and it counts in
+``cluster_state``. Gossip about a forgotten node is ignored for
+``FORGET_TTL_MS`` (Redis's CLUSTER FORGET blacklist is 60 s), but it may
+speak for itself again at once; CLUSTER FORGET (``forget(..., banned=True)``)
+ignores even the node's own heartbeats for that long and stops the redials.
+``cluster_state`` is ``ok`` while this node reaches a majority of the nodes
+it knows or has lost (itself included), so a node cut off from the rest for
+good never says ``ok``.
+
+A node is *verified* once this node dialled the bus address it announces
+and completed a handshake there with its node id (``dialled``); only
+verified nodes serve slots (CLUSTER SLOTS / SHARDS), so an unauthenticated
+bus peer announcing any address takes none (Redis gives a joining node
+none). Addresses being met (``--join`` seeds, CLUSTER MEET) that never
+answered show as ``handshake`` nodes, as in Redis.
 """
 
 from __future__ import annotations
@@ -55,7 +69,7 @@ from dataclasses import dataclass, field
 
 from cluster_bus.dissemination import Broadcasts
 from cluster_bus.frames import GossipEntry, Heartbeat, NodeFlags
-from cluster_bus.nodes import SUSPECT_FLAGS, NodeRecord, rank_of
+from cluster_bus.nodes import SUSPECT_FLAGS, LostNode, NodeRecord, rank_of
 from cluster_bus.probes import Probe, ProbeSchedule, ProbeStep
 
 FORGET_TTL_MS = 60_000
@@ -75,6 +89,10 @@ GOSSIP_FANOUT = 3
 GOSSIP_ROUNDS_PER_PERIOD = 5
 #: entries in a MEET and in the PONG answering it: a new link learns the cluster at once
 MEET_ENTRIES = 255
+#: lost nodes kept (and redialled) at most: the oldest is dropped first
+MAX_LOST = 1024
+
+Address = tuple[str, int]
 
 
 @dataclass
@@ -116,6 +134,16 @@ class Membership:
         self.refutations = 0  # times this node refuted a suspicion about itself
         self.indirect_probes = 0  # PROBE_REQs sent
         self._forgotten: dict[str, tuple[int, bool]] = {}  # node id -> (until ms, banned)
+        #: forgotten after FAIL, redialled until back (see the module docstring)
+        self.lost: dict[str, LostNode] = {}
+        #: (node id, life ended) of every node that left both ``peers`` and
+        #: ``lost``, for the bus to drop its per-peer state (drained by it)
+        self.removed: list[tuple[str, bool]] = []
+        #: node id -> the bus address our own dial reached it at (verification)
+        self.dialled: dict[str, Address] = {}
+        #: addresses being met that never answered -> (the id they show under,
+        #: since when, ms): shown for the handshake timeout, redialled after
+        self.handshakes: dict[Address, tuple[str, int]] = {}
         self._rng = rng or random.Random()
         self.probes = ProbeSchedule(self._rng)
 
@@ -132,9 +160,11 @@ class Membership:
     ) -> NodeRecord | None:
         """Add or update a node; return the record when it is new, else None.
 
-        A node with a new id at the bus address of a known one replaces it (the
-        node restarted with a new id); the old id is forgotten. ``direct``: the
-        node itself spoke to us (authenticated link), which overrides a forget."""
+        A node with a new id at the bus address of a known or lost one replaces
+        it (the node restarted with a new id): the old id is forgotten, its
+        life over. ``direct``: the node itself spoke to us (authenticated
+        link), which overrides a forget. A lost node learned again is known
+        again (a new record: its state starts alive)."""
         me = self.myself
         if node_id == self.my_id or (not direct and (host, bus_port) == (me.host, me.bus_port)):
             return None  # gossip about a former node at our own address
@@ -148,21 +178,51 @@ class Membership:
             return None
         for old in list(self.peers.values()):
             if old.host == host and old.bus_port == bus_port:
-                self.forget(old.node_id, now_ms)
+                self.forget(old.node_id, now_ms, ended=True)
+        for gone in list(self.lost.values()):
+            if gone.node_id != node_id and (gone.host, gone.bus_port) == (host, bus_port):
+                self.forget(gone.node_id, now_ms, ended=True)
+        self.lost.pop(node_id, None)
         rec = NodeRecord(node_id, host, client_port, bus_port)
         self.peers[node_id] = rec
         self.version += 1
         self.broadcasts.queue(node_id)
         return rec
 
-    def forget(self, node_id: str, now_ms: int, banned: bool = False) -> NodeRecord | None:
-        """Drop a node and ignore gossip about it for ``FORGET_TTL_MS``; ``banned``
-        (CLUSTER FORGET): its own heartbeats too, as Redis's blacklist."""
+    def forget(
+        self,
+        node_id: str,
+        now_ms: int,
+        banned: bool = False,
+        *,
+        lost: bool = False,
+        ended: bool = False,
+    ) -> NodeRecord | None:
+        """Drop a node and ignore gossip about it for ``FORGET_TTL_MS``.
+
+        ``banned`` (CLUSTER FORGET): its own heartbeats too, as Redis's
+        blacklist, and no redials. ``lost`` (FAIL expiry): kept in
+        :attr:`lost` and redialled. ``ended``: its life is over (LEAVE, a
+        new id at its address): the bus drops its forwarding sessions too.
+        Every node that leaves both ``peers`` and ``lost`` is appended to
+        :attr:`removed`."""
         self._forgotten[node_id] = (now_ms + FORGET_TTL_MS, banned)
         self.broadcasts.drop(node_id)
         self.probes.forget(node_id)
         self.version += 1
-        return self.peers.pop(node_id, None)
+        rec = self.peers.pop(node_id, None)
+        if lost and rec is not None:
+            self.lost[node_id] = LostNode(node_id, rec.host, rec.client_port, rec.bus_port, now_ms)
+            while len(self.lost) > MAX_LOST:
+                oldest = min(self.lost.values(), key=lambda g: g.since_ms)
+                del self.lost[oldest.node_id]
+                self.removed.append((oldest.node_id, True))
+            return rec
+        was_lost = self.lost.pop(node_id, None) is not None
+        if rec is not None or was_lost:
+            self.removed.append((node_id, ended))
+            self.dialled.pop(node_id, None)
+        return rec
 
     def _is_forgotten(self, node_id: str, now_ms: int, direct: bool = False) -> bool:
         until, banned = self._forgotten.get(node_id, (0, False))
@@ -226,7 +286,7 @@ class Membership:
             elif rec.flags & NodeFlags.FAIL and 0 < forget_ms <= now_ms - rec.fail_time_ms:
                 step.forgotten.append(rec.node_id)
         for node_id in step.forgotten:
-            self.forget(node_id, now_ms)
+            self.forget(node_id, now_ms, lost=True)
         self.probes.expire_relays(now_ms - 2 * self.period_ms)
         peers = self.peers
         # FAIL nodes stay in the rotation (SWIM drops them): a probe tells one
@@ -392,9 +452,32 @@ class Membership:
     # -- views -------------------------------------------------------------------
 
     def cluster_state(self) -> str:
-        """``ok`` while this node reaches a majority of the known nodes, else ``fail``."""
+        """``ok`` while this node reaches a majority of the nodes it knows or has
+        lost (itself included), else ``fail``."""
         reachable = 1 + sum(1 for r in self.peers.values() if not r.failing)
-        return "ok" if reachable * 2 > len(self.peers) + 1 else "fail"
+        return "ok" if reachable * 2 > len(self.peers) + len(self.lost) + 1 else "fail"
+
+    def verified(self, rec: NodeRecord) -> bool:
+        """Our own dial reached ``rec`` at the bus address it announces."""
+        return self.dialled.get(rec.node_id) == (rec.host, rec.bus_port)
+
+    def pending_handshakes(self, now_ms: int) -> list[tuple[Address, str]]:
+        """Addresses being met that never answered, shown as ``handshake`` nodes
+        for Redis's handshake timeout (max(node timeout, 1 s), after which
+        Redis deletes the node; we keep dialling the address, unshown)."""
+        timeout = max(self.node_timeout_ms, 1000)
+        return [
+            (key, node_id)
+            for key, (node_id, since) in self.handshakes.items()
+            if now_ms - since < timeout
+        ]
+
+    def dial_reached(self, node_id: str, address: Address) -> None:
+        """An outbound link we dialled to ``address`` completed its handshake
+        with ``node_id``: the node is verified there, and the address is no
+        longer a pending handshake."""
+        self.dialled[node_id] = address
+        self.handshakes.pop(address, None)
 
     def count(self, flag: int) -> int:
         return sum(1 for r in self.peers.values() if r.flags & flag)

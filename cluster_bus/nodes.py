@@ -70,5 +70,20 @@ class NodeRecord:
         return ",".join(names)
 
 
+@dataclass(slots=True)
+class LostNode:
+    """A peer forgotten after standing in FAIL (``fail_forget_ms``): gone from
+    CLUSTER NODES and the slot map, but it may be cut off rather than dead, so
+    its address is redialled until it is back, a new node id takes the
+    address, or CLUSTER FORGET drops it; until then it counts in
+    ``cluster_state`` (cluster_bus.membership)."""
+
+    node_id: str
+    host: str
+    client_port: int
+    bus_port: int
+    since_ms: int  # when it was forgotten
+
+
 def rank_of(flags: int) -> int:
     return 2 if flags & NodeFlags.FAIL else 1 if flags & NodeFlags.PFAIL else 0

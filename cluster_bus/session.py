@@ -20,10 +20,19 @@ nothing:
   each heartbeat tick repeats it when frames were sent since (so a lost tail,
   with nothing after it to reveal the gap, is found within one period): the
   session's random id, the oldest frame it can still replay and the next it
-  will number. The receiver adopts a new id (every frame of a new session was
-  for it, from 1), counts ``first - expected`` frames as lost when the buffer
-  no longer holds them (the only loss, always exact), and asks for
-  ``[expected, next)`` with RESEND.
+  will number. A receiver that needs frames the SESSION says are gone
+  (``first > expected``) counts nothing yet: it asks RESEND(expected), and the
+  sender answers with a SESSION that names the question (``asked``) and
+  bounds the publish times of the frames it no longer holds (``gone_from_ms``
+  .. ``gone_to_ms``, from the stamps it kept of them). Only that answer is
+  counted as lost, ``first - expected`` frames, once, on both sides: the
+  receiver counts what it lost, the sender what it could not replay.
+- A receiver adopts a session id it does not know at 1: every frame of a new
+  session was for it. That is exact only because neither side drops a
+  session while the peer may come back: sessions outlive a membership forget
+  (the bus drops them when the peer's life has ended: it left, or a new node
+  id took its address), so a peer back after a partition resumes its session
+  and frames it already got are never counted lost.
 
 Sequence numbers are u32 and compared modulo 2^32 (RFC 1982 serial number
 arithmetic), so a session may wrap.
@@ -42,6 +51,8 @@ from cluster_bus.frames import Publish
 
 #: a RESEND for one session is repeated at most this often while the gap stays
 RESEND_RETRY_MS = 100
+#: marks of evicted periods an out session keeps for loss notices' time bounds
+GONE_MARKS = 64
 _MOD = 1 << 32
 _HALF = 1 << 31
 
@@ -77,15 +88,24 @@ class OutSession:
     heartbeat period; a session alone, :meth:`expire`) rather than read from
     the clock per frame, so the age limit holds to within a period; ``_marks``
     keeps one (stamp, first sequence) per period. The first frame of a period
-    enters the session in ``period.active``."""
+    enters the session in ``period.active``.
+
+    Evicted periods keep their mark in ``_gone`` (at most ``GONE_MARKS``; the
+    oldest is kept and the next-oldest merged into it, so each bound stays a
+    lower bound), and ``_gone_to`` is an upper bound on the publish time of
+    every evicted frame: :meth:`gone_bounds` answers "when were the frames
+    from ``seq`` up to ``first_seq`` published" for a loss notice."""
 
     __slots__ = (
         "_bytes",
         "_first",
         "_frames",
+        "_gone",
+        "_gone_to",
         "_marked",
         "_marks",
         "announced",
+        "last_missed",
         "max_bytes",
         "max_ms",
         "next_seq",
@@ -116,6 +136,9 @@ class OutSession:
         self._bytes = 0
         self._marks: deque[tuple[int, int]] = deque()  # (stamp ms, first seq stamped so)
         self._marked = False
+        self._gone: deque[tuple[int, int]] = deque()  # marks of evicted periods
+        self._gone_to: int | None = 0  # None: bytes evicted since the last tick
+        self.last_missed = 0  # the RESEND from_seq last found gone (counted once)
 
     def publish(
         self, sender: int, origin_seq: int, shard: bool, channel: bytes, payload: bytes
@@ -141,23 +164,50 @@ class OutSession:
         """Drop frames past the age limit; later frames are stamped ``now``."""
         self.period.now = now
         self._marked = False
+        if self._gone_to is None:  # bytes were evicted since the last tick: before now
+            self._gone_to = now
         marks = self._marks
         while marks and now - marks[0][0] > self.max_ms:
-            marks.popleft()
+            self._keep_gone(marks.popleft())
             end = marks[0][1] if marks else self.next_seq
             while self._frames and seq_diff(end, self._first) > 0:
                 self._drop_first()
+            # frames stamped with the popped mark were published before the
+            # tick that stamped the next one (or before now)
+            self._gone_to = marks[0][0] if marks else now
 
     def _evict_bytes(self) -> None:
         while self._frames and self._bytes > self.max_bytes:
             self._drop_first()
+        self._gone_to = None  # published before the next tick: resolved there
         marks = self._marks
         while len(marks) > 1 and seq_diff(marks[1][1], self._first) <= 0:
-            marks.popleft()
+            self._keep_gone(marks.popleft())
+
+    def _keep_gone(self, mark: tuple[int, int]) -> None:
+        gone = self._gone
+        gone.append(mark)
+        if len(gone) > GONE_MARKS:  # keep the oldest: merge the next one into it
+            first = gone.popleft()
+            gone.popleft()
+            gone.appendleft(first)
 
     def _drop_first(self) -> None:
         self._bytes -= len(self._frames.popleft())
         self._first = self._first + 1 if self._first != 0xFFFFFFFF else 1
+
+    def gone_bounds(self, from_seq: int, now: int) -> tuple[int, int]:
+        """(lower, upper) bounds, ms since the epoch, on the publish times of the
+        frames numbered ``from_seq`` up to :attr:`first_seq` that the buffer
+        no longer holds: the stamp of the period ``from_seq`` was numbered in,
+        and the latest time any evicted frame can have been published."""
+        lower = 0
+        for stamp, seq in (*self._gone, *self._marks):
+            if seq_diff(seq, from_seq) > 0:
+                break
+            lower = stamp
+        upper = self._gone_to if self._gone_to is not None else now
+        return lower, max(lower, upper)
 
     @property
     def idle(self) -> bool:
@@ -260,19 +310,32 @@ class InSession:
             return None
         return self._ask(now)
 
-    def start(self, session_id: int, first: int, next_seq: int, now: int) -> tuple[int, int | None]:
-        """A SESSION frame: (frames lost for good, sequence to RESEND from or None)."""
+    def start(
+        self, session_id: int, first: int, next_seq: int, now: int, asked: int = 0
+    ) -> tuple[int, int | None]:
+        """A SESSION frame: (frames lost for good, sequence to RESEND from or None).
+
+        ``asked``: the RESEND ``from_seq`` this SESSION answers (0: none). Frames
+        before ``first`` that we still expect are counted lost only in the
+        answer to our RESEND for them (the sender then counts them too, and
+        bounds their publish times); an unsolicited SESSION that shows them
+        gone makes us ask."""
         if session_id != self.session_id:
-            # a new session of this pair: every frame of it was for us, from 1
-            # (what an older session still owed is unknown: the sender forgot it)
+            # a session we never had: every frame of it was for us, from 1
             self.session_id = session_id
             self.expected = 1
             self._horizon = None
+            self._asked, self._asked_ms = 0, -RESEND_RETRY_MS
         lost = 0
         if seq_diff(first, self.expected) > 0:
+            if asked != self.expected:
+                self._extend(next_seq)  # next_seq >= first > expected
+                return 0, self._ask(now)
             lost = seq_diff(first, self.expected)
             self.lost += lost
             self.expected = first
+            # the sender replays from ``first`` right after its answer: wait for it
+            self._asked, self._asked_ms = first, now
         if seq_diff(next_seq, self.expected) > 0:
             self._extend(next_seq)
             return lost, self._ask(now)

@@ -320,21 +320,22 @@ class Node:
         self.stats.messages_delivered += delivered
         return delivered
 
-    def forwards_lost(self, origin: str, count: int, since_ms: int) -> None:
+    def forwards_lost(self, origin: str, count: int, from_ms: int, to_ms: int) -> None:
         """LocalDelivery: ``count`` forwards from ``origin`` are lost for good.
         Counted per origin (INFO), announced on ``__bloomcast__:loss`` to local
-        subscribers (JSON: ``node``, ``lost``, and ``from`` / ``to``: the time
-        range, seconds since the epoch, in which they were sent: from when
-        this node last heard from ``origin`` to now), and with ``--on-publish-loss
-        disconnect`` every client subscribed to anything else is closed, so it
-        resubscribes and knows it may have missed messages (redis/redis #122)."""
+        subscribers (JSON: ``node``, ``lost``, and ``from`` / ``to``: seconds
+        since the epoch, bounds on when ``origin`` received those PUBLISHes
+        from its clients, as its replay buffer's stamps give them), and with
+        ``--on-publish-loss disconnect`` every client subscribed to anything
+        else is closed, so it resubscribes and knows it may have missed
+        messages (redis/redis #122)."""
         self.stats.forwards_lost += count
         self.forwards_lost_from[origin] = self.forwards_lost_from.get(origin, 0) + count
         note = {
             "node": origin,
             "lost": count,
-            "from": round(since_ms / 1000, 3),
-            "to": round(time.time(), 3),
+            "from": round(from_ms / 1000, 3),
+            "to": round(to_ms / 1000, 3),
         }
         self.deliver(LOSS_CHANNEL, json.dumps(note, separators=(",", ":")).encode(), False)
         if self.config.on_publish_loss != "disconnect":

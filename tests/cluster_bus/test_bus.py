@@ -36,7 +36,7 @@ class BusTestNode:
         self.origins: list[tuple[str, int]] = []
         self.false_positives = 0
         self.lost: list[tuple[str, int]] = []
-        self.lost_since = -1
+        self.lost_bounds = (-1, -1)
         self.chan = CountingBloomFilter(m)
         self.pat = PatternFilter(256)
 
@@ -53,9 +53,9 @@ class BusTestNode:
         else:
             self.false_positives += 1
 
-    def forwards_lost(self, origin: str, count: int, since_ms: int) -> None:
+    def forwards_lost(self, origin: str, count: int, from_ms: int, to_ms: int) -> None:
         self.lost.append((origin, count))
-        self.lost_since = since_ms
+        self.lost_bounds = (from_ms, to_ms)
 
     def filter_snapshot(self, name: FilterName) -> FilterSnapshot:
         if name == "channels":
@@ -570,7 +570,8 @@ def test_unreachable_seed_is_redialled_with_growing_jittered_backoff():
 def test_a_cut_longer_than_the_replay_buffer_loses_an_exact_counted_number():
     """Frames held while no link is up, past the replay buffer's limit (three
     33-byte frames here): the receiver gets the newest three in order and
-    counts exactly the rest as lost, and its node is told."""
+    counts exactly the rest as lost, the sender counts them too, and the
+    receiver's node is told when they were published (the sender's bounds)."""
 
     async def main():
         pairs = await start_cluster(2, replay_bytes=100)
@@ -581,17 +582,24 @@ def test_a_cut_longer_than_the_replay_buffer_loses_an_exact_counted_number():
             buses[1].filters_changed([nodes[1].subscribe(b"c")])
             await until(lambda: buses[0].forward_publish(b"c", b"00", False, 1) == 1)
             await until(lambda: len(nodes[1].delivered) == 1)
-            cut_at = int(time.time() * 1000)
             await cut_links(buses, nodes[1].node_id)
+            published_ms = []
             for i in range(1, 11):
                 assert buses[0].forward_publish(b"c", b"%02d" % i, False, 1 + i) == 1
+                published_ms.append(int(time.time() * 1000))
+                await asyncio.sleep(0.01)
             heal(buses)
             await until(lambda: len(nodes[1].delivered) == 4, what="healed and replayed")
             assert [m for _, m, _ in nodes[1].delivered] == [b"00", b"08", b"09", b"10"]
             assert nodes[1].lost == [(nodes[0].node_id, 7)]
-            # the loss's time range starts when the receiver last heard the origin
-            assert cut_at - 5_000 < nodes[1].lost_since <= int(time.time() * 1000)
+            # the bounds hold the publish times of frames 1..7, to within a
+            # heartbeat period (the sender stamps frames at its tick)
+            low, high = nodes[1].lost_bounds
+            period = buses[0].ping_interval_ms
+            assert published_ms[0] - period - 50 <= low <= published_ms[0]
+            assert published_ms[6] <= high <= published_ms[7] + period + 50
             assert stat(buses[1], "cluster_stats_publish_lost") == 7
+            assert stat(buses[0], "cluster_stats_publish_lost_to_peers") == 7
         finally:
             await stop_all(pairs)
 

@@ -299,3 +299,80 @@ def test_fail_forget_ms_zero_never_forgets():
     m.fail_received(nid(2), 0, 0)
     assert m.probe_tick(10 * FORGET_TTL_MS).forgotten == []
     assert nid(2) in m.peers
+
+
+def expire(m: Membership, i: int, at: int) -> None:
+    """Node ``i`` fails at ``at`` and stands in FAIL past ``fail_forget_ms``."""
+    assert m.fail_received(nid(i), m.peers[nid(i)].incarnation, at)
+    assert nid(i) in m.probe_tick(at + m.fail_forget_ms).forgotten
+
+
+def forgetting(n: int, me: int = 0) -> Membership:
+    m = Membership(
+        nid(me), "127.0.0.1", 7000 + me, 17000 + me, TIMEOUT, random.Random(1), PERIOD, 5 * TIMEOUT
+    )
+    for i in range(n):
+        if i != me:
+            m.learn(nid(i), "127.0.0.1", 7000 + i, 17000 + i, 0)
+    return m
+
+
+def test_a_node_forgotten_after_fail_is_lost_not_gone():
+    """Issue 26: forgetting a FAIL node keeps it as lost (its address to
+    redial, a vote in cluster_state); only its own return, a new id at its
+    address, or CLUSTER FORGET remove it, and only the last two end its life."""
+    m = forgetting(3)
+    expire(m, 2, 1000)
+    assert nid(2) not in m.peers and set(m.lost) == {nid(2)}
+    lost = m.lost[nid(2)]
+    assert (lost.host, lost.bus_port) == ("127.0.0.1", 17002)
+    assert m.removed == []  # still routed: the bus keeps its sessions and filters
+    # it speaks again (the partition healed): known again, nothing removed
+    assert m.learn(nid(2), "127.0.0.1", 7002, 17002, 20_000, direct=True) is not None
+    assert m.lost == {} and m.removed == []
+    # lost again, then a new node id at its address: the old life has ended
+    expire(m, 2, 30_000)
+    assert m.learn(nid(9), "127.0.0.1", 7002, 17002, 40_000, direct=True) is not None
+    assert m.lost == {} and m.removed == [(nid(2), True)]
+    # CLUSTER FORGET: removed, its life not known to be over
+    m.removed.clear()
+    m.forget(nid(1), 50_000, banned=True)
+    assert m.removed == [(nid(1), False)]
+    m.removed.clear()
+    m.forget(nid(9), 60_000, ended=True)  # LEAVE
+    assert m.removed == [(nid(9), True)]
+
+
+def test_a_node_cut_off_from_the_nodes_it_had_never_reports_ok():
+    """The minority side of a partition longer than the forget time: once it
+    forgot the others it knows only itself, which must not read as a healthy
+    one-node cluster (issue 26)."""
+    m = forgetting(5)
+    for i in (1, 2, 3, 4):
+        expire(m, i, 1000)
+    assert m.peers == {} and len(m.lost) == 4
+    assert m.cluster_state() == "fail"
+    # the majority side forgot the one node it lost and stays ok
+    big = forgetting(5, me=1)
+    expire(big, 0, 1000)
+    assert big.cluster_state() == "ok"
+
+
+def test_only_a_node_our_own_dial_reached_at_its_address_is_verified():
+    m = cluster(3)
+    rec = m.peers[nid(2)]
+    assert not m.verified(rec)
+    m.dial_reached(nid(2), ("127.0.0.1", 17002))
+    assert m.verified(rec)
+    # it announces another address: not verified there until dialled again
+    rec.host = "10.9.9.9"
+    assert not m.verified(rec)
+
+
+def test_an_address_being_met_shows_for_the_handshake_timeout():
+    m = cluster(1)
+    m.handshakes[("10.0.0.9", 17009)] = ("ab" * 20, 1000)
+    assert m.pending_handshakes(1000 + TIMEOUT - 1) == [(("10.0.0.9", 17009), "ab" * 20)]
+    assert m.pending_handshakes(1000 + max(TIMEOUT, 1000)) == []
+    m.dial_reached(nid(5), ("10.0.0.9", 17009))
+    assert m.handshakes == {}

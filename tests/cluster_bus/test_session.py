@@ -72,15 +72,58 @@ def test_an_open_gap_is_asked_again_each_period_until_it_closes():
     assert s.retry(now=9000) is None
 
 
-def test_session_frame_counts_what_the_buffer_lost_and_asks_for_the_rest():
+def test_a_loss_is_counted_only_in_the_answer_to_our_resend():
     s = InSession()
     assert s.start(1, 1, 1, now=0) == (0, None)
     assert s.accept(1)
-    # reconnect: the sender now holds 5..9 only; 2..4 are gone
-    assert s.start(1, 5, 10, now=10) == (3, 5)
+    # reconnect: the sender now holds 5..9 only; 2..4 are gone. An unsolicited
+    # SESSION counts nothing: we ask for 2 (the sender then counts and bounds)
+    assert s.start(1, 5, 10, now=10) == (0, 2)
+    assert s.lost == 0 and s.expected == 2 and s.gap_open
+    # its answer names our question: 3 lost, and the replay of 5.. follows
+    assert s.start(1, 5, 10, now=20, asked=2) == (3, None)
     assert s.lost == 3 and s.expected == 5
-    # a new session of the pair starts from 1, whatever the old one owed
-    assert s.start(2, 1, 4, now=20) == (0, 1)
+    assert s.retry(now=20 + RESEND_RETRY_MS) == 5  # the replay did not come: ask again
+    # an answer to an older question counts nothing twice (it asks for the replay)
+    assert s.start(1, 5, 10, now=500, asked=2) == (0, 5)
+    assert s.lost == 3
+
+
+def test_a_session_we_never_had_is_owed_to_us_from_one():
+    s = InSession()
+    s.start(1, 1, 3, now=0)
+    assert s.accept(1) and s.accept(2)
+    # the sender dropped our old session and numbers a new one: every frame of
+    # it was for us, so the two it no longer holds are lost
+    assert s.start(2, 3, 5, now=10) == (0, 1)
+    assert s.start(2, 3, 5, now=20, asked=1) == (2, None)
+    assert s.expected == 3 and s.session_id == 2
+
+
+def test_gone_bounds_hold_the_publish_times_of_evicted_frames():
+    out = OutSession(max_bytes=1 << 20, max_ms=1000, session_id=5)
+    times = {}
+    for period_start in (0, 100, 200):  # three ticks, two frames each
+        out.expire(now=period_start)
+        for j in range(2):
+            times[out.next_seq] = period_start + 10 * (j + 1)  # published inside the period
+            out.publish(1, 0, False, b"c", b"x")
+    assert out.gone_bounds(1, now=250) == (0, 0)  # nothing evicted yet
+    out.expire(now=1150)  # age: the stamp-0 and stamp-100 periods are gone
+    assert out.first_seq == 5
+    low, high = out.gone_bounds(3, now=1150)
+    assert low <= times[3] and high >= times[4]
+    assert (low, high) == (100, 200)  # tight: frame 3's period, and the next stamp
+    assert out.gone_bounds(1, now=1150)[0] == 0
+    # eviction by bytes: bounded above by the next tick
+    small = OutSession(max_bytes=2 * 32, max_ms=10_000, session_id=6)
+    small.expire(now=500)
+    for _ in range(3):
+        small.publish(1, 0, False, b"c", b"1")  # 32 bytes each: the first is evicted
+    assert small.first_seq == 2
+    assert small.gone_bounds(1, now=530) == (500, 530)
+    small.expire(now=600)
+    assert small.gone_bounds(1, now=900) == (500, 600)
 
 
 def test_sequence_numbers_wrap():
@@ -108,6 +151,7 @@ def run_link(seed: int, drop: float, dup: float, cuts: int, frames: int, max_byt
     to_sender: list[tuple] = []
     now = 0
     cut_at = set(rng.sample(range(frames), cuts))
+    counted = [0]  # what the receiver counted lost, from the answers
 
     def wire(queue: list[tuple], msg: tuple) -> None:
         if rng.random() < drop:
@@ -135,7 +179,9 @@ def run_link(seed: int, drop: float, dup: float, cuts: int, frames: int, max_byt
         while to_receiver:
             msg = to_receiver.pop(0)
             if msg[0] == "session":
-                _, resend = inn.start(msg[1], msg[2], msg[3], now)
+                asked = msg[4] if len(msg) > 4 else 0
+                lost_now, resend = inn.start(msg[1], msg[2], msg[3], now, asked)
+                counted[0] += lost_now
                 if resend is not None:
                     wire(to_sender, ("resend", resend))
             elif inn.accept(msg[1]):
@@ -146,15 +192,15 @@ def run_link(seed: int, drop: float, dup: float, cuts: int, frames: int, max_byt
                     wire(to_sender, ("resend", resend))
         while to_sender:
             _, from_seq = to_sender.pop(0)
-            if seq_diff(from_seq, out.first_seq) < 0:
-                to_receiver.append(("session", out.session_id, out.first_seq, out.next_seq))
-            else:
-                for seq, frame in zip(
-                    range(from_seq, out.next_seq), out.replay(from_seq), strict=True
-                ):
-                    wire(to_receiver, ("publish", seq, frame))
+            if seq_diff(from_seq, out.first_seq) < 0:  # gone: the answer names it
+                answer = ("session", out.session_id, out.first_seq, out.next_seq, from_seq)
+                wire(to_receiver, answer)
+                from_seq = out.first_seq
+            for seq, frame in zip(range(from_seq, out.next_seq), out.replay(from_seq), strict=True):
+                wire(to_receiver, ("publish", seq, frame))
         if i > frames and i % 15 == 0:  # quiet: each tick re-announces until all is in
             wire(to_receiver, ("session", out.session_id, out.first_seq, out.next_seq))
+    assert counted[0] == inn.lost
     return delivered, inn.lost
 
 

@@ -179,10 +179,11 @@ def test_lost_forwards_are_counted_and_announced_on_the_loss_channel():
         async with wired_node() as (node, _, _):
             watch_r, watch_w = await subscribed(node.port, LOSS_CHANNEL)
             news_r, news_w = await subscribed(node.port, b"news")
-            node.forwards_lost(ORIGIN, 7, 1_700_000_000_000)
+            node.forwards_lost(ORIGIN, 7, 1_700_000_000_000, 1_700_000_004_250)
             note = await loss_note(watch_r)
             assert note["node"] == ORIGIN and note["lost"] == 7
-            assert note["from"] == 1_700_000_000.0 and note["to"] > note["from"]
+            # the sender's bounds on when the lost PUBLISHes were made, in seconds
+            assert note["from"] == 1_700_000_000.0 and note["to"] == 1_700_000_004.25
             info = info_sections(node)
             assert info["stats"]["total_forwards_lost"] == 7
             assert info["forwards_lost"] == {f"from_{ORIGIN}": 7}
@@ -201,7 +202,7 @@ def test_disconnect_mode_closes_the_affected_subscribers_only():
             watch_r, watch_w = await subscribed(node.port, LOSS_CHANNEL)
             news_r, news_w = await subscribed(node.port, b"news")
             plain_r, plain_w = await asyncio.open_connection("127.0.0.1", node.port)
-            node.forwards_lost(ORIGIN, 2, 0)
+            node.forwards_lost(ORIGIN, 2, 0, 0)
             assert (await loss_note(watch_r))["lost"] == 2
             assert await asyncio.wait_for(news_r.read(), 5) == b""  # closed
             plain_w.write(b"PING\r\n")
