@@ -3,33 +3,67 @@
 Every process the tests, the benchmarks and the demo start listens on
 127.0.0.1 only, on a port picked here: one implementation, so a fix to the
 port race (or to the readiness probe) reaches every caller at once.
+
+Ports are picked below the kernel's ephemeral range
+(``net.ipv4.ip_local_port_range``, 32768-60999 by default), never with
+bind(0): a port from the ephemeral range can be taken by any outgoing
+connection (a node dialling a peer, a client) between the moment it is
+picked and the moment the server binds it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
+import random
 import socket
 import subprocess
 import time
 
 LOOPBACK = "127.0.0.1"
+#: the lowest port handed out (below: well-known and registered services)
+LOWEST_PORT = 15000
 
 _PING = b"*1\r\n$4\r\nPING\r\n"
 
 
+def ephemeral_range() -> tuple[int, int]:
+    """The kernel's ephemeral port range (Linux's default when unreadable)."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low, high = (int(x) for x in f.read().split())
+        return low, high
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
 def free_port(host: str = LOOPBACK) -> int:
-    """A TCP port free on ``host`` a moment ago (bind to port 0; racy but fine for tests)."""
+    """A TCP port free on ``host`` a moment ago, outside the ephemeral range."""
     return free_ports(1, host)[0]
 
 
 def free_ports(n: int, host: str = LOOPBACK) -> list[int]:
-    """``n`` distinct free ports (every socket held open until all are chosen)."""
+    """``n`` distinct free ports outside the ephemeral range (each bound, with
+    every socket held open until all are chosen). Racy only against another
+    process picking the same way, which random starts make unlikely."""
+    low, high = ephemeral_range()
+    # below the range only: a default bus port (port + 10000) stays <= 65535
+    pool = list(range(LOWEST_PORT, max(low, LOWEST_PORT + 1024)))
+    rng = random.Random(os.getpid() * 1_000_003 + time.monotonic_ns())
     socks: list[socket.socket] = []
     try:
-        for _ in range(n):
+        for port in rng.sample(pool, len(pool)):
+            if len(socks) == n:
+                break
             s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            try:
+                s.bind((host, port))
+            except OSError:
+                s.close()
+                continue
             socks.append(s)
-            s.bind((host, 0))
+        if len(socks) < n:
+            raise RuntimeError(f"fewer than {n} free ports on {host} outside {low}-{high}")
         return [int(s.getsockname()[1]) for s in socks]
     finally:
         for s in socks:
