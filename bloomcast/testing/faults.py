@@ -15,9 +15,15 @@ check the promise message by message.
   freeze: sockets stay open, nothing is read).
 - :class:`NetnsCluster`: node i in its own network namespace, joined by a veth
   pair to a bridge in a hub namespace (addresses in a private /24 that exists
-  only inside these namespaces); :meth:`NetnsCluster.cable` sets node i's
-  veth down / up: no RST, the connections just go silent. Needs root and
-  ``ip`` (:func:`netns_unavailable` names what is missing).
+  only inside these namespaces; the root namespace gets an ``unreachable``
+  route for it first, so no packet to it can leave this machine by the
+  default route). :meth:`NetnsCluster.cable` sets node i's veth down / up: no
+  RST, the connections just go silent; :meth:`NetnsCluster.partition` cuts
+  the bus between groups of nodes (blackhole routes: silence again, while
+  clients in the hub still reach every node), :meth:`NetnsCluster.one_way`
+  one direction between two nodes, and :meth:`NetnsCluster.reset_links`
+  resets the TCP connections between two nodes (``ss -K``: an RST each way).
+  Needs root and ``ip`` (:func:`netns_unavailable` names what is missing).
 """
 
 from __future__ import annotations
@@ -175,8 +181,15 @@ class NetnsCluster(LocalCluster):
         self.namespaces = [f"{self.prefix}n{i}" for i in range(nodes)]
         self.addresses = [f"{SUBNET}.{i + 1}" for i in range(nodes)]
         self._made: list[str] = []
+        self._guarded = False
+        #: blackhole routes in place: (from node, to node)
+        self.cuts: set[tuple[int, int]] = set()
 
     def _setup(self) -> None:
+        # before any traffic: the test subnet is unreachable from the root
+        # namespace, so nothing addressed to it can leave by the default route
+        _ip("route", "replace", "unreachable", f"{SUBNET}.0/24")
+        self._guarded = True
         hub = self.hub
         _ip("netns", "add", hub)
         self._made.append(hub)
@@ -219,10 +232,56 @@ class NetnsCluster(LocalCluster):
             for ns in reversed(self._made):
                 subprocess.run(["ip", "netns", "del", ns], capture_output=True)
             self._made.clear()
+            self.cuts.clear()
+            if self._guarded:
+                subprocess.run(
+                    ["ip", "route", "del", "unreachable", f"{SUBNET}.0/24"], capture_output=True
+                )
+                self._guarded = False
 
     def cable(self, i: int, up: bool) -> None:
         """Pull (``up=False``) or plug back node ``i``'s cable: its veth on the bridge."""
         _ip("-n", self.hub, "link", "set", f"vh{i}", "up" if up else "down")
+
+    def one_way(self, i: int, j: int, cut: bool = True) -> None:
+        """Drop (``cut``) or pass again every packet node ``i`` sends node ``j``
+        (a blackhole route in ``i``'s namespace: silence, no ICMP, no RST).
+        TCP between them stalls both ways (``j``'s segments are never acked)."""
+        if cut == ((i, j) in self.cuts):
+            return
+        verb = "add" if cut else "del"
+        _ip("-n", self.namespaces[i], "route", verb, "blackhole", f"{self.addresses[j]}/32")
+        if cut:
+            self.cuts.add((i, j))
+        else:
+            self.cuts.discard((i, j))
+
+    def partition(self, *groups: Sequence[int]) -> None:
+        """Cut the bus between every two nodes of different ``groups`` (both
+        ways); nodes in no group keep their links. Clients in the hub still
+        reach every node."""
+        for a, group in enumerate(groups):
+            for other in groups[a + 1 :]:
+                for i in group:
+                    for j in other:
+                        self.one_way(i, j)
+                        self.one_way(j, i)
+
+    def heal(self, pairs: Sequence[tuple[int, int]] | None = None) -> None:
+        """Remove the cuts between these (from, to) pairs (default: all of them)."""
+        for i, j in list(self.cuts if pairs is None else pairs):
+            self.one_way(i, j, cut=False)
+
+    def reset_links(self, i: int, j: int) -> int:
+        """Reset every TCP connection between nodes ``i`` and ``j`` (``ss -K`` in
+        ``i``'s namespace: each socket is destroyed and an RST goes out).
+        Returns how many sockets were killed."""
+        out = subprocess.run(
+            ["ip", "netns", "exec", self.namespaces[i], "ss", "-K", "-t", "dst", self.addresses[j]],
+            capture_output=True,
+            text=True,
+        )
+        return max(0, len(out.stdout.strip().splitlines()) - 1)
 
     def connector(self, i: int, **kwargs: Any) -> Callable[[], redis.Redis]:
         """A ``connect`` for :class:`~bloomcast.testing.ledger.Publisher` /

@@ -95,6 +95,9 @@ class Publisher:
         self.rate = rate
         self.published = 0  # the last number sent (answered or uncertain)
         self.uncertain: set[int] = set()
+        #: n -> (sent, answered or None), wall-clock seconds: when the node can
+        #: have handled the PUBLISH (the chaos checker matches loss notices on it)
+        self.times: dict[int, tuple[float, float | None]] = {}
         self._paused = threading.Event()
         self._idle = threading.Event()  # the thread saw the pause: nothing in flight
         self._stop = threading.Event()
@@ -122,6 +125,8 @@ class Publisher:
                 if sock is None:
                     sock = _connect(self.address, self.netns, 5.0)
                     reader = hiredis.Reader()
+                sent = time.time()
+                self.times[n] = (sent, None)
                 sock.sendall(_command("PUBLISH", self.channel, f"{self.name}:{n}"))
                 reply = reader.gets()
                 while reply is False:
@@ -130,6 +135,7 @@ class Publisher:
                         raise ConnectionError("closed")
                     reader.feed(data)
                     reply = reader.gets()
+                self.times[n] = (sent, time.time())
                 self.published = n
             except OSError:
                 self.uncertain.add(n)
@@ -218,6 +224,8 @@ class Subscriber:
         self.netns = netns
         self.received: list[tuple[str, int]] = []
         self.other: list[tuple[str, bytes]] = []
+        self.confirmed_at = 0.0  # wall clock when every confirmation had arrived
+        self.closed_at: float | None = None  # when the server closed it
         self.closed = False
         self.error = ""
         self._stop = threading.Event()
@@ -260,12 +268,14 @@ class Subscriber:
                     if kind in (b"subscribe", b"psubscribe"):
                         want -= 1
                         if want == 0:
+                            self.confirmed_at = time.time()
                             self._ready.set()
                     elif kind == b"message":
                         self._record(msg[1], msg[2])
                     elif kind == b"pmessage":
                         self._record(msg[2], msg[3])
         except OSError as exc:
+            self.closed_at = time.time()
             self.closed = True
             self.error = repr(exc)
         finally:

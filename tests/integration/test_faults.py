@@ -16,6 +16,7 @@ import time
 
 import pytest
 
+from bloomcast.testing.chaos import ChaosSettings, Fault, run_chaos
 from bloomcast.testing.faults import (
     NetnsCluster,
     ProxiedCluster,
@@ -26,6 +27,7 @@ from bloomcast.testing.faults import (
 )
 from bloomcast.testing.process import parse_info as info_of
 from bloomcast.testing.scenarios import NODE_ARGS, FaultRun
+from tests.integration.conftest import assert_chaos_verdict
 
 pytestmark = [pytest.mark.cluster, pytest.mark.faults]
 
@@ -282,3 +284,72 @@ def test_loss_beyond_the_replay_window_is_counted_exactly(tmp_path, policy):
                     assert got, name
         finally:
             run.stop()
+
+
+# -- faults that outlive every timeout (issue 26): five nodes in namespaces ----------
+
+
+def fixed_run(tmp_path, *faults: Fault, node_timeout_ms: int = 2000, seconds: float = 0.0):
+    end = max(f.end for f in faults)
+    settings = ChaosSettings(
+        duration=max(seconds, end),
+        faults=list(faults),
+        node_timeout_ms=node_timeout_ms,
+        log_dir=tmp_path / "logs",
+    )
+    return run_chaos(settings)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+@pytest.mark.usefixtures("namespaces")
+def test_a_node_cut_off_past_timeout_and_forget_heals_and_counts_exactly(tmp_path):
+    """Node 2 cut from the four others for 15 s at node timeout 2 s: both sides
+    mark the other FAIL (2 s), forget it (10 s later), and must still find each
+    other when the cut heals; what the replay window (10 s) could not hold is
+    counted, with time bounds, on both sides."""
+    result = fixed_run(tmp_path, Fault("partition", 2.0, 15.0, (2,), (0, 1, 3, 4)))
+    assert_chaos_verdict(result)
+    assert result.verdict.totals()["counted"] > 0
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+@pytest.mark.usefixtures("namespaces")
+def test_a_pause_past_the_forget_time_is_counted_not_lost(tmp_path):
+    """SIGSTOP node 1 for 14 s (node timeout 2 s, forget at 10 s after FAIL):
+    its subscribers' missed messages are delivered from the replay buffers or
+    counted; no peer counts a phantom loss of what it had received."""
+    result = fixed_run(tmp_path, Fault("pause", 2.0, 14.0, (1,)))
+    assert_chaos_verdict(result)
+    assert result.verdict.totals()["counted"] > 0
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+@pytest.mark.usefixtures("namespaces")
+def test_repeated_compound_faults_each_shorter_than_the_forget_time_heal(tmp_path):
+    """Twice: a 6 s partition, a 5 s pause, a 6.8 s partition, so nodes 0 and 3
+    cannot reach each other for ~18 s in a row although no fault alone outlives
+    node timeout + forget time (the outside report's split of 72 s)."""
+    faults = []
+    for t in (2.0, 22.0):
+        faults += [
+            Fault("partition", t, 6.0, (0, 1), (2, 3, 4)),
+            Fault("pause", t + 6.0, 5.0, (3,)),
+            Fault("partition", t + 11.0, 6.8, (0, 4), (1, 2, 3)),
+        ]
+    assert_chaos_verdict(fixed_run(tmp_path, *faults))
+
+
+@pytest.mark.long
+@pytest.mark.timeout(900)
+@pytest.mark.usefixtures("namespaces")
+def test_a_120_s_cut_at_the_default_node_timeout_heals(tmp_path):
+    """Node timeout 15 s (the default): node 4 cut off for 120 s, so both sides
+    forget each other (FAIL at 15 s, forgotten 75 s later) long before it heals."""
+    result = fixed_run(
+        tmp_path, Fault("partition", 2.0, 120.0, (4,), (0, 1, 2, 3)), node_timeout_ms=15000
+    )
+    assert_chaos_verdict(result, node_timeout_s=15.0)
+    assert result.verdict.totals()["counted"] > 0
