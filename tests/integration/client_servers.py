@@ -25,6 +25,7 @@ import contextlib
 import hashlib
 import random
 import socket
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -197,6 +198,19 @@ def publish_round(target: Target, names: Names, sharded: bool) -> Round:
                     continue
                 out.expected.append(("smessage", names.shard, None, digest(data)))
     return out
+
+
+def assert_round(target: Target, names: Names, rnd: Round, got: list[Record]) -> None:
+    """The round's SPUBLISH refusals were the server's, and every message
+    arrived exactly once."""
+    refusals = target.spublish_refusals(names.shard)
+    assert rnd.refused == refusals, f"{target.name}: SPUBLISH refused {rnd.refused}, not {refusals}"
+    missing = Counter(rnd.expected) - Counter(got)
+    extra = Counter(got) - Counter(rnd.expected)
+    assert not missing and not extra, (
+        f"{target.name}: missing {sorted(missing.items(), key=repr)}, "
+        f"unexpected {sorted(extra.items(), key=repr)}"
+    )
 
 
 def add_user(ports: list[int]) -> None:

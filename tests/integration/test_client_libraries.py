@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import sys
 import time
-from collections import Counter
+import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -50,6 +51,7 @@ from tests.integration.client_servers import (
     Record,
     Round,
     Target,
+    assert_round,
     bloomcast_cluster,
     digest,
     publish_round,
@@ -57,12 +59,22 @@ from tests.integration.client_servers import (
     redis_standalone,
 )
 
-pytestmark = [
-    pytest.mark.cluster,
-    pytest.mark.timeout(120),
-    # glide 2.6's old module paths, touched when something walks the loaded modules
-    pytest.mark.filterwarnings("ignore:Importing from 'glide.:DeprecationWarning"),
-]
+pytestmark = [pytest.mark.cluster, pytest.mark.timeout(120)]
+
+
+def _quiet_glide_legacy_modules() -> None:
+    """glide 2.6 puts proxies of its old module paths in sys.modules, each
+    warning (DeprecationWarning) on its first attribute access; pytest walks
+    sys.modules for the traceback of any failing or xfailing test later in the
+    session, so touch each once here, quietly."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        for module in list(sys.modules.values()):
+            if type(module).__name__ == "_LegacyModule":
+                hasattr(module, "__file__")
+
+
+_quiet_glide_legacy_modules()
 
 WAIT = 10.0  # seconds for a confirmation or a whole round to arrive
 
@@ -102,11 +114,6 @@ def target(request: pytest.FixtureRequest) -> Target:
 def credentials(target: Target) -> tuple[str | None, str]:
     """Standalone: the default user's password; cluster: the ACL user."""
     return (None, PASSWORD) if target.mode == "standalone" else (USER, USER_PASSWORD)
-
-
-def check(target: Target, names: Names, rnd: Round, got: list[Record]) -> None:
-    assert rnd.refused == target.spublish_refusals(names.shard)
-    assert Counter(got) == Counter(rnd.expected)
 
 
 def collect(get: Callable[[], Any], want: int) -> list[Any]:
@@ -163,7 +170,7 @@ def test_valkey_py_pubsub(target: Target, protocol: int) -> None:
     finally:
         p.close()
         client.close()
-    check(target, names, rnd, got)
+    assert_round(target, names, rnd, got)
 
 
 # -- coredis -------------------------------------------------------------------------
@@ -215,7 +222,7 @@ async def coredis_round(target: Target, names: Names) -> tuple[Round, list[Recor
 
 def test_coredis_pubsub(target: Target) -> None:
     rnd, got = asyncio.run(coredis_round(target, BINARY))
-    check(target, BINARY, rnd, got)
+    assert_round(target, BINARY, rnd, got)
 
 
 # -- valkey-glide --------------------------------------------------------------------
@@ -284,7 +291,7 @@ async def glide_round(target: Target, at_creation: bool) -> tuple[Names, Round, 
 @pytest.mark.parametrize("at_creation", [True, False], ids=["at-creation", "subscribe-call"])
 def test_valkey_glide_pubsub(target: Target, at_creation: bool) -> None:
     names, rnd, got = asyncio.run(glide_round(target, at_creation))
-    check(target, names, rnd, got)
+    assert_round(target, names, rnd, got)
 
 
 # -- credentials ---------------------------------------------------------------------
