@@ -226,14 +226,16 @@ def require_password(ports: list[int]) -> None:
             r.config_set("requirepass", PASSWORD)
 
 
-@contextlib.contextmanager
-def bloomcast_cluster(extra: tuple[str, ...] = ()) -> Iterator[AuthCluster]:
+# -- module-scoped fixtures (import them into a test module to use them) -------------
+
+
+@pytest.fixture(scope="module")
+def bloomcast() -> Iterator[AuthCluster]:
     """Three nodes with ``--requirepass`` and ``--subscribe-visibility-timeout
     2000`` (a confirmed SUBSCRIBE is visible on every peer; the flag may become
     the default), the ACL user added on each."""
-    args = ["--requirepass", PASSWORD, "--subscribe-visibility-timeout", "2000", *extra]
-    with AuthCluster(3, base_port=low_base_port(3), extra_args=args) as c:
-        c.wait_ready(60)
+    args = ["--requirepass", PASSWORD, "--subscribe-visibility-timeout", "2000"]
+    with AuthCluster(3, base_port=low_base_port(3), extra_args=args) as c:  # started, ready
         add_user(c.ports)
         yield c
 
@@ -243,8 +245,8 @@ def need_redis_server() -> None:
         pytest.skip("Debian's redis-server (the anchor) is not installed")
 
 
-@contextlib.contextmanager
-def redis_standalone() -> Iterator[int]:
+@pytest.fixture(scope="module")
+def redis_single() -> Iterator[int]:
     """redis-server standalone with the password and the ACL user; its port."""
     need_redis_server()
     with pytest.MonkeyPatch.context() as mp:
@@ -256,9 +258,10 @@ def redis_standalone() -> Iterator[int]:
         yield server.port
 
 
-@contextlib.contextmanager
-def redis_cluster_anchor() -> Iterator[redis_cluster.RedisCluster]:
-    """A 3-master Redis Cluster of redis-server with the password and the ACL user."""
+@pytest.fixture(scope="module")
+def redis_anchor() -> Iterator[list[int]]:
+    """A 3-master Redis Cluster of redis-server with the password and the ACL
+    user; its client ports."""
     need_redis_server()
     anchor = redis_cluster.RedisCluster(3, binary=redis_server_path())
     try:
@@ -267,6 +270,6 @@ def redis_cluster_anchor() -> Iterator[redis_cluster.RedisCluster]:
             anchor.start()
         require_password(anchor.ports)
         add_user(anchor.ports)
-        yield anchor
+        yield anchor.ports
     finally:
         anchor.stop()

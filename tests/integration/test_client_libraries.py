@@ -21,7 +21,7 @@ import contextlib
 import sys
 import time
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import coredis
@@ -46,18 +46,17 @@ from tests.integration.client_servers import (
     TEXT,
     USER,
     USER_PASSWORD,
-    AuthCluster,
     Names,
     Record,
     Round,
     Target,
     assert_round,
-    bloomcast_cluster,
     digest,
     publish_round,
-    redis_cluster_anchor,
-    redis_standalone,
 )
+from tests.integration.client_servers import bloomcast as bloomcast  # the fixtures
+from tests.integration.client_servers import redis_anchor as redis_anchor
+from tests.integration.client_servers import redis_single as redis_single
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(120)]
 
@@ -79,24 +78,6 @@ _quiet_glide_legacy_modules()
 WAIT = 10.0  # seconds for a confirmation or a whole round to arrive
 
 TARGETS = ["bloomcast standalone", "bloomcast cluster", "redis standalone", "redis cluster"]
-
-
-@pytest.fixture(scope="module")
-def bloomcast() -> Iterator[AuthCluster]:
-    with bloomcast_cluster() as c:
-        yield c
-
-
-@pytest.fixture(scope="module")
-def redis_single() -> Iterator[int]:
-    with redis_standalone() as port:
-        yield port
-
-
-@pytest.fixture(scope="module")
-def redis_anchor() -> Iterator[list[int]]:
-    with redis_cluster_anchor() as anchor:
-        yield anchor.ports
 
 
 @pytest.fixture(params=TARGETS)

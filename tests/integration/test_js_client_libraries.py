@@ -1,81 +1,54 @@
 """node-redis 5 (npm ``redis5``, beside node-redis 4 and ioredis 5 in
 test_js_cluster_clients.py) in cluster mode against a 3-node bloomcast cluster
 and the same script against a 3-master Redis Cluster 7.0.15 (issue 27 item 7):
-subscribe / pSubscribe / sSubscribe with Buffer listeners (UTF-8 names: a
-channel subscribed as a Buffer never reaches its listener in node-redis 5.9), the round
-of ``client_servers.publish_round`` (all 256 byte values and 1 MiB from every
-node) plus a publish through the client itself, RESP2 with the default user's
-password and RESP3 with an ACL user; and sSubscribe of two shard channels in
-different slots, which Redis Cluster refuses with -CROSSSLOT."""
+subscribe / pSubscribe / sSubscribe with Buffer listeners (UTF-8 names: in
+node-redis 5.9 a channel subscribed as a Buffer never reaches its listener),
+the round of ``client_servers.publish_round`` (all 256 byte values and 1 MiB
+from every node) plus a publish through the client itself, RESP2 with the
+default user's password and RESP3 with an ACL user; and sSubscribe of two
+shard channels in different slots, which Redis Cluster refuses with
+-CROSSSLOT."""
 
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
-from collections.abc import Iterator
 
 import pytest
 
-from tests.integration.client_servers import (
-    ALL_BYTES,
-    PASSWORD,
-    TEXT,
-    USER,
-    USER_PASSWORD,
-    AuthCluster,
-    Names,
-    Record,
-    Target,
-    assert_round,
-    bloomcast_cluster,
-    digest,
-    publish_round,
-    redis_cluster_anchor,
-)
+from tests.integration import client_servers as cs
+from tests.integration.client_servers import bloomcast as bloomcast  # the fixtures
+from tests.integration.client_servers import redis_anchor as redis_anchor
 from tests.integration.test_js_cluster_clients import JS
-from tests.integration.test_js_cluster_clients import npm_packages as npm_packages  # a fixture
+from tests.integration.test_js_cluster_clients import npm_packages as npm_packages
+from tests.integration.test_js_cluster_clients import pytestmark as js_marks
 
 pytestmark = [
     pytest.mark.cluster,
     pytest.mark.timeout(120),
-    pytest.mark.skipif(
-        shutil.which("node") is None or shutil.which("npm") is None,
-        reason="Node.js and npm are not installed (the node-redis 5 client needs them)",
-    ),
+    *(mark for mark in js_marks if mark.name == "skipif"),  # skipped without node and npm
+    pytest.mark.usefixtures("npm_packages"),
 ]
 
 CROSSSLOT = "CROSSSLOT Keys in request don't hash to the same slot"
 
 
-@pytest.fixture(scope="module")
-def bloomcast(npm_packages: None) -> Iterator[AuthCluster]:
-    with bloomcast_cluster() as c:
-        yield c
-
-
-@pytest.fixture(scope="module")
-def redis_anchor(npm_packages: None) -> Iterator[list[int]]:
-    with redis_cluster_anchor() as anchor:
-        yield anchor.ports
-
-
 @pytest.fixture(params=["bloomcast", "redis"])
-def target(request: pytest.FixtureRequest) -> Target:
+def target(request: pytest.FixtureRequest) -> cs.Target:
     if request.param == "bloomcast":
-        return Target("bloomcast", "cluster", request.getfixturevalue("bloomcast").ports)
-    return Target("redis", "cluster", request.getfixturevalue("redis_anchor"))
+        return cs.Target("bloomcast", "cluster", request.getfixturevalue("bloomcast").ports)
+    return cs.Target("redis", "cluster", request.getfixturevalue("redis_anchor"))
 
 
 class Script:
     """``client_libraries.mjs`` as a child process: JSON lines out, one line in."""
 
-    def __init__(self, target: Target, names: Names, resp: int, acl: bool, **extra: object):
+    def __init__(self, target: cs.Target, names: cs.Names, resp: int, acl: bool, **extra: object):
         cfg = {
             "ports": target.ports,
             "resp": resp,
-            "username": USER if acl else None,
-            "password": USER_PASSWORD if acl else PASSWORD,
+            "username": cs.USER if acl else None,
+            "password": cs.USER_PASSWORD if acl else cs.PASSWORD,
             "channel": names.channel.hex(),
             "pattern": names.pattern.hex(),
             "shard": names.shard.hex(),
@@ -117,26 +90,26 @@ class Script:
 @pytest.mark.parametrize(
     ("resp", "acl"), [(2, False), (3, True)], ids=["resp2-password", "resp3-acl-user"]
 )
-def test_node_redis5_cluster_pubsub(target: Target, resp: int, acl: bool) -> None:
-    names = TEXT
+def test_node_redis5_cluster_pubsub(target: cs.Target, resp: int, acl: bool) -> None:
+    names = cs.TEXT
     script = Script(target, names, resp, acl)
     try:
         assert script.read() == {"ready": True}  # every subscription confirmed
-        rnd = publish_round(target, names, sharded=True)
+        rnd = cs.publish_round(target, names, sharded=True)
         rnd.expected += [  # the script's own PUBLISH and SPUBLISH of all byte values
-            ("message", names.channel, None, digest(ALL_BYTES)),
-            ("pmessage", names.channel, names.pattern, digest(ALL_BYTES)),
-            ("smessage", names.shard, None, digest(ALL_BYTES)),
+            ("message", names.channel, None, cs.digest(cs.ALL_BYTES)),
+            ("pmessage", names.channel, names.pattern, cs.digest(cs.ALL_BYTES)),
+            ("smessage", names.shard, None, cs.digest(cs.ALL_BYTES)),
         ]
         script.write({"expect": len(rnd.expected)})
         received = script.read()["received"]
     finally:
         script.close()
-    got: list[Record] = [
+    got: list[cs.Record] = [
         (kind, bytes.fromhex(ch), None if pat is None else bytes.fromhex(pat), dig)
         for kind, ch, pat, dig in received
     ]
-    assert_round(target, names, rnd, got)
+    cs.assert_round(target, names, rnd, got)
 
 
 @pytest.mark.parametrize(
@@ -154,12 +127,12 @@ def test_node_redis5_cluster_pubsub(target: Target, resp: int, acl: bool) -> Non
     ],
     indirect=True,
 )
-def test_node_redis5_ssubscribe_across_slots_is_refused(target: Target) -> None:
+def test_node_redis5_ssubscribe_across_slots_is_refused(target: cs.Target) -> None:
     """node-redis 5 sends both channels to the first one's node in one SSUBSCRIBE."""
     a, b = b"cross{1}", b"cross{2}"
     with target.client(target.ports[0]) as r:
         assert r.cluster("keyslot", a) != r.cluster("keyslot", b)
-    script = Script(target, TEXT, 3, True, crossslot=[a.hex(), b.hex()])
+    script = Script(target, cs.TEXT, 3, True, crossslot=[a.hex(), b.hex()])
     try:
         reply = script.read()
     finally:
