@@ -139,9 +139,8 @@ class Forwarding:
         if seq_diff(from_seq, first) < 0:
             # gone from the buffer: the answer names the question and bounds
             # when the missing frames were published; the receiver counts them
-            missed = seq_diff(first, from_seq)
-            if session.last_missed != from_seq:  # a repeated ask is counted once
-                session.last_missed = from_seq
+            missed = session.count_lost(from_seq)  # each gone frame counted once
+            if missed:
                 self.stats.publish_lost_to_peers += missed
                 log.warning(
                     "%d forwarded PUBLISH to node %s no longer in its replay buffer",

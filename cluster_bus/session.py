@@ -105,7 +105,7 @@ class OutSession:
         "_marked",
         "_marks",
         "announced",
-        "last_missed",
+        "lost_through",
         "max_bytes",
         "max_ms",
         "next_seq",
@@ -138,7 +138,7 @@ class OutSession:
         self._marked = False
         self._gone: deque[tuple[int, int]] = deque()  # marks of evicted periods
         self._gone_to: int | None = 0  # None: bytes evicted since the last tick
-        self.last_missed = 0  # the RESEND from_seq last found gone (counted once)
+        self.lost_through = 1  # frames before this one asked for and gone: counted
 
     def publish(
         self, sender: int, origin_seq: int, shard: bool, channel: bytes, payload: bytes
@@ -195,6 +195,19 @@ class OutSession:
     def _drop_first(self) -> None:
         self._bytes -= len(self._frames.popleft())
         self._first = self._first + 1 if self._first != 0xFFFFFFFF else 1
+
+    def count_lost(self, from_seq: int) -> int:
+        """A RESEND asked for ``from_seq`` .. :attr:`first_seq` - 1, gone: how
+        many of them were not counted before. Each gone frame is counted once,
+        however often it is asked for (a repeated RESEND, an answer lost on a
+        link that died), so the total is what the receiver counts: it counts
+        ``[expected, first)`` once per answer it takes and moves ``expected``."""
+        start = from_seq if seq_diff(from_seq, self.lost_through) > 0 else self.lost_through
+        first = self.first_seq
+        fresh = max(0, seq_diff(first, start))
+        if seq_diff(first, self.lost_through) > 0:
+            self.lost_through = first
+        return fresh
 
     def gone_bounds(self, from_seq: int, now: int) -> tuple[int, int]:
         """(lower, upper) bounds, ms since the epoch, on the publish times of the

@@ -100,6 +100,24 @@ def test_a_session_we_never_had_is_owed_to_us_from_one():
     assert s.expected == 3 and s.session_id == 2
 
 
+def test_the_sender_counts_each_gone_frame_once_as_the_receiver_does():
+    out = OutSession(max_bytes=1 << 20, max_ms=100, session_id=8)
+    out.expire(now=0)
+    for _ in range(10):
+        out.publish(1, 0, False, b"c", b"x")
+    out.expire(now=150)  # 1..10 gone
+    assert out.count_lost(4) == 7  # the receiver had 1..3
+    assert out.count_lost(4) == 0  # asked again: counted already
+    out.expire(now=160)
+    for _ in range(5):
+        out.publish(1, 0, False, b"c", b"x")  # 11..15, stamped 160
+    out.expire(now=300)  # 11..15 gone too
+    # the answer to the first ask was lost with its link: asked for 4 again, the
+    # receiver will count 4..15 from it; only 11..15 are new here
+    assert out.count_lost(4) == 5
+    assert out.count_lost(16) == 0
+
+
 def test_gone_bounds_hold_the_publish_times_of_evicted_frames():
     out = OutSession(max_bytes=1 << 20, max_ms=1000, session_id=5)
     times = {}
@@ -152,6 +170,7 @@ def run_link(seed: int, drop: float, dup: float, cuts: int, frames: int, max_byt
     now = 0
     cut_at = set(rng.sample(range(frames), cuts))
     counted = [0]  # what the receiver counted lost, from the answers
+    sender_counted = [0]  # what the sender counted, answering (both sides agree)
 
     def wire(queue: list[tuple], msg: tuple) -> None:
         if rng.random() < drop:
@@ -193,6 +212,7 @@ def run_link(seed: int, drop: float, dup: float, cuts: int, frames: int, max_byt
         while to_sender:
             _, from_seq = to_sender.pop(0)
             if seq_diff(from_seq, out.first_seq) < 0:  # gone: the answer names it
+                sender_counted[0] += out.count_lost(from_seq)
                 answer = ("session", out.session_id, out.first_seq, out.next_seq, from_seq)
                 wire(to_receiver, answer)
                 from_seq = out.first_seq
@@ -201,6 +221,7 @@ def run_link(seed: int, drop: float, dup: float, cuts: int, frames: int, max_byt
         if i > frames and i % 15 == 0:  # quiet: each tick re-announces until all is in
             wire(to_receiver, ("session", out.session_id, out.first_seq, out.next_seq))
     assert counted[0] == inn.lost
+    assert sender_counted[0] == inn.lost, (sender_counted[0], inn.lost)
     return delivered, inn.lost
 
 
