@@ -1,17 +1,19 @@
 """``bloomcast bench``: every benchmark side by side with its anchor, in one run.
 
-    bloomcast bench [all|single|cluster|simulate|convergence|faults|hostile|scale]
+    bloomcast bench [all|single|cluster|simulate|convergence|visibility|faults|hostile
+                     |scale|chaos]
                     [--nodes 3,6,12] [--quick] [--out docs/]
                     [--workload uniform|zipf|both]
 
 Writes ``<out>/benchmarks.json`` (merged key by key) and the sections it owns
 in ``<out>/benchmarks.md`` ("How these numbers were taken", "single node",
-"cluster", "cluster: Zipf-popular channels", "convergence", "faults", "hostile
-input", "scale"), leaving other
+"cluster", "cluster: Zipf-popular channels", "convergence", "subscribe
+visibility", "faults", "hostile input", "scale", "chaos"), leaving other
 sections as they are; plots go to ``<out>/*.png``. redis-benchmark (Debian's
 redis-tools) is required; the command says how to install it when missing. Speed is reported, never
-asserted. ``scale`` (idle cost per node vs N, minutes per size) runs only
-when named: ``all`` leaves it out.
+asserted. ``scale`` (idle cost per node vs N, minutes per size) and ``chaos``
+(seeded fault schedules, minutes per seed, root) run only when named:
+``all`` leaves them out.
 """
 
 from __future__ import annotations
@@ -23,11 +25,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-PARTS = ("single", "cluster", "simulate", "convergence", "faults", "hostile")
+PARTS = ("single", "cluster", "simulate", "convergence", "visibility", "faults", "hostile")
 #: ``--workload`` of the cluster part
 WORKLOADS = ("uniform", "zipf", "both")
 #: parts that run only when named (too long for ``all``)
-EXTRA_PARTS = ("scale",)
+EXTRA_PARTS = ("scale", "chaos")
 
 
 #: what ``bloomcast bench --help`` says before the flags
@@ -48,9 +50,13 @@ Roughly how long each part runs on a 2-core machine (--quick: tiny sizes):
                           two workloads (--workload both, the default): uniform
                           (each channel on one node) ~10 min, zipf ~5 min
   convergence  ~5 min     200 subscribe-to-remote-delivery trials per size/system
+  visibility   ~3 min     SUBSCRIBE reply time, churn and publish-right-after,
+                          3 and 6 nodes, bloomcast (visibility on / 0) vs anchors
   simulate     ~1-3 min   in-process, 100 and 1000 simulated nodes, no sockets
   faults       <1 min     link faults through a proxy, bloomcast vs Redis Cluster
   scale        ~8 min     idle cost per node at N = 10, 25, 50 (only when named)
+  chaos        ~6 min     per seed (--seeds 11,12,13, --duration 300): faults
+                          over 5 nodes in namespaces, as root (only when named)
 The estimates for single, cluster, convergence and simulate follow from
 their sizes; faults and scale were timed (docs/benchmarks.md).
 """
@@ -94,6 +100,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--no-profile", action="store_true", help="single: skip the py-spy profile of the node"
+    )
+    parser.add_argument(
+        "--seeds", default=None, help="chaos: schedule seeds, comma separated (default 11,12,13)"
+    )
+    parser.add_argument(
+        "--duration", type=float, default=None, help="chaos: seconds of faults per seed (300)"
     )
     parser.add_argument(
         "--profile-seconds", type=float, default=10.0, help="single: py-spy sampling time, seconds"
@@ -172,6 +184,19 @@ def run_parts(
         vplan.sizes = parse_sizes(sizes_arg, vplan.sizes)
         print(f"bench: convergence {vplan.sizes} ...", flush=True)
         results["convergence"] = run_convergence(vplan)
+    if "visibility" in parts:
+        from bench.visibility import VisibilityPlan, run_visibility
+
+        iplan = VisibilityPlan.quick() if args.quick else VisibilityPlan()
+        iplan.sizes = parse_sizes(sizes_arg, iplan.sizes)
+        print(f"bench: subscribe visibility {iplan.sizes} ...", flush=True)
+        results["visibility"] = run_visibility(iplan)
+    if "chaos" in parts:
+        from bench.chaos_bench import SEEDS, run_chaos_bench
+
+        seeds = tuple(int(x) for x in args.seeds.split(",")) if args.seeds else SEEDS
+        duration = args.duration or (30.0 if args.quick else 300.0)
+        results["chaos"] = run_chaos_bench(seeds, duration)
     if "faults" in parts:
         from bench.faults import run_faults
 
@@ -237,6 +262,10 @@ def write_outputs(
         argv += ["--workload", args.workload]
     if args.window_s is not None:
         argv += ["--window-s", f"{args.window_s:g}"]
+    if args.part == "chaos" and args.seeds:
+        argv += ["--seeds", args.seeds]
+    if args.part == "chaos" and args.duration:
+        argv += ["--duration", f"{args.duration:g}"]
     if args.out != "docs":
         argv += ["--out", args.out]
     versions: dict[str, str] = {"redis-benchmark": rb_version, "bloomcast": bloomcast_version()}
@@ -277,6 +306,16 @@ def write_outputs(
         sections[HEADING] = _with_command(zipf_markdown(results["cluster_zipf"]), meta)
     if "convergence" in results:
         sections["convergence"] = _with_command(convergence_markdown(results["convergence"]), meta)
+    if "visibility" in results:
+        from bench.visibility import visibility_markdown
+
+        sections["subscribe visibility"] = _with_command(
+            visibility_markdown(results["visibility"]), meta
+        )
+    if "chaos" in results:
+        from bench.chaos_bench import chaos_markdown
+
+        sections["chaos"] = _with_command(chaos_markdown(results["chaos"]), meta)
     if "faults" in results:
         from bench.faults import faults_markdown
 

@@ -9,8 +9,10 @@ ratios 0..1). ``generate_latest`` renders them; a tiny HTTP/1.0 handler on
 ``asyncio.start_server`` serves them: no thread in the node.
 
 ``/healthz`` is 200 once ``cluster_filters_converged:1`` (this node holds the
-filter every live peer announced), or always for a node without a bus; else
-503, so an orchestrator sends traffic only to a node that routes correctly.
+filter every live peer announced, and has lost none) and ``cluster_state:ok``
+(it reaches a majority of the nodes it knows or has lost), or always for a
+node without a bus; else 503 naming which, so an orchestrator sends traffic
+only to a node that routes correctly and is not cut off.
 """
 
 from __future__ import annotations
@@ -79,6 +81,7 @@ GAUGES = (
     ("cluster_links_connected", "Bus links up", "cluster_links_connected"),
     ("cluster_nodes_pfail", "Peers suspected", "cluster_nodes_pfail"),
     ("cluster_nodes_fail", "Peers in FAIL", "cluster_nodes_fail"),
+    ("cluster_nodes_lost", "Peers forgotten after FAIL and still redialled", "cluster_nodes_lost"),
     ("cluster_filters_converged", "1 once every live peer's filter is held",
      "cluster_filters_converged"),
     ("replay_buffer_bytes", "Forwards kept for replay", "cluster_replay_buffer_bytes"),
@@ -161,10 +164,17 @@ class NodeCollector(Collector):
         return family
 
 
-def healthy(node: Node) -> bool:
+def unhealthy(node: Node) -> str | None:
+    """Why ``/healthz`` answers 503 (None: healthy)."""
     if isinstance(node.link, NoPeers):
-        return True
-    return str(node.link.info_fields().get("cluster_filters_converged", 0)) == "1"
+        return None
+    fields = node.link.info_fields()
+    if fields.get("cluster_state") != "ok":
+        lost = fields.get("cluster_nodes_lost", 0)
+        return f"cluster_state:fail (cut off from the majority; {lost} nodes lost)"
+    if str(fields.get("cluster_filters_converged", 0)) != "1":
+        return "filters not converged"
+    return None
 
 
 class MetricsServer(SmallHttpServer):
@@ -181,7 +191,8 @@ class MetricsServer(SmallHttpServer):
         if path == "/metrics":
             return "200 OK", CONTENT_TYPE_LATEST, generate_latest(self.registry)
         if path == "/healthz":
-            if healthy(self.node):
+            why = unhealthy(self.node)
+            if why is None:
                 return "200 OK", "text/plain", b"ok\n"
-            return "503 Service Unavailable", "text/plain", b"filters not converged\n"
+            return "503 Service Unavailable", "text/plain", why.encode() + b"\n"
         return "404 Not Found", "text/plain", b"try /metrics or /healthz\n"

@@ -50,11 +50,14 @@ class Announcer:
             return None
         wait_id = self.visibility.open() if loop is not None else 0
         live = self.mesh.live(self.membership)
+        peers = self.membership.peers
         for msg in deltas:
             frame = encode(msg, self._sender)
             for peer_id, link in live:
                 link.write(frame)
-                if wait_id:
+                # a suspected peer gets the delta but is not waited for: it may
+                # be stopped, and it heals from the fingerprints when it is back
+                if wait_id and not peers[peer_id].failing:
                     self.visibility.expect(wait_id, peer_id, msg.delta_id)
             self.stats.sent[MsgType.FILTER_DELTA] += len(live)
         return self.visibility.future(wait_id, loop) if loop is not None else None

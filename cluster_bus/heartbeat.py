@@ -372,6 +372,7 @@ class Heartbeats:
             mesh.send_to(via, ProbeReq(target))
         for node_id in step.suspected:
             log.debug("node %s suspected: no answer to a direct or indirect probe", node_id)
+            self._unreachable(node_id)  # a SUBSCRIBE's visibility wait stops waiting for it
         for node_id in step.failed:
             self.broadcast_fail(node_id)
         for node_id in step.forgotten:

@@ -5,15 +5,26 @@ confirmation only once every live peer acknowledged (ACK) the filter delta it
 caused, or after MS: a message published anywhere after the confirmation then
 reaches the new subscriber (nats-server #1142 and #2150 ask for exactly this
 signal). A wait ends when every (peer, delta id) it expects is acked, when a
-peer it expects becomes unreachable (it no longer counts), on timeout
-(counted), or when the bus stops.
+peer it expects becomes unreachable (suspected, FAIL, link lost: it no longer
+counts, and a suspected peer is not waited for at all), on timeout (counted
+in ``cluster_subscribe_visibility_timeouts`` and logged, naming the peers
+that did not answer, at most once per ``LOG_EVERY_MS``), or when the bus
+stops. On by default in a node (1000 ms): Redis Cluster's broadcast
+delivers a PUBLISH made anywhere after the SUBSCRIBE reply, and so must we.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
+import time
 
 from cluster_bus.info import BusStats
+
+log = logging.getLogger("bloomcast.bus")
+
+#: a timed-out wait is logged at most this often (the rest are counted)
+LOG_EVERY_MS = 10_000
 
 
 class Visibility:
@@ -26,6 +37,8 @@ class Visibility:
         self._of_delta: dict[int, int] = {}  # delta id -> wait id
         self._futures: dict[int, tuple[asyncio.Future[None], asyncio.TimerHandle | None]] = {}
         self._next = 1
+        self._logged_ms = -LOG_EVERY_MS
+        self._unlogged = 0
 
     def open(self) -> int:
         wait_id = self._next
@@ -73,7 +86,22 @@ class Visibility:
     def _timed_out(self, wait_id: int) -> None:
         if wait_id in self._futures:
             self._stats.visibility_timeouts += 1
+            self._log_timeout(sorted({peer for peer, _ in self._pending.get(wait_id, ())}))
             self._finish(wait_id)
+
+    def _log_timeout(self, peers: list[str]) -> None:
+        now = int(time.monotonic() * 1000)
+        if now - self._logged_ms < LOG_EVERY_MS:
+            self._unlogged += 1
+            return
+        more = f" ({self._unlogged} more since the last such line)" if self._unlogged else ""
+        log.warning(
+            "SUBSCRIBE confirmed after %d ms without the filter ACK of node(s) %s%s",
+            self.timeout_ms,
+            ", ".join(peers),
+            more,
+        )
+        self._logged_ms, self._unlogged = now, 0
 
     def _finish(self, wait_id: int) -> None:
         self._pending.pop(wait_id, None)

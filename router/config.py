@@ -62,7 +62,11 @@ class NodeConfig:
     node_timeout_ms: int = 15000  # redis.conf cluster-node-timeout
     cluster_fail_forget_ms: int | None = None  # None: 5 x node timeout; 0 = never
     cluster_link_sendbuf_limit: int = 0  # bytes; 0 = no limit, as Redis
-    subscribe_visibility_timeout_ms: int = 0  # 0 = off
+    #: on by default (issue 27): a (P|S)SUBSCRIBE is confirmed once every live
+    #: peer routes it, so a PUBLISH anywhere after the reply reaches it, as in
+    #: Redis Cluster; 0 = off (confirm at once; a remote PUBLISH right after
+    #: the reply may miss the new subscriber)
+    subscribe_visibility_timeout_ms: int = 1000
     cluster_replay_buffer_bytes: int = 64 * 1024 * 1024  # per peer
     cluster_replay_buffer_ms: int = 10_000
     on_publish_loss: str = "notify"  # or "disconnect" (redis/redis #122's two options)
@@ -193,7 +197,8 @@ def add_node_arguments(parser: argparse.ArgumentParser) -> None:
         dest="subscribe_visibility_timeout_ms",
         type=int,
         metavar="MS",
-        help="delay SUBSCRIBE replies until every live peer has the filter change",
+        help="confirm (P|S)SUBSCRIBE once every live peer has the filter change, waiting "
+        "at most MS (default 1000; 0: confirm at once, as before)",
     )
     add(
         "--cluster-replay-buffer-bytes",

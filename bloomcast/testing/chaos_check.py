@@ -17,7 +17,10 @@ per (publisher, subscriber) pair while both are alive:
 "The subscription reached X": at the confirmation, when the pair (X, R) had
 been clear of faults for ``settle`` seconds before it (X was linked and acked
 the filter change: subscribe visibility); else once the pair has been clear
-for ``settle`` seconds after it. "Alive": a message is excused when, after it
+for ``settle`` seconds after it. A publisher's node restarted after the
+confirmation (a new process, a new node id) must learn the subscription
+again: its messages are owed once the pair has been clear for ``settle``
+seconds after it started (it joins, meets R, gets R's filters). "Alive": a message is excused when, after it
 was published, the pair never had ``settle`` clear seconds before the
 publisher's or the subscriber's node died (kill -9): it could be neither
 delivered nor counted by a process that was gone.
@@ -262,7 +265,7 @@ def _pair(
     r = sub.node
     clock = PairClock(rec.faults, x, r, rec.settle)
     sub_life = rec.lives[r][sub.life]
-    start = clock.settled_after(sub.confirmed)
+    starts: dict[int, float] = {}  # publisher life -> when the subscription reached it
     end = sub.closed if sub.closed is not None else rec.end
     receipts: dict[int, int] = defaultdict(int)
     top = 0
@@ -280,10 +283,12 @@ def _pair(
         handled_by = _life_at(rec.lives[x], sent)
         if handled_by is None:
             continue
-        if sent < start:
+        x_life = rec.lives[x][handled_by]
+        if handled_by not in starts:
+            starts[handled_by] = clock.settled_after(max(sub.confirmed, x_life.started))
+        if sent < starts[handled_by]:
             verdict.not_owed += 1
             continue
-        x_life = rec.lives[x][handled_by]
         got = receipts.get(n, 0)
         if got:
             verdict.owed += 1

@@ -3,14 +3,13 @@ against, and the one publishing round every client must receive.
 
 Servers, all with a password on the default user and one ACL user:
 
-- a 3-node bloomcast cluster (``--requirepass``, subscribe visibility on);
+- a 3-node bloomcast cluster (``--requirepass``, subscribe visibility on by default);
 - the anchors: Debian's redis-server 7.0.15 standalone and a 3-master Redis
   Cluster of it (``bench/redis_cluster.py``), the password set with CONFIG SET
   once they are up (their launchers probe readiness with a bare PING).
 
-Every port is below the kernel's ephemeral range (``ip_local_port_range``),
-bus ports included, so no outgoing connection of a process sharing the
-machine can take one between choosing and binding it.
+Every port comes from :func:`bloomcast.testing.free_ports`, below the
+kernel's ephemeral range, bus ports included.
 
 The round (:func:`publish_round`): after the client under test has its
 subscriptions confirmed, every node it is not connected to (standalone) or
@@ -21,10 +20,8 @@ compared as (kind, channel, pattern, length and SHA-256 of its payload).
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import random
-import socket
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -34,60 +31,13 @@ import pytest
 import redis
 
 from bench import redis_cluster
-from bloomcast.testing import REDIS, LocalCluster, redis_server_path, servers, start_anchor
+from bloomcast.testing import REDIS, LocalCluster, redis_server_path, start_anchor
 
 PASSWORD = "bc-pass-27"
 USER = "client27"
 USER_PASSWORD = "user-pass-27"
 #: every key and channel, every command: what a pub/sub application user needs
 USER_RULES = ("on", f">{USER_PASSWORD}", "~*", "&*", "+@all")
-BUS_OFFSET = 10000  # a bloomcast node's bus port, as Redis Cluster's
-
-
-def ephemeral_low() -> int:
-    """The first port of the kernel's ephemeral range (32768 when unreadable)."""
-    try:
-        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
-            return int(f.read().split()[0])
-    except (OSError, ValueError, IndexError):
-        return 32768
-
-
-def _all_free(ports: list[int]) -> bool:
-    with contextlib.ExitStack() as stack:
-        for port in ports:
-            s = stack.enter_context(socket.socket())
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                return False
-    return True
-
-
-def low_base_port(n: int, rng: random.Random | None = None) -> int:
-    """A base B with ports B..B+n-1 and their bus ports (+10000) free and below
-    the ephemeral range, chosen at random so concurrent test runs rarely meet."""
-    rng = rng or random.Random()
-    top = ephemeral_low() - BUS_OFFSET - n
-    for _ in range(200):
-        base = rng.randrange(10000, top)
-        ports = list(range(base, base + n))
-        if _all_free(ports + [p + BUS_OFFSET for p in ports]):
-            return base
-    raise RuntimeError("no free ports below the ephemeral range")
-
-
-def low_free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
-    """``n`` distinct free ports below the ephemeral range (a stand-in for
-    :func:`bloomcast.testing.free_ports` given to the anchors' launchers)."""
-    base = low_base_port(n)
-    return list(range(base, base + n))
-
-
-def low_free_port(host: str = "127.0.0.1") -> int:
-    return low_free_ports(1, host)[0]
-
-
 #: every byte value, and 1 MiB that no shifted copy of itself matches
 ALL_BYTES = bytes(range(256))
 BIG = random.Random(27).randbytes(1 << 20)
@@ -231,11 +181,11 @@ def require_password(ports: list[int]) -> None:
 
 @pytest.fixture(scope="module")
 def bloomcast() -> Iterator[AuthCluster]:
-    """Three nodes with ``--requirepass`` and ``--subscribe-visibility-timeout
-    2000`` (a confirmed SUBSCRIBE is visible on every peer; the flag may become
-    the default), the ACL user added on each."""
-    args = ["--requirepass", PASSWORD, "--subscribe-visibility-timeout", "2000"]
-    with AuthCluster(3, base_port=low_base_port(3), extra_args=args) as c:  # started, ready
+    """Three nodes with ``--requirepass`` and default flags (so subscribe
+    visibility is on: a confirmed SUBSCRIBE is visible on every peer), the ACL
+    user added on each."""
+    args = ["--requirepass", PASSWORD]
+    with AuthCluster(3, extra_args=args) as c:  # started, ready
         add_user(c.ports)
         yield c
 
@@ -249,10 +199,7 @@ def need_redis_server() -> None:
 def redis_single() -> Iterator[int]:
     """redis-server standalone with the password and the ACL user; its port."""
     need_redis_server()
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(servers, "free_port", low_free_port)
-        server = start_anchor(REDIS)
-    with server:
+    with start_anchor(REDIS) as server:
         require_password([server.port])
         add_user([server.port])
         yield server.port
@@ -265,9 +212,7 @@ def redis_anchor() -> Iterator[list[int]]:
     need_redis_server()
     anchor = redis_cluster.RedisCluster(3, binary=redis_server_path())
     try:
-        with pytest.MonkeyPatch.context() as mp:
-            mp.setattr(redis_cluster, "free_ports", low_free_ports)
-            anchor.start()
+        anchor.start()
         require_password(anchor.ports)
         add_user(anchor.ports)
         yield anchor.ports

@@ -22,9 +22,12 @@ pytestmark = [pytest.mark.cluster, pytest.mark.faults, pytest.mark.usefixtures("
 @pytest.mark.slow
 @pytest.mark.timeout(400)
 def test_short_chaos_seed(tmp_path):
-    result = run_chaos(ChaosSettings(seed=5, duration=45.0, log_dir=tmp_path / "logs"))
-    long_faults = [f for f in result.faults if f.duration > 12 and f.kind != "reset"]
-    assert long_faults, "the seed must hold a fault past node timeout + forget time"
+    result = run_chaos(ChaosSettings(seed=21, duration=45.0, log_dir=tmp_path / "logs"))
+    # the seed holds a partition and a pause past node timeout + forget time
+    # (2 + 10 s), a kill -9, a one-way cut and a reset
+    assert {"kill", "pause", "partition", "one_way", "reset"} <= {f.kind for f in result.faults}
+    for kind in ("partition", "pause"):
+        assert any(f.kind == kind and f.duration > 12 for f in result.faults), kind
     assert_verdict(result)
 
 

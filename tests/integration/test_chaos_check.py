@@ -108,6 +108,24 @@ def test_a_subscription_made_across_a_cut_is_owed_once_the_pair_settled():
     assert t["uncounted"] == 0 and t["delivered"] == 11
 
 
+def test_a_restarted_publisher_node_owes_once_it_could_learn_the_subscription():
+    # node 0 killed at 205.5, back at 206 (a new id) while cut from node 1
+    # until 208: its new life's messages are owed from 208 + SETTLE on
+    kill = FaultSpan("kill", (0,), 205.5, 206.0)
+    cut = FaultSpan("stall", (0, 1), 206.0, 208.0)
+    rec = record([*range(1, 6), *range(13, 21)], faults=(kill, cut), x_ended=205.5)
+    rec.lives[0].append(Life(0, R2_ID, 206.0))
+    t = totals(rec)
+    assert t["not_owed"] == 7  # 6..12: sent at 206..212, before 208 + 5 = 213
+    assert t["uncounted"] == 0 and t["delivered"] == 13
+    # the same messages missing with the pair clear all along: owed, uncounted
+    rec = record([*range(1, 6), *range(13, 21)], x_ended=205.5)
+    rec.lives[0].append(Life(0, R2_ID, 206.0))
+    rec.faults = [FaultSpan("kill", (0,), 205.5, 206.0)]
+    t = totals(rec)
+    assert t["not_owed"] == 5 and t["uncounted"] == 2  # 11, 12: sent at 206 + 5 = 211 and on
+
+
 def test_pair_clock_and_fault_involvement():
     assert FaultSpan("partition", (0, 1), 0, 1, others=(2,)).involves(0, 2)
     assert not FaultSpan("partition", (0, 1), 0, 1, others=(2,)).involves(0, 1)

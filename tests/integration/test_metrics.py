@@ -152,18 +152,28 @@ def test_healthz_without_a_bus_and_unknown_paths():
         assert get(metrics, "/nope")[0] == 404
 
 
-def test_healthz_is_503_until_filters_converge():
-    from bloomcast.metrics import healthy
+@pytest.mark.cluster
+def test_healthz_is_503_while_cut_off_from_the_nodes_it_had(tmp_path):
+    """Two nodes, one killed for good: the survivor reaches one node of the two
+    it knows or has lost, never a majority, so /healthz answers 503 naming
+    cluster_state, through FAIL and after the forget (issue 26), while it was
+    200 with both up; the lost node shows in its gauge."""
+    from bloomcast.testing import LocalCluster
 
-    class Link:
-        converged = 0
-
-        def info_fields(self) -> dict[str, int | str]:
-            return {"cluster_filters_converged": self.converged}
-
-    class FakeNode:
-        link = Link()
-
-    assert not healthy(FakeNode())  # type: ignore[arg-type]
-    FakeNode.link.converged = 1
-    assert healthy(FakeNode())  # type: ignore[arg-type]
+    metrics_ports = [free_port(), free_port()]
+    args = ["--node-timeout-ms", "2000", "--cluster-fail-forget-ms", "3000"]
+    with LocalCluster(2, extra_args=args, metrics_ports=metrics_ports, log_dir=tmp_path) as c:
+        assert get(metrics_ports[0], "/healthz") == (200, "text/plain", "ok\n")
+        c.kill(1)
+        deadline = time.monotonic() + 20
+        while value(scrape(metrics_ports[0]), "bloomcast_cluster_nodes_lost") != 1:
+            status, _, body = get(metrics_ports[0], "/healthz")
+            if value(scrape(metrics_ports[0]), "bloomcast_cluster_nodes_fail") == 1:
+                assert status == 503 and body.startswith("cluster_state:fail"), body
+            assert time.monotonic() < deadline, "the killed node was never forgotten"
+            time.sleep(0.1)
+        status, _, body = get(metrics_ports[0], "/healthz")
+        assert (status, body) == (
+            503,
+            "cluster_state:fail (cut off from the majority; 1 nodes lost)\n",
+        )

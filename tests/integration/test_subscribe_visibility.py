@@ -1,0 +1,73 @@
+"""Redis Cluster's delivery semantics by default (issue 27 item 1): with no flag
+at all, a PUBLISH made on any node right after a SUBSCRIBE / PSUBSCRIBE /
+SSUBSCRIBE reply reaches that subscriber, as Redis Cluster's broadcast does;
+a stopped peer bounds the wait (counted, logged); ``--subscribe-visibility-
+timeout 0`` keeps the old, immediate reply."""
+
+from __future__ import annotations
+
+import re
+import time
+
+import pytest
+
+from bloomcast.testing import LocalCluster
+from bloomcast.testing.faults import pause, resume
+from bloomcast.testing.visibility import RawConn, subscribe_then_publish
+
+pytestmark = [pytest.mark.cluster, pytest.mark.timeout(240)]
+
+
+@pytest.fixture(scope="module")
+def default_cluster(tmp_path_factory):
+    # no subscribe-visibility flag: the defaults are what is under test
+    with LocalCluster(3, log_dir=tmp_path_factory.mktemp("logs")) as c:
+        yield c
+
+
+def test_publish_right_after_a_remote_subscribe_is_delivered_by_default(default_cluster):
+    got = subscribe_then_publish(default_cluster.ports, 60)
+    assert got.delivered == got.expected == 60
+    waits = sorted(got.waits)
+    print(f"SUBSCRIBE reply p50 {waits[30] * 1000:.2f} ms, max {waits[-1] * 1000:.2f} ms")
+    fields = [default_cluster.cluster_info(i) for i in range(3)]
+    assert sum(int(f["cluster_subscribe_visibility_waits"]) for f in fields) >= 60
+    assert all(f["cluster_subscribe_visibility_timeouts"] == "0" for f in fields)
+
+
+def test_a_stopped_peer_bounds_the_wait_counted_and_logged(tmp_path):
+    """A SIGSTOPped peer never acks: each SUBSCRIBE waits at most the default
+    1000 ms until the peer is suspected (then it is not waited for at all);
+    each timeout is counted and the first is logged naming the peer."""
+    with LocalCluster(3, extra_args=["--node-timeout-ms", "4000"], log_dir=tmp_path) as c:
+        with c.client(2) as r:
+            stopped = r.execute_command("CLUSTER", "MYID").decode()
+        pause(c, 2)
+        try:
+            sub = RawConn(c.ports[0])
+            times = []
+            for k in range(3):
+                t0 = time.monotonic()
+                sub.send("SUBSCRIBE", f"held.{k}")
+                assert sub.read(timeout=5)[0] == b"subscribe"
+                times.append(time.monotonic() - t0)
+            sub.close()
+        finally:
+            resume(c, 2)
+        assert max(times) < 1.5, times  # bounded by the timeout, never by the peer
+        assert times[0] > 0.9, times  # the first one waited for the stopped peer
+        info = c.cluster_info(0)
+        assert int(info["cluster_subscribe_visibility_timeouts"]) >= 1
+        log = (tmp_path / "node-0.log").read_text()
+        assert re.search(
+            rf"SUBSCRIBE confirmed after 1000 ms without the filter ACK of node\(s\) {stopped}",
+            log,
+        ), log
+
+
+def test_visibility_zero_replies_at_once_as_before(tmp_path):
+    args = ["--subscribe-visibility-timeout", "0"]
+    with LocalCluster(2, extra_args=args, log_dir=tmp_path) as c:
+        assert subscribe_then_publish(c.ports, 6).expected == 6
+        fields = c.cluster_info(0)
+        assert fields["cluster_subscribe_visibility_waits"] == "0"
