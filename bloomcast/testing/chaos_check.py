@@ -20,10 +20,12 @@ the filter change: subscribe visibility); else once the pair has been clear
 for ``settle`` seconds after it. A publisher's node restarted after the
 confirmation (a new process, a new node id) must learn the subscription
 again: its messages are owed once the pair has been clear for ``settle``
-seconds after it started (it joins, meets R, gets R's filters). "Alive": a message is excused when, after it
-was published, the pair never had ``settle`` clear seconds before the
-publisher's or the subscriber's node died (kill -9): it could be neither
-delivered nor counted by a process that was gone.
+seconds after it started (it joins, meets R, gets R's filters).
+
+"Alive": a message is excused when, after it was published, the pair never
+had ``settle`` clear seconds before the publisher's or the subscriber's node
+died (kill -9): it could be neither delivered nor counted by a process that
+was gone.
 
 A fault *involves* a pair when it stops or kills either node, cuts or stalls
 the path between them (a partition with the two on different sides, a
