@@ -229,9 +229,10 @@ class ClusterLink(Protocol):
 class BusConfig:
     """The cluster bus's settings. Times in ms, sizes in bytes.
 
-    ``port`` is the bus port (0: any free port); ``client_port`` is announced
-    to peers (CLUSTER NODES shows it), and so is ``announce_bus_port`` instead
-    of the bound bus port when given (Redis's ``cluster-announce-bus-port``).
+    ``port`` is the bus port (0: any free port); ``client_port`` and
+    ``tls_port`` are announced to peers (CLUSTER NODES / SLOTS / SHARDS show
+    them), each replaced by its ``announce_*`` setting when given, as Redis's
+    ``cluster-announce-*``; ``bind`` holds Redis's bind words.
     ``join`` holds seed bus addresses ``host:port``. ``max_body`` bounds a frame body once a link is
     authenticated (two bulk strings of ``proto-max-bulk-len`` plus slack).
     ``ping_interval_ms``: the protocol period (one SWIM probe each, see
@@ -240,10 +241,17 @@ class BusConfig:
     forwarded PUBLISH frames (:mod:`cluster_bus.session`).
     """
 
-    bind: str = "127.0.0.1"
+    bind: str = "127.0.0.1"  # Redis's bind words, space separated (cluster_bus.addresses)
     port: int = 16379
     client_port: int = 6379
-    announce_bus_port: int | None = None  # redis.conf cluster-announce-bus-port
+    tls_port: int = 0  # the node's client TLS port (0: none), told to peers
+    #: redis.conf cluster-announce-ip / -port / -tls-port / -bus-port / -hostname:
+    #: what peers and cluster clients are told instead (cluster_bus.addresses)
+    announce_ip: str | None = None
+    announce_port: int | None = None
+    announce_tls_port: int | None = None
+    announce_bus_port: int | None = None
+    announce_hostname: str | None = None
     join: tuple[str, ...] = field(default_factory=tuple)
     cluster_secret: str | None = None
     #: redis.conf tls-cluster and the certificates it uses (cluster_bus.tls)

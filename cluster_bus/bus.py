@@ -15,10 +15,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import logging
+import os
 from collections.abc import Callable
 from typing import Any
 
+from cluster_bus.addresses import (
+    OPTIONAL_ERRNOS,
+    announced,
+    learns_own_ip,
+    own_host,
+    parse_bind,
+)
 from cluster_bus.announce import Announcer
 from cluster_bus.api import (
     FILTER_NAMES,
@@ -57,6 +66,9 @@ from cluster_bus.info import BusStats, cluster_info, cluster_nodes, slot_map, sy
 from cluster_bus.link import Address, Link, now_ms
 from cluster_bus.membership import Membership
 from cluster_bus.mesh import Dialer, Mesh
+from cluster_bus.nodes import LostNode
+from cluster_bus.nodes_file import NodesConfig, NodesFile
+from cluster_bus.refusals import Refusals, resp_hint
 from cluster_bus.routing import PeerTable
 from cluster_bus.tls import bus_contexts
 from cluster_bus.visibility import Visibility
@@ -71,9 +83,18 @@ class ClusterBus:
     ``config`` is the bus's part of the node's settings.
     """
 
-    def __init__(self, node: LocalDelivery, config: BusConfig) -> None:
+    def __init__(
+        self,
+        node: LocalDelivery,
+        config: BusConfig,
+        nodes_file: NodesFile | None = None,
+        saved: NodesConfig | None = None,
+    ) -> None:
         self.node = node
         self.config = config
+        #: --cluster-config-file (locked by the caller, which read ``saved`` from it)
+        self.nodes_file = nodes_file
+        self._saved = saved
         self.node_id = node.node_id
         self._short = short_id(node.node_id)
         self.client_port = config.client_port
@@ -84,20 +105,33 @@ class ClusterBus:
         self._secret = config.cluster_secret.encode() if config.cluster_secret else None
         tls = (config.tls_cert_file, config.tls_key_file, config.tls_ca_cert_file)
         self._tls = bus_contexts(*tls) if config.tls_cluster else None  # (accepted, dialled)
-        bind = config.bind
-        self.advertised_host = "" if bind in ("0.0.0.0", "::", "") else bind
+        self.bind = parse_bind(config.bind.split())
+        #: random per process: peers learn that a node keeping its id restarted
+        self.boot = int.from_bytes(os.urandom(8), "big") or 1
+        ports = announced(
+            config.client_port,
+            config.tls_port,
+            config.port,
+            announce_port=config.announce_port,
+            announce_tls_port=config.announce_tls_port,
+            announce_bus_port=config.announce_bus_port,
+            announce_hostname=config.announce_hostname,
+        )
         self.membership = Membership(
             self.node_id,
-            self.advertised_host or "127.0.0.1",
-            self.client_port,
-            self.port,
+            own_host(self.bind, config.announce_ip),
+            ports.client_port,
+            ports.bus_port,
             config.node_timeout_ms,
             period_ms=config.heartbeat_ms,
             fail_forget_ms=config.fail_forget_after_ms,
         )
+        me = self.membership.myself
+        me.tls_port, me.hostname = ports.tls_port, ports.hostname
         self.routing = PeerTable()
         self.sync = FilterSync(self.routing)
         self.stats = BusStats()
+        self.refusals = Refusals()
         self.visibility = Visibility(config.visibility_timeout_ms, self.stats)
         self.mesh = Mesh(self._short, self.stats)
         self._links = self.mesh.links
@@ -121,7 +155,7 @@ class ClusterBus:
             self.routing,
             self.sync,
             self.stats,
-            advertised_host=self.advertised_host,
+            learn_own_ip=learns_own_ip(config.announce_ip),
             node_timeout_ms=self.node_timeout_ms,
             unreachable=self.visibility.peer_gone,
             forgotten=self._forget_peer,
@@ -138,7 +172,7 @@ class ClusterBus:
             self.stats,
             self._short,
         )
-        self._server: asyncio.Server | None = None
+        self._servers: list[asyncio.Server] = []
         self._cron: asyncio.TimerHandle | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopping = False
@@ -164,7 +198,8 @@ class ClusterBus:
     def _new_link(self, dial_key: Address | None) -> Link:
         outbound = dial_key is not None
         tls = None if self._tls is None else self._tls[outbound]
-        return Link(self, Handshake(self.node_id, self._secret, outbound), dial_key, tls)
+        handshake = Handshake(self.node_id, self._secret, outbound, boot=self.boot)
+        return Link(self, handshake, dial_key, tls)
 
     # -- lifecycle -----------------------------------------------------------------
 
@@ -172,18 +207,55 @@ class ClusterBus:
         """Listen on the bus port (0 = any free port, see ``port``) and dial the seeds."""
         loop = asyncio.get_running_loop()
         self._loop = loop
-        self._server = await loop.create_server(
-            lambda: self._new_link(None), self.config.bind, self.config.port
-        )
-        self.port = self._server.sockets[0].getsockname()[1]
+        port = self.config.port
+        for address in self.bind:
+            try:
+                server = await loop.create_server(
+                    lambda: self._new_link(None), address.host, port, backlog=511
+                )
+            except OSError as exc:
+                if address.optional and exc.errno in OPTIONAL_ERRNOS:
+                    log.info("bus: skipping optional bind address %s: %s", address.host, exc)
+                    continue
+                raise
+            self._servers.append(server)
+            port = port or server.sockets[0].getsockname()[1]  # port 0: one port for all
+        if not self._servers:
+            raise OSError(errno.EADDRNOTAVAIL, f"no bind address is available: {self.config.bind}")
+        self.port = port
         self.membership.myself.bus_port = self.config.announce_bus_port or self.port
+        if self._saved is not None:
+            self._restore(self._saved)
         for name in FILTER_NAMES:
             self.sync.start(KIND_OF[name], self.node.filter_snapshot(name))
         self.heartbeats.filters_announced()
         for seed in self.config.join:
-            host, _, port = seed.rpartition(":")
-            self.heartbeats.add_seed((host or "127.0.0.1", int(port)))
+            host, _, seed_port = seed.rpartition(":")
+            self.heartbeats.add_seed((host or "127.0.0.1", int(seed_port)))
         self._tick()
+
+    def _restore(self, saved: NodesConfig) -> None:
+        """A restart with ``--cluster-config-file``: continue the filter epoch and
+        the incarnation (above any suspicion of the old life), and make every
+        node the file knows a lost node: redialled until it answers."""
+        ms = self.membership
+        self.sync.epoch = saved.epoch
+        ms.myself.incarnation = (saved.incarnation + 1) & 0xFFFFFFFF
+        now = now_ms()
+        for n in saved.nodes:
+            if n.node_id != ms.my_id and (n.host, n.bus_port) != (
+                ms.myself.host,
+                ms.myself.bus_port,
+            ):
+                ms.lost[n.node_id] = LostNode(n.node_id, n.host, n.client_port, n.bus_port, now)
+        self.heartbeats.sync_routing()
+
+    def _save_nodes(self) -> None:
+        if self.nodes_file is not None:
+            try:
+                self.nodes_file.save(self.membership, self.sync.epoch)
+            except OSError as exc:  # counted in the log; the node keeps running (as Redis)
+                log.warning("could not save %s: %s", self.nodes_file.path, exc)
 
     async def stop(self) -> None:
         """Send LEAVE to every peer, close every link and the listener."""
@@ -197,10 +269,10 @@ class ClusterBus:
         await asyncio.sleep(0)  # let the transports flush the LEAVE frames
         for link in list(self._links):
             link.close()
-        if self._server is not None:
-            self._server.close()
+        for server in self._servers:
+            server.close()
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(self._server.wait_closed(), 1.0)
+                await asyncio.wait_for(server.wait_closed(), 1.0)
 
     # -- ClusterLink ---------------------------------------------------------------
 
@@ -227,8 +299,6 @@ class ClusterBus:
     def nodes_lines(self) -> list[str]:
         return cluster_nodes(
             self.membership,
-            self.client_port,
-            self.membership.myself.bus_port,
             self.sync.epoch,
             self.mesh.linked_out,
             now_ms(),
@@ -274,13 +344,17 @@ class ClusterBus:
         self.stats.bad_frames += 1
         self.stats.seal_failures += sealed
         way = "to" if link.outbound else "from"
-        log.warning("bus link %s %s: %s; closing it", way, link.peer_id or link.peer_host, reason)
+        if not link.authenticated:
+            reason = resp_hint(reason, link.first_bytes)
+        who = link.peer_id or _where(link)
+        self.refusals.warn("bad_frame", who, f"bus link {way} {who}: {reason}; closing it")
         link.close(abort=True)
 
     def tls_failed(self, link: Link, exc: Exception) -> None:
         self.stats.tls_handshake_failures += 1
         way = "to" if link.outbound else "from"
-        log.warning("bus link %s %s: TLS handshake failed: %r", way, link.peer_host, exc)
+        who = _where(link)
+        self.refusals.warn("tls", who, f"bus link {way} {who}: TLS handshake failed: {exc!r}")
         link.close(abort=True)
 
     def buffer_exceeded(self, link: Link) -> None:
@@ -291,6 +365,16 @@ class ClusterBus:
 
     def link_closed(self, link: Link) -> None:
         self.mesh.drop(link)
+        if link.outbound and not link.authenticated and link.closed_by_peer:
+            # the other side of a refusal: our dial's handshake ended by the peer
+            self.stats.handshakes_refused += 1
+            who = _where(link)
+            self.refusals.warn(
+                "refused",
+                who,
+                f"bus handshake to {who} closed by the peer before it completed (a different "
+                "--cluster-secret, --tls-cluster on one side only, or not a bus port?)",
+            )
         peer = link.peer_id
         if peer is None:
             return
@@ -346,7 +430,8 @@ class ClusterBus:
 
     def _auth_failed(self, link: Link, reason: str) -> None:
         self.stats.auth_failures += 1
-        log.warning("bus handshake with %s failed: %s", link.peer_host, reason)
+        who = _where(link)
+        self.refusals.warn("auth", who, f"bus handshake with {who} failed: {reason}")
         link.close(abort=True)
 
     def _on_late_handshake(self, link: Link, peer: str, msg: Message) -> None:
@@ -394,7 +479,15 @@ class ClusterBus:
     def _cron_step(self, now: int) -> None:
         self.heartbeats.tick(now)
         self.forwarding.tick(now)
+        self._save_nodes()
         half = self.node_timeout_ms // 2
         for link in list(self.mesh.handshaking):
             if now - link.created_ms > max(2000, half):
                 self._auth_failed(link, "handshake timeout")
+
+
+def _where(link: Link) -> str:
+    """The peer's address as this node knows it: the one dialled, or the one seen."""
+    if link.dial_key is not None:
+        return f"{link.dial_key[0]}:{link.dial_key[1]}"
+    return link.peer_host

@@ -14,8 +14,9 @@ Every frame starts with a 14-byte header::
     offset size field
     0      2    magic      b"bc"
     2      1    version    2 (also fixes the Bloom hashing scheme: mmh3 x64 128,
-                           enhanced double hashing, seed 0; version 1's
-                           SESSION had no loss bounds)
+                           enhanced double hashing, seed 0; version 1 had no
+                           loss bounds in SESSION, no boot in HELLO, no TLS
+                           port or hostname in heartbeats)
     3      1    type       MsgType
     4      2    flags      FLAG_SHARD | FLAG_REPLY | FLAG_COMPRESSED
     6      4    length     body bytes that follow the header (<= max_body)
@@ -33,15 +34,18 @@ which carries no sequence numbers)::
 
 Other bodies (``20s`` = a node id as 20 raw bytes)::
 
-    HELLO       20s node_id, 16s nonce, u8 mac_len, mac   (FLAG_REPLY on the answer)
+    HELLO       20s node_id, 16s nonce, u64 boot, u8 mac_len, mac
+                (FLAG_REPLY on the answer)
     HELLO_AUTH  mac (the whole body: 0 or 32 bytes)
     MEET/PING/PONG
-                20s node_id, u16 client_port, u16 bus_port, u64 channel_fp,
-                u64 pattern_fp, u64 filter_epoch, u64 prefix_mask, u8 match_all,
-                u16 flags, u32 incarnation, u8 host_len, u8 gossip_count, host,
+                20s node_id, u16 client_port, u16 bus_port, u16 tls_port,
+                u64 channel_fp, u64 pattern_fp, u64 filter_epoch, u64 prefix_mask,
+                u8 match_all, u16 flags, u32 incarnation, u8 host_len,
+                u8 hostname_len, u8 gossip_count, host, hostname,
                 then gossip_count x (20s node_id, u16 client_port, u16 bus_port,
-                u16 flags, u32 incarnation, u64 filter_epoch, u64 channel_fp,
-                u64 pattern_fp, u8 host_len, host)
+                u16 tls_port, u16 flags, u32 incarnation, u64 filter_epoch,
+                u64 channel_fp, u64 pattern_fp, u8 host_len, u8 hostname_len,
+                host, hostname)
     FILTER_REQUEST  u8 kind
     FILTER_FULL u8 kind, u8 k, u8 match_all, u64 m, u64 fingerprint, u64 epoch,
                 u64 prefix_mask, bits (m/8 raw bytes, or sc_encode output when
@@ -106,9 +110,9 @@ HEADER_SIZE = HEADER.size  # 14
 _PUBLISH_FIXED = Struct(">IQI")
 PUBLISH_HEAD = Struct(">2sBBHIIIQI")
 PUBLISH_HEADER_SIZE = PUBLISH_HEAD.size  # 30
-_HELLO = Struct(">20s16sB")
-_HEARTBEAT = Struct(">20sHHQQQQBHIBB")
-_GOSSIP = Struct(">20sHHHIQQQB")
+_HELLO = Struct(">20s16sQB")
+_HEARTBEAT = Struct(">20sHHHQQQQBHIBBB")
+_GOSSIP = Struct(">20sHHHHIQQQBB")
 _FAIL = Struct(">20sI")
 _FULL = Struct(">BBBQQQQ")
 _DELTA = Struct(">BBIQQQQQII")
@@ -180,6 +184,7 @@ def encode_publish(
 
 def _encode_heartbeat(mtype: MsgType, msg: Heartbeat, sender: int) -> bytes:
     host = _host_bytes(msg.host)
+    hostname = _host_bytes(msg.hostname)
     if len(msg.gossip) > MAX_GOSSIP:
         raise ValueError("at most 255 gossip entries")
     parts = [
@@ -187,6 +192,7 @@ def _encode_heartbeat(mtype: MsgType, msg: Heartbeat, sender: int) -> bytes:
             _node_bytes(msg.node_id),
             msg.client_port,
             msg.bus_port,
+            msg.tls_port,
             msg.channel_fp,
             msg.pattern_fp,
             msg.filter_epoch,
@@ -195,26 +201,32 @@ def _encode_heartbeat(mtype: MsgType, msg: Heartbeat, sender: int) -> bytes:
             msg.flags,
             msg.incarnation,
             len(host),
+            len(hostname),
             len(msg.gossip),
         ),
         host,
+        hostname,
     ]
     for g in msg.gossip:
         ghost = _host_bytes(g.host)
+        gname = _host_bytes(g.hostname)
         parts.append(
             _GOSSIP.pack(
                 _node_bytes(g.node_id),
                 g.client_port,
                 g.bus_port,
+                g.tls_port,
                 g.flags,
                 g.incarnation,
                 g.filter_epoch,
                 g.channel_fp,
                 g.pattern_fp,
                 len(ghost),
+                len(gname),
             )
         )
         parts.append(ghost)
+        parts.append(gname)
     return _frame(mtype, 0, sender, b"".join(parts))
 
 
@@ -241,7 +253,7 @@ def encode(msg: Message, sender: int = 0) -> bytes:
     if isinstance(msg, Hello):
         if len(msg.nonce) != 16 or len(msg.mac) > 255:
             raise ValueError("nonce must be 16 bytes, mac at most 255")
-        body = _HELLO.pack(_node_bytes(msg.node_id), msg.nonce, len(msg.mac)) + msg.mac
+        body = _HELLO.pack(_node_bytes(msg.node_id), msg.nonce, msg.boot, len(msg.mac)) + msg.mac
         return _frame(MsgType.HELLO, FLAG_REPLY if msg.reply else 0, sender, body)
     if isinstance(msg, HelloAuth):
         return _frame(MsgType.HELLO_AUTH, 0, sender, msg.mac)

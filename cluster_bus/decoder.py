@@ -236,7 +236,7 @@ def _done(body: bytes, at: int, what: str) -> None:
 
 
 def _decode_heartbeat(mtype: int, body: bytes) -> Meet | Ping | Pong:
-    (node, cport, bport, cfp, pfp, epoch, mask, match_all, nflags, inc, hlen, ng) = (
+    (node, cport, bport, tport, cfp, pfp, epoch, mask, match_all, nflags, inc, hlen, nlen, ng) = (
         _HEARTBEAT.unpack_from(body, 0)
     )
     at = _HEARTBEAT.size
@@ -244,16 +244,38 @@ def _decode_heartbeat(mtype: int, body: bytes) -> Meet | Ping | Pong:
     if len(host) != hlen:
         raise BusProtocolError("truncated host")
     at += hlen
+    hostname = body[at : at + nlen]
+    if len(hostname) != nlen:
+        raise BusProtocolError("truncated hostname")
+    at += nlen
     gossip = []
     for _ in range(ng):
-        gnode, gc, gb, gflags, ginc, gepoch, gcfp, gpfp, ghlen = _GOSSIP.unpack_from(body, at)
+        (gnode, gc, gb, gt, gflags, ginc, gepoch, gcfp, gpfp, ghlen, gnlen) = _GOSSIP.unpack_from(
+            body, at
+        )
         at += _GOSSIP.size
         ghost = body[at : at + ghlen]
         if len(ghost) != ghlen:
             raise BusProtocolError("truncated gossip host")
         at += ghlen
+        gname = body[at : at + gnlen]
+        if len(gname) != gnlen:
+            raise BusProtocolError("truncated gossip hostname")
+        at += gnlen
         gossip.append(
-            GossipEntry(gnode.hex(), ghost.decode(), gc, gb, gflags, ginc, gepoch, gcfp, gpfp)
+            GossipEntry(
+                gnode.hex(),
+                ghost.decode(),
+                gc,
+                gb,
+                gflags,
+                ginc,
+                gepoch,
+                gcfp,
+                gpfp,
+                gt,
+                gname.decode(),
+            )
         )
     _done(body, at, "heartbeat")
     cls = Meet if mtype == MsgType.MEET else Ping if mtype == MsgType.PING else Pong
@@ -270,6 +292,8 @@ def _decode_heartbeat(mtype: int, body: bytes) -> Meet | Ping | Pong:
         nflags,
         tuple(gossip),
         inc,
+        tport,
+        hostname.decode(),
     )
 
 
@@ -282,11 +306,11 @@ def _decode_body(mtype: int, flags: int, body: bytes) -> Message:
     if mtype in (MsgType.MEET, MsgType.PING, MsgType.PONG):
         return _decode_heartbeat(mtype, body)
     if mtype == MsgType.HELLO:
-        node, nonce, mlen = _HELLO.unpack_from(body, 0)
+        node, nonce, boot, mlen = _HELLO.unpack_from(body, 0)
         mac = body[_HELLO.size :]
         if len(mac) != mlen:
             raise BusProtocolError("HELLO mac length mismatch")
-        return Hello(node.hex(), nonce, mac, bool(flags & FLAG_REPLY))
+        return Hello(node.hex(), nonce, mac, bool(flags & FLAG_REPLY), boot)
     if mtype == MsgType.HELLO_AUTH:
         return HelloAuth(body)
     if mtype == MsgType.FILTER_REQUEST:

@@ -119,8 +119,25 @@ class Forwarding:
         return len(nodes)
 
     def link_up(self, link: Link, peer: str) -> None:
-        """A new authenticated link: first of all, where our session with the peer stands."""
-        self.mesh.send(link, self._announce(self._out(peer)))
+        """A new authenticated link: first of all, where our session with the peer
+        stands. A session is for one life of the peer (its handshake's ``boot``):
+        a peer that restarted keeping its node id gets a new session, and what
+        the old one still held is dropped, counted (its subscribers are gone)."""
+        session = self._out(peer)
+        boot = link.handshake.peer_boot
+        if session.boot and boot and session.boot != boot:
+            dropped = session.held
+            self.stats.publish_dropped_restarted += dropped
+            log.warning(
+                "node %s restarted with the same id: %d forwards held for its old life dropped",
+                peer,
+                dropped,
+            )
+            self._period.active.discard(session)
+            del self.out_sessions[peer]
+            session = self._out(peer)
+        session.boot = boot
+        self.mesh.send(link, self._announce(session))
 
     @staticmethod
     def _announce(session: OutSession) -> Session:

@@ -86,16 +86,21 @@ class GossipEntry:
     filter_epoch: int = 0
     channel_fp: int = 0  # CRC64 of its channel filter at filter_epoch
     pattern_fp: int = 0  # CRC64 of its pattern filter at filter_epoch
+    tls_port: int = 0  # its client TLS port (0: none)
+    hostname: str = ""  # its cluster-announce-hostname ("" : none)
 
 
 @dataclass(frozen=True, slots=True)
 class Hello:
-    """First frame each way on a new link. ``mac`` is HMAC-SHA256 (empty without a secret)."""
+    """First frame each way on a new link. ``mac`` is HMAC-SHA256 (empty without a
+    secret). ``boot`` is random per process: a node that keeps its id across a
+    restart (``--cluster-config-file``) is known to be a new life by it."""
 
     node_id: str
     nonce: bytes  # 16 random bytes
     mac: bytes = b""
     reply: bool = False
+    boot: int = 0  # u64
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +126,8 @@ class Heartbeat:
     flags: int = 0  # NodeFlags of the sender about itself
     gossip: tuple[GossipEntry, ...] = field(default_factory=tuple)
     incarnation: int = 0  # the sender's incarnation number (u32, SWIM)
+    tls_port: int = 0  # the sender's client TLS port, announced (0: none)
+    hostname: str = ""  # the sender's cluster-announce-hostname ("": none)
 
 
 @dataclass(frozen=True, slots=True)

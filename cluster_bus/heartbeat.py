@@ -65,7 +65,7 @@ class Heartbeats:
         sync: FilterSync,
         stats: BusStats,
         *,
-        advertised_host: str,
+        learn_own_ip: bool,
         node_timeout_ms: int,
         unreachable: Callable[[str], None],
         forgotten: Callable[[str, bool], None],
@@ -77,7 +77,7 @@ class Heartbeats:
         self.routing = routing
         self.sync = sync
         self.stats = stats
-        self._advertised_host = advertised_host
+        self._learn_own_ip = learn_own_ip
         self.node_timeout_ms = node_timeout_ms
         self._unreachable = unreachable
         self._forgotten = forgotten
@@ -99,6 +99,8 @@ class Heartbeats:
             return
         now = now_ms()
         ms = self.membership
+        if self._learn_own_ip and (isinstance(msg, Meet) or not ms.myself.host):
+            self._learn_my_ip(link)
         host = msg.host or link.peer_host
         before = ms.version
         rec = ms.peers.get(peer)
@@ -110,6 +112,9 @@ class Heartbeats:
                 return
         else:
             rec.host, rec.client_port, rec.bus_port = host, msg.client_port, msg.bus_port
+        if (rec.tls_port, rec.hostname) != (msg.tls_port, msg.hostname):
+            rec.tls_port, rec.hostname = msg.tls_port, msg.hostname
+            ms.broadcasts.queue(peer)
         rec.connected = True
         if ms.heard_from(msg, now, pong=isinstance(msg, Pong)):
             log.info("node %s is reachable again", peer)
@@ -135,6 +140,17 @@ class Heartbeats:
         for node in result.filters:
             for request in self.sync.on_gossip(node, now):
                 self.mesh.send_to(node.node_id, request)
+
+    def _learn_my_ip(self, link: Link) -> None:
+        """Redis's rule without ``cluster-announce-ip``: a MEET (or any heartbeat
+        while we know no IP of ours) arrived on a connection whose local
+        address is how that peer reaches us: it is our IP."""
+        me = self.membership.myself
+        ip = link.local_host
+        if ip and ip != me.host:
+            me.host = ip
+            self.membership.broadcasts.queue(me.node_id)
+            log.warning("IP address for this node updated to %s", ip)
 
     def on_fail(self, link: Link, peer: str, msg: Message) -> None:
         assert isinstance(msg, Fail)
@@ -262,7 +278,7 @@ class Heartbeats:
         cfp, pfp, epoch, pmask, match_all = self.sync.heartbeat_fields()
         return cls(
             me.node_id,
-            self._advertised_host,
+            me.host,
             me.client_port,
             me.bus_port,
             cfp,
@@ -273,6 +289,8 @@ class Heartbeats:
             0,
             ms.gossip_for(to, full=full or cls is Meet),
             me.incarnation,
+            me.tls_port,
+            me.hostname,
         )
 
     def gossip_round(self) -> None:

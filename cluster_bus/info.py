@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from cluster_bus.api import SlotRange
 from cluster_bus.frames import MsgType, NodeFlags
 from cluster_bus.membership import Membership
+from cluster_bus.nodes import NodeRecord
 from cluster_bus.routing import PeerTable
 from cluster_bus.slots import CLUSTER_SLOTS, slot_ranges
 
@@ -50,9 +51,11 @@ class BusStats:
     publish_duplicates: int = 0  # frames received twice (dropped)
     publish_lost: int = 0  # frames a peer could no longer replay to us (exact)
     publish_lost_to_peers: int = 0  # frames a peer asked for that had left our replay buffer
+    publish_dropped_restarted: int = 0  # held for a peer that restarted with the same id
     sequence_gaps: int = 0  # gaps found in a peer's session, by a later frame or a SESSION
     bad_frames: int = 0
     auth_failures: int = 0
+    handshakes_refused: int = 0  # our dials whose handshake the peer ended (its refusal)
     seal_failures: int = 0  # sealed frames refused: bad MAC, replayed, or not sealed
     tls_handshake_failures: int = 0  # tls-cluster: no CA-signed certificate, not TLS
     buffer_limit_exceeded: int = 0
@@ -161,6 +164,7 @@ def cluster_info(
             "cluster_stats_publish_duplicates": stats.publish_duplicates,
             "cluster_stats_publish_lost": stats.publish_lost,
             "cluster_stats_publish_lost_to_peers": stats.publish_lost_to_peers,
+            "cluster_stats_publish_dropped_restarted": stats.publish_dropped_restarted,
             "cluster_replay_buffer_bytes": replay_buffer_bytes,
             "cluster_stats_filter_deltas_sent": sent[MsgType.FILTER_DELTA],
             "cluster_stats_filter_deltas_received": received[MsgType.FILTER_DELTA],
@@ -172,6 +176,7 @@ def cluster_info(
             "cluster_stats_sequence_gaps": stats.sequence_gaps,
             "cluster_stats_bad_frames": stats.bad_frames,
             "cluster_stats_auth_failures": stats.auth_failures,
+            "cluster_stats_handshakes_refused": stats.handshakes_refused,
             "cluster_stats_seal_failures": stats.seal_failures,
             "cluster_stats_tls_handshake_failures": stats.tls_handshake_failures,
             "cluster_stats_links_dropped": stats.links_dropped,
@@ -184,14 +189,13 @@ def cluster_info(
 
 def cluster_nodes(
     ms: Membership,
-    client_port: int,
-    bus_port: int,
     epoch: int,
     linked: Callable[[str], bool],
     now_ms: int,
 ) -> list[str]:
-    """CLUSTER NODES: ``<id> <ip:port@cport> <flags> <master> <ping-sent>
-    <pong-recv> <config-epoch> <link-state> <slot range>``, this node first.
+    """CLUSTER NODES: ``<id> <ip:port@cport[,hostname]> <flags> <master>
+    <ping-sent> <pong-recv> <config-epoch> <link-state> <slot range>``, this
+    node first (Redis 7.0's ``clusterGenNodeDescription``; ports as announced).
     ``linked(node_id)``: our outbound link to it is up (Redis shows its own
     link to the node). A node in FAIL, or not verified, serves no slots. An
     address being met that never answered is a ``handshake`` node with a
@@ -199,13 +203,12 @@ def cluster_nodes(
     me = ms.myself
     slots = {node_id: f" {start}-{end}" for start, end, node_id in live_slot_ranges(ms)}
     lines = [
-        f"{me.node_id} {me.host}:{client_port}@{bus_port} myself,master - 0 0 {epoch} "
-        f"connected{slots[me.node_id]}"
+        f"{me.node_id} {_address(me)} myself,master - 0 0 {epoch} connected{slots[me.node_id]}"
     ]
     for rec in sorted(ms.peers.values(), key=lambda r: r.node_id):
         state = "connected" if linked(rec.node_id) else "disconnected"
         lines.append(
-            f"{rec.node_id} {rec.host}:{rec.client_port}@{rec.bus_port} "
+            f"{rec.node_id} {_address(rec)} "
             f"{rec.flag_names()} - {rec.ping_sent_ms} {rec.pong_received_ms} 0 {state}"
             f"{slots.get(rec.node_id, '')}"
         )
@@ -214,3 +217,9 @@ def cluster_nodes(
             f"{node_id} {host}:{max(0, port - 10000)}@{port} handshake - 0 0 0 disconnected"
         )
     return lines
+
+
+def _address(rec: NodeRecord) -> str:
+    """``ip:port@cport[,hostname]`` (Redis 7.0 adds the hostname after a comma)."""
+    text = f"{rec.host}:{rec.client_port}@{rec.bus_port}"
+    return f"{text},{rec.hostname}" if rec.hostname else text

@@ -81,6 +81,9 @@ class Link(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.peer_id: str | None = None
         self.peer_host = ""
+        self.local_host = ""  # our address on this connection (a MEET teaches us our IP)
+        self.first_bytes = b""  # the start of what the peer sent (a hint on bad frames)
+        self.closed_by_peer = False  # the connection ended without our close()
         self.authenticated = False
         self.closed = False
         self.decoder: FrameDecoder | SealedDecoder = FrameDecoder(HANDSHAKE_MAX_BODY)
@@ -117,6 +120,9 @@ class Link(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         if peer:
             self.peer_host = peer[0]
+        local = transport.get_extra_info("sockname")
+        if local:
+            self.local_host = local[0]
         if self.tls is not None:  # tls-cluster: TLS first; frames queue until it is up
             self._tls = TlsSession(self.tls, server_side=not self.outbound)
             self.transport.write(self._tls.outgoing())  # a dialler's ClientHello
@@ -128,6 +134,8 @@ class Link(asyncio.Protocol):
             data = self._tls_received(data)
             if not data:
                 return
+        if not self.first_bytes:
+            self.first_bytes = data[:8]
         try:
             self._dispatch(self.decoder.feed(data))
         except BusProtocolError as exc:
@@ -183,6 +191,7 @@ class Link(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         if not self.closed:
             self.closed = True
+            self.closed_by_peer = True
             self.owner.link_closed(self)
 
     # -- sending -----------------------------------------------------------------------

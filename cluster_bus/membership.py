@@ -380,6 +380,7 @@ class Membership:
                 if rec is None:
                     continue
                 rec.incarnation = g.incarnation
+                rec.tls_port, rec.hostname = g.tls_port, g.hostname
                 result.learned.append(rec)
             else:
                 self._apply_liveness(rec, g, now_ms, result)

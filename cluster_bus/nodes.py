@@ -33,6 +33,8 @@ class NodeRecord:
     filter_epoch: int = 0
     channel_fp: int = 0
     pattern_fp: int = 0
+    tls_port: int = 0  # its client TLS port, as announced (0: none)
+    hostname: str = ""  # its cluster-announce-hostname, as announced
 
     @property
     def failing(self) -> bool:
@@ -53,6 +55,8 @@ class NodeRecord:
             self.filter_epoch,
             self.channel_fp,
             self.pattern_fp,
+            self.tls_port,
+            self.hostname,
         )
 
     def flag_names(self) -> str:

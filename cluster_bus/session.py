@@ -105,6 +105,7 @@ class OutSession:
         "_marked",
         "_marks",
         "announced",
+        "boot",
         "lost_through",
         "max_bytes",
         "max_ms",
@@ -139,6 +140,7 @@ class OutSession:
         self._gone: deque[tuple[int, int]] = deque()  # marks of evicted periods
         self._gone_to: int | None = 0  # None: bytes evicted since the last tick
         self.lost_through = 1  # frames before this one asked for and gone: counted
+        self.boot = 0  # the peer's boot (handshake) this session is for; 0: none yet
 
     def publish(
         self, sender: int, origin_seq: int, shard: bool, channel: bytes, payload: bytes
@@ -226,6 +228,11 @@ class OutSession:
     def idle(self) -> bool:
         """Nothing to expire and nothing unannounced: the tick may skip it."""
         return not self._frames and not self._marks and self.announced == self.next_seq
+
+    @property
+    def held(self) -> int:
+        """Frames in the replay buffer."""
+        return len(self._frames)
 
     @property
     def first_seq(self) -> int:

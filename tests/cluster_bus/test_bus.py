@@ -140,9 +140,10 @@ async def stop_all(pairs) -> None:
 
 def crash(bus: ClusterBus) -> None:
     """Stop a bus without a word (as kill -9 would): no LEAVE, links reset."""
-    assert bus._server is not None and bus._cron is not None
+    assert bus._servers and bus._cron is not None
     bus._stopping = True
-    bus._server.close()
+    for server in bus._servers:
+        server.close()
     bus._cron.cancel()
     for link in list(bus._links):
         assert link.transport is not None
