@@ -59,8 +59,8 @@ Other bodies (``20s`` = a node id as 20 raw bytes)::
     LEAVE       (empty)
     ACK         u32 delta_id
     SESSION     u64 session_id, u32 first_seq, u32 next_seq, u32 asked,
-                u64 gone_from_ms, u64 gone_to_ms
-    RESEND      u64 session_id, u32 from_seq
+                u64 gone_from_ms, u64 gone_to_ms, u32 peer_lost
+    RESEND      u64 session_id, u32 from_seq, u32 lost
     SEALED      u64 seq, 16s tag, then a batch of whole frames (cluster_bus.seal)
 
 Errors: bad magic, unknown version, unknown type, a length above ``max_body``,
@@ -118,8 +118,8 @@ _FULL = Struct(">BBBQQQQ")
 _DELTA = Struct(">BBIQQQQQII")
 _U8 = Struct(">B")
 _U32 = Struct(">I")
-_SESSION = Struct(">QIIIQQ")
-_RESEND = Struct(">QI")
+_SESSION = Struct(">QIIIQQI")
+_RESEND = Struct(">QII")
 _SEALED = Struct(">Q16s")
 _NODE = Struct(">20s")
 
@@ -316,10 +316,12 @@ def encode(msg: Message, sender: int = 0) -> bytes:
             msg.asked,
             msg.gone_from_ms,
             msg.gone_to_ms,
+            msg.peer_lost,
         )
         return _frame(MsgType.SESSION, 0, sender, body)
     if isinstance(msg, Resend):
-        return _frame(MsgType.RESEND, 0, sender, _RESEND.pack(msg.session_id, msg.from_seq))
+        body = _RESEND.pack(msg.session_id, msg.from_seq, msg.lost)
+        return _frame(MsgType.RESEND, 0, sender, body)
     if isinstance(msg, Sealed):
         return encode_sealed(sender, msg.seq, msg.tag, msg.batch)
     raise TypeError(f"not a bus message: {msg!r}")

@@ -142,7 +142,12 @@ class Forwarding:
     @staticmethod
     def _announce(session: OutSession) -> Session:
         session.announced = session.next_seq
-        return Session(session.session_id, session.first_seq, session.next_seq)
+        return Session(
+            session.session_id,
+            session.first_seq,
+            session.next_seq,
+            peer_lost=session.peer_lost,
+        )
 
     def on_resend(self, link: Link, peer: str, msg: Resend) -> None:
         session = self._out(peer)
@@ -150,25 +155,25 @@ class Forwarding:
             # not this session: say which one it is (the receiver adopts it)
             self.mesh.send_to(peer, self._announce(session), link)
             return
+        missed = session.peer_counted(msg.lost)  # the receiver's count: ours too
+        if missed:
+            self.stats.publish_lost_to_peers += missed
+            log.warning(
+                "%d forwarded PUBLISH to node %s no longer in its replay buffer",
+                missed,
+                peer,
+            )
         target = self.mesh.link_to(peer) or link
         from_seq = msg.from_seq
         first = session.first_seq
         if seq_diff(from_seq, first) < 0:
             # gone from the buffer: the answer names the question and bounds
             # when the missing frames were published; the receiver counts them
-            missed = session.count_lost(from_seq)  # each gone frame counted once
-            if missed:
-                self.stats.publish_lost_to_peers += missed
-                log.warning(
-                    "%d forwarded PUBLISH to node %s no longer in its replay buffer",
-                    missed,
-                    peer,
-                )
             low, high = session.gone_bounds(from_seq, now_ms())
-            self.mesh.send(
-                target,
-                Session(session.session_id, first, session.next_seq, from_seq, low, high),
+            answer = Session(
+                session.session_id, first, session.next_seq, from_seq, low, high, session.peer_lost
             )
+            self.mesh.send(target, answer)
             from_seq = first
         frames = session.replay(from_seq)
         for frame in frames:
@@ -205,14 +210,16 @@ class Forwarding:
             self._gaps.add(peer)
         if verdict.resend is not None:
             self.stats.sequence_gaps += 1
-            self.mesh.send_to(peer, Resend(session.session_id, verdict.resend), link)
+            self.mesh.send_to(
+                peer, Resend(session.session_id, verdict.resend, session.session_lost), link
+            )
         elif verdict.duplicate:
             self.stats.publish_duplicates += 1
 
     def on_session(self, link: Link, peer: str, msg: Session) -> None:
         session = self._in(peer)
         lost, resend = session.start(
-            msg.session_id, msg.first_seq, msg.next_seq, now_ms(), msg.asked
+            msg.session_id, msg.first_seq, msg.next_seq, now_ms(), msg.asked, msg.peer_lost
         )
         if session.gap_open:
             self._gaps.add(peer)
@@ -224,9 +231,11 @@ class Forwarding:
                 peer,
             )
             self.node.forwards_lost(peer, lost, msg.gone_from_ms, msg.gone_to_ms)
-        if resend is not None:  # frames are missing: a gap, found by the SESSION
-            self.stats.sequence_gaps += 1
-            self.mesh.send_to(peer, Resend(msg.session_id, resend), link)
+        if resend is not None:
+            if not lost and session.gap_open:  # frames are missing: a gap, found by the SESSION
+                self.stats.sequence_gaps += 1
+            # (else: our count of what was lost, for the sender, with the replay from there)
+            self.mesh.send_to(peer, Resend(msg.session_id, resend, session.session_lost), link)
 
     # -- upkeep ------------------------------------------------------------------------
 
@@ -253,7 +262,7 @@ class Forwarding:
                 continue
             resend = incoming.retry(now)
             if resend is not None:
-                self.mesh.send_to(peer, Resend(incoming.session_id, resend))
+                self.mesh.send_to(peer, Resend(incoming.session_id, resend, incoming.session_lost))
             if not incoming.gap_open:
                 self._gaps.discard(peer)
 

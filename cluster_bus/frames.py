@@ -254,14 +254,20 @@ class Session:
     asked: int = 0
     gone_from_ms: int = 0
     gone_to_ms: int = 0
+    #: the receiver's count of frames lost in this session, as the sender last
+    #: heard it in a RESEND (a receiver that counted more says so again)
+    peer_lost: int = 0
 
 
 @dataclass(frozen=True, slots=True)
 class Resend:
-    """Replay session ``session_id``'s PUBLISH frames from ``from_seq`` on."""
+    """Replay session ``session_id``'s PUBLISH frames from ``from_seq`` on.
+    ``lost``: the frames of the session the sender counted lost so far (the
+    sender's own count of what it could not replay is this, confirmed)."""
 
     session_id: int
     from_seq: int
+    lost: int = 0
 
 
 @dataclass(frozen=True, slots=True)

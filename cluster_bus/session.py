@@ -25,8 +25,13 @@ nothing:
   sender answers with a SESSION that names the question (``asked``) and
   bounds the publish times of the frames it no longer holds (``gone_from_ms``
   .. ``gone_to_ms``, from the stamps it kept of them). Only that answer is
-  counted as lost, ``first - expected`` frames, once, on both sides: the
-  receiver counts what it lost, the sender what it could not replay.
+  counted as lost, ``first - expected`` frames, once, by the receiver, which
+  is the only side that knows what arrived (a frame evicted on the sender
+  may still have been in flight). Its total for the session rides on each
+  RESEND (``lost``) and is what the sender counts as lost to that peer; a
+  SESSION carries back what the sender has heard (``peer_lost``), so a
+  receiver whose count it has not heard says it again: both sides' counts
+  end equal.
 - A receiver adopts a session id it does not know at 1: every frame of a new
   session was for it. That is exact only because neither side drops a
   session while the peer may come back: sessions outlive a membership forget
@@ -106,11 +111,11 @@ class OutSession:
         "_marks",
         "announced",
         "boot",
-        "lost_through",
         "max_bytes",
         "max_ms",
         "next_seq",
         "peer",
+        "peer_lost",
         "period",
         "session_id",
     )
@@ -139,7 +144,7 @@ class OutSession:
         self._marked = False
         self._gone: deque[tuple[int, int]] = deque()  # marks of evicted periods
         self._gone_to: int | None = 0  # None: bytes evicted since the last tick
-        self.lost_through = 1  # frames before this one asked for and gone: counted
+        self.peer_lost = 0  # the receiver's count of frames lost in this session
         self.boot = 0  # the peer's boot (handshake) this session is for; 0: none yet
 
     def publish(
@@ -198,18 +203,14 @@ class OutSession:
         self._bytes -= len(self._frames.popleft())
         self._first = self._first + 1 if self._first != 0xFFFFFFFF else 1
 
-    def count_lost(self, from_seq: int) -> int:
-        """A RESEND asked for ``from_seq`` .. :attr:`first_seq` - 1, gone: how
-        many of them were not counted before. Each gone frame is counted once,
-        however often it is asked for (a repeated RESEND, an answer lost on a
-        link that died), so the total is what the receiver counts: it counts
-        ``[expected, first)`` once per answer it takes and moves ``expected``."""
-        start = from_seq if seq_diff(from_seq, self.lost_through) > 0 else self.lost_through
-        first = self.first_seq
-        fresh = max(0, seq_diff(first, start))
-        if seq_diff(first, self.lost_through) > 0:
-            self.lost_through = first
-        return fresh
+    def peer_counted(self, total: int) -> int:
+        """A RESEND said the receiver has counted ``total`` frames of this
+        session lost: how many more than it had said (0 for a stale one)."""
+        more = total - self.peer_lost
+        if more <= 0:
+            return 0
+        self.peer_lost = total
+        return more
 
     def gone_bounds(self, from_seq: int, now: int) -> tuple[int, int]:
         """(lower, upper) bounds, ms since the epoch, on the publish times of the
@@ -265,12 +266,21 @@ DUPLICATE = Verdict(duplicate=True)
 class InSession:
     """The receiving half: the next sequence number expected from one peer."""
 
-    __slots__ = ("_asked", "_asked_ms", "_horizon", "expected", "lost", "session_id")
+    __slots__ = (
+        "_asked",
+        "_asked_ms",
+        "_horizon",
+        "expected",
+        "lost",
+        "session_id",
+        "session_lost",
+    )
 
     def __init__(self) -> None:
         self.session_id = 0  # none yet
         self.expected = 1
-        self.lost = 0  # frames the sender could no longer replay (exact)
+        self.lost = 0  # frames the sender could no longer replay (exact), all sessions
+        self.session_lost = 0  # the same, in the current session (told in each RESEND)
         self._asked = 0  # the sequence number last asked for
         self._asked_ms = -RESEND_RETRY_MS
         self._horizon: int | None = None  # 1 + the highest sequence number known sent
@@ -331,32 +341,46 @@ class InSession:
         return self._ask(now)
 
     def start(
-        self, session_id: int, first: int, next_seq: int, now: int, asked: int = 0
+        self,
+        session_id: int,
+        first: int,
+        next_seq: int,
+        now: int,
+        asked: int = 0,
+        peer_lost: int | None = None,
     ) -> tuple[int, int | None]:
         """A SESSION frame: (frames lost for good, sequence to RESEND from or None).
 
         ``asked``: the RESEND ``from_seq`` this SESSION answers (0: none). Frames
         before ``first`` that we still expect are counted lost only in the
-        answer to our RESEND for them (the sender then counts them too, and
-        bounds their publish times); an unsolicited SESSION that shows them
-        gone makes us ask."""
+        answer to our RESEND for them (and bounded in time by it); an
+        unsolicited SESSION that shows them gone makes us ask. After counting,
+        the RESEND from ``first`` tells the sender our count (and asks for the
+        replay, if any); ``peer_lost`` below our count (the sender did not hear
+        it) makes us tell it again."""
         if session_id != self.session_id:
             # a session we never had: every frame of it was for us, from 1
             self.session_id = session_id
             self.expected = 1
+            self.session_lost = 0
             self._horizon = None
             self._asked, self._asked_ms = 0, -RESEND_RETRY_MS
-        lost = 0
         if seq_diff(first, self.expected) > 0:
             if asked != self.expected:
                 self._extend(next_seq)  # next_seq >= first > expected
                 return 0, self._ask(now)
             lost = seq_diff(first, self.expected)
             self.lost += lost
+            self.session_lost += lost
             self.expected = first
-            # the sender replays from ``first`` right after its answer: wait for it
+            if seq_diff(next_seq, first) > 0:
+                self._extend(next_seq)
+            # our count, and the replay from ``first`` (the sender sends it anyway)
             self._asked, self._asked_ms = first, now
+            return lost, first
         if seq_diff(next_seq, self.expected) > 0:
             self._extend(next_seq)
-            return lost, self._ask(now)
-        return lost, None
+            return 0, self._ask(now)
+        if peer_lost is not None and peer_lost < self.session_lost:
+            return 0, self.expected  # the sender has not heard our count: tell it
+        return 0, None

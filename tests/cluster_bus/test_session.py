@@ -80,13 +80,18 @@ def test_a_loss_is_counted_only_in_the_answer_to_our_resend():
     # SESSION counts nothing: we ask for 2 (the sender then counts and bounds)
     assert s.start(1, 5, 10, now=10) == (0, 2)
     assert s.lost == 0 and s.expected == 2 and s.gap_open
-    # its answer names our question: 3 lost, and the replay of 5.. follows
-    assert s.start(1, 5, 10, now=20, asked=2) == (3, None)
-    assert s.lost == 3 and s.expected == 5
+    # its answer names our question: 3 lost; we tell the sender (RESEND from 5,
+    # which is also the replay it sends anyway)
+    assert s.start(1, 5, 10, now=20, asked=2) == (3, 5)
+    assert s.lost == s.session_lost == 3 and s.expected == 5
     assert s.retry(now=20 + RESEND_RETRY_MS) == 5  # the replay did not come: ask again
     # an answer to an older question counts nothing twice (it asks for the replay)
     assert s.start(1, 5, 10, now=500, asked=2) == (0, 5)
     assert s.lost == 3
+    # nothing missing, but the sender has not heard our count: we say it again
+    assert s.accept(5) and all(s.accept(k) for k in range(6, 10))
+    assert s.start(1, 5, 10, now=900, peer_lost=0) == (0, 10)
+    assert s.start(1, 5, 10, now=910, peer_lost=3) == (0, None)
 
 
 def test_a_session_we_never_had_is_owed_to_us_from_one():
@@ -96,26 +101,16 @@ def test_a_session_we_never_had_is_owed_to_us_from_one():
     # the sender dropped our old session and numbers a new one: every frame of
     # it was for us, so the two it no longer holds are lost
     assert s.start(2, 3, 5, now=10) == (0, 1)
-    assert s.start(2, 3, 5, now=20, asked=1) == (2, None)
-    assert s.expected == 3 and s.session_id == 2
+    assert s.start(2, 3, 5, now=20, asked=1) == (2, 3)
+    assert s.expected == 3 and s.session_id == 2 and s.session_lost == 2
 
 
-def test_the_sender_counts_each_gone_frame_once_as_the_receiver_does():
+def test_the_sender_counts_what_the_receiver_says_it_counted():
     out = OutSession(max_bytes=1 << 20, max_ms=100, session_id=8)
-    out.expire(now=0)
-    for _ in range(10):
-        out.publish(1, 0, False, b"c", b"x")
-    out.expire(now=150)  # 1..10 gone
-    assert out.count_lost(4) == 7  # the receiver had 1..3
-    assert out.count_lost(4) == 0  # asked again: counted already
-    out.expire(now=160)
-    for _ in range(5):
-        out.publish(1, 0, False, b"c", b"x")  # 11..15, stamped 160
-    out.expire(now=300)  # 11..15 gone too
-    # the answer to the first ask was lost with its link: asked for 4 again, the
-    # receiver will count 4..15 from it; only 11..15 are new here
-    assert out.count_lost(4) == 5
-    assert out.count_lost(16) == 0
+    assert out.peer_counted(7) == 7
+    assert out.peer_counted(7) == 0  # said again: counted already
+    assert out.peer_counted(5) == 0  # a stale RESEND, overtaken
+    assert out.peer_counted(12) == 5 and out.peer_lost == 12
 
 
 def test_gone_bounds_hold_the_publish_times_of_evicted_frames():
@@ -165,7 +160,7 @@ def run_link(seed: int, drop: float, dup: float, cuts: int, frames: int, max_byt
     out = OutSession(max_bytes, 1_000_000, session_id=42)
     inn = InSession()
     delivered: list[int] = []
-    to_receiver: list[tuple] = [("session", out.session_id, out.first_seq, out.next_seq)]
+    to_receiver: list[tuple] = [("session", out.session_id, out.first_seq, out.next_seq, 0, 0)]
     to_sender: list[tuple] = []
     now = 0
     cut_at = set(rng.sample(range(frames), cuts))
@@ -184,7 +179,10 @@ def run_link(seed: int, drop: float, dup: float, cuts: int, frames: int, max_byt
         now += 7
         if i % 15 == 0 and out.next_seq != announced:  # the heartbeat tick
             announced = out.next_seq
-            wire(to_receiver, ("session", out.session_id, out.first_seq, out.next_seq))
+            wire(
+                to_receiver,
+                ("session", out.session_id, out.first_seq, out.next_seq, 0, out.peer_lost),
+            )
         if i % 15 == 0:
             out.expire(now)
         if i < frames:
@@ -194,32 +192,44 @@ def run_link(seed: int, drop: float, dup: float, cuts: int, frames: int, max_byt
             if i in cut_at:  # the link resets: in flight is gone, a new one opens
                 to_receiver.clear()
                 to_sender.clear()
-                to_receiver.append(("session", out.session_id, out.first_seq, out.next_seq))
+                to_receiver.append(
+                    ("session", out.session_id, out.first_seq, out.next_seq, 0, out.peer_lost)
+                )
         while to_receiver:
             msg = to_receiver.pop(0)
             if msg[0] == "session":
                 asked = msg[4] if len(msg) > 4 else 0
-                lost_now, resend = inn.start(msg[1], msg[2], msg[3], now, asked)
+                lost_now, resend = inn.start(msg[1], msg[2], msg[3], now, asked, msg[-1])
                 counted[0] += lost_now
                 if resend is not None:
-                    wire(to_sender, ("resend", resend))
+                    wire(to_sender, ("resend", resend, inn.session_lost))
             elif inn.accept(msg[1]):
                 delivered.append(int.from_bytes(msg[2][-4:], "big"))
             else:
                 resend = inn.out_of_order(msg[1], now).resend
                 if resend is not None:
-                    wire(to_sender, ("resend", resend))
+                    wire(to_sender, ("resend", resend, inn.session_lost))
         while to_sender:
-            _, from_seq = to_sender.pop(0)
+            _, from_seq, their_count = to_sender.pop(0)
+            sender_counted[0] += out.peer_counted(their_count)
             if seq_diff(from_seq, out.first_seq) < 0:  # gone: the answer names it
-                sender_counted[0] += out.count_lost(from_seq)
-                answer = ("session", out.session_id, out.first_seq, out.next_seq, from_seq)
+                answer = (
+                    "session",
+                    out.session_id,
+                    out.first_seq,
+                    out.next_seq,
+                    from_seq,
+                    out.peer_lost,
+                )
                 wire(to_receiver, answer)
                 from_seq = out.first_seq
             for seq, frame in zip(range(from_seq, out.next_seq), out.replay(from_seq), strict=True):
                 wire(to_receiver, ("publish", seq, frame))
         if i > frames and i % 15 == 0:  # quiet: each tick re-announces until all is in
-            wire(to_receiver, ("session", out.session_id, out.first_seq, out.next_seq))
+            wire(
+                to_receiver,
+                ("session", out.session_id, out.first_seq, out.next_seq, 0, out.peer_lost),
+            )
     assert counted[0] == inn.lost
     assert sender_counted[0] == inn.lost, (sender_counted[0], inn.lost)
     return delivered, inn.lost
