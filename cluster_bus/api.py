@@ -118,13 +118,18 @@ class FilterSnapshot:
 @dataclass(frozen=True, slots=True)
 class SlotRange:
     """Slots ``start``..``end`` (inclusive) shown as served by a node (CLUSTER
-    SLOTS / SHARDS): its id and client address (cluster_bus.slots)."""
+    SLOTS / SHARDS): its id and client addresses as announced (cluster_bus.slots):
+    ``host`` ("" until the node knows its IP: a client uses the address it
+    connected to), the plaintext ``port`` and ``tls_port`` (0: none), and its
+    ``hostname`` ("": none)."""
 
     start: int
     end: int
     node_id: str
     host: str
     port: int
+    tls_port: int = 0
+    hostname: str = ""
 
 
 @dataclass(frozen=True, slots=True)

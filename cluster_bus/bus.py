@@ -365,15 +365,17 @@ class ClusterBus:
 
     def link_closed(self, link: Link) -> None:
         self.mesh.drop(link)
-        if link.outbound and not link.authenticated and link.closed_by_peer:
-            # the other side of a refusal: our dial's handshake ended by the peer
+        if not link.authenticated and link.closed_by_peer and (link.outbound or link.first_bytes):
+            # the other side of a refusal: a handshake the peer ended (an inbound
+            # connection counts once it sent something: a bare connect is a probe)
             self.stats.handshakes_refused += 1
             who = _where(link)
+            way = "to" if link.outbound else "from"
             self.refusals.warn(
                 "refused",
                 who,
-                f"bus handshake to {who} closed by the peer before it completed (a different "
-                "--cluster-secret, --tls-cluster on one side only, or not a bus port?)",
+                f"bus handshake {way} {who} closed by the peer before it completed (a "
+                "different --cluster-secret, --tls-cluster on one side only, or not a bus port?)",
             )
         peer = link.peer_id
         if peer is None:

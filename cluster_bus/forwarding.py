@@ -121,17 +121,18 @@ class Forwarding:
     def link_up(self, link: Link, peer: str) -> None:
         """A new authenticated link: first of all, where our session with the peer
         stands. A session is for one life of the peer (its handshake's ``boot``):
-        a peer that restarted keeping its node id gets a new session, and what
-        the old one still held is dropped, counted (its subscribers are gone)."""
+        a peer that restarted keeping its node id gets a new session (counted),
+        and the old one's replay buffer is discarded (its subscribers are gone)."""
         session = self._out(peer)
         boot = link.handshake.peer_boot
         if session.boot and boot and session.boot != boot:
-            dropped = session.held
-            self.stats.publish_dropped_restarted += dropped
+            self.stats.sessions_restarted += 1
             log.warning(
-                "node %s restarted with the same id: %d forwards held for its old life dropped",
+                "node %s restarted with the same id: a new forwarding session; the %d "
+                "frames of the old one's replay buffer are discarded (its subscribers "
+                "went with it)",
                 peer,
-                dropped,
+                session.held,
             )
             self._period.active.discard(session)
             del self.out_sessions[peer]

@@ -51,11 +51,11 @@ class BusStats:
     publish_duplicates: int = 0  # frames received twice (dropped)
     publish_lost: int = 0  # frames a peer could no longer replay to us (exact)
     publish_lost_to_peers: int = 0  # frames a peer asked for that had left our replay buffer
-    publish_dropped_restarted: int = 0  # held for a peer that restarted with the same id
+    sessions_restarted: int = 0  # peers back with the same id and a new boot: new sessions
     sequence_gaps: int = 0  # gaps found in a peer's session, by a later frame or a SESSION
     bad_frames: int = 0
     auth_failures: int = 0
-    handshakes_refused: int = 0  # our dials whose handshake the peer ended (its refusal)
+    handshakes_refused: int = 0  # handshakes the peer ended: its refusal, seen from here
     seal_failures: int = 0  # sealed frames refused: bad MAC, replayed, or not sealed
     tls_handshake_failures: int = 0  # tls-cluster: no CA-signed certificate, not TLS
     buffer_limit_exceeded: int = 0
@@ -99,10 +99,11 @@ def live_slot_ranges(ms: Membership) -> list[tuple[int, int, str]]:
 def slot_map(ms: Membership) -> list[SlotRange]:
     """CLUSTER SLOTS / SHARDS: the live slot ranges with each node's client address."""
     nodes = {ms.my_id: ms.myself, **ms.peers}
-    return [
-        SlotRange(start, end, node_id, nodes[node_id].host, nodes[node_id].client_port)
-        for start, end, node_id in live_slot_ranges(ms)
-    ]
+    out = []
+    for start, end, node_id in live_slot_ranges(ms):
+        n = nodes[node_id]
+        out.append(SlotRange(start, end, node_id, n.host, n.client_port, n.tls_port, n.hostname))
+    return out
 
 
 def cluster_info(
@@ -164,7 +165,7 @@ def cluster_info(
             "cluster_stats_publish_duplicates": stats.publish_duplicates,
             "cluster_stats_publish_lost": stats.publish_lost,
             "cluster_stats_publish_lost_to_peers": stats.publish_lost_to_peers,
-            "cluster_stats_publish_dropped_restarted": stats.publish_dropped_restarted,
+            "cluster_stats_sessions_restarted": stats.sessions_restarted,
             "cluster_replay_buffer_bytes": replay_buffer_bytes,
             "cluster_stats_filter_deltas_sent": sent[MsgType.FILTER_DELTA],
             "cluster_stats_filter_deltas_received": received[MsgType.FILTER_DELTA],

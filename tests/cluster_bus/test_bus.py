@@ -626,3 +626,145 @@ def test_announced_bus_port_is_what_peers_learn_and_dial():
             await stop_all([(a, bus_a), (b, bus_b)])
 
     run(main())
+
+
+def test_announced_ports_and_hostname_reach_peers_and_the_slot_map():
+    """cluster-announce-port / -tls-port / -bus-port / -hostname: what a node
+    tells its peers (heartbeats, gossip) and what CLUSTER NODES / the slot map
+    show for it, instead of the ports it listens on (Redis's cluster-announce-*)."""
+
+    async def main():
+        a_node, b_node = BusTestNode(), BusTestNode()
+        a = ClusterBus(a_node, config(client_port=7001, tls_port=7101))
+        await a.start()
+        b = ClusterBus(
+            b_node,
+            config(
+                client_port=7002,
+                tls_port=7102,
+                join=[f"127.0.0.1:{a.port}"],
+                announce_port=9002,
+                announce_tls_port=9102,
+                announce_hostname="b.example",
+            ),
+        )
+        await b.start()
+        try:
+            await until(lambda: converged([a, b]))
+            rec = a.membership.peers[b_node.node_id]
+            assert (rec.client_port, rec.tls_port, rec.hostname) == (9002, 9102, "b.example")
+            line = next(x for x in a.nodes_lines() if x.startswith(b_node.node_id))
+            assert line.split()[1] == f"127.0.0.1:9002@{b.port},b.example"
+            ranges = {r.node_id: r for r in a.slot_map()}
+            assert (ranges[b_node.node_id].port, ranges[b_node.node_id].tls_port) == (9002, 9102)
+            assert ranges[b_node.node_id].hostname == "b.example"
+            assert (ranges[a_node.node_id].port, ranges[a_node.node_id].tls_port) == (7001, 7101)
+        finally:
+            await stop_all([(a_node, a), (b_node, b)])
+
+    run(main())
+
+
+def test_a_node_bound_to_several_addresses_learns_its_ip_from_a_meet():
+    """Redis's rule without cluster-announce-ip: a node that cannot tell its IP
+    from its bind shows "" (cluster clients use the address they connected to)
+    until a MEET arrives, whose connection's local address is its IP."""
+
+    async def main():
+        a_node, b_node = BusTestNode(), BusTestNode()
+        a = ClusterBus(a_node, config(bind="127.0.0.1 -127.0.0.2"))
+        assert a.membership.myself.host == ""
+        await a.start()
+        b = ClusterBus(b_node, config(join=[f"127.0.0.1:{a.port}"]))
+        await b.start()
+        try:
+            await until(lambda: converged([a, b]))
+            assert a.membership.myself.host == "127.0.0.1"
+            assert a.nodes_lines()[0].split()[1].startswith("127.0.0.1:")
+            assert b.membership.peers[a_node.node_id].host == "127.0.0.1"
+            # with cluster-announce-ip the announced address stays
+            c_node = BusTestNode()
+            c = ClusterBus(c_node, config(bind="127.0.0.1 -127.0.0.2", announce_ip="10.9.8.7"))
+            assert c.membership.myself.host == "10.9.8.7"
+        finally:
+            await stop_all([(a_node, a), (b_node, b)])
+
+    run(main())
+
+
+def test_a_peer_back_with_the_same_id_but_a_new_boot_gets_a_new_session():
+    """A node restarted keeping its id (--cluster-config-file) is a new life: a
+    new session starts (counted), the old one's replay buffer is discarded, so
+    the new life neither gets the old frames nor counts them lost."""
+
+    async def main():
+        pairs = await start_cluster(2)
+        nodes = [p[0] for p in pairs]
+        buses = [p[1] for p in pairs]
+        try:
+            await until(lambda: converged(buses))
+            buses[1].filters_changed([nodes[1].subscribe(b"c")])
+            await until(lambda: buses[0].forward_publish(b"c", b"0", False, 1) == 1)
+            await until(lambda: len(nodes[1].delivered) == 1)
+            old = buses[0].forwarding.out_sessions[nodes[1].node_id].session_id
+            crash(buses[1])
+            await until(lambda: not buses[0].mesh.linked_out(nodes[1].node_id), what="link down")
+            for i in range(1, 4):  # held for the old life
+                assert buses[0].forward_publish(b"c", b"%d" % i, False, 1 + i) == 1
+            again = ClusterBus(
+                nodes[1], config(port=buses[1].port, join=[f"127.0.0.1:{buses[0].port}"])
+            )
+            assert again.boot != buses[1].boot
+            await again.start()
+            try:
+                await until(lambda: converged([buses[0], again]), what="rejoined")
+                session = buses[0].forwarding.out_sessions[nodes[1].node_id]
+                assert session.session_id != old and session.boot == again.boot
+                assert stat(buses[0], "cluster_stats_sessions_restarted") == 1
+                assert [m for _, m, _ in nodes[1].delivered] == [b"0"]
+                assert nodes[1].lost == []
+            finally:
+                await again.stop()
+        finally:
+            await buses[0].stop()
+
+    run(main())
+
+
+def test_a_refused_handshake_is_counted_and_logged_on_both_sides(caplog):
+    """Two secrets: the dialer finds the acceptor's MAC bad (auth failures), the
+    acceptor sees the handshake ended by its peer (handshakes refused); each
+    logs the first refusal of an address and only counts the next ones for a
+    minute."""
+
+    async def main():
+        a_node, b_node = BusTestNode(), BusTestNode()
+        a = ClusterBus(a_node, config(cluster_secret="one"))
+        await a.start()
+        b = ClusterBus(b_node, config(cluster_secret="two", join=[f"127.0.0.1:{a.port}"]))
+        await b.start()
+        try:
+            await until(
+                lambda: (
+                    stat(b, "cluster_stats_auth_failures") >= 3
+                    and stat(a, "cluster_stats_handshakes_refused") >= 3
+                ),
+                what="three refusals each side",
+            )
+        finally:
+            await stop_all([(a_node, a), (b_node, b)])
+
+    caplog.set_level("WARNING", logger="bloomcast.bus")
+    run(main())
+    refused = [r for r in caplog.records if "closed by the peer before it completed" in r.message]
+    assert "bus handshake from 127.0.0.1" in refused[0].message
+    failed = [r for r in caplog.records if "bad cluster secret" in r.message]
+    assert len(refused) == 1 and len(failed) == 1, [r.message for r in caplog.records]
+
+
+def test_a_seed_that_is_a_client_port_gets_a_hint():
+    """--join aimed at a Redis-protocol port: the dialer's log says so."""
+    from cluster_bus.refusals import CLIENT_PORT_HINT, resp_hint
+
+    assert resp_hint("bad magic b'-E'", b"-ERR unknown") == f"bad magic b'-E'; {CLIENT_PORT_HINT}"
+    assert resp_hint("bad magic b'xx'", b"xx") == "bad magic b'xx'"

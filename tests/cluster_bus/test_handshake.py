@@ -70,3 +70,22 @@ def test_dialling_ourselves_is_recognised():
     answer = Handshake(A, None, outbound=False).receive(me.hello()).send
     step = me.receive(answer)
     assert step.myself and not step.done and step.error is None
+
+
+def test_each_side_learns_the_others_boot_and_a_forged_boot_breaks_the_mac():
+    """The boot (random per process) rides in HELLO and in both MACs: a peer
+    that restarted keeping its id is known to be a new life, and a man in the
+    middle cannot swap it."""
+    dialer = Handshake(A, b"s", outbound=True, boot=11)
+    acceptor = Handshake(B, b"s", outbound=False, boot=22)
+    reply = acceptor.receive(dialer.hello()).send
+    assert isinstance(reply, Hello) and reply.boot == 22
+    assert acceptor.peer_boot == 11
+    forged = Hello(reply.node_id, reply.nonce, reply.mac, reply=True, boot=23)
+    assert (
+        Handshake(A, b"s", outbound=True, boot=11, nonce=dialer.nonce).receive(forged).error
+        == "bad cluster secret (acceptor's HMAC)"
+    )
+    step = dialer.receive(reply)
+    assert step.done and dialer.peer_boot == 22
+    assert acceptor.receive(step.send).done

@@ -48,16 +48,21 @@ NID = "0123456789abcdef0123456789abcdef01234567"
 
 
 def corpus() -> list[bytes]:
-    g = (GossipEntry(NID, "127.0.0.1", 7001, 17001, 2, 5, 123456, 2**64 - 1, 7),)
+    g = (
+        GossipEntry(NID, "127.0.0.1", 7001, 17001, 2, 5, 123456, 2**64 - 1, 7),
+        GossipEntry(NID, "10.0.0.9", 7003, 17003, 0, 1, 2, 3, 4, 6380, "node-3.example"),
+    )
     sparse = bytearray(128)
     sparse[3] = 0x41
     msgs: list[Message] = [
         Hello(NID, b"n" * 16, b"m" * 32, True),
         Hello(NID, b"n" * 16),
+        Hello(NID, b"n" * 16, b"", False, 2**64 - 1),
         HelloAuth(b"a" * 32),
         Meet(NID, "127.0.0.1", 7001, 17001, 1, 2, 3, 0b101, False, 0, g),
         Ping(NID, "::1", 7002, 17002, 9, 8, 7, 0, True, 1, g + g, 2**32 - 1),
         Pong(NID, "h", 1, 2, 3, 4, 5, 6, False, 0, ()),
+        Pong(NID, "", 1, 2, 3, 4, 5, 6, False, 0, (), 7, 6380, "me.example"),
         FilterRequest(FilterKind.PATTERNS),
         FilterFull(FilterKind.CHANNELS, 1024, 7, bytes(sparse), 11, 2),
         FilterFull(FilterKind.PATTERNS, 64, 7, b"\xff\x01" * 4, 11, 2, 0b11, True),
@@ -70,7 +75,9 @@ def corpus() -> list[bytes]:
         Leave(),
         Ack(77),
         Session(2**64 - 1, 1, 2**32 - 1),
+        Session(7, 5, 9, 2, 1_700_000_000_000, 1_700_000_004_000, 3),
         Resend(0x1234, 99),
+        Resend(0x1234, 99, 12),
     ]
     frames = [encode(m, sender=0x01234567) for m in msgs]
     return [*frames, b"".join(frames[:5]), b"".join(frames[8:12])]

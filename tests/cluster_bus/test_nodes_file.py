@@ -1,0 +1,123 @@
+"""cluster_bus/nodes_file.py: the node's persistent identity (Redis's nodes.conf
+role): the format read back, the lock against a second node, atomic writes,
+and a bus restarted from its file rejoining the peers it knew by itself."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+
+import pytest
+
+from cluster_bus.bus import ClusterBus
+from cluster_bus.membership import Membership
+from cluster_bus.nodes import LostNode
+from cluster_bus.nodes_file import NodesFile, NodesFileError, parse, render
+from tests.cluster_bus.test_bus import BusTestNode, config, converged, crash, until
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def nid(i: int) -> str:
+    return f"{i:040x}"
+
+
+def membership() -> Membership:
+    m = Membership(nid(0), "10.0.0.1", 7000, 17000, 2000, random.Random(1), 200)
+    m.myself.hostname, m.myself.incarnation = "me.example", 4
+    m.learn(nid(1), "10.0.0.2", 7001, 17001, 0)
+    m.peers[nid(1)].hostname = "one.example"
+    m.lost[nid(2)] = LostNode(nid(2), "10.0.0.3", 7002, 17002, 5)
+    return m
+
+
+def test_the_file_reads_back_as_written_in_redis_line_format():
+    text = render(membership(), epoch=9)
+    lines = text.splitlines()
+    assert lines[0] == f"{nid(0)} 10.0.0.1:7000@17000,me.example myself,master - 0 0 9 connected"
+    assert lines[1] == f"{nid(1)} 10.0.0.2:7001@17001,one.example master - 0 0 0 connected"
+    assert lines[2] == f"{nid(2)} 10.0.0.3:7002@17002 master,fail - 0 0 0 disconnected"
+    assert lines[3] == "vars currentEpoch 9 lastVoteEpoch 0 incarnation 4"
+    saved = parse(text)
+    assert (saved.my_id, saved.epoch, saved.incarnation) == (nid(0), 9, 4)
+    assert [(n.node_id, n.host, n.client_port, n.bus_port, n.hostname) for n in saved.nodes] == [
+        (nid(1), "10.0.0.2", 7001, 17001, "one.example"),
+        (nid(2), "10.0.0.3", 7002, 17002, ""),
+    ]
+
+
+def test_a_bad_file_is_one_line_naming_the_line():
+    with pytest.raises(NodesFileError, match=r"^f:2: not a node line: 'garbage'$"):
+        parse(f"{nid(0)} 1.2.3.4:1@2 myself,master - 0 0 0 connected\ngarbage\n", "f")
+    with pytest.raises(NodesFileError, match="no line with the myself flag"):
+        parse(f"{nid(1)} 1.2.3.4:1@2 master - 0 0 0 connected\n", "f")
+
+
+def test_a_second_node_cannot_take_the_same_file(tmp_path):
+    path = tmp_path / "nodes.conf"
+    first = NodesFile(path)
+    assert first.open() is None  # no file yet: a new identity
+    second = NodesFile(path)
+    with pytest.raises(NodesFileError, match="already used by a different bloomcast node"):
+        second.open()
+    first.close()
+    assert second.open() is None  # the lock went with the first node
+    second.close()
+
+
+def test_saves_are_atomic_and_only_on_change(tmp_path):
+    path = tmp_path / "nodes.conf"
+    f = NodesFile(path)
+    f.open()
+    m = membership()
+    assert f.save(m, 1) is True
+    inode = os.stat(path).st_ino
+    assert f.save(m, 1) is False  # nothing changed: no write
+    m.learn(nid(5), "10.0.0.6", 7005, 17005, 0)
+    assert f.save(m, 1) is True
+    assert os.stat(path).st_ino != inode  # replaced by rename, never rewritten in place
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+    assert parse(path.read_text()).nodes[1].node_id == nid(5)
+    f.close()
+
+
+def test_a_bus_restarted_from_its_file_keeps_its_id_and_rejoins_by_itself(tmp_path):
+    """Node b restarts from its nodes file with no --join: it is the same node
+    id, its peer a is a lost node it redials, and both reconverge; a's session
+    with b starts over (b's boot changed) without counting a loss."""
+
+    async def main():
+        path = tmp_path / "b.conf"
+        a_node = BusTestNode()
+        a = ClusterBus(a_node, config())
+        await a.start()
+        b_file = NodesFile(path)
+        assert b_file.open() is None
+        b_node = BusTestNode()
+        b = ClusterBus(b_node, config(join=[f"127.0.0.1:{a.port}"]), nodes_file=b_file)
+        await b.start()
+        try:
+            await until(lambda: converged([a, b]))
+            await until(lambda: a_node.node_id in path.read_text(), what="b saved a")
+            crash(b)
+            b_file.close()
+            again_file = NodesFile(path)
+            saved = again_file.open()
+            assert saved is not None and saved.my_id == b_node.node_id
+            b_node.node_id = saved.my_id
+            again = ClusterBus(b_node, config(port=b.port), nodes_file=again_file, saved=saved)
+            assert again.config.join == ()
+            await again.start()
+            try:
+                assert a_node.node_id in again.membership.lost or converged([a, again])
+                await until(lambda: converged([a, again]), what="b rejoined a by itself")
+                assert again.membership.myself.incarnation > b.membership.myself.incarnation
+                assert a_node.lost == [] and b_node.lost == []
+            finally:
+                await again.stop()
+                again_file.close()
+        finally:
+            await a.stop()
+
+    asyncio.run(main())
