@@ -7,14 +7,12 @@ from typing import TYPE_CHECKING
 from router import resp
 from router.commands.base import Command, Reply
 from router.commands.client_view import acl_context, info_line
+from router.identity import REDIS_VERSION, SERVER_NAME
 from router.parser import string2ll
 
 if TYPE_CHECKING:
     from router.client import Client
     from router.node import Node
-
-#: the Redis version whose pub/sub behaviour the node reproduces (HELLO, INFO)
-REDIS_VERSION = "7.2.0"
 
 
 def ping(node: Node, client: Client, args: list[bytes]) -> Reply:
@@ -60,6 +58,10 @@ def auth(node: Node, client: Client, args: list[bytes]) -> Reply:
 
 
 def hello(node: Node, client: Client, args: list[bytes]) -> Reply:
+    """HELLO [protover [AUTH user pass] [SETNAME name]] (Redis 7.0.15
+    ``helloCommand``): options take effect as they are read, then the
+    NOAUTH check; the map declares :mod:`router.identity`'s version and
+    ``mode`` cluster only for a node with a bus (``node.cluster_enabled``)."""
     version = client.resp
     i = 1
     if len(args) >= 2:
@@ -71,7 +73,6 @@ def hello(node: Node, client: Client, args: list[bytes]) -> Reply:
         if version not in (2, 3):
             return resp.error("NOPROTO unsupported protocol version")
         i = 2
-    name: bytes | None = None
     while i < len(args):
         opt = args[i].lower()
         more = len(args) - i - 1
@@ -80,30 +81,30 @@ def hello(node: Node, client: Client, args: list[bytes]) -> Reply:
                 return resp.error("WRONGPASS invalid username-password pair or user is disabled.")
             i += 3
         elif opt == b"setname" and more >= 1:
-            name = args[i + 1]
-            if not valid_client_name(name):
+            # set at once, as Redis's clientSetNameOrReply: a later bad option
+            # or the NOAUTH below does not undo it
+            if not valid_client_name(args[i + 1]):
                 return resp.error(
                     "ERR Client names cannot contain spaces, newlines or special characters."
                 )
+            client.name = args[i + 1]
             i += 2
         else:
             return resp.error(f"ERR Syntax error in HELLO option '{resp.c_string(args[i])}'")
     if not client.authenticated:
         return resp.error(
             "NOAUTH HELLO must be called with the client already authenticated, otherwise "
-            "the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the "
+            "the HELLO AUTH <user> <pass> option can be used to authenticate the "
             "client and select the RESP protocol version at the same time"
         )
-    if name is not None:
-        client.name = name
     client.resp = version
     return resp.encode_value(
         {
-            "server": "bloomcast",
+            "server": SERVER_NAME,
             "version": REDIS_VERSION,
             "proto": version,
             "id": client.id,
-            "mode": "cluster",
+            "mode": "cluster" if node.cluster_enabled else "standalone",
             "role": "master",
             "modules": [],
         },

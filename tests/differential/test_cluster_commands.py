@@ -12,7 +12,7 @@ import pytest
 
 from bench.redis_cluster import RedisCluster
 from bloomcast.testing import LocalCluster, redis_server_path
-from tests.differential.oracle import exchange
+from tests.differential.oracle import exchange, hello_identity_masked, split_frames
 from tests.procs import bloomcast_node
 
 pytestmark = pytest.mark.timeout(120)
@@ -73,9 +73,23 @@ def test_slot_map_replies_have_redis_shape(servers, hello, command):
     oracle, node = servers
     theirs, _ = exchange(oracle, hello + command + b"\r\n")
     ours, _ = exchange(node, hello + command + b"\r\n")
-    if hello:  # drop HELLO's reply: version, id and mode legitimately differ
-        theirs, ours = theirs[theirs.index(b"modules") :], ours[ours.index(b"modules") :]
+    theirs, ours = hello_identity_masked(theirs), hello_identity_masked(ours)
     assert normalized(ours, node) == normalized(theirs, oracle)
+
+
+@pytest.mark.parametrize("hello", [b"HELLO\r\n", b"HELLO 3\r\n"])
+def test_a_node_with_a_bus_declares_cluster_mode(servers, hello):
+    """HELLO's map (but its server name and client id) and INFO's mode as a
+    Redis Cluster 7.0.15 node's."""
+    oracle, node = servers
+    payload = hello + b"INFO cluster\r\n"
+    theirs, ours = exchange(oracle, payload)[0], exchange(node, payload)[0]
+    assert b"$7\r\ncluster\r\n" in theirs and b"cluster_enabled:1\r\n" in theirs
+    (their_hello, _), (our_hello, info) = split_frames(theirs), split_frames(ours)
+    assert hello_identity_masked(our_hello) == hello_identity_masked(their_hello)
+    assert b"# Cluster\r\ncluster_enabled:1\r\n" in info
+    for port in (oracle, node):
+        assert b"\r\nredis_mode:cluster\r\n" in exchange(port, b"INFO server\r\n")[0]
 
 
 def test_cluster_info_has_every_redis_field(servers):
