@@ -42,6 +42,7 @@ from router.commands.client_view import acl_context, info_line
 from router.stats import CommandStat, share_time
 
 if TYPE_CHECKING:
+    from router.commands.tracking import Tracking
     from router.node import Node
 
 #: the longest one connection's requests hold the loop before the other
@@ -77,10 +78,15 @@ class ClientExtras:
     lib_ver: bytes = b""
     no_evict: bool = False  # CLIENT NO-EVICT: shown only (the node evicts no client)
     in_exec: bool = False  # running EXEC's commands: replies never wait
+    #: while EXEC runs: its queue and the output queued before it (CLIENT LIST
+    #: shows them: Redis keeps CLIENT_MULTI and the reply buffer until EXEC ends)
+    executing: tuple[Transaction, list[bytes]] | None = None
     peer_ip: str = ""  # protected mode's test, at connect
     refused: bool = False  # protected mode turned it away at connect
     slicing: bool = False  # a slice of a huge request (or long pipeline) is scheduled
     laddr: str = "?:0"  # CLIENT LIST / KILL LADDR
+    fd: int = -1  # the socket's descriptor (CLIENT LIST fd=)
+    tracking: Tracking | None = None  # CLIENT TRACKING on (router/commands/tracking.py)
 
 
 class Client(ClientOutput, asyncio.Protocol):
@@ -106,7 +112,8 @@ class Client(ClientOutput, asyncio.Protocol):
         self.last_interaction = self.extras.created
         self.last_command = "NULL"  # Redis's cmd= before the first command
         # CLIENT REPLY OFF / SKIP (Redis's CLIENT_REPLY_OFF, _SKIP_NEXT flags);
-        # ``quiet`` is either, so the common path checks one attribute
+        # ``quiet``: either, or a CLIENT CACHING flag to clear after the next
+        # command (update_quiet), so the common path checks one attribute
         self.reply_off = False
         self.reply_skip_next = False
         self.quiet = False
@@ -137,6 +144,9 @@ class Client(ClientOutput, asyncio.Protocol):
             self.extras.peer_ip = str(peer[0])
         if sock:
             self.extras.laddr = f"{sock[0]}:{sock[1]}"
+        raw = transport.get_extra_info("socket")
+        if raw is not None:
+            self.extras.fd = raw.fileno()
         self.node.client_connected(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -296,18 +306,35 @@ class Client(ClientOutput, asyncio.Protocol):
         self._process()
 
     def execute_quietly(self, args: list[bytes]) -> Reply:
-        """Run one request under CLIENT REPLY OFF or SKIP (Redis's
-        ``resetClient`` / ``prepareClientToWrite``): SKIP silences the next
-        command's reply, OFF every reply until ON or RESET; pub/sub
-        confirmations and messages are pushes and always go out."""
+        """Run one request under CLIENT REPLY OFF or SKIP, or after CLIENT
+        CACHING (Redis's ``resetClient`` / ``prepareClientToWrite``): SKIP
+        silences the next command's reply, OFF every reply until ON or RESET;
+        pub/sub confirmations and messages are pushes and always go out. The
+        CACHING flag is cleared once a command that is not a CLIENT command
+        has run outside MULTI (an unknown command too)."""
         skip = self.reply_skip_next
         self.reply_skip_next = False
         reply = self.execute(args)
         if (skip or self.reply_off) and args[0].lower().decode(errors="replace") not in CONFIRMING:
             # a postponed command (CLIENT PAUSE) still holds what follows back
             reply = b"" if type(reply) is bytes else self.node.after(cast(_Waited, reply), b"")
-        self.quiet = self.reply_off or self.reply_skip_next
+        tracking = self.extras.tracking
+        if (
+            tracking is not None
+            and self.multi is None
+            and not self.last_command.startswith("client|")  # not CLIENT alone either
+        ):
+            tracking.caching = False
+        self.update_quiet()
         return reply
+
+    def update_quiet(self) -> None:
+        """Requests take :meth:`execute_quietly` while CLIENT REPLY OFF / SKIP
+        or a CLIENT CACHING flag is on."""
+        tracking = self.extras.tracking
+        self.quiet = (
+            self.reply_off or self.reply_skip_next or (tracking is not None and tracking.caching)
+        )
 
     def execute(self, args: list[bytes]) -> Reply:
         """Run one request; returns reply bytes or a future of them. Checked
@@ -317,12 +344,14 @@ class Client(ClientOutput, asyncio.Protocol):
         node = self.node
         top = LOOKUP.get(args[0]) or COMMANDS.get(args[0].lower())
         if top is None:
+            self.last_command = "NULL"  # Redis's lastcmd of a command it does not know
             return self._reject(None, resp.unknown_command_text(args))
         cmd = top
         argc = len(args)
         if cmd.subcommands is not None and argc >= 2:
             sub = cmd.subcommands.get(args[1].lower())
             if sub is None:
+                self.last_command = "NULL"
                 shown = resp.c_string(args[1][:128])
                 return self._reject(
                     None, f"ERR unknown subcommand '{shown}'. Try {cmd.name.upper()} HELP."
@@ -338,7 +367,7 @@ class Client(ClientOutput, asyncio.Protocol):
         if not user.unrestricted and not cmd.no_auth:
             denial = node.acl.denied(user, cmd.name, args)
             if denial is not None:  # in MULTI: refused at queue time (EXECABORT)
-                node.acl.add_log(*denial, user.name, info_line(self), acl_context(self))
+                node.acl.add_log(*denial, user.name, info_line(self, args), acl_context(self))
                 return self._reject(cmd, noperm_text(*denial))
         if (
             self.resp == 2
@@ -353,7 +382,8 @@ class Client(ClientOutput, asyncio.Protocol):
         if node.pause.level and node.pause.holds(self, cmd):
             return node.pause.postpone(self, args)
         if self.multi is not None and top.name not in _MULTI_IMMEDIATE:
-            self.multi.append((cmd, args))
+            if not self.multi.dirty:  # an aborted transaction keeps nothing more
+                self.multi.append((cmd, args))
             return _QUEUED
         reply = cmd.handler(node, self, args)
         # counted after it ran, as Redis's call() counts (so INFO does not

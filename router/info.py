@@ -118,7 +118,9 @@ def info_sections(node: Node) -> dict[str, Section]:
             "cluster_connections": int(cluster.get("cluster_links_connected", 0)),
             "maxclients": config.maxclients,
             "blocked_clients": 0,
-            "tracking_clients": 0,
+            "tracking_clients": sum(
+                1 for cl in node.clients.values() if cl.extras.tracking is not None
+            ),
             "clients_in_timeout_table": 0,
             "pubsub_clients": pubsub_clients,
         },

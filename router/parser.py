@@ -96,6 +96,7 @@ class RequestParser:
         "_guard",
         "_pending",
         "_pos",
+        "_read_start",
         "_reader",
         "authenticated",
         "backlog",
@@ -106,6 +107,7 @@ class RequestParser:
     def __init__(self, max_bulk: int, max_multibulk: int, *, fast: bool = True) -> None:
         self._buf = bytearray()
         self._pos = 0
+        self._read_start = 0  # where the unparsed bytes began when the last read came
         self._args: list[bytes] = []
         self._pending = 0  # bulks still expected by the multibulk being read
         # hiredis mirror of self._buf[self._pos:] while the fast path is on, else None
@@ -133,6 +135,7 @@ class RequestParser:
             self._guard = max(0, self._guard - pos)
             self._pos = pos = 0
         before = len(buf)
+        self._read_start = pos
         buf += data
         reader = self._reader
         if reader is not None:
@@ -157,8 +160,24 @@ class RequestParser:
 
     @property
     def buffered(self) -> int:
-        """Bytes received and not yet parsed (Redis's ``qbuf``)."""
+        """Bytes received and not yet parsed."""
         return len(self._buf) - self._pos
+
+    def query_buffer(self, running: bool) -> tuple[int, int, int]:
+        """CLIENT LIST's ``qbuf``, ``qbuf-free`` and the buffer's allocation, as
+        Redis counts them: while a request of it runs (``running``), the read
+        it came in, parsed bytes included (Redis trims its query buffer only
+        after the read's requests ran); otherwise the bytes not yet parsed."""
+        buf = self._buf
+        used = len(buf) - (self._read_start if running else self._pos)
+        allocated = buf.__alloc__()
+        return used, max(allocated - len(buf) - 1, 0), allocated
+
+    @property
+    def partial_bytes(self) -> int:
+        """The bytes of the arguments read so far of a request still arriving
+        (Redis's ``argv_len_sum`` between two reads)."""
+        return sum(len(a) for a in self._args)
 
     def next_request(self) -> list[bytes] | None:
         """The next complete request, or None when more bytes are needed

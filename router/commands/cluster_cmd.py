@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from cluster_bus.slots import CLUSTER_SLOTS, key_slot, shard_id
 from router import resp
 from router.commands.base import Command, Handler, Reply, subcommand_table
+from router.commands.tracking import flush_invalidations
 from router.parser import string2ll
 
 if TYPE_CHECKING:
@@ -217,10 +218,11 @@ def dbsize(node: Node, client: Client, args: list[bytes]) -> Reply:
 
 def flush(node: Node, client: Client, args: list[bytes]) -> Reply:
     """FLUSHALL / FLUSHDB [ASYNC|SYNC]: nothing to flush; Redis's argument check
-    (test suites and tools call them between tests)."""
+    (test suites and tools call them between tests), and Redis's "every key"
+    invalidation to the clients that track keys (:mod:`router.commands.tracking`)."""
     if len(args) > 2 or (len(args) == 2 and args[1].lower() not in (b"async", b"sync")):
         return resp.error("ERR syntax error")
-    return resp.OK
+    return resp.OK + flush_invalidations(node, client)
 
 
 def function_flush(node: Node, client: Client, args: list[bytes]) -> Reply:

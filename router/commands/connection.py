@@ -28,12 +28,13 @@ def echo(node: Node, client: Client, args: list[bytes]) -> Reply:
     return resp.bulk(args[1])
 
 
-def _login(node: Node, client: Client, user: bytes, password: bytes, verb: bytes) -> bool:
+def _login(node: Node, client: Client, user: bytes, password: bytes, args: list[bytes]) -> bool:
     """Authenticate ``client`` as ``user`` (Redis's ``ACLAuthenticateUser``):
     a failure is logged in ACL LOG with reason auth and the command's name."""
     found = node.acl.authenticate(user, password)
     if found is None:
-        node.acl.add_log("auth", verb, user, info_line(client), acl_context(client))
+        line = info_line(client, args)
+        node.acl.add_log("auth", args[0], user, line, acl_context(client))
         return False
     client.user = found
     client.set_authenticated(True)
@@ -52,7 +53,7 @@ def auth(node: Node, client: Client, args: list[bytes]) -> Reply:
         user, password = b"default", args[1]
     else:
         user, password = args[1], args[2]
-    if not _login(node, client, user, password, args[0]):
+    if not _login(node, client, user, password, args):
         return resp.error("WRONGPASS invalid username-password pair or user is disabled.")
     return resp.OK
 
@@ -77,7 +78,7 @@ def hello(node: Node, client: Client, args: list[bytes]) -> Reply:
         opt = args[i].lower()
         more = len(args) - i - 1
         if opt == b"auth" and more >= 2:
-            if not _login(node, client, args[i + 1], args[i + 2], args[0]):
+            if not _login(node, client, args[i + 1], args[i + 2], args):
                 return resp.error("WRONGPASS invalid username-password pair or user is disabled.")
             i += 3
         elif opt == b"setname" and more >= 1:
@@ -144,7 +145,9 @@ def reset(node: Node, client: Client, args: list[bytes]) -> Reply:
     node.filters_changed(node.registry.drop_client(client))
     client.resp = 2
     client.name = b""
-    client.reply_off = client.reply_skip_next = client.quiet = False
+    client.reply_off = client.reply_skip_next = False
+    client.extras.tracking = None  # Redis's clearClientConnectionState: disableTracking
+    client.update_quiet()
     client.extras.db = 0
     client.multi = None  # discardTransaction + unwatchAllKeys
     client.user = node.acl.default

@@ -106,6 +106,23 @@ def hello_identity_masked(data: bytes) -> bytes:
     return re.sub(rb"(\$2\r\nid\r\n):\d+\r\n", rb"\1:?\r\n", data)
 
 
+#: CLIENT LIST / INFO fields whose values are the process's own (a socket,
+#: times, buffer sizes and their allocation)
+PROCESS_FIELDS = "addr laddr fd age idle qbuf-free rbs rbp tot-mem".split()  # noqa: SIM905
+
+
+def client_info_masked(data: bytes, *fields: str) -> bytes:
+    """CLIENT LIST / INFO lines with :data:`PROCESS_FIELDS` (and ``fields``)
+    masked, and the node's two Redis 7.2 fields after ``resp=`` (CLIENT
+    SETINFO's ``lib-name`` / ``lib-ver``) dropped, so that the rest, names,
+    order and values, compares with Redis 7.0.15 byte for byte."""
+    names = "|".join(re.escape(f) for f in (*PROCESS_FIELDS, *fields))
+    data = re.sub(rb"(?<![\w-])(%b)=\S*" % names.encode(), rb"\1=?", data)
+    data = re.sub(rb"( resp=\d+) lib-name=\S* lib-ver=\S*", rb"\1", data)
+    # a bulk or verbatim length changes with the values: masked too
+    return re.sub(rb"(?m)^([$=])\d+(\r\n(?:txt:)?id=)", rb"\1?\2", data)
+
+
 def assert_same_as_oracle(servers: tuple[int, int], payload: bytes) -> None:
     """The node's reply bytes (and whether it closed) are the oracle's, each
     HELLO reply masked."""
