@@ -138,7 +138,14 @@ def unwatch(node: Node, client: Client, args: list[bytes]) -> Reply:
 
 COMMANDS = (
     Command("multi", 1, multi, "Starts a transaction.", "transactions"),
-    Command("exec", 1, exec_, "Executes all commands in a transaction.", "transactions"),
+    Command(
+        "exec",
+        1,
+        exec_,
+        "Executes all commands in a transaction.",
+        "transactions",
+        slot_checked=True,
+    ),
     Command("discard", 1, discard, "Discards a transaction.", "transactions"),
     Command("watch", -2, watch, "Monitors changes to keys.", "transactions"),
     Command("unwatch", 1, unwatch, "Forgets about watched keys.", "transactions"),

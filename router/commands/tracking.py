@@ -179,6 +179,15 @@ def caching(node: Node, client: Client, args: list[bytes]) -> Reply:
     return resp.OK
 
 
+def after_command(client: Client) -> None:
+    """After a tracking client's command: the CACHING flag is cleared once a
+    command that is not a CLIENT subcommand ran outside MULTI (an unknown
+    command, or CLIENT alone, too: Redis's ``resetClient``)."""
+    tracking = client.extras.tracking
+    if tracking is not None and client.multi is None and client.last_command[:7] != "client|":
+        tracking.caching = False
+
+
 def getredir(node: Node, client: Client, args: list[bytes]) -> Reply:
     """CLIENT GETREDIR: the redirect id, 0 for none, -1 when not tracking."""
     state = client.extras.tracking
