@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.differential.oracle import exchange, redis_only
+from tests.differential.oracle import assert_same_as_oracle, exchange, redis_only
 from tests.procs import connect, read_quiet
 
 pytestmark = [pytest.mark.timeout(120), redis_only]
@@ -50,8 +50,7 @@ EDGES = {
 
 @pytest.mark.parametrize("case", list(EDGES))
 def test_same_bytes_as_redis(servers, case):
-    oracle, node = servers
-    assert exchange(node, EDGES[case]) == exchange(oracle, EDGES[case])
+    assert_same_as_oracle(servers, EDGES[case])
 
 
 BIG = {

@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from tests.differential.oracle import exchange, redis_only
+from tests.differential.oracle import assert_same_as_oracle, exchange, redis_only
 
 pytestmark = [pytest.mark.timeout(120), redis_only]
 
@@ -38,9 +38,7 @@ CASES = {
 
 @pytest.mark.parametrize("case", list(CASES))
 def test_same_bytes_as_redis(servers, case):
-    oracle, node = servers
-    want, got = exchange(oracle, CASES[case]), exchange(node, CASES[case])
-    assert got == want
+    assert_same_as_oracle(servers, CASES[case])
 
 
 def _stats(port: int) -> dict[str, tuple[int, int]]:
