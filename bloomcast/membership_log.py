@@ -23,11 +23,12 @@ PERIOD_S = 1.0
 
 
 def peers(lines: list[str]) -> dict[str, tuple[str, str]]:
-    """node id -> (``host:port@busport``, link state) of every node but this one."""
+    """node id -> (``host:port@busport``, link state) of every node but this one
+    (an address still in its handshake is no node yet: its id is a stand-in)."""
     out = {}
     for line in lines:
         parts = line.split()
-        if len(parts) >= 8 and "myself" not in parts[2].split(","):
+        if len(parts) >= 8 and not {"myself", "handshake"} & set(parts[2].split(",")):
             out[parts[0]] = (parts[1], parts[7])
     return out
 

@@ -3,21 +3,21 @@
 Bytes go through the sans-IO :class:`router.parser.RequestParser`; each request
 is looked up in :data:`router.commands.COMMANDS` and checked the way Redis's
 ``processCommand`` checks it, in Redis's order: unknown command, arity,
-authentication, subscribed context (RESP2 only), CLIENT PAUSE
-(:mod:`router.pause`), then queued if in MULTI (:mod:`router.commands.multi`);
-a command that runs is counted for INFO commandstats, its time read once
-per pipelined batch (:mod:`router.stats`). Replies and pub/sub
-messages go to one output queue that the node writes once per event-loop
-turn, after every ready client has been read — Redis's
+authentication, ACL, CROSSSLOT (a cluster node), subscribed context (RESP2
+only; commands the node lacks too: :mod:`router.command_checks`), CLIENT
+PAUSE (:mod:`router.pause`), then queued if in MULTI
+(:mod:`router.commands.multi`); a command that runs is counted for INFO
+commandstats, its time read once per pipelined batch (:mod:`router.stats`).
+Replies and pub/sub messages go to one output queue that the node writes
+once per event-loop turn, after every ready client has been read — Redis's
 ``handleClientsWithPendingWrites`` in ``beforeSleep`` — so a pipelined batch
 costs one ``send()``, and the sends of one turn go out back to back.
 
 A command may answer with a future (SUBSCRIBE under subscribe visibility, a
-command CLIENT PAUSE postponed):
-the connection then behaves like a Redis blocked client — it stops reading
-until the future resolves, writes the reply and carries on with what is
-buffered, so replies keep their order. Output and its pub/sub limits:
-:mod:`router.client_output`.
+command CLIENT PAUSE postponed): the connection then behaves like a Redis
+blocked client — it stops reading until the future resolves, writes the
+reply and carries on with what is buffered, so replies keep their order.
+Output and its pub/sub limits: :mod:`router.client_output`.
 
 No connection holds the loop: its requests share a budget of
 :data:`SLICE_SECONDS` per loop turn (a huge multibulk is parsed in slices by
@@ -29,16 +29,24 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
-from dataclasses import dataclass, field
 from time import perf_counter_ns
 from typing import TYPE_CHECKING, cast
 
 from router import client_log, parser, resp
 from router.acl.registry import noperm_text
+from router.client_extras import ClientExtras
 from router.client_output import ClientOutput
+from router.command_checks import (
+    CROSSSLOT,
+    SUBSCRIBED_ALLOWED,
+    context_error,
+    cross_slot,
+    elsewhere,
+)
 from router.commands import COMMANDS, LOOKUP, Reply
 from router.commands.base import CONFIRMING, Command, Transaction
 from router.commands.client_view import acl_context, info_line
+from router.commands.tracking import after_command
 from router.stats import CommandStat, share_time
 
 if TYPE_CHECKING:
@@ -51,36 +59,10 @@ if TYPE_CHECKING:
 SLICE_SECONDS = 0.005
 _SLICE_NS = int(SLICE_SECONDS * 1e9)
 
-# commands a RESP2 client may send while subscribed (Redis's processCommand);
-# subscribed = any channel, pattern or shard channel (Redis 7.0's CLIENT_PUBSUB)
-_SUBSCRIBED_ALLOWED = frozenset(
-    {"subscribe", "ssubscribe", "sunsubscribe", "psubscribe", "unsubscribe", "punsubscribe"}
-    | {"ping", "quit", "reset"}
-)
-
-
 # run at once inside MULTI, never queued (Redis ``processCommand``)
 _MULTI_IMMEDIATE = frozenset({"exec", "discard", "multi", "watch", "quit", "reset"})
 _QUEUED = b"+QUEUED\r\n"
 _Waited = asyncio.Future[None]
-
-
-@dataclass(slots=True)
-class ClientExtras:
-    """State read rarely, kept out of the Client's own attributes (CPython
-    shares an instance dict's keys only up to 30 of them; past that every
-    attribute read on the hot path is slower)."""
-
-    created: float = field(default_factory=time.monotonic)
-    db: int = 0  # SELECT: recorded only, pub/sub ignores it (as Redis)
-    lib_name: bytes = b""  # CLIENT SETINFO
-    lib_ver: bytes = b""
-    no_evict: bool = False  # CLIENT NO-EVICT: shown only (the node evicts no client)
-    in_exec: bool = False  # running EXEC's commands: replies never wait
-    peer_ip: str = ""  # protected mode's test, at connect
-    refused: bool = False  # protected mode turned it away at connect
-    slicing: bool = False  # a slice of a huge request (or long pipeline) is scheduled
-    laddr: str = "?:0"  # CLIENT LIST / KILL LADDR
 
 
 class Client(ClientOutput, asyncio.Protocol):
@@ -106,7 +88,8 @@ class Client(ClientOutput, asyncio.Protocol):
         self.last_interaction = self.extras.created
         self.last_command = "NULL"  # Redis's cmd= before the first command
         # CLIENT REPLY OFF / SKIP (Redis's CLIENT_REPLY_OFF, _SKIP_NEXT flags);
-        # ``quiet`` is either, so the common path checks one attribute
+        # ``quiet``: either, or a CLIENT CACHING flag to clear after the next
+        # command (update_quiet), so the common path checks one attribute
         self.reply_off = False
         self.reply_skip_next = False
         self.quiet = False
@@ -137,6 +120,9 @@ class Client(ClientOutput, asyncio.Protocol):
             self.extras.peer_ip = str(peer[0])
         if sock:
             self.extras.laddr = f"{sock[0]}:{sock[1]}"
+        raw = transport.get_extra_info("socket")
+        if raw is not None:
+            self.extras.fd = raw.fileno()
         self.node.client_connected(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -296,64 +282,80 @@ class Client(ClientOutput, asyncio.Protocol):
         self._process()
 
     def execute_quietly(self, args: list[bytes]) -> Reply:
-        """Run one request under CLIENT REPLY OFF or SKIP (Redis's
-        ``resetClient`` / ``prepareClientToWrite``): SKIP silences the next
-        command's reply, OFF every reply until ON or RESET; pub/sub
-        confirmations and messages are pushes and always go out."""
+        """Run one request under CLIENT REPLY OFF or SKIP, or after CLIENT
+        CACHING (Redis's ``resetClient`` / ``prepareClientToWrite``): SKIP
+        silences the next command's reply, OFF every reply until ON or RESET;
+        pub/sub confirmations and messages are pushes and always go out. The
+        CACHING flag is cleared once a command that is not a CLIENT command
+        has run outside MULTI (an unknown command too)."""
         skip = self.reply_skip_next
         self.reply_skip_next = False
         reply = self.execute(args)
         if (skip or self.reply_off) and args[0].lower().decode(errors="replace") not in CONFIRMING:
             # a postponed command (CLIENT PAUSE) still holds what follows back
             reply = b"" if type(reply) is bytes else self.node.after(cast(_Waited, reply), b"")
-        self.quiet = self.reply_off or self.reply_skip_next
+        after_command(self)
+        self.update_quiet()
         return reply
 
+    def update_quiet(self) -> None:
+        """Requests take :meth:`execute_quietly` while CLIENT REPLY OFF / SKIP
+        or a CLIENT CACHING flag is on."""
+        caching = self.extras.tracking is not None and self.extras.tracking.caching
+        self.quiet = self.reply_off or self.reply_skip_next or caching
+
     def execute(self, args: list[bytes]) -> Reply:
-        """Run one request; returns reply bytes or a future of them. Checked
-        in Redis's ``processCommand`` order: unknown command, arity,
-        authentication, subscribed context, CLIENT PAUSE, then queued when in
-        MULTI (a rejection there aborts the transaction: ``flagTransaction``)."""
+        """Run one request; returns reply bytes or a future of them, checked
+        in Redis's ``processCommand`` order (module doc); a rejection in MULTI
+        aborts the transaction (``flagTransaction``), CROSSSLOT of EXEC discards it."""
         node = self.node
         top = LOOKUP.get(args[0]) or COMMANDS.get(args[0].lower())
         if top is None:
-            return self._reject(None, resp.unknown_command_text(args))
+            found = elsewhere(self, args, resp.unknown_command_text(args))
+            if isinstance(found, bytes):
+                return found
+            top = found
         cmd = top
         argc = len(args)
         if cmd.subcommands is not None and argc >= 2:
             sub = cmd.subcommands.get(args[1].lower())
             if sub is None:
                 shown = resp.c_string(args[1][:128])
-                return self._reject(
-                    None, f"ERR unknown subcommand '{shown}'. Try {cmd.name.upper()} HELP."
-                )
+                text = f"ERR unknown subcommand '{shown}'. Try {cmd.name.upper()} HELP."
+                found = elsewhere(self, args, text)
+                if isinstance(found, bytes):
+                    return found
+                top = sub = found
             cmd = sub
         self.last_command = cmd.name
         arity = cmd.arity
         if argc != arity and (arity > 0 or argc < -arity):
-            return self._reject(cmd, f"ERR wrong number of arguments for '{cmd.name}' command")
+            return self.reject(cmd, f"ERR wrong number of arguments for '{cmd.name}' command")
         if not self.authenticated and not cmd.no_auth and node.acl.default_requires_auth():
-            return self._reject(cmd, "NOAUTH Authentication required.")
+            return self.reject(cmd, "NOAUTH Authentication required.")
         user = self.user
         if not user.unrestricted and not cmd.no_auth:
             denial = node.acl.denied(user, cmd.name, args)
             if denial is not None:  # in MULTI: refused at queue time (EXECABORT)
-                node.acl.add_log(*denial, user.name, info_line(self), acl_context(self))
-                return self._reject(cmd, noperm_text(*denial))
+                node.acl.add_log(*denial, user.name, info_line(self, args), acl_context(self))
+                return self.reject(cmd, noperm_text(*denial))
+        if cmd.slot_checked and node.cluster_enabled and cross_slot(cmd, args, self.multi):
+            if cmd.name != "exec":
+                return self.reject(cmd, CROSSSLOT)
+            node.stats.command_stat("exec").rejected_calls += 1
+            self.multi = None  # Redis discards the transaction, then redirects
+            return resp.error(CROSSSLOT)
         if (
             self.resp == 2
             and (self.channels or self.patterns or self.shard_channels)
-            and top.name not in _SUBSCRIBED_ALLOWED
+            and top.name not in SUBSCRIBED_ALLOWED
         ):
-            return self._reject(
-                cmd,
-                f"ERR Can't execute '{cmd.name}': only (P|S)SUBSCRIBE / "
-                "(P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context",
-            )
+            return self.reject(cmd, context_error(cmd.name))
         if node.pause.level and node.pause.holds(self, cmd):
             return node.pause.postpone(self, args)
         if self.multi is not None and top.name not in _MULTI_IMMEDIATE:
-            self.multi.append((cmd, args))
+            if not self.multi.dirty:  # an aborted transaction keeps nothing more
+                self.multi.append((cmd, args))
             return _QUEUED
         reply = cmd.handler(node, self, args)
         # counted after it ran, as Redis's call() counts (so INFO does not
@@ -365,16 +367,15 @@ class Client(ClientOutput, asyncio.Protocol):
         ran.calls += 1
         return reply
 
-    def _reject(self, cmd: Command | None, text: str) -> bytes:
+    def reject(self, cmd: Command | None, text: str) -> bytes:
         """A command refused before it ran (Redis ``rejectCommand``)."""
         if cmd is not None:
             self.node.stats.command_stat(cmd.name).rejected_calls += 1
-        if self.multi is not None:
-            if cmd is not None and cmd.name == "exec":  # execCommandAbort
-                self.multi = None
-                text = "EXECABORT Transaction discarded because of: " + text.removeprefix("ERR ")
-            else:
-                self.multi.dirty = True
+        if cmd is not None and cmd.name == "exec":  # execCommandAbort, in MULTI or not
+            self.multi = None
+            text = "EXECABORT Transaction discarded because of: " + text.removeprefix("ERR ")
+        elif self.multi is not None:
+            self.multi.dirty = True
         return resp.error(text)
 
     def close_after_reply(self) -> None:

@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING, cast
 from router import client_log, resp
 
 if TYPE_CHECKING:
-    from router.client import Client, ClientExtras
+    from router.client import Client
+    from router.client_extras import ClientExtras
     from router.node import Node
 
 
@@ -127,6 +128,15 @@ class ClientOutput:
             # the reply); a peer that never closes is cut after 5 s
             transport.write_eof()
             asyncio.get_running_loop().call_later(5.0, transport.abort)
+
+    def drop(self) -> None:
+        """Close without writing what is queued (Redis's freeClient of a
+        client that sent an HTTP request)."""
+        self._out.clear()
+        self._out_bytes = 0
+        self.closed = True
+        if self.transport is not None:
+            self.transport.close()
 
     def kill(self) -> None:
         """Close now, dropping pending output (Redis's freeClientAsync of an

@@ -34,7 +34,7 @@ class NodeConfig:
     port: int = 6379
     requirepass: str | None = None
     proto_max_bulk_len: int = 512 * 1024 * 1024  # redis.conf proto-max-bulk-len
-    max_multibulk_len: int = 1024 * 1024  # Redis rejects a multibulk count above this
+    max_multibulk_len: int = 2**31 - 1  # Redis 7.0.15 rejects a count above INT_MAX
     pubsub_hard_limit: int = DEFAULT_PUBSUB_HARD_LIMIT
     pubsub_soft_limit: int = DEFAULT_PUBSUB_SOFT_LIMIT
     pubsub_soft_seconds: int = DEFAULT_PUBSUB_SOFT_SECONDS

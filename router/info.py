@@ -17,11 +17,15 @@ field ``mem_allocator:pymalloc``). bloomcast's own: ``# Filters``,
 
 from __future__ import annotations
 
+import binascii
 import os
+import re
 import resource
 import sys
 import time
 from typing import TYPE_CHECKING
+
+from router.identity import BLOOMCAST_VERSION, REDIS_VERSION
 
 if TYPE_CHECKING:
     from router.node import Node
@@ -31,6 +35,16 @@ Section = dict[str, int | str]
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 #: the server section's ``os`` (platform.uname without importing platform)
 _UNAME = os.uname()
+#: Redis's build id is a hash of its build; here of what runs the node
+_BUILD_ID = f"{binascii.crc32(f'bloomcast {BLOOMCAST_VERSION} {sys.version}'.encode()):x}"
+#: the compiler of the interpreter (Redis shows its own GCC's, 0.0.0 if none)
+_GCC = re.search(r"\[GCC (\d+\.\d+\.\d+)", sys.version)
+_GCC_VERSION = _GCC.group(1) if _GCC else "0.0.0"
+#: how often the node's periodic work runs (INFO's instantaneous metrics are
+#: sampled every 100 ms), Redis's ``hz``
+_HZ = 10
+#: Redis's LRU clock: seconds, 24 bits (LRU_CLOCK_MAX, LRU_CLOCK_RESOLUTION 1000 ms)
+_LRU_CLOCK_MAX = (1 << 24) - 1
 
 
 def _rss_bytes() -> int:
@@ -66,15 +80,22 @@ def info_sections(node: Node) -> dict[str, Section]:
     cluster = node.cluster_info()
     node.sample_metrics()
     ops, net_in, net_out = node.metrics.rates()
+    cluster_enabled = node.cluster_enabled
     sections: dict[str, Section] = {
         "server": {
-            "redis_version": "7.2.0",
+            # Redis 7.0.15's fields, in its order (genRedisInfoString), with
+            # this process's values; then bloomcast's own
+            "redis_version": REDIS_VERSION,
             "redis_git_sha1": "00000000",
             "redis_git_dirty": 0,
-            "redis_mode": "cluster",
+            "redis_build_id": _BUILD_ID,
+            "redis_mode": "cluster" if cluster_enabled else "standalone",
             "os": f"{_UNAME.sysname} {_UNAME.release} {_UNAME.machine}",
             "arch_bits": 64 if sys.maxsize > 2**32 else 32,
+            "monotonic_clock": "POSIX clock_gettime",  # time.monotonic's clock
             "multiplexing_api": "epoll" if sys.platform == "linux" else "kqueue",
+            "atomicvar_api": "none",  # one thread: no atomic variables
+            "gcc_version": _GCC_VERSION,
             "process_id": os.getpid(),
             "process_supervised": "no",
             "run_id": node.node_id,
@@ -82,10 +103,13 @@ def info_sections(node: Node) -> dict[str, Section]:
             "server_time_usec": int(now * 1_000_000),
             "uptime_in_seconds": uptime,
             "uptime_in_days": uptime // 86400,
-            "executable": sys.argv[0] if sys.argv else "",
+            "hz": _HZ,
+            "configured_hz": _HZ,
+            "lru_clock": int(now) & _LRU_CLOCK_MAX,
+            "executable": os.path.abspath(sys.argv[0]) if sys.argv and sys.argv[0] else "",
             "config_file": "",
             "io_threads_active": 0,
-            "bloomcast_version": "0.1.0",
+            "bloomcast_version": BLOOMCAST_VERSION,
             "python_version": "{}.{}.{}".format(*sys.version_info[:3]),
             "node_id": node.node_id,
         },
@@ -94,7 +118,9 @@ def info_sections(node: Node) -> dict[str, Section]:
             "cluster_connections": int(cluster.get("cluster_links_connected", 0)),
             "maxclients": config.maxclients,
             "blocked_clients": 0,
-            "tracking_clients": 0,
+            "tracking_clients": sum(
+                1 for cl in node.clients.values() if cl.extras.tracking is not None
+            ),
             "clients_in_timeout_table": 0,
             "pubsub_clients": pubsub_clients,
         },
@@ -169,7 +195,8 @@ def info_sections(node: Node) -> dict[str, Section]:
         "errorstats": {
             f"errorstat_{prefix}": f"count={n}" for prefix, n in sorted(stats.errors.items())
         },
-        "cluster": {"cluster_enabled": 1, **cluster},
+        # a standalone Redis shows cluster_enabled:0 alone; a bus adds CLUSTER INFO's
+        "cluster": {"cluster_enabled": 1, **cluster} if cluster_enabled else {"cluster_enabled": 0},
         "keyspace": {},
         "filters": dict(registry.filter_info()),
     }

@@ -377,6 +377,12 @@ class Node:
 
     # ------------------------------------------------------------ INFO
 
+    @property
+    def cluster_enabled(self) -> bool:
+        """A node with a cluster bus is a cluster node (Redis's ``cluster_enabled``);
+        without one (``--no-bus``) it answers as a standalone Redis does."""
+        return not isinstance(self.link, NoPeers)
+
     def cluster_info(self) -> dict[str, int | str]:
         """CLUSTER INFO: the bus's fields and the node's receive-side counters."""
         registry = self.registry

@@ -1,11 +1,15 @@
 """RESP requests, sans-IO: request bytes in, argument lists out (replies: :mod:`router.resp`).
 
-:class:`RequestParser` follows Redis's ``processMultibulkBuffer`` and
+:class:`RequestParser` follows Redis 7.0.15's ``processMultibulkBuffer`` and
 ``processInlineBuffer`` (``src/networking.c``): a request starting with ``*``
 is a multibulk of ``$``-bulk strings, anything else is an inline command split
 like ``sdssplitargs`` (quotes, ``\\xHH`` escapes). Limits and the error texts
 are Redis's; after a :class:`ProtocolError` the caller replies with the error
-and closes that connection (Redis's ``CLIENT_CLOSE_AFTER_REPLY``).
+and closes that connection (Redis's ``CLIENT_CLOSE_AFTER_REPLY``). Framing
+is Redis's too: a count or bulk line ends at its first CR (``strchr``, so a
+NUL before it hides it and Redis waits) and the byte after the CR is skipped
+unread, as are the two bytes after a bulk; a negative count is skipped, and
+a count up to INT_MAX waits for its arguments.
 
 Two paths, one result. The reference path is the pure-Python parser below
 (``_next_slow``): one ``find`` per line, Redis's checks on every line.
@@ -61,6 +65,12 @@ def _has_big_aggregate(buf: bytes | bytearray, start: int) -> bool:
     return buf[start:].translate(_AGGREGATE_CLASSES).find(_BIG_AGGREGATE) >= 0
 
 
+def _hidden(buf: bytearray, pos: int, cr: int) -> bool:
+    """Redis finds a line's end with ``strchr(..., '\\r')`` on a C string: a
+    NUL byte before the CR hides it, and Redis waits for more bytes."""
+    return buf.find(b"\0", pos, cr) >= 0
+
+
 class ProtocolError(Exception):
     """A request Redis would reject; ``str(exc)`` is the reply text without ``-``."""
 
@@ -96,6 +106,7 @@ class RequestParser:
         "_guard",
         "_pending",
         "_pos",
+        "_read_start",
         "_reader",
         "authenticated",
         "backlog",
@@ -106,6 +117,7 @@ class RequestParser:
     def __init__(self, max_bulk: int, max_multibulk: int, *, fast: bool = True) -> None:
         self._buf = bytearray()
         self._pos = 0
+        self._read_start = 0  # where the unparsed bytes began when the last read came
         self._args: list[bytes] = []
         self._pending = 0  # bulks still expected by the multibulk being read
         # hiredis mirror of self._buf[self._pos:] while the fast path is on, else None
@@ -133,6 +145,7 @@ class RequestParser:
             self._guard = max(0, self._guard - pos)
             self._pos = pos = 0
         before = len(buf)
+        self._read_start = pos
         buf += data
         reader = self._reader
         if reader is not None:
@@ -157,8 +170,24 @@ class RequestParser:
 
     @property
     def buffered(self) -> int:
-        """Bytes received and not yet parsed (Redis's ``qbuf``)."""
+        """Bytes received and not yet parsed."""
         return len(self._buf) - self._pos
+
+    def query_buffer(self, running: bool) -> tuple[int, int, int]:
+        """CLIENT LIST's ``qbuf``, ``qbuf-free`` and the buffer's allocation, as
+        Redis counts them: while a request of it runs (``running``), the read
+        it came in, parsed bytes included (Redis trims its query buffer only
+        after the read's requests ran); otherwise the bytes not yet parsed."""
+        buf = self._buf
+        used = len(buf) - (self._read_start if running else self._pos)
+        allocated = buf.__alloc__()
+        return used, max(allocated - len(buf) - 1, 0), allocated
+
+    @property
+    def partial_bytes(self) -> int:
+        """The bytes of the arguments read so far of a request still arriving
+        (Redis's ``argv_len_sum`` between two reads)."""
+        return sum(len(a) for a in self._args)
 
     def next_request(self) -> list[bytes] | None:
         """The next complete request, or None when more bytes are needed
@@ -268,17 +297,20 @@ class RequestParser:
 
     def _read_multibulk_header(self) -> list[bytes] | None:
         buf = self._buf
-        nl = buf.find(b"\r\n", self._pos)
-        if nl < 0:
-            if len(buf) - self._pos > INLINE_MAX_SIZE:
+        pos = self._pos
+        cr = buf.find(b"\r", pos)
+        count = string2ll(bytes(buf[pos + 1 : cr])) if cr >= 0 else None
+        if cr < 0 or (count is None and _hidden(buf, pos, cr)):
+            if len(buf) - pos > INLINE_MAX_SIZE:
                 raise ProtocolError("ERR Protocol error: too big mbulk count string")
             return None
-        count = string2ll(bytes(buf[self._pos + 1 : nl]))
+        if cr > len(buf) - 2:
+            return None  # the byte after the CR has not come yet
         if count is None or count > self.max_multibulk:
             raise ProtocolError("ERR Protocol error: invalid multibulk length")
         if count > UNAUTH_MAX_MULTIBULK and not self.authenticated:
             raise ProtocolError("ERR Protocol error: unauthenticated multibulk length")
-        self._pos = nl + 2
+        self._pos = cr + 2  # Redis skips the CR and the byte after it, whatever it is
         self._args = []
         self._pending = max(count, 0)
         return self._args
@@ -296,26 +328,27 @@ class RequestParser:
                 self._pos = pos
                 return None
             budget -= 1
-            nl = buf.find(b"\r\n", pos)
-            if nl < 0:
+            cr = buf.find(b"\r", pos)
+            raw = buf[pos + 1 : cr] if cr >= 0 else b""
+            # plain digits without a leading zero: every sane client
+            plain = raw.isdigit() and (raw[0] != 0x30 or len(raw) == 1) and len(raw) < 19
+            if not plain and (cr < 0 or _hidden(buf, pos, cr)):
                 if end - pos > INLINE_MAX_SIZE:
                     raise ProtocolError("ERR Protocol error: too big bulk count string")
                 self._pos = pos
                 return None
+            size = int(raw) if plain else string2ll(bytes(raw))
+            if cr > end - 2:  # the byte after the CR has not come yet
+                self._pos = pos
+                return None
             if buf[pos] != 0x24:  # '$'
-                got = chr(buf[pos])
+                got = bytes(buf[pos : pos + 1]).decode(errors="surrogateescape")
                 raise ProtocolError(f"ERR Protocol error: expected '$', got '{got}'")
-            raw = buf[pos + 1 : nl]
-            # fast path: plain digits without a leading zero (every sane client)
-            if raw.isdigit() and (raw[0] != 0x30 or len(raw) == 1) and len(raw) < 19:
-                size: int | None = int(raw)
-            else:
-                size = string2ll(bytes(raw))
             if size is None or size < 0 or size > self.max_bulk:
                 raise ProtocolError("ERR Protocol error: invalid bulk length")
             if size > UNAUTH_MAX_BULK and not self.authenticated:
                 raise ProtocolError("ERR Protocol error: unauthenticated bulk length")
-            start = nl + 2
+            start = cr + 2
             if end < start + size + 2:
                 self._pos = pos
                 return None

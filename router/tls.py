@@ -82,6 +82,9 @@ class TlsTransport:
     def resume_reading(self) -> None:
         self._raw.resume_reading()
 
+    def is_reading(self) -> bool:
+        return self._raw.is_reading()
+
 
 class TlsClientProtocol(asyncio.Protocol):
     """The TLS client port's connection: the TLS handshake (sans-IO,

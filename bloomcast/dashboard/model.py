@@ -49,6 +49,7 @@ GAUGES: dict[str, str] = {
     "memory_bytes": "used_memory_rss",
     "uptime_s": "uptime_in_seconds",
     "known_nodes": "cluster_known_nodes",
+    "nodes_lost": "cluster_nodes_lost",
     "links_connected": "cluster_links_connected",
     "filters_converged": "cluster_filters_converged",
     "channel_filter_m": "channel_filter_m",

@@ -262,7 +262,7 @@ class Poller:
                 "cluster_state": sample.cluster_state,
                 **{k: int(g.get(k, 0)) for k in ("clients", "pubsub_clients", "channels",
                                                  "patterns", "shard_channels", "memory_bytes",
-                                                 "uptime_s", "known_nodes")},
+                                                 "uptime_s", "known_nodes", "nodes_lost")},
                 "links_up": sum(1 for link in state.links if link.link_state == "connected"),
                 "links_total": len(state.links),
                 "converged": bool(g.get("filters_converged", 0)),

@@ -10,8 +10,9 @@ ACL LIST, a pub/sub node has none) ``~pattern`` ``%RW~pattern`` ``allkeys``
 :class:`AclError` with Redis's text (``ACLSetUserStringError``).
 
 Commands are Redis 7.0.15's whole table (``redis_commands.json``: every
-command and subcommand with its ACL categories, read from redis-server's
-COMMAND), so a rule naming a Redis command the node does not have is
+command and subcommand with its ACL categories and its arity, read from
+redis-server's COMMAND; :mod:`router.commands.redis_meta_dump` writes the
+arities), so a rule naming a Redis command the node does not have is
 accepted as Redis accepts it, and the description that ACL LIST and GETUSER
 show is computed the way Redis computes it (``ACLDescribeSelectorCommandRules``:
 +@all or -@all, then the best-fitting categories, then single commands).
@@ -34,6 +35,8 @@ CATEGORIES: list[str] = _DATA["categories"]
 COMMAND_CATEGORIES: dict[str, frozenset[str]] = {
     name: frozenset(cats) for name, cats in _DATA["commands"].items()
 }
+#: every command and subcommand full name -> its arity (Redis's convention)
+COMMAND_ARITY: dict[str, int] = _DATA["arity"]
 #: parent command -> its subcommands' full names
 SUBCOMMANDS: dict[str, list[str]] = {}
 for _name in COMMAND_CATEGORIES:

@@ -43,6 +43,9 @@ class Command:
     flags: tuple[str, ...] = ()
     no_auth: bool = False
     subcommands: dict[bytes, Command] | None = field(default=None, hash=False)
+    #: on a cluster node its shard channels (EXEC: its queue's) must hash to
+    #: one slot, else CROSSSLOT (:mod:`router.command_checks`)
+    slot_checked: bool = False
 
     def info(self) -> list[Any]:
         """The COMMAND INFO entry: name, arity, flags, first/last key, step, ACL

@@ -1,13 +1,14 @@
 """CLIENT ID | SETNAME | GETNAME | SETINFO | LIST | INFO | REPLY | HELP, and the
 table of CLIENT's subcommands (KILL, NO-EVICT, PAUSE, UNPAUSE are in
-:mod:`router.commands.client_admin`)."""
+:mod:`router.commands.client_admin`; TRACKING, CACHING, GETREDIR,
+TRACKINGINFO in :mod:`router.commands.tracking`)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
 from router import resp
-from router.commands import client_admin
+from router.commands import client_admin, tracking
 from router.commands.base import Command, Reply, subcommand_table
 from router.commands.client_view import CLIENT_TYPES, client_type, info_line
 from router.commands.connection import valid_client_name
@@ -70,18 +71,23 @@ def client_list(node: Node, client: Client, args: list[bytes]) -> Reply:
         return resp.error("ERR syntax error")
     else:
         listed = list(node.clients.values())
-    text = "".join(info_line(c) + "\n" for c in listed)
+    text = "".join(info_line(c, args if c is client else None) + "\n" for c in listed)
     return resp.verbatim(text.encode(), client.resp)
 
 
 def client_info(node: Node, client: Client, args: list[bytes]) -> Reply:
-    return resp.verbatim((info_line(client) + "\n").encode(), client.resp)
+    return resp.verbatim((info_line(client, args) + "\n").encode(), client.resp)
 
 
 #: Redis 7.0.15's CLIENT HELP lines for the subcommands the node has, in its
-#: order, and SETINFO's lines from Redis 7.2 (7.0 has no SETINFO)
+#: order (not UNBLOCK: a node has no command that blocks), and SETINFO's lines
+#: from Redis 7.2 (7.0 has no SETINFO)
 _HELP = (
     "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "CACHING (YES|NO)",
+    "    Enable/disable tracking of the keys for next command in OPTIN/OPTOUT modes.",
+    "GETREDIR",
+    "    Return the client ID we are redirecting to when tracking is enabled.",
     "GETNAME",
     "    Return the name of the current connection.",
     "ID",
@@ -118,6 +124,11 @@ _HELP = (
     "    * LIB-VER: the client lib version.",
     "SETNAME <name>",
     "    Assign the name <name> to the current connection.",
+    "TRACKING (ON|OFF) [REDIRECT <id>] [BCAST] [PREFIX <prefix> [...]]",
+    "         [OPTIN] [OPTOUT] [NOLOOP]",
+    "    Control server assisted client side caching.",
+    "TRACKINGINFO",
+    "    Report tracking status for the current connection.",
     "NO-EVICT (ON|OFF)",
     "    Protect current client connection from eviction.",
     "HELP",
@@ -130,7 +141,8 @@ def reply(node: Node, client: Client, args: list[bytes]) -> Reply:
     SKIP answer nothing (their own reply is already silenced)."""
     mode = args[2].lower()
     if mode == b"on":
-        client.reply_off = client.reply_skip_next = client.quiet = False
+        client.reply_off = client.reply_skip_next = False
+        client.update_quiet()
         return resp.OK
     if mode == b"off":
         client.reply_off = client.quiet = True
@@ -213,6 +225,35 @@ COMMANDS = (
                 2,
                 client_admin.unpause,
                 "Resumes processing commands from paused clients.",
+                "connection",
+            ),
+            Command(
+                "client|tracking",
+                -3,
+                tracking.tracking,
+                "Controls server-assisted client-side caching for the connection.",
+                "connection",
+            ),
+            Command(
+                "client|caching",
+                3,
+                tracking.caching,
+                "Instructs the server whether to track the keys in the next request.",
+                "connection",
+            ),
+            Command(
+                "client|getredir",
+                2,
+                tracking.getredir,
+                "Returns the client ID to which the connection's tracking notifications "
+                "are redirected.",
+                "connection",
+            ),
+            Command(
+                "client|trackinginfo",
+                2,
+                tracking.trackinginfo,
+                "Returns information about server-assisted client-side caching for the connection.",
                 "connection",
             ),
             Command(

@@ -8,7 +8,9 @@ RESP3); CLUSTER SHARDS is one map per shard (``slots``, ``nodes``: id, port,
 ip, endpoint, role, replication-offset, health). The slot map is the bus's
 (:mod:`cluster_bus.slots`): the same on every node with the same membership.
 A node holds no keys: DBSIZE, COUNTKEYSINSLOT and GETKEYSINSLOT answer 0 and
-nothing, after Redis's argument checks.
+nothing, after Redis's argument checks. A node without a bus (``--no-bus``)
+is a standalone server: every CLUSTER subcommand answers Redis 7.0.15's
+"This instance has cluster support disabled".
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 from cluster_bus.slots import CLUSTER_SLOTS, key_slot, shard_id
 from router import resp
-from router.commands.base import Command, Reply, subcommand_table
+from router.commands.base import Command, Handler, Reply, subcommand_table
+from router.commands.tracking import flush_invalidations
 from router.parser import string2ll
 
 if TYPE_CHECKING:
@@ -215,10 +218,11 @@ def dbsize(node: Node, client: Client, args: list[bytes]) -> Reply:
 
 def flush(node: Node, client: Client, args: list[bytes]) -> Reply:
     """FLUSHALL / FLUSHDB [ASYNC|SYNC]: nothing to flush; Redis's argument check
-    (test suites and tools call them between tests)."""
+    (test suites and tools call them between tests), and Redis's "every key"
+    invalidation to the clients that track keys (:mod:`router.commands.tracking`)."""
     if len(args) > 2 or (len(args) == 2 and args[1].lower() not in (b"async", b"sync")):
         return resp.error("ERR syntax error")
-    return resp.OK
+    return resp.OK + flush_invalidations(node, client)
 
 
 def function_flush(node: Node, client: Client, args: list[bytes]) -> Reply:
@@ -232,8 +236,22 @@ def _container(node: Node, client: Client, args: list[bytes]) -> Reply:
     raise AssertionError("a container always dispatches to a subcommand")
 
 
-def _sub(name: str, arity: int, handler: Any, summary: str) -> Command:
-    return Command(f"cluster|{name}", arity, handler, summary, "cluster")
+_DISABLED = resp.error("ERR This instance has cluster support disabled")
+
+
+def _cluster_only(handler: Handler) -> Handler:
+    """A CLUSTER subcommand of a node with a bus; a node without one answers
+    as a standalone Redis 7.0.15 (``clusterCommand``'s first check, after the
+    command's existence and arity)."""
+
+    def checked(node: Node, client: Client, args: list[bytes]) -> Reply:
+        return handler(node, client, args) if node.cluster_enabled else _DISABLED
+
+    return checked
+
+
+def _sub(name: str, arity: int, handler: Handler, summary: str) -> Command:
+    return Command(f"cluster|{name}", arity, _cluster_only(handler), summary, "cluster")
 
 
 COMMANDS = (

@@ -7,14 +7,12 @@ from typing import TYPE_CHECKING
 from router import resp
 from router.commands.base import Command, Reply
 from router.commands.client_view import acl_context, info_line
+from router.identity import REDIS_VERSION, SERVER_NAME
 from router.parser import string2ll
 
 if TYPE_CHECKING:
     from router.client import Client
     from router.node import Node
-
-#: the Redis version whose pub/sub behaviour the node reproduces (HELLO, INFO)
-REDIS_VERSION = "7.2.0"
 
 
 def ping(node: Node, client: Client, args: list[bytes]) -> Reply:
@@ -30,12 +28,13 @@ def echo(node: Node, client: Client, args: list[bytes]) -> Reply:
     return resp.bulk(args[1])
 
 
-def _login(node: Node, client: Client, user: bytes, password: bytes, verb: bytes) -> bool:
+def _login(node: Node, client: Client, user: bytes, password: bytes, args: list[bytes]) -> bool:
     """Authenticate ``client`` as ``user`` (Redis's ``ACLAuthenticateUser``):
     a failure is logged in ACL LOG with reason auth and the command's name."""
     found = node.acl.authenticate(user, password)
     if found is None:
-        node.acl.add_log("auth", verb, user, info_line(client), acl_context(client))
+        line = info_line(client, args)
+        node.acl.add_log("auth", args[0], user, line, acl_context(client))
         return False
     client.user = found
     client.set_authenticated(True)
@@ -54,12 +53,16 @@ def auth(node: Node, client: Client, args: list[bytes]) -> Reply:
         user, password = b"default", args[1]
     else:
         user, password = args[1], args[2]
-    if not _login(node, client, user, password, args[0]):
+    if not _login(node, client, user, password, args):
         return resp.error("WRONGPASS invalid username-password pair or user is disabled.")
     return resp.OK
 
 
 def hello(node: Node, client: Client, args: list[bytes]) -> Reply:
+    """HELLO [protover [AUTH user pass] [SETNAME name]] (Redis 7.0.15
+    ``helloCommand``): options take effect as they are read, then the
+    NOAUTH check; the map declares :mod:`router.identity`'s version and
+    ``mode`` cluster only for a node with a bus (``node.cluster_enabled``)."""
     version = client.resp
     i = 1
     if len(args) >= 2:
@@ -71,39 +74,38 @@ def hello(node: Node, client: Client, args: list[bytes]) -> Reply:
         if version not in (2, 3):
             return resp.error("NOPROTO unsupported protocol version")
         i = 2
-    name: bytes | None = None
     while i < len(args):
         opt = args[i].lower()
         more = len(args) - i - 1
         if opt == b"auth" and more >= 2:
-            if not _login(node, client, args[i + 1], args[i + 2], args[0]):
+            if not _login(node, client, args[i + 1], args[i + 2], args):
                 return resp.error("WRONGPASS invalid username-password pair or user is disabled.")
             i += 3
         elif opt == b"setname" and more >= 1:
-            name = args[i + 1]
-            if not valid_client_name(name):
+            # set at once, as Redis's clientSetNameOrReply: a later bad option
+            # or the NOAUTH below does not undo it
+            if not valid_client_name(args[i + 1]):
                 return resp.error(
                     "ERR Client names cannot contain spaces, newlines or special characters."
                 )
+            client.name = args[i + 1]
             i += 2
         else:
             return resp.error(f"ERR Syntax error in HELLO option '{resp.c_string(args[i])}'")
     if not client.authenticated:
         return resp.error(
             "NOAUTH HELLO must be called with the client already authenticated, otherwise "
-            "the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the "
+            "the HELLO AUTH <user> <pass> option can be used to authenticate the "
             "client and select the RESP protocol version at the same time"
         )
-    if name is not None:
-        client.name = name
     client.resp = version
     return resp.encode_value(
         {
-            "server": "bloomcast",
+            "server": SERVER_NAME,
             "version": REDIS_VERSION,
             "proto": version,
             "id": client.id,
-            "mode": "cluster",
+            "mode": "cluster" if node.cluster_enabled else "standalone",
             "role": "master",
             "modules": [],
         },
@@ -143,7 +145,9 @@ def reset(node: Node, client: Client, args: list[bytes]) -> Reply:
     node.filters_changed(node.registry.drop_client(client))
     client.resp = 2
     client.name = b""
-    client.reply_off = client.reply_skip_next = client.quiet = False
+    client.reply_off = client.reply_skip_next = False
+    client.extras.tracking = None  # Redis's clearClientConnectionState: disableTracking
+    client.update_quiet()
     client.extras.db = 0
     client.multi = None  # discardTransaction + unwatchAllKeys
     client.user = node.acl.default

@@ -62,6 +62,7 @@ def exec_(node: Node, client: Client, args: list[bytes]) -> Reply:
     parts = [resp.array_header(len(queued))]
     saved = client.swap_output(parts)
     client.extras.in_exec = True
+    client.extras.executing = (queued, saved)
     try:
         for cmd, argv in queued:
             skip = client.reply_skip_next
@@ -78,8 +79,14 @@ def exec_(node: Node, client: Client, args: list[bytes]) -> Reply:
                 parts.append(reply)
     finally:
         client.extras.in_exec = False
+        client.extras.executing = None
         client.swap_output(saved)
-        client.quiet = client.reply_off or client.reply_skip_next
+        tracking = client.extras.tracking
+        if tracking is not None:  # Redis's resetClient after EXEC clears CACHING
+            tracking.caching = False
+            parts += tracking.after_exec  # a FLUSHALL's invalidation, after the reply
+            tracking.after_exec.clear()
+        client.update_quiet()
     return b"".join(parts)
 
 
@@ -92,7 +99,7 @@ def _acl_changed(node: Node, client: Client, cmd: Command, args: list[bytes]) ->
     denial = node.acl.denied(user, cmd.name, args)
     if denial is None:
         return b""
-    node.acl.add_log(*denial, user.name, info_line(client), "multi")
+    node.acl.add_log(*denial, user.name, info_line(client, args), "multi")
     reason = (
         "no permission to execute the command or subcommand"
         if denial[0] == "command"
@@ -131,7 +138,14 @@ def unwatch(node: Node, client: Client, args: list[bytes]) -> Reply:
 
 COMMANDS = (
     Command("multi", 1, multi, "Starts a transaction.", "transactions"),
-    Command("exec", 1, exec_, "Executes all commands in a transaction.", "transactions"),
+    Command(
+        "exec",
+        1,
+        exec_,
+        "Executes all commands in a transaction.",
+        "transactions",
+        slot_checked=True,
+    ),
     Command("discard", 1, discard, "Discards a transaction.", "transactions"),
     Command("watch", -2, watch, "Monitors changes to keys.", "transactions"),
     Command("unwatch", 1, unwatch, "Forgets about watched keys.", "transactions"),

@@ -1,6 +1,7 @@
 """Write ``redis_meta.json`` from a running redis-server 7.0.15: the COMMAND
 INFO and COMMAND DOCS entries of every command the node implements, read in
-RESP3 and kept with their RESP types, so the node replies Redis's own bytes.
+RESP3 and kept with their RESP types, so the node replies Redis's own bytes;
+and the arity of every Redis command into ``router/acl/redis_commands.json``.
 
     redis-server --port 7777 --save '' &
     uv run python -m router.commands.redis_meta_dump 7777
@@ -21,6 +22,8 @@ from pathlib import Path
 from typing import Any
 
 OUT = Path(__file__).with_name("redis_meta.json")
+#: Redis's whole command table (ACL categories, arities): router/acl/
+COMMAND_TABLE = Path(__file__).parent.parent / "acl" / "redis_commands.json"
 
 #: commands the node answers that the table may not hold yet when this runs
 EXTRA = (
@@ -90,11 +93,30 @@ def dump(port: int) -> dict[str, Any]:
     return out
 
 
+def dump_arity(port: int) -> dict[str, int]:
+    """The arity of every command and subcommand of the server (COMMAND),
+    for the commands the node does not have (the subscribed context's checks)."""
+    with socket.create_connection(("127.0.0.1", port)) as sock, sock.makefile("rb") as f:
+        _command(f, sock, "HELLO", "3")
+        arity: dict[str, int] = {}
+        for entry in _command(f, sock, "COMMAND"):
+            arity[entry[0]] = entry[1]
+            subs = entry[9]
+            for sub in subs["~"] if isinstance(subs, dict) else subs:  # none: an empty set
+                arity[sub[0]] = sub[1]
+    return dict(sorted(arity.items()))
+
+
 def main() -> None:
-    data = dump(int(sys.argv[1]))
+    port = int(sys.argv[1])
+    data = dump(port)
     lines = [f"{json.dumps(k)}: {json.dumps(data[k])}" for k in sorted(data)]
     OUT.write_text("{\n" + ",\n".join(lines) + "\n}\n")
     print(f"wrote {len(data) - 1} entries to {OUT}")
+    table = json.loads(COMMAND_TABLE.read_text())
+    table["arity"] = dump_arity(port)
+    COMMAND_TABLE.write_text(json.dumps(table, separators=(",", ":")))
+    print(f"wrote {len(table['arity'])} arities to {COMMAND_TABLE}")
 
 
 if __name__ == "__main__":

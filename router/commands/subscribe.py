@@ -62,7 +62,8 @@ def _subscribe(kind: str, shard: bool) -> Command:
         fut = node.filters_changed(changes)
         return data if fut is None or in_exec else node.after(fut, data)
 
-    return Command(kind, -2, handler, f"Listens for messages published to {kind} targets.")
+    summary = f"Listens for messages published to {kind} targets."
+    return Command(kind, -2, handler, summary, slot_checked=shard)
 
 
 def _unsubscribe(kind: str, shard: bool) -> Command:
@@ -92,7 +93,8 @@ def _unsubscribe(kind: str, shard: bool) -> Command:
         node.filters_changed(changes)  # unsubscribes never wait
         return b"".join(replies)
 
-    return Command(kind, -1, handler, f"Stops listening to {kind[2:] if shard else kind} targets.")
+    summary = f"Stops listening to {kind[2:] if shard else kind} targets."
+    return Command(kind, -1, handler, summary, slot_checked=shard)
 
 
 def _in_slices(

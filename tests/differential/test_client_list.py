@@ -1,6 +1,8 @@
-"""CLIENT LIST TYPE / ID against redis-server 7.0.15: errors and empty
+"""CLIENT LIST / INFO against redis-server 7.0.15: TYPE / ID errors and empty
 results byte for byte, RESP2 and RESP3; the lines listed by id (each
-server's ids are its own)."""
+server's ids are its own); and every field of a line, Redis 7.0.15's in its
+order, with the same values where they are not the process's own (a socket,
+times, buffer sizes), for the caller and for a client seen by another."""
 
 from __future__ import annotations
 
@@ -8,7 +10,14 @@ import re
 
 import pytest
 
-from tests.differential.oracle import HELLO3, exchange, hello_masked, redis_only
+from tests.differential.oracle import (
+    HELLO3,
+    client_info_masked,
+    exchange,
+    hello_identity_masked,
+    hello_masked,
+    redis_only,
+)
 from tests.procs import connect, read_quiet
 
 pytestmark = [pytest.mark.timeout(120), redis_only]
@@ -67,3 +76,69 @@ def test_client_list_type_and_id_like_redis(servers, resp3):
     want = _listing(oracle, resp3)
     assert want["pubsub"] == [-1] and want["normal"] == [-2] and want["ids"] == [-1, -2, -1]
     assert _listing(node, resp3) == want
+
+
+#: the line's values that are each server's own: its client id too
+_OWN = ("id",)
+
+CLIENT_INFO_CASES = {
+    "lone": b"CLIENT INFO\r\n",
+    "named, db, resp3": b"CLIENT SETNAME me\r\nSELECT 3\r\nHELLO 3\r\nCLIENT INFO\r\n",
+    "pipelined after a reply": b"PING\r\nECHO abc\r\nCLIENT INFO\r\n",
+    "inside EXEC, subscribed": HELLO3 + b"SUBSCRIBE a b\r\nPSUBSCRIBE p*\r\nSSUBSCRIBE s\r\n"
+    b"MULTI\r\nPUBLISH x y\r\nPING\r\nCLIENT INFO\r\nEXEC\r\n",
+    "a refused command in MULTI queues nothing more": b"MULTI\r\nPING\r\nNOPE\r\nPING\r\n"
+    b"EXEC\r\nMULTI\r\nPING\r\nCLIENT INFO\r\nEXEC\r\n",
+    "unknown command before": b"NOPE\r\nCLIENT INFO\r\n",
+}
+
+
+@pytest.mark.parametrize("case", list(CLIENT_INFO_CASES))
+def test_client_info_fields_like_redis(servers, case):
+    """Every field of Redis 7.0.15 in its order; the values compared but the
+    process's own (a socket, times, buffer sizes) and, in RESP3, the HELLO
+    reply's length in obl (its server name differs)."""
+    oracle, node = servers
+    payload = CLIENT_INFO_CASES[case]
+    extra = ("obl",) if b"HELLO" in payload else ()
+    want, got = exchange(oracle, payload)[0], exchange(node, payload)[0]
+    assert b"argv-mem=" in want
+    assert client_info_masked(hello_identity_masked(got), *_OWN, *extra) == client_info_masked(
+        hello_identity_masked(want), *_OWN, *extra
+    )
+
+
+def _seen_by_another(port: int, setup: bytes) -> bytes:
+    """CLIENT LIST ID of a connection that sent ``setup`` (not waiting for
+    all of its replies), as another connection sees it, and its CLIENT KILL."""
+    with connect(port) as subject, connect(port) as observer:
+        subject.sendall(b"CLIENT ID\r\n")
+        cid = int(read_quiet(subject)[0][1:-2])
+        subject.sendall(setup)
+        read_quiet(subject)
+        observer.sendall(b"CLIENT LIST ID %d\r\nCLIENT KILL ID %d\r\n" % (cid, cid))
+        return read_quiet(observer)[0]
+
+
+SEEN_CASES = {
+    "idle": b"PING\r\n",
+    "queueing in MULTI": b"MULTI\r\nPUBLISH chan msg\r\nPING\r\n",
+    "subscribed": b"SUBSCRIBE a b\r\nPSUBSCRIBE p*\r\n",
+    "half a request": b"*3\r\n$7\r\nPUBLISH\r\n$1\r\na\r\n",
+    "half a bulk": b"*3\r\n$7\r\nPUBLISH\r\n$1\r\na\r\n$5\r\nhel",
+    "half an inline request": b"PING\r\nECHO ab",
+    "tracking bcast": b"CLIENT TRACKING on BCAST PREFIX x\r\n",
+    "reply off": b"CLIENT REPLY OFF\r\n",
+    "no-evict, named": b"CLIENT NO-EVICT on\r\nCLIENT SETNAME n1\r\n",
+}
+
+
+@pytest.mark.parametrize("case", list(SEEN_CASES))
+def test_another_clients_fields_like_redis(servers, case):
+    oracle, node = servers
+    want, got = _seen_by_another(oracle, SEEN_CASES[case]), _seen_by_another(node, SEEN_CASES[case])
+    assert want.endswith(b":1\r\n")  # CLIENT KILL ID found it
+    # half a bulk: Redis has read its $ line and keeps the length, the node
+    # keeps the line in its buffer (qbuf 3 vs 7) and reads it again
+    own = (*_OWN, "qbuf") if case == "half a bulk" else _OWN
+    assert client_info_masked(got, *own) == client_info_masked(want, *own)

@@ -12,7 +12,7 @@ import pytest
 
 from bench.redis_cluster import RedisCluster
 from bloomcast.testing import LocalCluster, redis_server_path
-from tests.differential.oracle import exchange
+from tests.differential.oracle import exchange, hello_identity_masked, split_frames
 from tests.procs import bloomcast_node
 
 pytestmark = pytest.mark.timeout(120)
@@ -40,6 +40,18 @@ CASES = {
     b"cluster meet ::1 x\r\nCLUSTER MEET 127.0.0.1\r\nCLUSTER MEET\r\n"
     b"CLUSTER MEET 127.0.0.01 7000\r\nCLUSTER MEET 127.0.0.1 60000\r\n",
     "links": b"CLUSTER LINKS\r\nCLUSTER LINKS x\r\n",
+    # CROSSSLOT: shard channels of one command (of one EXEC) in several slots
+    "crossslot": b"SSUBSCRIBE a{x} b{y}\r\nSSUBSCRIBE a{x} b{x} a{x}\r\nSSUBSCRIBE q q\r\n"
+    b"SUNSUBSCRIBE a{x} b{y}\r\nSUNSUBSCRIBE a b\r\nSUNSUBSCRIBE {x}a b{x}\r\nSUNSUBSCRIBE q\r\n"
+    b"SUNSUBSCRIBE a{x}\r\nSPUBLISH a{x} m\r\nSSUBSCRIBE {}a {}b\r\nSUNSUBSCRIBE {}a {}b\r\n",
+    "crossslot in MULTI": b"MULTI\r\nSPUBLISH a{x} m\r\nSPUBLISH b{y} m\r\nEXEC\r\nEXEC\r\n"
+    b"MULTI\r\nSSUBSCRIBE a b\r\nPING\r\nEXEC\r\nMULTI\r\nSPUBLISH a{x} m\r\n"
+    b"SPUBLISH b{x} m\r\nPUBLISH z m\r\nSUNSUBSCRIBE x{x}\r\nEXEC\r\nMULTI\r\nSPUBLISH a m\r\n"
+    b"SPUBLISH a m\r\nEXEC\r\n",
+    "crossslot subscribed": b"SSUBSCRIBE s\r\nSSUBSCRIBE a{x} b{y}\r\nSPUBLISH a b\r\n"
+    b"SUNSUBSCRIBE a b\r\nMULTI\r\nEXEC\r\nSUNSUBSCRIBE\r\n",
+    "crossslot resp3": b"HELLO 3\r\nSSUBSCRIBE a{x} b{y}\r\nSSUBSCRIBE s\r\nSSUBSCRIBE a b\r\n"
+    b"MULTI\r\nSPUBLISH a m\r\nSPUBLISH b m\r\nEXEC\r\nSUNSUBSCRIBE\r\n",
     "flush": b"FLUSHALL\r\nFLUSHALL ASYNC\r\nflushall sync\r\nFLUSHALL x\r\nFLUSHALL a b\r\n"
     b"FLUSHDB\r\nFLUSHDB SYNC\r\nFLUSHDB nope\r\nFUNCTION FLUSH\r\nFUNCTION FLUSH ASYNC\r\n"
     b"FUNCTION FLUSH x\r\nFUNCTION\r\n",
@@ -58,7 +70,27 @@ def servers():
 @pytest.mark.parametrize("name", list(CASES))
 def test_same_bytes_as_redis_cluster(servers, name):
     oracle, node = servers
-    assert exchange(node, CASES[name]) == exchange(oracle, CASES[name])
+    want, got = exchange(oracle, CASES[name]), exchange(node, CASES[name])
+    assert (hello_identity_masked(got[0]), got[1]) == (hello_identity_masked(want[0]), want[1])
+
+
+def _rejected(port: int) -> dict[str, str]:
+    raw = exchange(port, b"INFO commandstats\r\n")[0].decode()
+    return dict(re.findall(r"cmdstat_(\w+):.*rejected_calls=(\d+)", raw))
+
+
+def test_crossslot_counts_as_a_rejected_call(servers):
+    oracle, node = servers
+    payload = b"SSUBSCRIBE a{x} b{y}\r\nMULTI\r\nSPUBLISH a m\r\nSPUBLISH b m\r\nEXEC\r\n"
+    counts = []
+    for port in (oracle, node):
+        before = _rejected(port)
+        exchange(port, payload)
+        after = _rejected(port)
+        counts.append({k: int(v) - int(before.get(k, 0)) for k, v in after.items()})
+    theirs, ours = ({k: v for k, v in c.items() if v} for c in counts)
+    assert theirs == {"ssubscribe": 1, "exec": 1}
+    assert ours == theirs
 
 
 def normalized(data: bytes, port: int) -> bytes:
@@ -73,9 +105,23 @@ def test_slot_map_replies_have_redis_shape(servers, hello, command):
     oracle, node = servers
     theirs, _ = exchange(oracle, hello + command + b"\r\n")
     ours, _ = exchange(node, hello + command + b"\r\n")
-    if hello:  # drop HELLO's reply: version, id and mode legitimately differ
-        theirs, ours = theirs[theirs.index(b"modules") :], ours[ours.index(b"modules") :]
+    theirs, ours = hello_identity_masked(theirs), hello_identity_masked(ours)
     assert normalized(ours, node) == normalized(theirs, oracle)
+
+
+@pytest.mark.parametrize("hello", [b"HELLO\r\n", b"HELLO 3\r\n"])
+def test_a_node_with_a_bus_declares_cluster_mode(servers, hello):
+    """HELLO's map (but its server name and client id) and INFO's mode as a
+    Redis Cluster 7.0.15 node's."""
+    oracle, node = servers
+    payload = hello + b"INFO cluster\r\n"
+    theirs, ours = exchange(oracle, payload)[0], exchange(node, payload)[0]
+    assert b"$7\r\ncluster\r\n" in theirs and b"cluster_enabled:1\r\n" in theirs
+    (their_hello, _), (our_hello, info) = split_frames(theirs), split_frames(ours)
+    assert hello_identity_masked(our_hello) == hello_identity_masked(their_hello)
+    assert b"# Cluster\r\ncluster_enabled:1\r\n" in info
+    for port in (oracle, node):
+        assert b"\r\nredis_mode:cluster\r\n" in exchange(port, b"INFO server\r\n")[0]
 
 
 def test_cluster_info_has_every_redis_field(servers):

@@ -17,7 +17,7 @@ def test_pubsub_help_same_bytes_as_redis(servers, prefix):
     assert hello_masked(exchange(node, payload)[0]) == hello_masked(exchange(oracle, payload)[0])
 
 
-#: CLIENT SETINFO is Redis 7.2's (the node declares 7.2.0); 7.0.15 has no such line
+#: CLIENT SETINFO is Redis 7.2's, kept beside the declared 7.0.15, which has no such line
 SETINFO_LINES = [
     b"+SETINFO <option> <value>",
     b"+    Set client meta attr. Options are:",

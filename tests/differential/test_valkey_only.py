@@ -1,6 +1,7 @@
-"""What only the valkey oracle covers: ``CLIENT SETINFO`` (Redis 7.2; the node
-declares 7.2.0 and keeps it, redis-server 7.0.15 does not have it). Valkey
-comes from a wheel, so this always runs."""
+"""What only the valkey oracle covers: ``CLIENT SETINFO`` (Redis 7.2's; the node
+declares 7.0.15 and keeps it because clients send it on connect, and
+redis-server 7.0.15 does not have it). Valkey comes from a wheel, so this
+always runs."""
 
 from __future__ import annotations
 

@@ -33,8 +33,13 @@ SEEDS = [
     b"*3\r\n$9\r\nSUBSCRIBE\r\n$1\r\na\r\n$2\r\nbb\r\n*1\r\n$4\r\nPING\r\n",
     # a payload that looks like a big aggregate header (the fast path steps aside)
     b"*3\r\n$7\r\nPUBLISH\r\n$1\r\nc\r\n$10\r\n*12345\r\n\r\n\r\n",
+    # Redis ends a line at a lone CR and skips the byte after it, and never
+    # checks the two bytes after a bulk; a NUL hides a line's end from strchr
+    b"*1\rX$4\rXPING\r\n*2\r\n$4\r\nECHO\r\n$2\r\nabXY*1\n\n$4\r\nPING\r\n",
+    b"*2\r\n$4\r\nECHO\r\n$1\x00\r\nx\r\n*1\x00\r\n",
 ]
 TOKENS = [b"*", b"$", b"\r\n", b"\r", b"\n", b'"', b"'", b"\\x", b"-1", b"99999999999", b"0", b" "]
+TOKENS += [b"\x00", b"\rX", b"2147483648", b"2147483647"]
 TOKENS += [b"+", b":", b"=", b"(", b"|", b"~", b">", b"%", b"_", b",", b"#", b"!", b"txt:"]
 
 

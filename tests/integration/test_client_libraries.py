@@ -283,15 +283,6 @@ AUTH_CASES = {
     "no-credentials": (None, None),
 }
 
-#: HELLO before AUTH: bloomcast answers Valkey 9.1's NOAUTH text, redis-server
-#: 7.0.15 its own; valkey-py over RESP2 sends no HELLO, so it sees no difference
-HELLO_NOAUTH = pytest.mark.xfail(
-    strict=True,
-    reason="HELLO before AUTH: the node's NOAUTH says 'the HELLO <proto> AUTH <user> <pass> "
-    "option' (Valkey 9.1's text), redis-server 7.0.15's 'the HELLO AUTH <user> <pass> option' "
-    "(router/commands/connection.py)",
-)
-
 
 def valkey_py_error(port: int, user: str | None, password: str | None, protocol: int) -> str:
     client = valkey.Valkey(
@@ -339,17 +330,7 @@ ERRORS: dict[str, Callable[[int, str | None, str | None], str]] = {
 
 @pytest.mark.parametrize(
     ("client", "case"),
-    [
-        pytest.param(
-            client,
-            case,
-            marks=[HELLO_NOAUTH]
-            if case == "no-credentials" and client != "valkey-py-resp2"
-            else [],
-        )
-        for client in ERRORS
-        for case in AUTH_CASES
-    ],
+    [(client, case) for client in ERRORS for case in AUTH_CASES],
 )
 def test_bad_credentials_fail_as_on_redis(bloomcast, redis_single, client: str, case: str) -> None:
     """The client's error for bad or missing credentials reads as against redis-server."""

@@ -114,17 +114,7 @@ def test_node_redis5_cluster_pubsub(target: cs.Target, resp: int, acl: bool) -> 
 
 @pytest.mark.parametrize(
     "target",
-    [
-        pytest.param(
-            "bloomcast",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="issue 27 item 4: the node still accepts SSUBSCRIBE of shard channels "
-                "in different slots, where Redis Cluster answers -CROSSSLOT",
-            ),
-        ),
-        "redis",
-    ],
+    ["bloomcast", "redis"],
     indirect=True,
 )
 def test_node_redis5_ssubscribe_across_slots_is_refused(target: cs.Target) -> None:

@@ -93,3 +93,31 @@ def test_client_pause_write_holds_publish_until_unpause(node):
     assert r.client_unpause()
     t.join(10)
     assert replies == [0]
+
+
+#: CLIENT LIST / INFO's fields in Redis 7.0.15 (networking.c catClientInfoString)
+FIELDS_7_0 = (  # noqa: SIM905 (a list of names that reads as one)
+    "id addr laddr fd name age idle flags db sub psub ssub multi qbuf qbuf-free argv-mem "
+    "multi-mem rbs rbp obl oll omem tot-mem events cmd user redir resp"
+).split()
+
+
+@pytest.mark.parametrize("protocol", [2, 3])
+def test_client_info_list_and_tracking_through_redis_py(node, protocol):
+    """redis-py parses every 7.0.15 field, in order, then SETINFO's two; the
+    tracking it switches on shows in GETREDIR / TRACKINGINFO and the flags."""
+    r = redis.Redis(port=node, protocol=protocol)
+    assert r.client_tracking_on(bcast=True, prefix=["a", "b"]) == b"OK"
+    info = r.client_info()
+    assert list(info)[: len(FIELDS_7_0)] == FIELDS_7_0
+    assert list(info)[len(FIELDS_7_0) :] == ["lib-name", "lib-ver"]
+    assert info["flags"] == "tB" and str(info["redir"]) == "0" and int(info["fd"]) > 2
+    assert info["cmd"] == "client|info" and int(info["argv-mem"]) == len("clientinfo")
+    mine = [c for c in r.client_list() if str(c["id"]) == str(info["id"])]
+    assert len(mine) == 1 and mine[0]["flags"] == "tB"
+    assert r.client_getredir() == 0
+    tracking = r.client_trackinginfo()  # a map in RESP3, a flat list in RESP2
+    if isinstance(tracking, list):
+        tracking = {k.encode(): v for k, v in zip(tracking[::2], tracking[1::2], strict=True)}
+    assert tracking[b"prefixes"] == [b"a", b"b"] and tracking[b"redirect"] == 0
+    assert r.client_tracking_off() == b"OK" and r.client_getredir() == -1

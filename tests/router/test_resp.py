@@ -211,3 +211,37 @@ def test_a_huge_multibulk_is_parsed_in_slices_with_the_same_result():
     whole = RequestParser(512 << 20, 1 << 20)
     whole.feed(data)
     assert whole.next_request() == [b"x"] * n  # next_request reads on through slices
+
+
+@pytest.mark.parametrize("fast", [True, False], ids=["fast", "reference"])
+@pytest.mark.parametrize("step", [1, 3, 1000])
+@pytest.mark.parametrize(
+    ("data", "want"),
+    [
+        # Redis 7.0.15's processMultibulkBuffer: a line ends at its first CR and
+        # the byte after it is skipped, whatever it is; a bulk's 2 trailing
+        # bytes are not checked; a NUL before the CR hides it (strchr)
+        (b"*1\rX$4\rXPING\r\n", [[b"PING"]]),
+        (b"*2\r\r$4\r\rECHO\r\r$1\r\rx\r\n*1\r\n$4\r\nPINGxy", [[b"ECHO", b"x"], [b"PING"]]),
+        (b"*1\r\n$4\x00\r\nPING\r\n", []),
+        (b"*1\x00\r\n*1\r\n$4\r\nPING\r\n", []),
+        (b"*-7\r\n*1\r\n$4\r\nPING\r\n", [[b"PING"]]),
+        (b"*1\r\n$4\r\nPING\r", []),  # the bulk's 2 trailing bytes have not come
+        (b"*1\r\n\xe9\r\n", ["ERR Protocol error: expected '$', got '\udce9'"]),
+    ],
+)
+def test_line_ends_as_redis_finds_them(data, want, step, fast):
+    assert outcome(data, step, fast) == want
+
+
+@pytest.mark.parametrize("fast", [True, False], ids=["fast", "reference"])
+def test_multibulk_counts_up_to_int_max_wait_for_their_arguments(fast):
+    """Redis 7.0.15 refuses a count over INT_MAX only (the node's default
+    max-multibulk-len); a count it accepts waits for its bulks."""
+    parser = RequestParser(1 << 20, 2**31 - 1, fast=fast)
+    parser.feed(b"*2147483647\r\n$4\r\nPING\r\n")
+    assert parser.next_request() is None and parser.buffered == 0
+    parser = RequestParser(1 << 20, 2**31 - 1, fast=fast)
+    parser.feed(b"*2147483648\r\n")
+    with pytest.raises(ProtocolError, match="invalid multibulk length"):
+        parser.next_request()

@@ -75,6 +75,11 @@ def test_redis_py_over_tls_beside_the_plain_port(certs):
         assert _tls_client(certs, tls_port).publish("news", "tls") == 1
         got = [sub.get_message(timeout=2)["data"] for _ in range(2)]
         assert got == [b"plain", b"tls"]
+        # CLIENT INFO over TLS: the raw socket's descriptor, reading (router/tls.py)
+        info = _tls_client(certs, tls_port).client_info()
+        assert (
+            int(info["fd"]) > 2 and info["events"] == "r" and info["laddr"].endswith(f":{tls_port}")
+        )
 
 
 @pytest.mark.skipif(shutil.which("redis-cli") is None, reason="needs redis-cli (redis-tools)")
