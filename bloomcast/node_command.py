@@ -19,6 +19,7 @@ import os
 import signal
 import socket
 import sys
+from typing import TYPE_CHECKING
 
 from bloomcast import node_log
 from bloomcast.membership_log import MembershipLog
@@ -34,6 +35,9 @@ from router.acl.aclfile import AclFileError
 from router.config import NodeConfig, add_node_arguments, config_from_args
 from router.config_file import ConfigError
 from router.tls import TlsConfigError
+
+if TYPE_CHECKING:
+    from cluster_bus.nodes_file import NodesConfig, NodesFile
 
 log = logging.getLogger("bloomcast.node")
 
@@ -53,7 +57,8 @@ async def serve(
     down gracefully. The one place that wires Node + ClusterBus + tap."""
     from router.node import Node
 
-    node = Node(config)
+    nodes_file, saved = open_nodes_file(config) if with_bus else (None, None)
+    node = Node(config, node_id=saved.my_id if saved is not None else None)
     try:
         await node.start(serve=False)  # clients once the bus is started (below)
     except OSError as exc:
@@ -67,7 +72,7 @@ async def serve(
                 config.traffic_dir,
                 config.traffic_sample,
                 node=node.node_id,
-                address=f"{_client_host(config.bind)}:{node.port}",
+                address=f"{_client_host(config)}:{node.port}",
             )
         except OSError as exc:
             raise tap_error(config.traffic_dir, exc) from None
@@ -77,7 +82,7 @@ async def serve(
     if with_bus:
         from cluster_bus.bus import ClusterBus
 
-        bus = ClusterBus(node, config.bus_config(node.port))
+        bus = ClusterBus(node, config.bus_config(node.port), nodes_file, saved)
         node.link = bus
         try:
             await bus.start()
@@ -116,6 +121,8 @@ async def serve(
     await node.stop()
     if tap is not None:
         tap.close()
+    if nodes_file is not None:
+        nodes_file.close()
 
 
 def run(args: argparse.Namespace) -> int:
@@ -174,8 +181,31 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _client_host(bind: str) -> str:
-    """The host ``stats top`` shows for this node's traffic: the bind address,
-    or the machine's host name when the node listens on every address (the
-    bus learns its own address from peers then, after the tap starts)."""
-    return socket.gethostname() if bind in ("0.0.0.0", "::", "") else bind
+def _client_host(config: NodeConfig) -> str:
+    """The host ``stats top`` shows for this node's traffic: the announced IP or
+    hostname, the one bind address, or the machine's host name when the node
+    listens on several or every address (the bus learns its own address from
+    peers then, after the tap starts)."""
+    from cluster_bus.addresses import own_host, parse_bind
+
+    if config.cluster_announce_hostname:
+        return config.cluster_announce_hostname
+    return own_host(parse_bind(config.bind.split()), config.cluster_announce_ip) or (
+        socket.gethostname()
+    )
+
+
+def open_nodes_file(config: NodeConfig) -> tuple[NodesFile | None, NodesConfig | None]:
+    """``--cluster-config-file``: locked for this process and read (the node's id
+    and the nodes it knew), or (None, None); a file in use or unreadable is a
+    StartupError (one line)."""
+    if not config.cluster_config_file:
+        return None, None
+    from cluster_bus.nodes_file import NodesFile, NodesFileError
+
+    nodes_file = NodesFile(config.cluster_config_file)
+    try:
+        saved = nodes_file.open()
+    except NodesFileError as exc:
+        raise StartupError(str(exc)) from None
+    return nodes_file, saved

@@ -19,9 +19,13 @@ cluster client uses the address it connected to).
 
 from __future__ import annotations
 
+import asyncio
 import errno
-from collections.abc import Sequence
+import logging
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+
+log = logging.getLogger("bloomcast.node")
 
 WILDCARDS = {"*": "0.0.0.0", "::*": "::"}
 #: errors that make an optional (``-``) bind address skipped, not fatal
@@ -105,3 +109,46 @@ def announced(
         announce_bus_port or bus_port,
         announce_hostname or "",
     )
+
+
+def first_host(bind: str) -> str:
+    """The first of Redis's bind words, as an address."""
+    return parse_bind(bind.split())[0].host
+
+
+async def listen(
+    factory: Callable[[], asyncio.BaseProtocol],
+    bind: str,
+    port: int,
+    *,
+    serve: bool = True,
+    backlog: int = 511,
+) -> tuple[list[asyncio.Server], int]:
+    """A listener on ``port`` at each of Redis's ``bind`` addresses (port 0: the
+    first one's free port for all of them). An optional (``-``) address that
+    does not exist here is skipped, as Redis does; any other failure closes
+    what was opened and raises. Returns the servers and the port."""
+    loop = asyncio.get_running_loop()
+    servers: list[asyncio.Server] = []
+    for address in parse_bind(bind.split()):
+        try:
+            server = await loop.create_server(
+                factory,
+                address.host,
+                port,
+                reuse_address=True,
+                start_serving=serve,
+                backlog=backlog,
+            )
+        except OSError as exc:
+            if address.optional and exc.errno in OPTIONAL_ERRNOS:
+                log.info("skipping optional bind address %s: %s", address.host, exc.strerror)
+                continue
+            for opened in servers:
+                opened.close()
+            raise
+        servers.append(server)
+        port = port or server.sockets[0].getsockname()[1]
+    if not servers:
+        raise OSError(errno.EADDRNOTAVAIL, f"none of the bind addresses is available: {bind}")
+    return servers, port

@@ -198,8 +198,9 @@ class ClusterLink(Protocol):
         """CLUSTER INFO fields, Redis's names where the concept is the same."""
         ...
 
-    def nodes_lines(self) -> list[str]:
-        """CLUSTER NODES lines in Redis's format, this node first."""
+    def nodes_lines(self, tls: bool = False) -> list[str]:
+        """CLUSTER NODES lines in Redis's format, this node first (``tls``: for a
+        client on the TLS port, which is told TLS ports)."""
         ...
 
     def topology_version(self) -> int:
@@ -318,7 +319,7 @@ class NoPeers:
             "cluster_stats_messages_received": 0,
         }
 
-    def nodes_lines(self) -> list[str]:
+    def nodes_lines(self, tls: bool = False) -> list[str]:
         return [
             f"{self._node_id} {self._host}:{self._port}@{self._port + 10000} "
             f"myself,master - 0 0 0 connected 0-{CLUSTER_SLOTS - 1}"

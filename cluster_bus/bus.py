@@ -15,19 +15,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import errno
 import logging
 import os
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from cluster_bus.addresses import (
-    OPTIONAL_ERRNOS,
-    announced,
-    learns_own_ip,
-    own_host,
-    parse_bind,
-)
+from cluster_bus.addresses import announced, learns_own_ip, listen, own_host, parse_bind
 from cluster_bus.announce import Announcer
 from cluster_bus.api import (
     FILTER_NAMES,
@@ -67,11 +60,13 @@ from cluster_bus.link import Address, Link, now_ms
 from cluster_bus.membership import Membership
 from cluster_bus.mesh import Dialer, Mesh
 from cluster_bus.nodes import LostNode
-from cluster_bus.nodes_file import NodesConfig, NodesFile
 from cluster_bus.refusals import Refusals, resp_hint
 from cluster_bus.routing import PeerTable
 from cluster_bus.tls import bus_contexts
 from cluster_bus.visibility import Visibility
+
+if TYPE_CHECKING:  # --cluster-config-file only: pathlib and fcntl stay off the start path
+    from cluster_bus.nodes_file import NodesConfig, NodesFile
 
 log = logging.getLogger("bloomcast.bus")
 
@@ -207,21 +202,9 @@ class ClusterBus:
         """Listen on the bus port (0 = any free port, see ``port``) and dial the seeds."""
         loop = asyncio.get_running_loop()
         self._loop = loop
-        port = self.config.port
-        for address in self.bind:
-            try:
-                server = await loop.create_server(
-                    lambda: self._new_link(None), address.host, port, backlog=511
-                )
-            except OSError as exc:
-                if address.optional and exc.errno in OPTIONAL_ERRNOS:
-                    log.info("bus: skipping optional bind address %s: %s", address.host, exc)
-                    continue
-                raise
-            self._servers.append(server)
-            port = port or server.sockets[0].getsockname()[1]  # port 0: one port for all
-        if not self._servers:
-            raise OSError(errno.EADDRNOTAVAIL, f"no bind address is available: {self.config.bind}")
+        self._servers, port = await listen(
+            lambda: self._new_link(None), self.config.bind, self.config.port
+        )
         self.port = port
         self.membership.myself.bus_port = self.config.announce_bus_port or self.port
         if self._saved is not None:
@@ -296,13 +279,8 @@ class ClusterBus:
             now_ms=now_ms(),
         )
 
-    def nodes_lines(self) -> list[str]:
-        return cluster_nodes(
-            self.membership,
-            self.sync.epoch,
-            self.mesh.linked_out,
-            now_ms(),
-        )
+    def nodes_lines(self, tls: bool = False) -> list[str]:
+        return cluster_nodes(self.membership, self.sync.epoch, self.mesh.linked_out, now_ms(), tls)
 
     def topology_version(self) -> int:
         return self.membership.version + self.mesh.version

@@ -193,10 +193,13 @@ def cluster_nodes(
     epoch: int,
     linked: Callable[[str], bool],
     now_ms: int,
+    tls: bool = False,
 ) -> list[str]:
     """CLUSTER NODES: ``<id> <ip:port@cport[,hostname]> <flags> <master>
     <ping-sent> <pong-recv> <config-epoch> <link-state> <slot range>``, this
-    node first (Redis 7.0's ``clusterGenNodeDescription``; ports as announced).
+    node first (Redis 7.0's ``clusterGenNodeDescription``; ports as announced;
+    ``tls``: the asking client came over TLS, so each node's TLS port where it
+    has one, as Redis 7.0 reports TLS ports to TLS clients).
     ``linked(node_id)``: our outbound link to it is up (Redis shows its own
     link to the node). A node in FAIL, or not verified, serves no slots. An
     address being met that never answered is a ``handshake`` node with a
@@ -204,12 +207,13 @@ def cluster_nodes(
     me = ms.myself
     slots = {node_id: f" {start}-{end}" for start, end, node_id in live_slot_ranges(ms)}
     lines = [
-        f"{me.node_id} {_address(me)} myself,master - 0 0 {epoch} connected{slots[me.node_id]}"
+        f"{me.node_id} {_address(me, tls)} myself,master - 0 0 {epoch} "
+        f"connected{slots[me.node_id]}"
     ]
     for rec in sorted(ms.peers.values(), key=lambda r: r.node_id):
         state = "connected" if linked(rec.node_id) else "disconnected"
         lines.append(
-            f"{rec.node_id} {_address(rec)} "
+            f"{rec.node_id} {_address(rec, tls)} "
             f"{rec.flag_names()} - {rec.ping_sent_ms} {rec.pong_received_ms} 0 {state}"
             f"{slots.get(rec.node_id, '')}"
         )
@@ -220,7 +224,16 @@ def cluster_nodes(
     return lines
 
 
-def _address(rec: NodeRecord) -> str:
+def client_port(port: int, tls_port: int, tls: bool) -> int:
+    """The port a client is told: the TLS port to a TLS client, the plaintext
+    one to a plaintext client, either when the node has only the other
+    (Redis 7.0 ``clusterGenNodeDescription`` / ``addNodeToNodeReply``)."""
+    if tls:
+        return tls_port or port
+    return port or tls_port
+
+
+def _address(rec: NodeRecord, tls: bool) -> str:
     """``ip:port@cport[,hostname]`` (Redis 7.0 adds the hostname after a comma)."""
-    text = f"{rec.host}:{rec.client_port}@{rec.bus_port}"
+    text = f"{rec.host}:{client_port(rec.client_port, rec.tls_port, tls)}@{rec.bus_port}"
     return f"{text},{rec.hostname}" if rec.hostname else text

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import dataclass, field, fields
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from cluster_bus.api import BusConfig
 from router.config_file import check, merge_toml, settings_from_toml
@@ -30,6 +30,8 @@ class NodeConfig:
     """
 
     # client side (router/)
+    #: redis.conf bind: addresses, space separated; ``*`` / ``::*`` every IPv4 /
+    #: IPv6 interface, ``-`` prefix optional (cluster_bus/addresses.py)
     bind: str = "127.0.0.1"
     port: int = 6379
     requirepass: str | None = None
@@ -57,6 +59,17 @@ class NodeConfig:
     # cluster bus (cluster_bus/)
     cluster_port: int | None = None  # default: port + 10000, as Redis Cluster
     cluster_announce_bus_port: int | None = None  # told to peers instead (NAT, proxies)
+    #: redis.conf cluster-announce-ip / -port / -tls-port / -hostname: what peers
+    #: and cluster clients are told instead of what the node listens on
+    cluster_announce_ip: str | None = None
+    cluster_announce_port: int | None = None
+    cluster_announce_tls_port: int | None = None
+    cluster_announce_hostname: str | None = None
+    #: redis.conf cluster-preferred-endpoint-type: ip | hostname | unknown-endpoint
+    cluster_preferred_endpoint_type: str = "ip"
+    #: redis.conf cluster-config-file: the node's id and the nodes it knows,
+    #: kept across restarts (cluster_bus/nodes_file.py); None: a new id each start
+    cluster_config_file: str | None = None
     join: list[str] = field(default_factory=list)  # seeds, "host:busport"
     cluster_secret: str | None = None
     node_timeout_ms: int = 15000  # redis.conf cluster-node-timeout
@@ -91,7 +104,12 @@ class NodeConfig:
             bind=self.bind,
             port=self.bus_port,
             client_port=client_port,
+            tls_port=self.tls_port,
+            announce_ip=self.cluster_announce_ip,
+            announce_port=self.cluster_announce_port,
+            announce_tls_port=self.cluster_announce_tls_port,
             announce_bus_port=self.cluster_announce_bus_port,
+            announce_hostname=self.cluster_announce_hostname,
             join=tuple(self.join),
             cluster_secret=self.cluster_secret,
             tls_cluster=self.tls_cluster,
@@ -120,6 +138,19 @@ class NodeConfig:
         return config
 
 
+class _JoinWords(argparse.Action):
+    """``--bind 10.0.0.1 127.0.0.1``: the words as Redis keeps them, one string."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        setattr(namespace, self.dest, " ".join(values))
+
+
 def yes_no(text: str) -> bool:
     """A Redis boolean setting: ``yes`` or ``no`` (any case)."""
     value = text.lower()
@@ -139,7 +170,15 @@ def add_node_arguments(parser: argparse.ArgumentParser) -> None:
     """Add every NodeConfig flag to ``parser`` (defaults left as None = not given)."""
     add = parser.add_argument
     add("--config", help="TOML file with node settings (flags override it)")
-    add("--bind", help="address to listen on (default 127.0.0.1)")
+    add(
+        "--bind",
+        nargs="+",
+        action=_JoinWords,
+        metavar="ADDR",
+        help="addresses to listen on, Redis's bind syntax: '*' every IPv4 interface, '::*' "
+        "every IPv6 one, a '-' prefix if it may be missing (quote such words: "
+        "--bind '127.0.0.1 -::1'; default 127.0.0.1)",
+    )
     add("--port", type=int, help="client port (default 6379)")
     add("--requirepass", help="password clients must AUTH with")
     add("--aclfile", help="ACL users file (Redis's users.acl format), loaded at start")
@@ -180,6 +219,25 @@ def add_node_arguments(parser: argparse.ArgumentParser) -> None:
         "--cluster-announce-bus-port",
         type=int,
         help="bus port announced to peers, when they reach this node through NAT or a proxy",
+    )
+    add(
+        "--cluster-announce-ip",
+        help="IP told to peers and cluster clients (NAT, port forwarders); default: the bind "
+        "address, or, bound to several or a wildcard, the one a peer's MEET arrives on",
+    )
+    add("--cluster-announce-port", type=int, help="client port told to peers and clients")
+    add("--cluster-announce-tls-port", type=int, help="TLS client port told to peers and clients")
+    add("--cluster-announce-hostname", help="hostname told to peers and clients")
+    add(
+        "--cluster-preferred-endpoint-type",
+        choices=("ip", "hostname", "unknown-endpoint"),
+        help="what CLUSTER SLOTS / SHARDS give clients as the endpoint (default ip)",
+    )
+    add(
+        "--cluster-config-file",
+        metavar="FILE",
+        help="keep the node id and the nodes it knows in FILE across restarts "
+        "(Redis's nodes.conf; locked against a second node)",
     )
     add("--join", action="append", help="seed node bus address host:port (repeatable)")
     add("--cluster-secret", help="shared secret: HMAC on the bus handshake")

@@ -130,6 +130,14 @@ def check(config: NodeConfig) -> None:
     _port("--port", config.port)
     _port("--cluster-port", config.cluster_port)
     _port("--cluster-announce-bus-port", config.cluster_announce_bus_port, 1)
+    _port("--cluster-announce-port", config.cluster_announce_port, 1)
+    _port("--cluster-announce-tls-port", config.cluster_announce_tls_port, 1)
+    from cluster_bus.addresses import parse_bind
+
+    try:
+        parse_bind(config.bind.split())
+    except ValueError as exc:
+        raise ConfigError(f"--bind {config.bind!r}: {exc}") from None
     for seed in config.join:
         _host, sep, port = seed.rpartition(":")
         if not sep or not port.isdigit() or not 1 <= int(port) <= 65535:

@@ -27,6 +27,7 @@ import time
 from itertools import count, islice
 from typing import TYPE_CHECKING
 
+from cluster_bus.addresses import first_host, listen
 from cluster_bus.api import (
     ClusterLink,
     FilterChange,
@@ -57,14 +58,15 @@ LOSS_CHANNEL = b"__bloomcast__:loss"
 class Node:
     """One node agent (client side). Not thread-safe: one asyncio loop."""
 
-    def __init__(self, config: NodeConfig) -> None:
+    def __init__(self, config: NodeConfig, node_id: str | None = None) -> None:
         self.config = config
-        self.node_id = os.urandom(20).hex()
+        #: 40 hex digits; given when --cluster-config-file kept it from a former run
+        self.node_id = node_id or os.urandom(20).hex()
         # holds this node's client connections (delivery writes their queues)
         self.registry: Registry[ClientOutput] = Registry(
             config.filter_capacity, config.filter_fp_rate
         )
-        self.link: ClusterLink = NoPeers(self.node_id, config.bind, config.port)
+        self.link: ClusterLink = NoPeers(self.node_id, first_host(config.bind), config.port)
         self.tap: TrafficRecorder | None = None  # set by whoever wires the node
         self.clients: dict[int, Client] = {}
         self.stats = NodeStats()
@@ -92,8 +94,8 @@ class Node:
         # the running loop, looked up once: asyncio.get_running_loop() makes a
         # getpid() system call, and schedule_flush runs once per loop turn
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._server: asyncio.base_events.Server | None = None
-        self._tls_server: asyncio.base_events.Server | None = None
+        self._servers: list[asyncio.base_events.Server] = []  # one per bind address
+        self._tls_servers: list[asyncio.base_events.Server] = []
 
     # ------------------------------------------------------------ lifecycle
 
@@ -108,28 +110,21 @@ class Node:
             error = load_file(self, self.config.aclfile)
             if error:
                 raise AclFileError(error)
-        loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(
-            lambda: Client(self),
-            self.config.bind,
-            self.config.port,
-            reuse_address=True,
-            start_serving=serve,
+        self._servers, self.port = await listen(
+            lambda: Client(self), self.config.bind, self.config.port, serve=serve
         )
-        self.port = self._server.sockets[0].getsockname()[1]
         if self.config.tls_port:
             from router.tls import TlsClientProtocol, server_context
 
             context = server_context(self.config)
-            self._tls_server = await loop.create_server(
+            self._tls_servers, _ = await listen(
                 lambda: TlsClientProtocol(context, Client(self), self._tls_failed),
                 self.config.bind,
                 self.config.tls_port,
-                reuse_address=True,
-                start_serving=serve,
+                serve=serve,
             )
         if isinstance(self.link, NoPeers):
-            self.link = NoPeers(self.node_id, self.config.bind, self.port)
+            self.link = NoPeers(self.node_id, first_host(self.config.bind), self.port)
 
     def _tls_failed(self, reason: str) -> None:
         """A connection to the TLS port that did not complete the handshake
@@ -139,23 +134,24 @@ class Node:
 
     async def start_serving(self) -> None:
         """Accept clients (after ``start(serve=False)``)."""
-        for server in (self._server, self._tls_server):
-            if server is not None:
-                await server.start_serving()
+        for server in (*self._servers, *self._tls_servers):
+            await server.start_serving()
 
     async def stop(self) -> None:
-        if self._tls_server is not None:
-            self._tls_server.close()
-            await self._tls_server.wait_closed()
-            self._tls_server = None
-        if self._server is not None:
-            self._server.close()
+        for server in self._tls_servers:
+            server.close()
+            await server.wait_closed()
+        self._tls_servers = []
+        if self._servers:
+            for server in self._servers:
+                server.close()
             for client in list(self.clients.values()):
                 if client.transport is not None:
                     client.flush()
                     client.transport.close()
-            await self._server.wait_closed()
-            self._server = None
+            for server in self._servers:
+                await server.wait_closed()
+            self._servers = []
 
     def schedule_flush(self, client: ClientOutput) -> None:
         """Flush ``client``'s queued messages at the end of this loop turn."""
@@ -391,3 +387,4 @@ class Node:
             "cluster_stats_false_positives_received": registry.false_positives_received,
             "cluster_stats_filter_resizes": registry.filter_epoch,
         }
+

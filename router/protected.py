@@ -52,15 +52,25 @@ def denies(protected_mode: bool, default_user_has_password: bool, peer_ip: str) 
 
 
 def binds_beyond_loopback(bind: str) -> bool:
-    """True unless ``bind`` is a loopback address or ``localhost``."""
-    if bind in ("localhost", "127.0.0.1", "::1"):
+    """True unless every one of Redis's ``bind`` words is a loopback address
+    or ``localhost`` (a ``-`` prefix, optional, counts the same)."""
+    return any(_beyond(word.removeprefix("-")) for word in bind.split())
+
+
+def _beyond(address: str) -> bool:
+    if address in ("localhost", "127.0.0.1", "::1"):
         return False
     import ipaddress  # here: 0.3 MB of RSS that a node on loopback never needs
 
     try:
-        return not ipaddress.ip_address(bind).is_loopback
+        return not ipaddress.ip_address(address).is_loopback
     except ValueError:
-        return True  # a host name: it may resolve to anything
+        return True  # a wildcard (*, ::*) or a name: beyond loopback
+
+
+def _where(bind: str, port: int) -> str:
+    words = bind.split()
+    return f"{words[0]}:{port}" if len(words) == 1 else f"{bind} (bus port {port})"
 
 
 def bus_refusal(
@@ -73,7 +83,7 @@ def bus_refusal(
         return None
     return (
         f"bloomcast node: refusing to start: the cluster bus would listen on "
-        f"{bind}:{bus_port}, beyond loopback, with no --cluster-secret, so any process "
+        f"{_where(bind, bus_port)}, beyond loopback, with no --cluster-secret, so any process "
         f"that reaches it could join the cluster; give every node the same "
         f"--cluster-secret (or --tls-cluster yes), bind to 127.0.0.1, or pass "
         f"--protected-mode no"

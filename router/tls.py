@@ -50,6 +50,9 @@ class TlsTransport:
     """What a :class:`router.client.Client` on the TLS port writes to: the
     subset of ``asyncio.Transport`` it uses, encrypting into the raw one."""
 
+    #: CLUSTER SLOTS / NODES tell a client on this transport TLS ports
+    tls = True
+
     def __init__(self, raw: asyncio.Transport, session: TlsSession) -> None:
         self._raw = raw
         self._session = session

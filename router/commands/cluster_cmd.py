@@ -2,10 +2,15 @@
 and tools (redis-cli --cluster, Redis's own test suite) expect of a node.
 
 Replies follow Redis 7.0.15 byte for byte (``clusterCommand`` in redis
-``src/cluster.c``): CLUSTER SLOTS is ``[start, end, [ip, port, id,
-metadata]]`` per range (the metadata an empty array in RESP2, an empty map in
-RESP3); CLUSTER SHARDS is one map per shard (``slots``, ``nodes``: id, port,
-ip, endpoint, role, replication-offset, health). The slot map is the bus's
+``src/cluster.c``): CLUSTER SLOTS is ``[start, end, [endpoint, port, id,
+metadata]]`` per range (the metadata: the IP and hostname that are not the
+endpoint, a flat array in RESP2, a map in RESP3); CLUSTER SHARDS is one map
+per shard (``slots``, ``nodes``: id, port, tls-port, ip, endpoint, hostname,
+role, replication-offset, health). The endpoint follows
+``cluster-preferred-endpoint-type``; ports and addresses are what nodes
+announce (``cluster-announce-*``), and a client on the TLS port is told TLS
+ports, as Redis 7.0 does in a TLS cluster (there, only with ``tls-cluster
+yes``; a bloomcast node tells each node's TLS port whenever it has one). The slot map is the bus's
 (:mod:`cluster_bus.slots`): the same on every node with the same membership.
 A node holds no keys: DBSIZE, COUNTKEYSINSLOT and GETKEYSINSLOT answer 0 and
 nothing, after Redis's argument checks. A node without a bus (``--no-bus``)
@@ -17,6 +22,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from cluster_bus.api import SlotRange
+from cluster_bus.info import client_port
 from cluster_bus.slots import CLUSTER_SLOTS, key_slot, shard_id
 from router import resp
 from router.commands.base import Command, Handler, Reply, subcommand_table
@@ -39,48 +46,73 @@ def cluster_myid(node: Node, client: Client, args: list[bytes]) -> Reply:
     return resp.bulk(node.node_id.encode())
 
 
+def _tls(client: Client) -> bool:
+    """The client came over the TLS port (router/tls.py ``TlsTransport``)."""
+    return bool(getattr(client.transport, "tls", False))
+
+
 def cluster_nodes(node: Node, client: Client, args: list[bytes]) -> Reply:
-    text = "".join(line + "\n" for line in node.link.nodes_lines())
+    text = "".join(line + "\n" for line in node.link.nodes_lines(_tls(client)))
     return resp.verbatim(text.encode(), client.resp)
 
 
+def _endpoint(node: Node, r: SlotRange) -> str | None:
+    """``cluster-preferred-endpoint-type`` (Redis 7.0 ``getPreferredEndpoint``):
+    the IP, the hostname ("?" when the node has none), or no endpoint."""
+    kind = node.config.cluster_preferred_endpoint_type
+    if kind == "hostname":
+        return r.hostname or "?"
+    if kind == "unknown-endpoint":
+        return None
+    return r.host
+
+
 def cluster_slots(node: Node, client: Client, args: list[bytes]) -> Reply:
-    meta = resp.map_header(0, client.resp)  # networking metadata: none (no hostname)
+    """``[start, end, [endpoint, port, id, {ip | hostname that is not the
+    endpoint}]]`` per range (Redis 7.0 ``addNodeToNodeReply``); the port is
+    the TLS one for a client on the TLS port."""
+    kind = node.config.cluster_preferred_endpoint_type
+    tls = _tls(client)
     ranges = node.link.slot_map()
     out = [resp.array_header(len(ranges))]
     for r in ranges:
+        meta: list[tuple[bytes, bytes]] = []
+        if kind != "ip":
+            meta.append((b"ip", r.host.encode()))
+        if kind != "hostname" and r.hostname:
+            meta.append((b"hostname", r.hostname.encode()))
+        endpoint = _endpoint(node, r)
         out.append(
             b"*3\r\n%b%b*4\r\n%b%b%b%b"
             % (
                 resp.integer(r.start),
                 resp.integer(r.end),
-                resp.bulk(r.host.encode()),
-                resp.integer(r.port),
+                resp.null(client.resp) if endpoint is None else resp.bulk(endpoint.encode()),
+                resp.integer(client_port(r.port, r.tls_port, tls)),
                 resp.bulk(r.node_id.encode()),
-                meta,
+                resp.map_header(len(meta), client.resp)
+                + b"".join(resp.bulk(k) + resp.bulk(v) for k, v in meta),
             )
         )
     return b"".join(out)
 
 
 def cluster_shards(node: Node, client: Client, args: list[bytes]) -> Reply:
-    shards: list[Any] = [
-        {
-            "slots": [r.start, r.end],
-            "nodes": [
-                {
-                    "id": r.node_id,
-                    "port": r.port,
-                    "ip": r.host,
-                    "endpoint": r.host,
-                    "role": "master",
-                    "replication-offset": 0,
-                    "health": "online",
-                }
-            ],
-        }
-        for r in node.link.slot_map()
-    ]
+    """One map per shard (Redis 7.0 ``addNodeDetailsToShardReply``): the
+    plaintext ``port`` and the ``tls-port`` where the node has them."""
+    shards: list[Any] = []
+    for r in node.link.slot_map():
+        details: dict[str, Any] = {"id": r.node_id}
+        if r.port:
+            details["port"] = r.port
+        if r.tls_port:
+            details["tls-port"] = r.tls_port
+        details["ip"] = r.host
+        details["endpoint"] = _endpoint(node, r) or ""
+        if r.hostname:
+            details["hostname"] = r.hostname
+        details.update({"role": "master", "replication-offset": 0, "health": "online"})
+        shards.append({"slots": [r.start, r.end], "nodes": [details]})
     return resp.encode_value(shards, client.resp)
 
 

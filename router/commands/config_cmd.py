@@ -15,8 +15,11 @@ parameters that mean something on a node, under Redis's names:
 - ``port``, ``bind``, ``aclfile``, ``databases``, ``proto-max-bulk-len``,
   ``cluster-node-timeout``, ``cluster-enabled``, ``tls-port``,
   ``tls-cert-file``, ``tls-key-file``, ``tls-ca-cert-file``,
-  ``tls-auth-clients``, ``tls-cluster``: shown; a node cannot change
-  them while it runs, so SET answers Redis's "can't set immutable config".
+  ``tls-auth-clients``, ``tls-cluster``, ``cluster-announce-ip`` / ``-port``
+  / ``-tls-port`` / ``-bus-port`` / ``-hostname``,
+  ``cluster-preferred-endpoint-type``, ``cluster-config-file``: shown (an
+  unset port as 0, as Redis); a node cannot change them while it runs, so
+  SET answers Redis's "can't set immutable config".
 
 GET takes several patterns (Redis 7), each a name (any case, echoed as
 given) or a glob (case-insensitive); a parameter matched twice is listed
@@ -150,15 +153,15 @@ def _aclfile(node: Node) -> str:
     return node.config.aclfile or ""
 
 
-def _shown(attr: str) -> Callable[[Node], str]:
+def _shown(attr: str, unset: str = "") -> Callable[[Node], str]:
     """The getter of a setting a node shows but cannot change while it runs
-    (Redis's immutable configs): bools as yes / no, unset as ""."""
+    (Redis's immutable configs): bools as yes / no, unset as ``unset``."""
 
     def get(node: Node) -> str:
         value = getattr(node.config, attr)
         if isinstance(value, bool):
             return "yes" if value else "no"
-        return "" if value is None else str(value)
+        return unset if value is None else str(value)
 
     return get
 
@@ -187,6 +190,18 @@ PARAMS: dict[str, Param] = {
                 "tls-ca-cert-file",
                 "tls-auth-clients",
                 "tls-cluster",
+                "cluster-announce-ip",
+                "cluster-announce-hostname",
+                "cluster-preferred-endpoint-type",
+                "cluster-config-file",
+            )
+        ),
+        *(
+            Param(name, _shown(name.replace("-", "_"), "0"))
+            for name in (
+                "cluster-announce-port",
+                "cluster-announce-tls-port",
+                "cluster-announce-bus-port",
             )
         ),
     )
