@@ -207,8 +207,7 @@ def cluster_nodes(
     me = ms.myself
     slots = {node_id: f" {start}-{end}" for start, end, node_id in live_slot_ranges(ms)}
     lines = [
-        f"{me.node_id} {_address(me, tls)} myself,master - 0 0 {epoch} "
-        f"connected{slots[me.node_id]}"
+        f"{me.node_id} {_address(me, tls)} myself,master - 0 0 {epoch} connected{slots[me.node_id]}"
     ]
     for rec in sorted(ms.peers.values(), key=lambda r: r.node_id):
         state = "connected" if linked(rec.node_id) else "disconnected"

@@ -387,4 +387,3 @@ class Node:
             "cluster_stats_false_positives_received": registry.false_positives_received,
             "cluster_stats_filter_resizes": registry.filter_epoch,
         }
-
