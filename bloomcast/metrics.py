@@ -67,6 +67,18 @@ COUNTERS = (
     ("filter_resizes", "Filters rebuilt with a new m", "cluster_stats_filter_resizes"),
     ("node_suspicions", "Peers suspected (SWIM)", "cluster_stats_suspicions"),
     ("links_dropped", "Bus links dropped", "cluster_stats_links_dropped"),
+    ("forwards_lost_to_peers", "Forwards a peer counted lost (its count, told back)",
+     "cluster_stats_publish_lost_to_peers"),
+    ("bus_auth_failures", "Bus handshakes refused here (bad secret)",
+     "cluster_stats_auth_failures"),
+    ("bus_handshakes_refused", "Bus handshakes the peer ended (its refusal, seen here)",
+     "cluster_stats_handshakes_refused"),
+    ("bus_tls_handshake_failures", "Bus TLS handshakes that failed",
+     "cluster_stats_tls_handshake_failures"),
+    ("forward_sessions_restarted", "Peers back with the same id and a new process",
+     "cluster_stats_sessions_restarted"),
+    ("subscribe_visibility_timeouts", "SUBSCRIBEs confirmed without every peer's ACK",
+     "cluster_subscribe_visibility_timeouts"),
 )  # fmt: skip
 
 #: (metric name, help, INFO field) of every plain gauge

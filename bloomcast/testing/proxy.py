@@ -139,11 +139,13 @@ class FaultProxy:
         host: str = LOOPBACK,
         target_host: str | None = None,
         bus_framing: bool = True,
+        netns: str | None = None,
     ) -> None:
         self.host = host
         self.target = (target_host or host, target_port)
         self.port = listen_port if listen_port is not None else free_port(host)
         self.bus_framing = bus_framing
+        self.netns = netns  # listen and dial inside this network namespace
         self.counts: Counter[str] = Counter()
         self._pipes: set[_Pipe] = set()
         self._stall_until = 0.0
@@ -165,6 +167,10 @@ class FaultProxy:
         ready = threading.Event()
 
         def run() -> None:
+            if self.netns is not None:  # the thread's sockets live in the namespace
+                from bloomcast.testing.faults import enter_netns
+
+                enter_netns(self.netns)
             asyncio.set_event_loop(loop)
             loop.run_until_complete(self._listen())
             ready.set()

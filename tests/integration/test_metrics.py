@@ -177,3 +177,21 @@ def test_healthz_is_503_while_cut_off_from_the_nodes_it_had(tmp_path):
             503,
             "cluster_state:fail (cut off from the majority; 1 nodes lost)\n",
         )
+
+
+def test_a_refused_bus_link_is_counted_on_both_sides():
+    """Two nodes with different cluster secrets: the one that finds the bad MAC
+    and the one whose handshake was ended both count it (issue 30 item 4)."""
+    with ExitStack() as stack:
+        _, a_bus, a_metrics = stack.enter_context(node("--cluster-secret", "one"))
+        seed = ["--join", f"127.0.0.1:{a_bus}", "--cluster-secret", "two"]
+        _, _, b_metrics = stack.enter_context(node(*seed))
+        deadline = time.monotonic() + 20
+        while True:
+            a, b = scrape(a_metrics), scrape(b_metrics)
+            refused = value(a, "bloomcast_bus_handshakes_refused_total")
+            failed = value(b, "bloomcast_bus_auth_failures_total")
+            if refused >= 1 and failed >= 1:
+                break
+            assert time.monotonic() < deadline, (refused, failed)
+            time.sleep(0.2)
