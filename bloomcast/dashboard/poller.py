@@ -123,10 +123,15 @@ class Poller:
         client = self._client(*self.seed)
         try:
             async with asyncio.timeout(self.timeout * 2):
-                raw = await client.execute_command("CLUSTER", "NODES")
+                pipe = client.pipeline(transaction=False)
+                pipe.info("server")
+                pipe.execute_command("CLUSTER", "NODES")
+                info, raw = await pipe.execute(raise_on_error=False)
         finally:
             await client.aclose()
-        entries = parse_cluster_nodes(raw)
+        if isinstance(info, Exception):
+            raise info
+        entries = parse_cluster_nodes(_nodes_text(raw, info, *self.seed))
         if not entries:
             raise RedisError("CLUSTER NODES is empty")
         self._apply_view(entries, f"{self.seed[0]}:{self.seed[1]}")
@@ -172,9 +177,11 @@ class Poller:
                 pipe = state.client.pipeline(transaction=False)
                 pipe.info("all")
                 pipe.execute_command("CLUSTER", "NODES")
-                info, raw = await pipe.execute()
+                info, raw = await pipe.execute(raise_on_error=False)
+            if isinstance(info, Exception):
+                raise info
             sample = Sample.from_info(time.monotonic(), info)
-            lines = parse_cluster_nodes(raw)
+            lines = parse_cluster_nodes(_nodes_text(raw, info, entry.host, entry.port))
         except Exception as exc:  # whatever a node answers, the dashboard carries on
             state.error = error_text(exc)
             state.sample = None
@@ -281,3 +288,14 @@ class Poller:
             }
         )  # fmt: skip
         return out
+
+
+def _nodes_text(raw: Any, info: dict[str, Any], host: str, port: int) -> Any:
+    """CLUSTER NODES as the node answered, or, from a standalone node (no bus:
+    ``cluster support disabled``, as Redis), one ``myself`` line naming it by
+    its INFO ``run_id``; any other error is raised."""
+    if not isinstance(raw, Exception):
+        return raw
+    if "cluster support disabled" not in str(raw):
+        raise raw
+    return f"{info.get('run_id', '0' * 40)} {host}:{port}@0 myself,master - 0 0 0 connected\n"
