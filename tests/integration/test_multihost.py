@@ -195,7 +195,10 @@ def assert_clients_work(hosts: Hosts, certs: dict[str, str]) -> None:
     assert in_netns(hosts.hub, lambda: cluster(False)) == [b"through the forwarder"]
     assert in_netns(hosts.hub, lambda: cluster(True)) == [b"through the forwarder"]
     for port, fwd in zip(FWD, hosts.forwarders, strict=True):
-        assert fwd.counts["accepted"] > accepted[port], port
+        if port == BUS_PORT:  # the other nodes reach node 2's bus through it
+            assert fwd.counts["accepted"] > 0
+        else:  # the clients reached node 2 at its announced addresses
+            assert fwd.counts["accepted"] > accepted[port], port
     cli = subprocess.run(
         ["ip", "netns", "exec", hosts.hub, "redis-cli", "-c", "-h", hosts.addresses[0],
          "-p", str(PORT), "CLUSTER", "NODES"],
