@@ -222,8 +222,9 @@ class ClusterLink(Protocol):
         links, ignore it for 60 s (Redis's ban). None, or Redis's error text."""
         ...
 
-    def meet(self, host: str, bus_port: int) -> None:
-        """CLUSTER MEET: dial that bus address as a ``--join`` seed."""
+    def meet(self, host: str, bus_port: int, client_port: int = 0) -> None:
+        """CLUSTER MEET: dial that bus address as a ``--join`` seed (its client
+        port shows in CLUSTER NODES while it is in its handshake)."""
         ...
 
     def links(self) -> list[LinkInfo]:
@@ -339,7 +340,7 @@ class NoPeers:
             return "I tried hard but I can't forget myself..."
         return f"Unknown node {node_id}"
 
-    def meet(self, host: str, bus_port: int) -> None:
+    def meet(self, host: str, bus_port: int, client_port: int = 0) -> None:
         return None
 
     def links(self) -> list[LinkInfo]:

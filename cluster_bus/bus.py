@@ -291,8 +291,8 @@ class ClusterBus:
     def forget_node(self, node_id: str) -> str | None:
         return self.heartbeats.forget_node(node_id, now_ms())
 
-    def meet(self, host: str, bus_port: int) -> None:
-        self.heartbeats.meet((host, bus_port))
+    def meet(self, host: str, bus_port: int, client_port: int = 0) -> None:
+        self.heartbeats.meet((host, bus_port), client_port)
 
     def links(self) -> list[LinkInfo]:
         return self.mesh.infos()

@@ -193,7 +193,7 @@ class Heartbeats:
         ms = self.membership
         if node_id == ms.my_id:
             return "I tried hard but I can't forget myself..."
-        for key, (pending, _) in list(ms.handshakes.items()):
+        for key, (pending, _, _) in list(ms.handshakes.items()):
             if pending == node_id:  # a MEET / seed that never answered
                 del ms.handshakes[key]
                 self.seeds.pop(key, None)
@@ -209,7 +209,7 @@ class Heartbeats:
         self._unreachable(node_id)
         return None
 
-    def add_seed(self, key: Address) -> None:
+    def add_seed(self, key: Address, client_port: int = 0) -> None:
         """An address to meet (``--join``, CLUSTER MEET): shown in its handshake
         until it answers (for Redis's handshake timeout), and redialled
         whenever it is missed."""
@@ -217,18 +217,19 @@ class Heartbeats:
             return
         if self.seeds.get(key) is None:  # not met yet: (again) in its handshake
             self.seeds[key] = None
-            self.membership.handshakes[key] = (os.urandom(20).hex(), now_ms())
+            port = client_port or max(0, key[1] - 10000)  # Redis's rule when not given
+            self.membership.handshakes[key] = (os.urandom(20).hex(), now_ms(), port)
 
     def seed_reached(self, key: Address, node_id: str) -> None:
         """Our dial to ``key`` completed a handshake with ``node_id``."""
         if key in self.seeds:
             self.seeds[key] = node_id
 
-    def meet(self, key: Address) -> None:
+    def meet(self, key: Address, client_port: int = 0) -> None:
         """CLUSTER MEET: a seed like ``--join``'s, dialled now and until it answers."""
         if key in self.dialer.myself:
             return  # our own address
-        self.add_seed(key)
+        self.add_seed(key, client_port)
         if self.dialer.due(key, now_ms()):
             self.dialer.dial(key)
 

@@ -203,7 +203,8 @@ def cluster_nodes(
     ``linked(node_id)``: our outbound link to it is up (Redis shows its own
     link to the node). A node in FAIL, or not verified, serves no slots. An
     address being met that never answered is a ``handshake`` node with a
-    random id, as Redis shows one (client port: bus port - 10000)."""
+    random id, as Redis shows one (its client port as CLUSTER MEET gave it, or
+    bus port - 10000 for a --join seed)."""
     me = ms.myself
     slots = {node_id: f" {start}-{end}" for start, end, node_id in live_slot_ranges(ms)}
     lines = [
@@ -216,10 +217,8 @@ def cluster_nodes(
             f"{rec.flag_names()} - {rec.ping_sent_ms} {rec.pong_received_ms} 0 {state}"
             f"{slots.get(rec.node_id, '')}"
         )
-    for (host, port), node_id in ms.pending_handshakes(now_ms):
-        lines.append(
-            f"{node_id} {host}:{max(0, port - 10000)}@{port} handshake - 0 0 0 disconnected"
-        )
+    for (host, port), node_id, client in ms.pending_handshakes(now_ms):
+        lines.append(f"{node_id} {host}:{client}@{port} handshake - 0 0 0 disconnected")
     return lines
 
 

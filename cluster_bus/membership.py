@@ -142,8 +142,9 @@ class Membership:
         #: node id -> the bus address our own dial reached it at (verification)
         self.dialled: dict[str, Address] = {}
         #: addresses being met that never answered -> (the id they show under,
-        #: since when, ms): shown for the handshake timeout, redialled after
-        self.handshakes: dict[Address, tuple[str, int]] = {}
+        #: since when (ms), client port): shown for the handshake timeout,
+        #: redialled after
+        self.handshakes: dict[Address, tuple[str, int, int]] = {}
         self._rng = rng or random.Random()
         self.probes = ProbeSchedule(self._rng)
 
@@ -462,14 +463,14 @@ class Membership:
         """Our own dial reached ``rec`` at the bus address it announces."""
         return self.dialled.get(rec.node_id) == (rec.host, rec.bus_port)
 
-    def pending_handshakes(self, now_ms: int) -> list[tuple[Address, str]]:
+    def pending_handshakes(self, now_ms: int) -> list[tuple[Address, str, int]]:
         """Addresses being met that never answered, shown as ``handshake`` nodes
         for Redis's handshake timeout (max(node timeout, 1 s), after which
         Redis deletes the node; we keep dialling the address, unshown)."""
         timeout = max(self.node_timeout_ms, 1000)
         return [
-            (key, node_id)
-            for key, (node_id, since) in self.handshakes.items()
+            (key, node_id, port)
+            for key, (node_id, since, port) in self.handshakes.items()
             if now_ms - since < timeout
         ]
 

@@ -157,7 +157,7 @@ def cluster_meet(node: Node, client: Client, args: list[bytes]) -> Reply:
     if not ip or not 0 < port <= 65535 or not 0 < bus_port <= 65535:
         address = b"%b:%b" % (args[2], args[3])
         return resp.error(f"ERR Invalid node address specified: {address.decode(errors='replace')}")
-    node.link.meet(ip, bus_port)
+    node.link.meet(ip, bus_port, port)
     return resp.OK
 
 

@@ -371,8 +371,8 @@ def test_only_a_node_our_own_dial_reached_at_its_address_is_verified():
 
 def test_an_address_being_met_shows_for_the_handshake_timeout():
     m = cluster(1)
-    m.handshakes[("10.0.0.9", 17009)] = ("ab" * 20, 1000)
-    assert m.pending_handshakes(1000 + TIMEOUT - 1) == [(("10.0.0.9", 17009), "ab" * 20)]
+    m.handshakes[("10.0.0.9", 17009)] = ("ab" * 20, 1000, 7009)
+    assert m.pending_handshakes(1000 + TIMEOUT - 1) == [(("10.0.0.9", 17009), "ab" * 20, 7009)]
     assert m.pending_handshakes(1000 + max(TIMEOUT, 1000)) == []
     m.dial_reached(nid(5), ("10.0.0.9", 17009))
     assert m.handshakes == {}

@@ -179,3 +179,62 @@ def test_cluster_meet_links_and_myshardid(tmp_path):
         assert len(shards) == 3
     finally:
         cluster.stop()
+
+
+def test_peers_that_cannot_be_reached_at_their_address_take_no_slots(tmp_path):
+    """Issue 26 item 5: 200 fake peers complete a handshake on a bus without a
+    secret and announce addresses nobody can dial: they are known, but none
+    of them gets a slot (Redis gives a joining node none); the slot map stays
+    over the two real nodes, which our own dials verified."""
+    import os
+    import socket
+
+    from cluster_bus.codec import encode, short_id
+    from cluster_bus.decoder import FrameDecoder
+    from cluster_bus.frames import Hello, HelloAuth, Meet
+
+    with LocalCluster(2, extra_args=ARGS, log_dir=tmp_path) as cluster:
+        ids = {myid(cluster, i) for i in range(2)}
+        socks = []
+        try:
+            for k in range(200):
+                fake = os.urandom(20).hex()
+                s = socket.create_connection(("127.0.0.1", cluster.bus_ports[0]), timeout=5)
+                socks.append(s)
+                s.sendall(encode(Hello(fake, os.urandom(16)), short_id(fake)))
+                decoder = FrameDecoder()
+                while not decoder.feed(s.recv(4096)):
+                    pass
+                meet = Meet(fake, "192.0.2.1", 7000 + k, 17000 + k, 0, 0, 0, 0, False)
+                s.sendall(encode(HelloAuth(), short_id(fake)) + encode(meet, short_id(fake)))
+            wait_for(
+                lambda: int(cluster.cluster_info(0)["cluster_known_nodes"]) >= 150,
+                20,
+                "the fake peers known",
+            )
+            owners = {o for _, _, o in slot_owners(cluster, 0)}
+            assert owners == ids
+        finally:
+            for s in socks:
+                s.close()
+
+
+def test_cluster_meet_to_an_unreachable_address_shows_a_handshake_node(tmp_path):
+    """As Redis: CLUSTER MEET answers OK and the address shows in CLUSTER NODES
+    as a handshake node (a random id, no slots) for the handshake timeout,
+    while the node keeps dialling it."""
+    with LocalCluster(1, extra_args=ARGS, log_dir=tmp_path) as cluster:
+        with cluster.client(0) as r:
+            assert r.execute_command("CLUSTER", "MEET", "127.0.0.1", 9, 19) == b"OK"
+            lines = r.execute_command("CLUSTER", "NODES").decode().splitlines()
+        shaking = [ln for ln in lines if ln.split()[2] == "handshake"]
+        assert len(shaking) == 1, lines
+        parts = shaking[0].split()
+        assert re.fullmatch("[0-9a-f]{40}", parts[0]) and parts[1] == "127.0.0.1:9@19"
+        assert parts[3:8] == ["-", "0", "0", "0", "disconnected"] and len(parts) == 8
+        assert cluster.cluster_info(0)["cluster_known_nodes"] == "2"
+        wait_for(
+            lambda: "handshake" not in nodes_seen_by(cluster, 0).values(),
+            3 * TIMEOUT_MS / 1000,
+            "the handshake timeout",
+        )
