@@ -64,7 +64,7 @@ from spark.events import SCHEMA_FIELDS
 from spark.lateness import WatermarkLog
 from spark.nodes import read_sidecars
 from spark.runs import OnConflict, open_sinks
-from spark.sinks import Sink
+from spark.sinks import FilesApplied, Sink
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -104,8 +104,8 @@ class JobConfig:
 # -- the streaming DataFrame ----------------------------------------------------------
 
 
-def event_stream(spark: SparkSession, config: JobConfig) -> DataFrame:
-    """Parsed, deduplicated events with a boolean ``malformed`` column."""
+def raw_events(spark: SparkSession, config: JobConfig) -> DataFrame:
+    """The schema's columns, ``file`` and ``mtime`` (s) from the spool directory."""
     from pyspark.sql import functions as F
 
     # the JSON source with a fixed schema parses straight from the file's bytes (about
@@ -122,10 +122,19 @@ def event_stream(spark: SparkSession, config: JobConfig) -> DataFrame:
         reader = reader.option("cleanSource", config.clean_source)
         if config.clean_source == "archive":
             reader = reader.option("sourceArchiveDir", str(Path(config.spool) / "_archive"))
-    parsed = reader.load(config.spool).select(
+    return reader.load(config.spool).select(
         "*",
         F.col("_metadata.file_path").alias("file"),
         F.col("_metadata.file_modification_time").cast("double").alias("mtime"),
+    )
+
+
+def event_stream(spark: SparkSession, config: JobConfig) -> DataFrame:
+    """Parsed, deduplicated events with a boolean ``malformed`` column."""
+    from pyspark.sql import functions as F
+
+    parsed = raw_events(spark, config).select(
+        "*",
         F.current_timestamp().alias("seen"),  # the batch's time (replays keep it)
     )
     valid = (
@@ -169,6 +178,11 @@ def event_stream(spark: SparkSession, config: JobConfig) -> DataFrame:
     )
 
 
+def node_addresses(config: JobConfig) -> dict[str, str]:
+    """node id -> address (:mod:`spark.nodes`): the spool's sidecars."""
+    return read_sidecars(config.spool)
+
+
 # -- running it -----------------------------------------------------------------------
 
 #: test hook: called with (batch id, "before" | "after") around the sink writes
@@ -189,22 +203,38 @@ def start_query(
     marks = WatermarkLog(config.checkpoint)
 
     def write_batch(df: DataFrame, batch_id: int) -> None:
+        from pyspark.sql import functions as F
+
         # not cached: one pass (spark.aggregate); a batch with late events is read a
         # second time to count them (the dedup recomputes the same rows from the same
         # state store version)
-        result = batch_aggregates(
-            df.drop("event_id", "seen"),
-            config.half_lives,
-            watermark=marks.before(batch_id),
-            allowed_lateness=config.allowed_lateness,
-        )
-        result.nodes = read_sidecars(config.spool)
+        events = df.drop("event_id", "seen")
+        watermark = marks.before(batch_id)
+
+        def aggregate(without: set[str]) -> BatchResult:
+            rows = events.filter(~F.col("file").isin(sorted(without))) if without else events
+            return batch_aggregates(
+                rows, config.half_lives, watermark=watermark,
+                allowed_lateness=config.allowed_lateness,
+            )  # fmt: skip
+
+        result = aggregate(set())
         marks.record(batch_id, result.watermark)
+        result.nodes = node_addresses(config)
         if fault:
             fault(batch_id, "before")
-        # a sink that already holds this batch id (Spark replays a batch after a
-        # crash) skips it: then the batch was applied before, not now
-        applied = [sink.write(batch_id, result) for sink in sinks]
+        # a sink that already holds this batch (Spark replays a batch after a crash, or
+        # another job applied its files) skips it: then it was applied before, not now;
+        # files another job applied to the Redis are left out, the rest aggregated again
+        without: set[str] = set()
+        while True:
+            try:
+                applied = [sink.write(batch_id, result) for sink in sinks]
+                break
+            except FilesApplied as held:
+                without |= {path for path, i in result.files.items() if i in held.files}
+                nodes, result = result.nodes, aggregate(without)
+                result.nodes = nodes
         result.applied = all(applied)
         if on_batch:
             on_batch(batch_id, result)

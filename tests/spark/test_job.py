@@ -20,8 +20,10 @@ from spark.sinks import (
     BATCH_KEY,
     EARLY_KEY,
     EVENTS_KEY,
+    FILES_KEY,
     MALFORMED_KEY,
     RUN_KEY,
+    RUNS_KEY,
     make_sinks,
     read_file_counters,
     read_file_distributions,
@@ -213,8 +215,11 @@ def redis_state(url: str) -> dict[str, object]:
     client = redis.Redis.from_url(url, decode_responses=True)
     state: dict[str, object] = {}
     for key in client.scan_iter():
-        if key in (BATCH_KEY, RUN_KEY):
+        if key in (BATCH_KEY, RUN_KEY, RUNS_KEY):
             continue  # batch ids may differ (Spark's no-data batches), run ids do: the data may not
+        if key == FILES_KEY:  # the files applied, without the times they were
+            state[key] = sorted(client.zrange(key, 0, -1))
+            continue
         if client.type(key) == "zset":
             state[key] = dict(client.zrange(key, 0, -1, withscores=True))
         else:
