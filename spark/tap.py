@@ -357,6 +357,10 @@ class TrafficTap:
         self._file_size = 0
         self._refresh_spool_bytes()
 
+    def refresh(self) -> None:
+        """Re-measure the spool now (a consumer deleted files: room for new events)."""
+        self._refresh_spool_bytes()
+
     def _refresh_spool_bytes(self) -> None:
         """Re-measure this tap's completed files (a consumer may have deleted some)."""
         total = writer_bytes(self.directory, self.node)

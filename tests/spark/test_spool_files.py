@@ -22,7 +22,8 @@ NEW = "b" * 40
 
 
 def event(seq: int, node: str = DEAD) -> TrafficEvent:
-    return TrafficEvent(f"{node}-{seq}", 1_700_000_000.0 + seq, node, "origin", "c", 1, 0, 0, 2, False)
+    t = 1_700_000_000.0 + seq
+    return TrafficEvent(f"{node}-{seq}", t, node, "origin", "c", 1, 0, 0, 2, False)
 
 
 def lines(node: str, seqs: range) -> bytes:
