@@ -4,7 +4,9 @@ Pipeline (one streaming query, checkpointed):
 
 1. File source (``json``, the fixed schema of :data:`spark.events.SCHEMA_FIELDS`,
    PERMISSIVE) over ``<spool>/*.ndjson`` (``pathGlobFilter``; the tap's ``.tmp``
-   files are never read), ``maxFilesPerTrigger`` files per micro-batch.
+   files are never read), ``maxFilesPerTrigger`` files per micro-batch; or,
+   with ``nodes``, the nodes' spools over HTTP (:mod:`spark.spool_source`,
+   each line parsed by ``from_json`` with the same schema, PERMISSIVE).
 2. A line that is not JSON (a row of nulls), or lacks a usable ``event_id``/
    ``time``/``node``/``role``/``channel``, is *malformed*: it gets a key of its
    own (``uuid()``, so the same bad line twice counts twice), is counted per
@@ -84,7 +86,7 @@ class JobConfig:
     """One run of the job. Times are seconds; ``dedup_window`` and
     ``trigger_interval`` are Spark interval strings."""
 
-    spool: str
+    spool: str  # a directory (or URI) the file source reads; "" with nodes
     checkpoint: str
     half_lives: tuple[float, ...] = (60.0, 3600.0)
     redis_url: str | None = None
@@ -99,15 +101,29 @@ class JobConfig:
     on_conflict: str = "refuse"  # sinks holding another run: refuse | continue | fresh
     allowed_lateness: float = 600.0  # s behind the event-time watermark before an event is late
     query_name: str = "bloomcast_stats"
+    nodes: str = ""  # host:port,... of nodes serving their spool (spark.spool_source)
 
 
 # -- the streaming DataFrame ----------------------------------------------------------
 
 
 def raw_events(spark: SparkSession, config: JobConfig) -> DataFrame:
-    """The schema's columns, ``file`` and ``mtime`` (s) from the spool directory."""
+    """The schema's columns, ``file`` and ``mtime`` (s): from the nodes' spools over
+    HTTP with ``config.nodes``, else from the spool directory."""
     from pyspark.sql import functions as F
 
+    if config.nodes:
+        from spark.spool_source import SOURCE_NAME, register
+
+        register(spark)
+        lines = (
+            spark.readStream.format(SOURCE_NAME)
+            .option("nodes", config.nodes)
+            .option("maxFilesPerTrigger", config.max_files_per_trigger)
+            .load()
+        )
+        event = F.from_json("value", spark_schema(), {"mode": "PERMISSIVE"})
+        return lines.select(event.alias("e"), "file", "mtime").select("e.*", "file", "mtime")
     # the JSON source with a fixed schema parses straight from the file's bytes (about
     # twice as fast as text + from_json); PERMISSIVE: a line that does not parse is a
     # row of nulls, which the validity check below counts as malformed
@@ -179,7 +195,12 @@ def event_stream(spark: SparkSession, config: JobConfig) -> DataFrame:
 
 
 def node_addresses(config: JobConfig) -> dict[str, str]:
-    """node id -> address (:mod:`spark.nodes`): the spool's sidecars."""
+    """node id -> address (:mod:`spark.nodes`): the spool's sidecars, or each node's."""
+    if config.nodes:
+        from spark.spool_client import node_addresses as served
+        from spark.spool_client import parse_nodes
+
+        return served(parse_nodes(config.nodes))
     return read_sidecars(config.spool)
 
 
