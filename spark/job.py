@@ -253,7 +253,10 @@ def start_query(
                 applied = [sink.write(batch_id, result) for sink in sinks]
                 break
             except FilesApplied as held:
-                without |= {path for path, i in result.files.items() if i in held.files}
+                more = {path for path, i in result.files.items() if i in held.files} - without
+                if not more:
+                    raise  # cannot happen: a held file is one of this result's files
+                without |= more
                 nodes, result = result.nodes, aggregate(without)
                 result.nodes = nodes
         result.applied = all(applied)

@@ -113,8 +113,9 @@ class SpoolStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """The offsets, partitions and reads of the module doc."""
 
     def __init__(self, options: dict[str, str]) -> None:
+        options = {k.lower(): v for k, v in options.items()}  # Spark's are case-insensitive
         self.nodes = parse_nodes(options["nodes"])
-        self.max_files = int(options.get("maxFilesPerTrigger", "100"))
+        self.max_files = int(options.get("maxfilespertrigger", "100"))
         self.target: Offsets | None = None
         self.down: set[str] = set()
 
