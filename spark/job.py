@@ -50,8 +50,9 @@ Trending channels (short vs long half-life share) are derived at read time
 from two ``channels`` distributions (:mod:`spark.stats_command`).
 
 Nothing here assumes local mode: all work is DataFrame operations (no Python
-UDFs, so executors need no bloomcast code); only the per-bin aggregates reach
-the driver, which writes the sinks.
+UDFs; the network source's reader is pickled by value, so executors need no
+bloomcast code); only the per-bin aggregates reach the driver, which writes
+the sinks.
 """
 
 from __future__ import annotations

@@ -19,10 +19,11 @@ files a micro-batch read, and a replay after a crash reads the same ones.
   writer in number order), at most ``maxFilesPerTrigger`` per batch; a node
   that does not answer keeps its offsets (its files wait); a writer with no
   file left on its node is dropped from the offsets of the next batch that
-  reads something (its numbers never come back). Everything up to ``start`` is in Spark's commit log by then (batches
-  run one at a time; an uncommitted batch is re-run before the next
-  ``latestOffset``), so the nodes are told to delete it: this is what frees
-  the last batch of a ``--once`` run, whose ``commit`` Spark never calls.
+  reads something (its numbers never come back). Everything up to ``start``
+  is in Spark's commit log by then (batches run one at a time; an uncommitted
+  batch is re-run before the next ``latestOffset``), so the nodes are told to
+  delete it: this frees the last batch of a run, whose ``commit`` Spark calls
+  only when it plans the next batch.
 - ``partitions``: one per node with new files (that node's listing picks the
   files in each writer's range); ``read``: fetches them (retried while the
   node restarts; a file gone from the node was deleted by another job's

@@ -227,6 +227,20 @@ def redis_state(url: str) -> dict[str, object]:
     return state
 
 
+def assert_same_state(got: dict[str, object], want: dict[str, object]) -> None:
+    """Two :func:`redis_state` hold the same statistics (floats to 1e-12)."""
+    assert set(got) == set(want)
+    for key, value in want.items():
+        if isinstance(value, dict):
+            assert isinstance(got[key], dict) and got[key].keys() == value.keys(), key
+            for b, s in value.items():
+                assert got[key][b] == pytest.approx(s, rel=1e-12), (key, b)  # type: ignore[index]
+        elif key.endswith("._Z"):
+            assert float(got[key]) == pytest.approx(float(value), rel=1e-12)  # type: ignore[arg-type]
+        else:
+            assert got[key] == value, key
+
+
 def test_exactly_once_across_crashes_restarts_and_duplicates(spark, valkey_url, tmp_path):
     events = make_events(2, n=150)
     files = [events[i * len(events) // 5 : (i + 1) * len(events) // 5] for i in range(5)]
@@ -270,16 +284,7 @@ def test_exactly_once_across_crashes_restarts_and_duplicates(spark, valkey_url, 
     run_once(spark, crashed)
 
     got, want = redis_state(crashed.redis_url), redis_state(clean.redis_url)
-    assert set(got) == set(want)
-    for key, value in want.items():
-        if isinstance(value, dict):
-            assert got[key].keys() == value.keys(), key
-            for b, s in value.items():
-                assert got[key][b] == pytest.approx(s, rel=1e-12), (key, b)
-        elif key.endswith("._Z"):
-            assert float(got[key]) == pytest.approx(float(value), rel=1e-12)
-        else:
-            assert got[key] == value, key
+    assert_same_state(got, want)
     unique = len({(e.event_id, e.node) for e in events})
     assert int(got[EVENTS_KEY]) == unique
     # the file sink folds to the same distributions

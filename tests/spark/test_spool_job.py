@@ -20,7 +20,7 @@ from spark.spool_client import release_committed
 from tests.spark.events_data import make_events
 from tests.spark.spool_nodes import SpoolNode as NodeProcess
 from tests.spark.spool_nodes import chunks, spool_server, wait_until, write_spool_file
-from tests.spark.test_job import crash_at, redis_state
+from tests.spark.test_job import assert_same_state, crash_at, redis_state
 
 pytestmark = pytest.mark.spark
 
@@ -56,28 +56,23 @@ def config(tmp_path: Path, name: str, url: str, **kwargs) -> JobConfig:  # type:
     )
 
 
-def assert_same(got: dict, want: dict) -> None:  # type: ignore[type-arg]
-    assert set(got) == set(want)
-    for key, value in want.items():
-        if isinstance(value, dict):
-            assert got[key].keys() == value.keys(), key
-            for b, s in value.items():
-                assert got[key][b] == pytest.approx(s, rel=1e-12), (key, b)
-        elif key.endswith("._Z"):
-            assert float(got[key]) == pytest.approx(float(value), rel=1e-12)
-        else:
-            assert got[key] == value, key
+def reference(spark, tmp_path: Path, url: str, seed: int, parts: int):  # type: ignore[no-untyped-def]
+    """Seeded events in ``parts`` files (the last written 95 s ago), and the file source
+    over them in one spool into ``url``: what every other run must equal.
+    Returns (events, files, t0, url)."""
+    events = make_events(seed, n=25 * parts)
+    files = chunks(events, parts)
+    t0 = time.time() - 100
+    clean = config(tmp_path, "clean", url, spool=str(tmp_path / "all"))
+    fill(tmp_path / "all", files, t0)
+    run_once(spark, clean)
+    return events, files, t0, url
 
 
 def test_network_source_is_exact_across_a_job_killed_between_sink_and_checkpoint(
     spark, valkey_url, tmp_path
 ):
-    events = make_events(41, n=150)
-    files = chunks(events, 6)
-    t0 = time.time() - 100
-    clean = config(tmp_path, "clean", db(valkey_url, 5), spool=str(tmp_path / "local"))
-    fill(tmp_path / "local", files, t0)
-    run_once(spark, clean)  # the file source over the same files: the reference
+    events, files, t0, clean = reference(spark, tmp_path, db(valkey_url, 5), 41, 6)
 
     served = tmp_path / "served"
     names = fill(served, files, t0)
@@ -95,18 +90,13 @@ def test_network_source_is_exact_across_a_job_killed_between_sink_and_checkpoint
         assert seen[0] == (2, True)  # batch 1 was replayed before and skipped
         release_committed(net.checkpoint, address)  # what --once does at the end
         assert list(served.glob("*.ndjson")) == []  # every file applied, then deleted
-    got, want = redis_state(net.redis_url), redis_state(clean.redis_url)
-    assert_same(got, want)
+    got, want = redis_state(net.redis_url), redis_state(clean)
+    assert_same_state(got, want)
     assert int(got[EVENTS_KEY]) == len({(e.event_id, e.node) for e in events})
 
 
 def test_two_jobs_into_one_redis_count_each_file_once(spark, valkey_url, tmp_path):
-    events = make_events(42, n=150)
-    files = chunks(events, 3)
-    t0 = time.time() - 100
-    clean = config(tmp_path, "clean", db(valkey_url, 7), spool=str(tmp_path / "all"))
-    fill(tmp_path / "all", files, t0)
-    run_once(spark, clean)
+    _, files, t0, clean = reference(spark, tmp_path, db(valkey_url, 7), 42, 3)
 
     # two spools that overlap in file 1 (a copy: same name, same mtime)
     url = db(valkey_url, 8)
@@ -121,16 +111,11 @@ def test_two_jobs_into_one_redis_count_each_file_once(spark, valkey_url, tmp_pat
     added: list[int] = []
     run_once(spark, second, on_batch=lambda b, r: added.append(r.events))
     assert added == [len(files[2])]
-    assert_same(redis_state(url), redis_state(clean.redis_url))
+    assert_same_state(redis_state(url), redis_state(clean))
 
 
 def test_two_streaming_jobs_on_one_node_and_one_redis(spark, valkey_url, tmp_path):
-    events = make_events(43, n=200)
-    files = chunks(events, 8)
-    t0 = time.time() - 100
-    clean = config(tmp_path, "clean", db(valkey_url, 9), spool=str(tmp_path / "all"))
-    fill(tmp_path / "all", files, t0)
-    run_once(spark, clean)
+    events, files, t0, clean = reference(spark, tmp_path, db(valkey_url, 9), 43, 8)
 
     url = db(valkey_url, 10)
     served = tmp_path / "served"
@@ -155,7 +140,7 @@ def test_two_streaming_jobs_on_one_node_and_one_redis(spark, valkey_url, tmp_pat
         finally:
             for q in queries:
                 q.stop()
-    assert_same(redis_state(url), redis_state(clean.redis_url))
+    assert_same_state(redis_state(url), redis_state(clean))
 
 
 def test_kill_9_spooled_traffic_is_counted_once_by_the_next_node(valkey_url, tmp_path, spark):

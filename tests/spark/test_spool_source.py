@@ -143,3 +143,23 @@ def test_committed_offsets_of_a_checkpoint(tmp_path: Path) -> None:
     (ck / "commits" / "0").write_text("v1\n{}")
     assert committed_offsets(str(ck)) == {"h:1": {A: 0}}  # batch 1 is not committed
     assert committed_offsets("hdfs://x/ck") is None
+
+
+#: what a node with a tap and a metrics port imports (bloomcast/node_command.py wires these)
+NODE_PROBE = """
+import sys
+from bloomcast import metrics, node_command
+from spark import spool_service, tap
+print(",".join(m for m in ("pyspark", "pyarrow", "pandas", "numpy", "matplotlib")
+               if m in sys.modules))
+"""
+
+
+def test_a_node_serving_its_spool_imports_no_extra() -> None:
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", NODE_PROBE], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert done.stdout.strip() == ""
