@@ -28,8 +28,10 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Any
 
-#: seconds one request may take (a spool file is at most 8 MiB by default)
+#: seconds a file request may take (a spool file is at most 8 MiB by default)
 TIMEOUT = 30.0
+#: seconds a listing or a commit may take: a node cut off must not stall the others
+QUICK_TIMEOUT = 5.0
 
 
 class SpoolUnreachable(OSError):
@@ -67,11 +69,11 @@ class SpoolNode:
             auth = "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
         return cls(key, f"http://{key}", auth)
 
-    def _request(self, path: str, method: str = "GET") -> Any:
+    def _request(self, path: str, method: str = "GET", timeout: float = QUICK_TIMEOUT) -> Any:
         request = urllib.request.Request(self.url + path, method=method)
         if self.authorization:
             request.add_header("Authorization", self.authorization)
-        return urllib.request.urlopen(request, timeout=TIMEOUT)
+        return urllib.request.urlopen(request, timeout=timeout)
 
     def _fail(self, what: str, exc: BaseException) -> SpoolUnreachable:
         if isinstance(exc, urllib.error.HTTPError):
@@ -99,7 +101,7 @@ class SpoolNode:
         path = "/spool/files/" + urllib.parse.quote(name)
         for attempt in range(attempts):
             try:
-                with self._request(path) as answer:
+                with self._request(path, timeout=TIMEOUT) as answer:
                     return bytes(answer.read())
             except urllib.error.HTTPError as exc:
                 if exc.code == 404:

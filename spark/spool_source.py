@@ -218,6 +218,8 @@ class SpoolStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         that does not answer is told again with the next commit)."""
         for node in self.nodes:
             positions = offsets.get(node.key) or {}
+            if node.key in self.down:
+                continue  # told with a later commit (positions only grow)
             with contextlib.suppress(SpoolUnreachable):
                 node.commit({str(w): int(n) for w, n in positions.items()})
 
