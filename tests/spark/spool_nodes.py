@@ -76,12 +76,15 @@ class SpoolNode:
         self.port, self.metrics_port = free_ports(2)
         self.extra = list(extra)
         self.proc: subprocess.Popen[bytes] | None = None
+        self.published = 0  # by this process (a restart starts again at 0)
 
     @property
     def address(self) -> str:
         return f"127.0.0.1:{self.metrics_port}"
 
     def start(self) -> SpoolNode:
+        """Start (or, after :meth:`kill`, restart: a new node id, the same ports)."""
+        self.published = 0
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "bloomcast.cli", "node", "--port", str(self.port), "--no-bus",
              "--traffic-dir", str(self.spool), "--metrics-port", str(self.metrics_port),
@@ -91,6 +94,23 @@ class SpoolNode:
         wait_port(self.metrics_port, self.proc, 30)
         wait_port(self.port, self.proc, 30)
         return self
+
+    def publish(self, n: int) -> str:
+        """``n`` PUBLISH (channels ``room.0`` .. ``room.4``), returned once the tap wrote
+        every event this process recorded; returns the node's id."""
+        import redis
+
+        with redis.Redis(port=self.port) as r:
+            for i in range(n):
+                r.publish(f"room.{i % 5}", "x")
+            self.published += n
+            want = self.published
+
+            def written() -> int:
+                return int(r.info("traffic")["traffic_events_written"])
+
+            wait_until(lambda: written() == want, "the tap to write every event", 30)
+            return str(r.execute_command("CLUSTER", "MYID").decode())
 
     def kill(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
