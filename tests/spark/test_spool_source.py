@@ -38,8 +38,10 @@ def test_offsets_partitions_reads_and_commits(tmp_path: Path) -> None:
     spool.mkdir()
     events = chunks(make_events(31, n=60), 6)
     t0 = time.time() - 100
-    write_spool_file(spool, A, 0, events[0], t0)
-    write_spool_file(spool, B, 0, events[1], t0 + 1)
+    first_files = [
+        write_spool_file(spool, A, 0, events[0], t0),
+        write_spool_file(spool, B, 0, events[1], t0 + 1),
+    ]
     write_spool_file(spool, A, 1, events[2], t0 + 2)
     (spool / f"{A}-00000002.ndjson.tmp").write_text("")  # A's open file
     write_spool_file(spool, A, 3, events[3], t0 + 3)  # above A's open file: not yet offered
@@ -57,7 +59,8 @@ def test_offsets_partitions_reads_and_commits(tmp_path: Path) -> None:
             f"http://{address}/spool/files/{A}-00000000.ndjson",
             f"http://{address}/spool/files/{B}-00000000.ndjson",
         }
-        assert {r[1] for r in rows} == {round(t0 * 1000) / 1000, round((t0 + 1) * 1000) / 1000}
+        # each file's mtime on its node, in whole milliseconds (as Spark's file source)
+        assert {r[1] for r in rows} == {p.stat().st_mtime_ns // 10**6 / 1000 for p in first_files}
         assert json.loads(rows[0][2])["event_id"] == events[0][0].event_id
         # a replay plans and reads the same rows
         assert rows_of(reader, start, first) == rows
