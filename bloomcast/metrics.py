@@ -8,6 +8,12 @@ shows as a counter reset. Names follow Prometheus's conventions (a
 ratios 0..1). ``generate_latest`` renders them; a tiny HTTP/1.0 handler on
 ``asyncio.start_server`` serves them: no thread in the node.
 
+With a traffic tap, the same server serves the spool to the statistics job
+(``/spool``, spark/spool_service.py). Those requests follow the node's own
+rules for clients: with a password for the default user (``requirepass``)
+or ACL users, HTTP Basic credentials of an enabled user (RFC 7617); without
+one, protected mode answers only loopback peers (403 otherwise).
+
 ``/healthz`` is 200 once ``cluster_filters_converged:1`` (this node holds the
 filter every live peer announced, and has lost none) and ``cluster_state:ok``
 (it reaches a majority of the nodes it knows or has lost), or always for a
@@ -25,12 +31,13 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from bloomcast.http_server import SmallHttpServer
+from bloomcast.http_server import Body, Request, SmallHttpServer
 from cluster_bus.api import NoPeers
 from router.info import info_sections
 
 if TYPE_CHECKING:
     from router.node import Node
+    from spark.spool_service import SpoolService
 
 log = logging.getLogger("bloomcast.node")
 
@@ -189,14 +196,47 @@ def unhealthy(node: Node) -> str | None:
     return None
 
 
-class MetricsServer(SmallHttpServer):
-    """``GET /metrics`` and ``GET /healthz`` over HTTP/1.0 on the node's loop."""
+def spool_refusal(node: Node, request: Request) -> tuple[str, str, bytes] | None:
+    """Why a ``/spool`` request is refused (None: allowed): the node's password or ACL
+    users (HTTP Basic credentials), else protected mode (loopback peers only)."""
+    from router.protected import denies
 
-    def __init__(self, node: Node) -> None:
+    acl = node.acl
+    if acl.default_requires_auth():
+        import base64
+        import binascii
+
+        scheme, _, token = request.headers.get("authorization", "").partition(" ")
+        try:
+            user, sep, password = base64.b64decode(token, validate=True).partition(b":")
+        except (binascii.Error, ValueError):
+            sep = b""
+        if scheme.lower() != "basic" or not sep or acl.authenticate(user, password) is None:
+            return "401 Unauthorized", "text/plain", b"the spool needs the node's credentials\n"
+        return None
+    if denies(node.config.protected_mode, False, request.peer_ip):
+        return "403 Forbidden", "text/plain", b"protected mode: loopback clients only\n"
+    return None
+
+
+class MetricsServer(SmallHttpServer):
+    """``GET /metrics`` and ``GET /healthz`` over HTTP/1.0 on the node's loop, and the
+    traffic spool (``/spool``) when given a :class:`~spark.spool_service.SpoolService`."""
+
+    def __init__(self, node: Node, spool: SpoolService | None = None) -> None:
         super().__init__()
         self.node = node
+        self.spool = spool
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(NodeCollector(node))
+
+    def answer(self, request: Request) -> tuple[str, str, Body]:
+        if self.spool is not None and (request.path + "/").startswith("/spool/"):
+            refused = spool_refusal(self.node, request)
+            if refused is not None:
+                return refused
+            return self.spool.answer(request.method, request.path, request.query)
+        return super().answer(request)
 
     def respond(self, path: str) -> tuple[str, str, bytes]:
         """(status line, content type, body) for ``path``."""
@@ -207,4 +247,5 @@ class MetricsServer(SmallHttpServer):
             if why is None:
                 return "200 OK", "text/plain", b"ok\n"
             return "503 Service Unavailable", "text/plain", why.encode() + b"\n"
-        return "404 Not Found", "text/plain", b"try /metrics or /healthz\n"
+        spool = ", /spool" if self.spool is not None else ""
+        return "404 Not Found", "text/plain", f"try /metrics, /healthz{spool}\n".encode()

@@ -6,7 +6,9 @@ A configuration mistake is one line and exit 2, a node that cannot start one
 line and exit 1 (bloomcast/node_process.py); the log is Redis's
 (bloomcast/node_log.py), SIGHUP is ignored or reopens ``--logfile``;
 ``--metrics-port`` adds Prometheus ``/metrics`` and ``/healthz``
-(bloomcast/metrics.py), all on the node's one asyncio loop.
+(bloomcast/metrics.py), and with ``--traffic-dir`` the spool for the
+statistics job (``/spool``, spark/spool_service.py), all on the node's one
+asyncio loop.
 """
 
 from __future__ import annotations
@@ -92,7 +94,12 @@ async def serve(
     if metrics_port is not None:
         from bloomcast.metrics import MetricsServer
 
-        metrics = MetricsServer(node)
+        spool = None
+        if tap is not None:  # the spool over HTTP for `stats run --nodes` (spark/spool_service.py)
+            from spark.spool_service import SpoolService
+
+            spool = SpoolService(tap.directory, tap)
+        metrics = MetricsServer(node, spool)
         try:
             await metrics.start(config.bind, metrics_port)
         except OSError as exc:

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from spark.decay import decay_rate, half_life_label
 from spark.lateness import FileStats, late_thresholds
+from spark.sinks import file_identity
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -63,6 +64,8 @@ class BatchResult:
     half_lives: dict[str, float] = field(default_factory=dict)  # dist -> half-life s
     dists: dict[str, dict[str, float]] = field(default_factory=dict)
     nodes: dict[str, str] = field(default_factory=dict)  # node id -> address (spark.nodes)
+    #: path -> identity (spark.sinks.file_identity) of every spool file the batch read
+    files: dict[str, str] = field(default_factory=dict)
 
     def to_json(self, batch_id: int) -> dict[str, Any]:
         return {
@@ -176,6 +179,7 @@ def batch_aggregates(
         early=early,
         skewed=sum(f.skewed for f in per_file),
         watermark=after,
+        files={f.stats.path: file_identity(f.stats.path, f.stats.mtime) for f in per_file},
     )
     max_times = [f.max_time for f in files if f.max_time is not None]
     if not max_times:

@@ -25,9 +25,10 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
 
-import numpy as np
-import numpy.typing as npt
+if TYPE_CHECKING:  # NumPy only for the reference sums (the spark extra); the merge is plain
+    import numpy.typing as npt
 
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 _HALF_LIFE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
@@ -111,6 +112,8 @@ def log_forward_sum(
 
     Weights must be >= 0; returns ``-inf`` when every weight is 0.
     """
+    import numpy as np
+
     t = np.asarray(times, dtype=np.float64)
     w = np.asarray(weights, dtype=np.float64)
     keep = w > 0

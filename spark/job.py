@@ -4,7 +4,9 @@ Pipeline (one streaming query, checkpointed):
 
 1. File source (``json``, the fixed schema of :data:`spark.events.SCHEMA_FIELDS`,
    PERMISSIVE) over ``<spool>/*.ndjson`` (``pathGlobFilter``; the tap's ``.tmp``
-   files are never read), ``maxFilesPerTrigger`` files per micro-batch.
+   files are never read), ``maxFilesPerTrigger`` files per micro-batch; or,
+   with ``nodes``, the nodes' spools over HTTP (:mod:`spark.spool_source`,
+   each line parsed by ``from_json`` with the same schema, PERMISSIVE).
 2. A line that is not JSON (a row of nulls), or lacks a usable ``event_id``/
    ``time``/``node``/``role``/``channel``, is *malformed*: it gets a key of its
    own (``uuid()``, so the same bad line twice counts twice), is counted per
@@ -48,8 +50,9 @@ Trending channels (short vs long half-life share) are derived at read time
 from two ``channels`` distributions (:mod:`spark.stats_command`).
 
 Nothing here assumes local mode: all work is DataFrame operations (no Python
-UDFs, so executors need no bloomcast code); only the per-bin aggregates reach
-the driver, which writes the sinks.
+UDFs; the network source's reader is pickled by value, so executors need no
+bloomcast code); only the per-bin aggregates reach the driver, which writes
+the sinks.
 """
 
 from __future__ import annotations
@@ -64,7 +67,7 @@ from spark.events import SCHEMA_FIELDS
 from spark.lateness import WatermarkLog
 from spark.nodes import read_sidecars
 from spark.runs import OnConflict, open_sinks
-from spark.sinks import Sink
+from spark.sinks import FilesApplied, Sink
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -84,7 +87,7 @@ class JobConfig:
     """One run of the job. Times are seconds; ``dedup_window`` and
     ``trigger_interval`` are Spark interval strings."""
 
-    spool: str
+    spool: str  # a directory (or URI) the file source reads; "" with nodes
     checkpoint: str
     half_lives: tuple[float, ...] = (60.0, 3600.0)
     redis_url: str | None = None
@@ -99,15 +102,29 @@ class JobConfig:
     on_conflict: str = "refuse"  # sinks holding another run: refuse | continue | fresh
     allowed_lateness: float = 600.0  # s behind the event-time watermark before an event is late
     query_name: str = "bloomcast_stats"
+    nodes: str = ""  # host:port,... of nodes serving their spool (spark.spool_source)
 
 
 # -- the streaming DataFrame ----------------------------------------------------------
 
 
-def event_stream(spark: SparkSession, config: JobConfig) -> DataFrame:
-    """Parsed, deduplicated events with a boolean ``malformed`` column."""
+def raw_events(spark: SparkSession, config: JobConfig) -> DataFrame:
+    """The schema's columns, ``file`` and ``mtime`` (s): from the nodes' spools over
+    HTTP with ``config.nodes``, else from the spool directory."""
     from pyspark.sql import functions as F
 
+    if config.nodes:
+        from spark.spool_source import SOURCE_NAME, register
+
+        register(spark)
+        lines = (
+            spark.readStream.format(SOURCE_NAME)
+            .option("nodes", config.nodes)
+            .option("maxFilesPerTrigger", config.max_files_per_trigger)
+            .load()
+        )
+        event = F.from_json("value", spark_schema(), {"mode": "PERMISSIVE"})
+        return lines.select(event.alias("e"), "file", "mtime").select("e.*", "file", "mtime")
     # the JSON source with a fixed schema parses straight from the file's bytes (about
     # twice as fast as text + from_json); PERMISSIVE: a line that does not parse is a
     # row of nulls, which the validity check below counts as malformed
@@ -122,10 +139,19 @@ def event_stream(spark: SparkSession, config: JobConfig) -> DataFrame:
         reader = reader.option("cleanSource", config.clean_source)
         if config.clean_source == "archive":
             reader = reader.option("sourceArchiveDir", str(Path(config.spool) / "_archive"))
-    parsed = reader.load(config.spool).select(
+    return reader.load(config.spool).select(
         "*",
         F.col("_metadata.file_path").alias("file"),
         F.col("_metadata.file_modification_time").cast("double").alias("mtime"),
+    )
+
+
+def event_stream(spark: SparkSession, config: JobConfig) -> DataFrame:
+    """Parsed, deduplicated events with a boolean ``malformed`` column."""
+    from pyspark.sql import functions as F
+
+    parsed = raw_events(spark, config).select(
+        "*",
         F.current_timestamp().alias("seen"),  # the batch's time (replays keep it)
     )
     valid = (
@@ -169,6 +195,16 @@ def event_stream(spark: SparkSession, config: JobConfig) -> DataFrame:
     )
 
 
+def node_addresses(config: JobConfig) -> dict[str, str]:
+    """node id -> address (:mod:`spark.nodes`): the spool's sidecars, or each node's."""
+    if config.nodes:
+        from spark.spool_client import node_addresses as served
+        from spark.spool_client import parse_nodes
+
+        return served(parse_nodes(config.nodes))
+    return read_sidecars(config.spool)
+
+
 # -- running it -----------------------------------------------------------------------
 
 #: test hook: called with (batch id, "before" | "after") around the sink writes
@@ -189,22 +225,41 @@ def start_query(
     marks = WatermarkLog(config.checkpoint)
 
     def write_batch(df: DataFrame, batch_id: int) -> None:
+        from pyspark.sql import functions as F
+
         # not cached: one pass (spark.aggregate); a batch with late events is read a
         # second time to count them (the dedup recomputes the same rows from the same
         # state store version)
-        result = batch_aggregates(
-            df.drop("event_id", "seen"),
-            config.half_lives,
-            watermark=marks.before(batch_id),
-            allowed_lateness=config.allowed_lateness,
-        )
-        result.nodes = read_sidecars(config.spool)
+        events = df.drop("event_id", "seen")
+        watermark = marks.before(batch_id)
+
+        def aggregate(without: set[str]) -> BatchResult:
+            rows = events.filter(~F.col("file").isin(sorted(without))) if without else events
+            return batch_aggregates(
+                rows, config.half_lives, watermark=watermark,
+                allowed_lateness=config.allowed_lateness,
+            )  # fmt: skip
+
+        result = aggregate(set())
         marks.record(batch_id, result.watermark)
+        result.nodes = node_addresses(config)
         if fault:
             fault(batch_id, "before")
-        # a sink that already holds this batch id (Spark replays a batch after a
-        # crash) skips it: then the batch was applied before, not now
-        applied = [sink.write(batch_id, result) for sink in sinks]
+        # a sink that already holds this batch (Spark replays a batch after a crash, or
+        # another job applied its files) skips it: then it was applied before, not now;
+        # files another job applied to the Redis are left out, the rest aggregated again
+        without: set[str] = set()
+        while True:
+            try:
+                applied = [sink.write(batch_id, result) for sink in sinks]
+                break
+            except FilesApplied as held:
+                more = {path for path, i in result.files.items() if i in held.files} - without
+                if not more:
+                    raise  # cannot happen: a held file is one of this result's files
+                without |= more
+                nodes, result = result.nodes, aggregate(without)
+                result.nodes = nodes
         result.applied = all(applied)
         if on_batch:
             on_batch(batch_id, result)

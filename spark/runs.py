@@ -4,8 +4,10 @@ A *run* is one Spark checkpoint. Its id (12 hex digits) is created with the
 checkpoint and kept in ``<checkpoint>/bloomcast-run``. Batch ids restart at 0
 with every checkpoint, so the sinks key what they hold by run:
 
-- Redis: ``bloomcast:stats:_run`` names the run whose batch id
-  ``bloomcast:stats:_batch`` is (both SET in the batch's MULTI/EXEC);
+- Redis: ``bloomcast:stats:_runs`` maps every run that wrote it to its last
+  batch id (``bloomcast:stats:_run`` / ``_batch``: the last writer, as before
+  that hash), both in the batch's MULTI/EXEC; a run already there (several
+  jobs, one per host, writing one Redis) is never refused again;
 - files: ``<out>/batches/<run>-<batch id>.json`` (files from before run ids:
   ``<batch id>.json``).
 
@@ -28,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from spark.sinks import BATCH_DIR, BATCH_KEY, RUN_KEY, Sink, SinkConfig, make_sinks
+from spark.sinks import BATCH_DIR, BATCH_KEY, RUN_KEY, RUNS_KEY, Sink, SinkConfig, make_sinks
 
 OnConflict = Literal["refuse", "continue", "fresh"]
 
@@ -48,7 +50,7 @@ class RunCheck:
     """The outcome of :func:`open_sinks`: this run, and the runs it found in the sinks."""
 
     run: str
-    redis_run: str | None
+    redis_runs: tuple[str, ...]
     file_runs: tuple[str, ...]
 
 
@@ -66,16 +68,20 @@ def run_id(checkpoint: str) -> str:
     return run
 
 
-def redis_run(url: str) -> str | None:
-    """The run whose statistics a Redis holds (None: none)."""
-    import redis
+def redis_runs(url: str) -> set[str]:
+    """The runs whose statistics a Redis holds (empty: none). Raises redis-py's errors
+    when it cannot be reached."""
+    from spark.stats_top import redis_client
 
-    client = redis.Redis.from_url(url, decode_responses=True)
+    client = redis_client(url)
     try:
+        runs = set(client.hkeys(RUNS_KEY))
         owner = client.get(RUN_KEY)
-        if not owner and client.exists(BATCH_KEY):
-            return UNNAMED  # written before run ids, or by a sink given no run id
-        return str(owner) if owner else None
+        if owner:
+            runs.add(str(owner))
+        elif client.exists(BATCH_KEY):
+            runs.add(UNNAMED)  # written before run ids, or by a sink given no run id
+        return runs
     finally:
         client.close()
 
@@ -120,11 +126,13 @@ def open_sinks(
     is ``refuse``.
     """
     run = run_id(checkpoint)
-    in_redis = redis_run(config.redis_url) if config.redis_url else None
+    in_redis = redis_runs(config.redis_url) if config.redis_url else set()
+    if run in in_redis:
+        in_redis = set()  # this run already writes there (beside others): no conflict
     in_files = file_runs(config.out) - {run} if config.out else set()
     others = []
-    if in_redis is not None and in_redis != run:
-        others.append(f"Redis {config.redis_url} holds run {in_redis}")
+    if in_redis:
+        others.append(f"Redis {config.redis_url} holds run {', '.join(sorted(in_redis))}")
     if in_files:
         others.append(f"{config.out} holds run {', '.join(sorted(in_files))}")
     if others and on_conflict == "refuse":
@@ -134,8 +142,8 @@ def open_sinks(
             "or --fresh to delete them and start over"
         )
     if others and on_conflict == "fresh":
-        if config.redis_url and in_redis is not None and in_redis != run:
+        if config.redis_url and in_redis:
             _clear_redis(config.redis_url)
         if config.out and in_files:
             _clear_files(config.out, keep=run)
-    return make_sinks(config, run), RunCheck(run, in_redis, tuple(sorted(in_files)))
+    return make_sinks(config, run), RunCheck(run, tuple(sorted(in_redis)), tuple(sorted(in_files)))

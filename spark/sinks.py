@@ -6,7 +6,15 @@ overwrite its own earlier attempt:
 
 - :class:`RedisSink`: one sorted set per distribution in goforget's key layout
   (``<dist>``, ``<dist>._T``, ``<dist>._Z``), all rewritten in one MULTI/EXEC
-  that also SETs the batch id, so a replayed batch is recognised and skipped;
+  that also records what it applied, so a batch is applied once however many
+  jobs write the Redis: (1) per run (``bloomcast:stats:_runs``, run id -> last
+  batch id), so a replay of this run's batch is skipped even when other runs
+  wrote in between; (2) per spool file (``bloomcast:stats:_files``, a sorted
+  set of file identities, ``<file name>@<mtime ms>``, scored by the time they
+  were applied, kept :data:`FILE_MEMORY` seconds): a batch whose files are all
+  there is skipped, and one with only some of them raises
+  :class:`FilesApplied`, so the job aggregates the batch again without those
+  files (two jobs reading overlapping sources count each file once);
 - :class:`FileSink`: one JSON and one Parquet file per batch id, written to a
   ``.tmp`` name and renamed, so a replay overwrites its own files;
   :func:`read_file_distributions` / :func:`read_file_counters` fold them back.
@@ -42,8 +50,30 @@ EARLY_KEY = "bloomcast:stats:_early"
 SKEWED_KEY = "bloomcast:stats:_skewed"
 #: hash node id -> announced address (spark.nodes)
 NODES_KEY = "bloomcast:stats:_nodes"
-#: the run (see :mod:`spark.runs`) whose batch id ``BATCH_KEY`` holds
+#: the run (see :mod:`spark.runs`) whose batch id ``BATCH_KEY`` holds: the last writer
 RUN_KEY = "bloomcast:stats:_run"
+#: hash run id -> the last batch id that run applied (every run that wrote here)
+RUNS_KEY = "bloomcast:stats:_runs"
+#: sorted set: identity of every spool file applied (``<name>@<mtime ms>``) -> when
+FILES_KEY = "bloomcast:stats:_files"
+#: seconds a file identity is remembered: a file read again later counts again
+FILE_MEMORY = 86400.0
+
+
+class FilesApplied(Exception):
+    """Some (not all) of a batch's files are already applied to this Redis, by another
+    job or run: ``files`` holds their identities."""
+
+    def __init__(self, files: set[str]) -> None:
+        super().__init__(f"{len(files)} files already applied")
+        self.files = files
+
+
+def file_identity(path: str, mtime: float) -> str:
+    """``<file name>@<mtime in ms>``: one spool file, whichever source or directory read
+    it (the tap's names are ``<writer node id>-<n>``, never reused)."""
+    return f"{path.rstrip('/').rsplit('/', 1)[-1]}@{round(mtime * 1000)}"
+
 
 #: file-sink layout under --out
 BATCH_DIR = "batches"
@@ -70,6 +100,8 @@ class Batch(Protocol):
     def dists(self) -> dict[str, dict[str, float]]: ...
     @property
     def nodes(self) -> dict[str, str]: ...
+    @property
+    def files(self) -> dict[str, str]: ...
     def to_json(self, batch_id: int) -> dict[str, Any]: ...
 
 
@@ -114,22 +146,30 @@ class RedisSink:
         self.clock = clock
 
     def write(self, batch_id: int, result: Batch) -> bool:
-        """Apply the batch; False when it was already applied (a replay)."""
+        """Apply the batch; False when it was already applied (a replay, or its files
+        by another job). Raises :class:`FilesApplied` when only some files were."""
         import redis as redis_mod
 
-        watched = [BATCH_KEY, RUN_KEY]
+        watched = [RUNS_KEY, FILES_KEY]
         for d in result.dists:
             watched += [d, f"{d}._T"]
+        ids = sorted(set(result.files.values()))
         with self.client.pipeline(transaction=True) as pipe:
             while True:
                 try:
                     pipe.watch(*watched)
-                    last = pipe.get(BATCH_KEY)
-                    owner = _text(pipe.get(RUN_KEY) or b"")
+                    last = pipe.hget(RUNS_KEY, self.run)
                     # batch ids restart at 0 with every run: compare within this run only
-                    if owner == self.run and last is not None and int(last) >= batch_id:
+                    if last is not None and int(last) >= batch_id:
                         pipe.unwatch()
                         return False
+                    held = self._held(pipe, ids)
+                    if held and len(held) == len(ids):
+                        pipe.unwatch()
+                        return False
+                    if held:
+                        pipe.unwatch()
+                        raise FilesApplied(held)
                     updates = {}
                     for d, bins in result.dists.items():
                         assert result.time is not None
@@ -159,10 +199,23 @@ class RedisSink:
                         pipe.hset(NODES_KEY, mapping=dict[Any, Any](result.nodes))
                     pipe.set(BATCH_KEY, batch_id)
                     pipe.set(RUN_KEY, self.run)
+                    pipe.hset(RUNS_KEY, self.run, batch_id)
+                    now = self.clock()
+                    if ids:
+                        pipe.zadd(FILES_KEY, dict.fromkeys(ids, now))
+                    pipe.zremrangebyscore(FILES_KEY, "-inf", now - FILE_MEMORY)
                     pipe.execute()
                     return True
                 except redis_mod.WatchError:
                     continue
+
+    @staticmethod
+    def _held(pipe: Any, ids: list[str]) -> set[str]:
+        """The file identities of ``ids`` this Redis already applied."""
+        if not ids:
+            return set()
+        scores = pipe.zmscore(FILES_KEY, ids)
+        return {i for i, score in zip(ids, scores, strict=True) if score is not None}
 
     def _queue_goforget(
         self, pipe: Any, d: str, scores: dict[str, float], t: float, half_life: float

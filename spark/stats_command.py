@@ -1,7 +1,8 @@
 """``bloomcast stats``: run the Spark job over a traffic spool, read its distributions.
 
-    bloomcast stats run --spool DIR [--master local[*]] [--half-life 1m,1h]
-                        [--redis URL] [--out DIR] [--checkpoint DIR] [--once | --stream]
+    bloomcast stats run (--spool DIR | --nodes HOST:PORT,...) [--master local[*]]
+                        [--half-life 1m,1h] [--redis URL] [--out DIR] [--checkpoint DIR]
+                        [--once | --stream]
     bloomcast stats top DIST [-n 10] [--redis URL | --out DIR] [--json]
 
 ``DIST`` is ``<stat>:<half-life>`` (``channels:1m``, ``forwarded:1h``,
@@ -17,11 +18,9 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import signal
 import sys
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -29,7 +28,8 @@ from typing import TYPE_CHECKING, Any
 from spark.decay import parse_half_life
 
 # ``stats top`` lives in spark.stats_top (re-exported: the demo reads Source and top_rows here)
-from spark.stats_top import DEFAULT_OUT, Source, split_dist, top_rows  # noqa: F401
+from spark.stats_run import default_shuffle_partitions  # noqa: F401 (tests import it here)
+from spark.stats_top import DEFAULT_OUT, Source, redis_errors, split_dist, top_rows  # noqa: F401
 
 if TYPE_CHECKING:
     from pyspark.sql.session import SparkSession
@@ -40,7 +40,15 @@ if TYPE_CHECKING:
 def configure(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="stats_command", metavar="{run,top}")
     r = sub.add_parser("run", help="run the Structured Streaming job over a spool")
-    r.add_argument("--spool", required=True, help="traffic spool directory (*.ndjson)")
+    where = r.add_mutually_exclusive_group(required=True)
+    where.add_argument("--spool", help="traffic spool directory (*.ndjson), local or shared")
+    where.add_argument(
+        "--nodes",
+        metavar="HOST:PORT,...",
+        help="read each node's spool over HTTP from its --metrics-port, no shared "
+        "directory ([user:password@]host:port; offsets in the checkpoint, files "
+        "deleted on the node once committed)",
+    )
     r.add_argument("--master", default="local[*]", help="Spark master URL (default local[*])")
     r.add_argument("--half-life", default="1m,1h", help="comma-separated half-lives (1m,1h)")
     r.add_argument("--redis", help="write distributions to this Redis (redis://host:port/db)")
@@ -149,37 +157,6 @@ def run(args: argparse.Namespace) -> int:
 # -- stats run ------------------------------------------------------------------------
 
 
-#: log4j2 configuration of a quiet driver: WARN and above, to stderr (without
-#: --verbose); also keeps Spark from printing its "default log4j profile" notices
-QUIET_LOG4J2 = """\
-rootLogger.level = warn
-rootLogger.appenderRef.stderr.ref = console
-appender.console.type = Console
-appender.console.name = console
-appender.console.target = SYSTEM_ERR
-appender.console.layout.type = PatternLayout
-appender.console.layout.pattern = %d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n
-"""
-
-
-def _quiet(builder: SparkBuilder, user_conf: list[str]) -> SparkBuilder:
-    """Spark and log4j below WARN, pandas' version warning and Py4J's own logging hidden."""
-    import logging
-    import tempfile
-    import warnings
-
-    warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas")
-    logging.getLogger("py4j").setLevel(logging.CRITICAL)
-    if any(c.startswith("spark.driver.extraJavaOptions=") for c in user_conf):
-        return builder
-    fd, path = tempfile.mkstemp(prefix="bloomcast-log4j2-", suffix=".properties")
-    with os.fdopen(fd, "w") as f:
-        f.write(QUIET_LOG4J2)
-    return builder.config(
-        "spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{path}"
-    )
-
-
 def _run_job(args: argparse.Namespace) -> int:
     """``stats run``; Ctrl-C at any point stops the query and exits 130.
 
@@ -209,14 +186,22 @@ def _run_job(args: argparse.Namespace) -> int:
 def _run_job_until(
     args: argparse.Namespace, stop: threading.Event, handler: Callable[[int, Any], None] | None
 ) -> int:
-    if "://" not in args.spool and not os.path.isdir(args.spool):
-        print(f"bloomcast stats run: spool directory {args.spool} does not exist", file=sys.stderr)
-        return 2
+    def fail(message: str, code: int = 2) -> int:
+        print(f"bloomcast stats run: {message}", file=sys.stderr)
+        return code
+
+    missing = missing_spark()
+    if missing:
+        return fail(missing, 1)
+    if args.spool and "://" not in args.spool and not os.path.isdir(args.spool):
+        return fail(f"spool directory {args.spool} does not exist")
     try:
         half_lives = tuple(parse_half_life(h) for h in args.half_life.split(","))
+        unreachable = nodes_unreachable(args.nodes, once=not args.stream)
     except ValueError as exc:
-        print(f"bloomcast stats run: {exc}", file=sys.stderr)
-        return 2
+        return fail(str(exc))
+    if unreachable:
+        return fail(unreachable, 1)
     out = args.out if (args.out or args.redis) else DEFAULT_OUT
     checkpoint = args.checkpoint or str(Path(out or DEFAULT_OUT) / "_checkpoint")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -225,8 +210,10 @@ def _run_job_until(
     from spark.job import JobConfig
     from spark.runs import RunConflict, open_sinks
 
+    spool = args.spool or ""
     config = JobConfig(
-        spool=os.path.abspath(args.spool) if "://" not in args.spool else args.spool,
+        spool=os.path.abspath(spool) if spool and "://" not in spool else spool,
+        nodes=args.nodes or "",
         checkpoint=checkpoint,
         half_lives=half_lives,
         redis_url=args.redis,
@@ -244,138 +231,49 @@ def _run_job_until(
     try:
         sinks, check = open_sinks(config, checkpoint, args.on_conflict or "refuse")
     except RunConflict as exc:
-        print(f"bloomcast stats run: {exc}", file=sys.stderr)
-        return 2
+        return fail(str(exc))
+    except redis_errors() as exc:
+        return fail(f"cannot reach Redis {args.redis}: {exc}", 1)
     from spark.run_progress import RunProgress
+    from spark.stats_run import run_spark
 
     progress = RunProgress()
     try:
-        return _run_spark(args, config, sinks, check, out, stop, handler, progress)
+        code = run_spark(args, config, sinks, check, out, stop, handler, progress)
     finally:
         progress.close()
+    if code == 0 and args.nodes:
+        from spark.spool_client import release_committed
+
+        release_committed(checkpoint, args.nodes)
+    return code
 
 
-def _run_spark(
-    args: argparse.Namespace,
-    config: Any,
-    sinks: Any,
-    check: Any,
-    out: str | None,
-    stop: threading.Event,
-    handler: Callable[[int, Any], None] | None,
-    progress: Any,
-) -> int:
-    from pyspark.sql import SparkSession
+def missing_spark() -> str | None:
+    """The one line ``stats run`` prints when the ``spark`` extra is not installed."""
+    import importlib.util
 
-    from spark.job import BatchResult, start_query
-
-    progress.phase(f"starting Spark (master {args.master})")
-    # an embedding process (tests, a notebook) may already run a session: reuse, don't stop it
-    owned = SparkSession.getActiveSession() is None
-    builder = SparkSession.builder.master(args.master)
-    if args.master.startswith("local") and "SPARK_LOCAL_IP" not in os.environ:
-        # local mode needs no network: keep the driver on loopback
-        builder = builder.config("spark.driver.host", "127.0.0.1").config(
-            "spark.driver.bindAddress", "127.0.0.1"
-        )
-    if not args.verbose:
-        builder = _quiet(builder, args.conf)
-    for item in args.conf:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            print(f"bloomcast stats run: --conf expects KEY=VALUE, got {item!r}", file=sys.stderr)
-            return 2
-        builder = builder.config(key, value)
-    spark = (
-        builder.appName("bloomcast-stats")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config(
-            "spark.sql.shuffle.partitions",
-            str(args.shuffle_partitions or default_shuffle_partitions(args.master)),
-        )
-        .getOrCreate()
-    )
-    if handler is not None:
-        signal.signal(signal.SIGINT, handler)  # PySpark's context installed its own
-    spark.sparkContext.setLogLevel("INFO" if args.verbose else "WARN")
-    totals = dict.fromkeys(("batches", "events", "late", "skewed", "early", "malformed"), 0)
-    totals["replayed"] = 0
-
-    def on_batch(batch_id: int, result: BatchResult) -> None:
-        if result.events + result.early + result.malformed == 0:
-            return  # a no-data batch Spark runs for its dedup state: nothing to report
-        if not result.applied:
-            # a replay after a crash-restart that the sinks already held: not counted
-            totals["replayed"] += 1
-            progress.batch(f"batch {batch_id}: already applied before a restart, skipped")
-            return
-        totals["batches"] += 1
-        for key in ("events", "late", "skewed", "early", "malformed"):
-            totals[key] += getattr(result, key)
-        progress.batch(
-            f"batch {batch_id}: {result.events} events ({result.late} late, "
-            f"{result.skewed} clock-skewed), "
-            f"{result.early} too early, {result.malformed} malformed, "
-            f"{sum(len(b) for b in result.dists.values())} bins"
-        )
-
-    started = time.perf_counter()
-    interrupted = stop.is_set()
-    try:
-        if interrupted:
-            return 130
-        progress.phase(f"starting the query over {args.spool}")
-        query = start_query(spark, config, sinks, on_batch=on_batch)
-        progress.phase("reading the spool")
-        while query.isActive and not stop.is_set():
-            query.awaitTermination(1)
-            status = query.status if query.isActive else {}
-            progress.tick(
-                str(status.get("message", "")) or "running", totals["batches"], totals["events"]
+    for module in ("pyspark", "pyarrow"):
+        if importlib.util.find_spec(module) is None:
+            return (
+                f"needs the spark extra ({module} is not installed): "
+                "pip install 'bloomcast[spark]' (in a checkout: uv sync --extra spark)"
             )
-        interrupted = stop.is_set()
-        if interrupted:
-            _stop_between_batches(query)
-        error = None if interrupted else query.exception()
-        if error is not None:
-            print(f"bloomcast stats run: query failed: {error}", file=sys.stderr)
-            return 1
-    finally:
-        if owned:
-            spark.stop()
-    elapsed = time.perf_counter() - started
-    where = " and ".join(x for x in (args.redis, out and str(Path(out) / "batches")) if x)
-    print(summary_line(totals, elapsed, where) + f" (run {check.run})")
-    return 130 if interrupted else 0
+    return None
 
 
-def default_shuffle_partitions(master: str) -> int:
-    """One shuffle partition per local core (``local[N]``: N; ``local[*]``: the CPUs;
-    ``local``: 1), 8 on a cluster. Each partition is a dedup state store that every
-    micro-batch loads and commits, so extra partitions are fixed cost per batch."""
-    m = re.fullmatch(r"local(?:\[(\d+|\*)(?:,\d+)?\])?", master)
-    if m is None:
-        return 8
-    if m[1] is None:
-        return 1
-    return (os.cpu_count() or 2) if m[1] == "*" else max(1, int(m[1]))
+def nodes_unreachable(nodes: str | None, once: bool) -> str | None:
+    """With ``--nodes``: the first node whose spool cannot be listed (``--once`` only:
+    a streaming job waits for it). ValueError for a malformed list."""
+    if not nodes:
+        return None
+    from spark.spool_client import SpoolUnreachable, parse_nodes
 
-
-def _stop_between_batches(query: Any, patience: float = 60.0) -> None:
-    """Stop the query when no micro-batch is running (at most ``patience`` s later):
-    interrupting one mid-batch leaves JVM stack traces on stderr."""
-    deadline = time.monotonic() + patience
-    while query.isActive and query.status.get("isTriggerActive") and time.monotonic() < deadline:
-        time.sleep(0.1)
-    query.stop()
-
-
-def summary_line(totals: dict[str, int], elapsed: float, where: str) -> str:
-    """The run summary: what was applied (replays the sinks skipped are not counted)."""
-    replayed = f", {totals['replayed']} replayed batches skipped" if totals["replayed"] else ""
-    return (
-        f"{totals['batches']} batches, {totals['events']} events applied "
-        f"({totals['late']} late, {totals['skewed']} clock-skewed), "
-        f"{totals['early']} too early (not applied), "
-        f"{totals['malformed']} malformed lines{replayed} in {elapsed:.1f}s -> {where}"
-    )
+    for node in parse_nodes(nodes):
+        if not once:
+            continue
+        try:
+            node.listing()
+        except SpoolUnreachable as exc:
+            return f"{exc} (is it started with --traffic-dir and --metrics-port?)"
+    return None

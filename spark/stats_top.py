@@ -33,6 +33,23 @@ def split_dist(dist: str) -> tuple[str, float]:
     return stat, parse_half_life(label)
 
 
+def redis_client(url: str) -> Any:
+    """A redis-py client for ``url`` (decoded replies) that gives up on an unreachable
+    server after 5 s instead of hanging. ValueError for a bad URL."""
+    import redis
+
+    return redis.Redis.from_url(
+        url, decode_responses=True, socket_connect_timeout=5, socket_timeout=30
+    )
+
+
+def redis_errors() -> tuple[type[BaseException], ...]:
+    """What redis-py raises for a server it cannot reach or talk to (plus OSError)."""
+    import redis
+
+    return (redis.RedisError, OSError)
+
+
 class Source:
     """Distributions written by the job, from Redis or from the file sink."""
 
@@ -44,9 +61,7 @@ class Source:
     def load(self, dist: str) -> tuple[dict[str, float], float | None]:
         """bin -> decayed count at T, and T (None when the distribution is empty)."""
         if self.redis_url:
-            import redis
-
-            client = redis.Redis.from_url(self.redis_url, decode_responses=True)
+            client = redis_client(self.redis_url)
             with client.pipeline(transaction=True) as pipe:
                 pipe.zrange(dist, 0, -1, withscores=True)
                 pipe.get(f"{dist}._T")
@@ -63,11 +78,9 @@ class Source:
     def addresses(self) -> dict[str, str]:
         """node id -> announced address, as the job recorded them (spark.nodes)."""
         if self.redis_url:
-            import redis
-
             from spark.sinks import NODES_KEY
 
-            client = redis.Redis.from_url(self.redis_url, decode_responses=True)
+            client = redis_client(self.redis_url)
             nodes = cast("dict[str, str]", client.hgetall(NODES_KEY))
             client.close()
             return dict(nodes)
@@ -81,9 +94,7 @@ class Source:
     def names(self) -> list[str]:
         """The distributions there. Raises ValueError (one line) when there are none."""
         if self.redis_url:
-            import redis
-
-            client = redis.Redis.from_url(self.redis_url, decode_responses=True)
+            client = redis_client(self.redis_url)
             found = [
                 k for stat in STATS for k in client.scan_iter(match=f"{stat}:*") if "._" not in k
             ]
@@ -183,16 +194,21 @@ def top_rows(source: Source, dist: str, n: int, now: float) -> tuple[list[str], 
 
 
 def top(args: argparse.Namespace) -> int:
+    """``stats top``: exit 2 for an unknown distribution or no output (one line listing
+    what exists), 1 when Redis cannot be reached (one line), else print the rows."""
     now = args.now if args.now is not None else time.time()
     source = Source(args.redis, args.out)
     try:
         columns, rows = top_rows(source, args.dist, args.n, now)
+        stat = args.dist.partition(":")[0]
+        node_view = stat in NODE_STATS or stat == "false_positive_rate"
+        addresses = source.addresses() if node_view else {}
     except ValueError as exc:
         print(f"bloomcast stats top: {exc}", file=sys.stderr)
         return 2
-    stat = args.dist.partition(":")[0]
-    node_view = stat in NODE_STATS or stat == "false_positive_rate"
-    addresses = source.addresses() if node_view else {}
+    except redis_errors() as exc:
+        print(f"bloomcast stats top: cannot read Redis {args.redis}: {exc}", file=sys.stderr)
+        return 1
     if args.json:
         clean = [[None if x == float("inf") else x for x in r] for r in rows]
         objects = [dict(zip(columns, r, strict=True)) for r in clean]

@@ -9,6 +9,8 @@ it is complete (``max_file_bytes`` reached, ``rotate_seconds`` elapsed, or
 :meth:`close`). ``rename`` is atomic on POSIX within one directory, so a reader
 globbing ``*.ndjson`` (the Spark file source) never sees a partial file.
 
+Crash recovery and file naming: :mod:`spark.spool_files`.
+
 Back-pressure is never applied to publishers: when this tap's share of the
 spool (its completed files still present + the open file) reaches
 ``max_spool_bytes``, when the in-memory batch is full, or when a disk write
@@ -25,22 +27,31 @@ import asyncio
 import contextlib
 import json
 import os
-import re
 import time
 from pathlib import Path
 
 import mmh3
 
 from spark.events import TrafficEvent
+from spark.spool_files import (
+    create_locked,
+    next_number,
+    recover_orphans,
+    spool_file_name,
+    write_seq,
+    writer_bytes,
+)
+
+__all__ = ["TrafficTap", "event_line", "sampled", "spool_file_name"]
 
 _BOOL = ("false", "true")
 _encode_str = json.encoder.encode_basestring
-_FILE_RE = re.compile(r"^(?P<node>.+)-(?P<n>\d+)\.ndjson(?P<tmp>\.tmp)?$")
 
 DEFAULT_MAX_FILE_BYTES = 8 * 1024 * 1024
 DEFAULT_ROTATE_SECONDS = 5.0
 DEFAULT_MAX_SPOOL_BYTES = 1024 * 1024 * 1024
 DEFAULT_MAX_BUFFER_EVENTS = 200_000
+
 #: events serialised per loop turn by the periodic flush (~10 ms of work)
 FLUSH_SLICE_EVENTS = 5_000
 
@@ -75,11 +86,6 @@ def event_line(event: TrafficEvent) -> bytes:
         f'"false_positive":{_BOOL[bool(event.false_positive)]},'
         f'"shard":{_BOOL[bool(event.shard)]}}}\n'
     ).encode()
-
-
-def spool_file_name(node: str, n: int, *, tmp: bool = False) -> str:
-    """``<node>-<n>.ndjson`` (``n`` zero-padded to 8 digits so names sort), ``.tmp`` if open."""
-    return f"{node}-{n:08d}.ndjson" + (".tmp" if tmp else "")
 
 
 class TrafficTap:
@@ -132,6 +138,9 @@ class TrafficTap:
         self.dropped = 0
         self.files = 0
         self.sampled_out = 0
+        self.recovered = 0  # .tmp files a crashed writer left, completed by this tap
+        self.committed = 0  # files deleted once Spark committed them (spark.spool_service)
+        self._last_scan = 0.0  # time.monotonic() of the last orphan scan
         self._pending: list[TrafficEvent] = []
         self._loop: asyncio.AbstractEventLoop | None = None
         self._timer: asyncio.TimerHandle | None = None
@@ -197,6 +206,8 @@ class TrafficTap:
             "traffic_events_dropped": self.dropped,
             "traffic_events_sampled_out": self.sampled_out,
             "traffic_files": self.files,
+            "traffic_files_recovered": self.recovered,
+            "traffic_files_committed": self.committed,
             "traffic_spool_bytes": self._spool_bytes,
         }
 
@@ -209,8 +220,12 @@ class TrafficTap:
     def _tick(self) -> None:
         try:
             self._flush_slice()
-            if self._fd is not None and time.monotonic() - self._file_opened >= self.rotate_seconds:
+            now = time.monotonic()
+            if self._fd is not None and now - self._file_opened >= self.rotate_seconds:
                 self._complete_file()
+            if now - self._last_scan >= self.rotate_seconds:
+                self._last_scan = now
+                self.recover_orphans()
         except Exception:  # keep the timer alive whatever happens on disk
             pass
         finally:
@@ -299,8 +314,10 @@ class TrafficTap:
                 self._next_n = self._recover()
             self._file_n = self._next_n
             self._next_n += 1
-            path = self.directory / spool_file_name(self.node, self._file_n, tmp=True)
-            self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o644)
+            write_seq(self.directory, self.node, self._next_n)
+            self._fd = create_locked(
+                self.directory / spool_file_name(self.node, self._file_n, tmp=True)
+            )
         except OSError:
             self._fd = None
             return False
@@ -327,8 +344,7 @@ class TrafficTap:
             return
         fd, self._fd = self._fd, None
         tmp = self.directory / spool_file_name(self.node, self._file_n, tmp=True)
-        try:
-            os.close(fd)
+        try:  # renamed (or removed) while the lock is held: no other tap claims it meanwhile
             if self._file_size == 0:
                 tmp.unlink()
             else:
@@ -336,44 +352,35 @@ class TrafficTap:
                 self.files += 1
         except OSError:
             pass
+        with contextlib.suppress(OSError):
+            os.close(fd)
         self._file_size = 0
+        self._refresh_spool_bytes()
+
+    def refresh(self) -> None:
+        """Re-measure the spool now (a consumer deleted files: room for new events)."""
         self._refresh_spool_bytes()
 
     def _refresh_spool_bytes(self) -> None:
         """Re-measure this tap's completed files (a consumer may have deleted some)."""
-        total = 0
-        try:
-            with os.scandir(self.directory) as entries:
-                for entry in entries:
-                    m = _FILE_RE.match(entry.name)
-                    if m and m["node"] == self.node and not m["tmp"]:
-                        with contextlib.suppress(OSError):
-                            total += entry.stat().st_size
-        except OSError:
-            total = self._done_bytes
-        self._done_bytes = total
-        self._spool_bytes = total + self._file_size
+        total = writer_bytes(self.directory, self.node)
+        self._done_bytes = self._done_bytes if total is None else total
+        self._spool_bytes = self._done_bytes + self._file_size
 
     def _recover(self) -> int:
-        """Complete ``.tmp`` files a crashed run of this node left (whole lines
-        only) and return the next free file number."""
-        highest = -1
-        with os.scandir(self.directory) as entries:
-            names = [e.name for e in entries]
-        for name in names:
-            m = _FILE_RE.match(name)
-            if not m or m["node"] != self.node:
-                continue
-            highest = max(highest, int(m["n"]))
-            if m["tmp"]:
-                path = self.directory / name
-                data = path.read_bytes()
-                cut = data.rfind(b"\n") + 1
-                if cut == 0:
-                    path.unlink()
-                    continue
-                with open(path, "r+b") as fh:
-                    fh.truncate(cut)
-                os.rename(path, self.directory / name[: -len(".tmp")])
+        """Complete the ``.tmp`` files crashed writers left (:meth:`recover_orphans`) and
+        return the next free number of this node id (:func:`next_number`)."""
+        self.recover_orphans()
         self._refresh_spool_bytes()
-        return highest + 1
+        assert self.node is not None
+        return next_number(self.directory, self.node)
+
+    def recover_orphans(self) -> int:
+        """Complete every ``.tmp`` in the spool whose writer is gone, whatever its node
+        id (:func:`spark.spool_files.recover_orphans`); returns how many. Never raises."""
+        own = None
+        if self.node is not None and self._fd is not None:
+            own = spool_file_name(self.node, self._file_n, tmp=True)
+        done = recover_orphans(self.directory, own)
+        self.recovered += done
+        return done

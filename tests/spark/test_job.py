@@ -20,8 +20,10 @@ from spark.sinks import (
     BATCH_KEY,
     EARLY_KEY,
     EVENTS_KEY,
+    FILES_KEY,
     MALFORMED_KEY,
     RUN_KEY,
+    RUNS_KEY,
     make_sinks,
     read_file_counters,
     read_file_distributions,
@@ -213,13 +215,30 @@ def redis_state(url: str) -> dict[str, object]:
     client = redis.Redis.from_url(url, decode_responses=True)
     state: dict[str, object] = {}
     for key in client.scan_iter():
-        if key in (BATCH_KEY, RUN_KEY):
+        if key in (BATCH_KEY, RUN_KEY, RUNS_KEY):
             continue  # batch ids may differ (Spark's no-data batches), run ids do: the data may not
+        if key == FILES_KEY:  # the files applied, without the times they were
+            state[key] = sorted(client.zrange(key, 0, -1))
+            continue
         if client.type(key) == "zset":
             state[key] = dict(client.zrange(key, 0, -1, withscores=True))
         else:
             state[key] = client.get(key)
     return state
+
+
+def assert_same_state(got: dict[str, object], want: dict[str, object]) -> None:
+    """Two :func:`redis_state` hold the same statistics (floats to 1e-12)."""
+    assert set(got) == set(want)
+    for key, value in want.items():
+        if isinstance(value, dict):
+            assert isinstance(got[key], dict) and got[key].keys() == value.keys(), key
+            for b, s in value.items():
+                assert got[key][b] == pytest.approx(s, rel=1e-12), (key, b)  # type: ignore[index]
+        elif key.endswith("._Z"):
+            assert float(got[key]) == pytest.approx(float(value), rel=1e-12)  # type: ignore[arg-type]
+        else:
+            assert got[key] == value, key
 
 
 def test_exactly_once_across_crashes_restarts_and_duplicates(spark, valkey_url, tmp_path):
@@ -265,16 +284,7 @@ def test_exactly_once_across_crashes_restarts_and_duplicates(spark, valkey_url, 
     run_once(spark, crashed)
 
     got, want = redis_state(crashed.redis_url), redis_state(clean.redis_url)
-    assert set(got) == set(want)
-    for key, value in want.items():
-        if isinstance(value, dict):
-            assert got[key].keys() == value.keys(), key
-            for b, s in value.items():
-                assert got[key][b] == pytest.approx(s, rel=1e-12), (key, b)
-        elif key.endswith("._Z"):
-            assert float(got[key]) == pytest.approx(float(value), rel=1e-12)
-        else:
-            assert got[key] == value, key
+    assert_same_state(got, want)
     unique = len({(e.event_id, e.node) for e in events})
     assert int(got[EVENTS_KEY]) == unique
     # the file sink folds to the same distributions

@@ -36,8 +36,11 @@ def redis_state(url: str) -> dict[str, object]:
     client = redis.Redis.from_url(url, decode_responses=True)
     state: dict[str, object] = {}
     for k in client.scan_iter():
-        zset = client.type(k) == "zset"
-        state[k] = dict(client.zrange(k, 0, -1, withscores=True)) if zset else client.get(k)
+        kind = client.type(k)
+        if kind == "zset":
+            state[k] = dict(client.zrange(k, 0, -1, withscores=True))
+        else:
+            state[k] = client.hgetall(k) if kind == "hash" else client.get(k)
     return state
 
 

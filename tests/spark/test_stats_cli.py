@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from bloomcast.testing import free_port
 from spark.job import BatchResult
 from spark.sinks import FileSink
 from tests.spark.events_data import BASE, lines_of, make_events
@@ -75,6 +76,85 @@ def test_missing_output_is_an_error(tmp_path: Path, valkey_url: str) -> None:
     done = bloomcast("stats", "run", "--spool", str(missing), "--out", str(tmp_path / "o"))
     assert done.returncode == 2
     assert done.stderr == f"bloomcast stats run: spool directory {missing} does not exist\n"
+
+
+def one_line(done: subprocess.CompletedProcess[str], code: int) -> str:
+    """The single stderr line of a failed command (no traceback)."""
+    assert done.returncode == code, done.stderr
+    assert "Traceback" not in done.stderr and done.stdout == ""
+    assert len(done.stderr.splitlines()) == 1, done.stderr
+    return done.stderr.rstrip("\n")
+
+
+def test_an_unreachable_redis_or_node_is_one_line(tmp_path: Path) -> None:
+    port = free_port()  # nothing listens there
+    url = f"redis://127.0.0.1:{port}/0"
+    refused = f"Error 111 connecting to 127.0.0.1:{port}. Connection refused."
+    done = bloomcast("stats", "top", "channels:1m", "--redis", url)
+    assert one_line(done, 1) == f"bloomcast stats top: cannot read Redis {url}: {refused}"
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    done = bloomcast("stats", "run", "--spool", str(spool), "--redis", url)
+    assert one_line(done, 1) == f"bloomcast stats run: cannot reach Redis {url}: {refused}"
+    done = bloomcast("stats", "run", "--nodes", f"127.0.0.1:{port}", "--once")
+    assert one_line(done, 1) == (
+        f"bloomcast stats run: cannot list the spool of node 127.0.0.1:{port}: "
+        "[Errno 111] Connection refused (is it started with --traffic-dir and --metrics-port?)"
+    )
+    done = bloomcast("stats", "run", "--nodes", "nonsense")
+    assert one_line(done, 2) == (
+        "bloomcast stats run: --nodes 'nonsense': expected [user:password@]HOST:METRICSPORT"
+    )
+    done = bloomcast("stats", "run", "--nodes", f"127.0.0.1:{port}", "--spool", str(spool))
+    assert one_line(done, 2) == (
+        "bloomcast stats run: argument --spool: not allowed with argument --nodes "
+        "(see bloomcast stats run --help)"
+    )
+
+
+#: ``bloomcast`` as it runs where only the node's dependencies are installed
+WITHOUT_SPARK = """
+import sys
+for name in ("pyspark", "pyarrow", "pandas", "numpy", "matplotlib"):
+    sys.modules[name] = None  # import fails, find_spec says absent
+from bloomcast.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_without_the_spark_extra_run_says_how_to_install_it_and_top_still_reads(
+    out: Path, tmp_path: Path
+) -> None:
+    def without_spark(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-c", WITHOUT_SPARK, *args], capture_output=True, text=True,
+            timeout=60,
+        )  # fmt: skip
+
+    done = without_spark("stats", "run", "--spool", str(tmp_path))
+    assert one_line(done, 1) == (
+        "bloomcast stats run: needs the spark extra (pyspark is not installed): "
+        "pip install 'bloomcast[spark]' (in a checkout: uv sync --extra spark)"
+    )
+    done = without_spark("stats", "top", "channels:1m", "--out", str(out), "--json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)[0]["bin"] == "news"
+    assert without_spark("--help").returncode == 0
+
+
+def test_a_failed_query_is_one_line() -> None:
+    from spark.stats_run import one_line as summary
+
+    text = (
+        "[STREAM_FAILED] Query [id = 1] terminated with exception: An exception was "
+        "thrown from the Python worker.\nTraceback (most recent call last):\n  File "
+        '"x.py", line 1, in read\nspark.spool_client.SpoolUnreachable: cannot read '
+        "n-00000001.ndjson from node h:1: timed out\n\tat org.apache.spark.X(X.scala:1)\n"
+    )
+    assert summary(text) == (
+        "SpoolUnreachable: cannot read n-00000001.ndjson from node h:1: timed out"
+    )
+    assert summary("just one line") == "just one line"
 
 
 def test_table_title_has_the_date_and_rate_says_what_it_is(out: Path) -> None:

@@ -32,6 +32,11 @@ def event(seq: int, node: str = NODE, role: str = "origin", origin: str = NODE) 
     )
 
 
+def spool_names(directory) -> list[str]:
+    """The spool's event files (``.ndjson`` and ``.ndjson.tmp``), sorted."""
+    return sorted(n for n in os.listdir(directory) if ".ndjson" in n)
+
+
 def read_spool(directory) -> list[dict]:
     rows = []
     for name in sorted(os.listdir(directory)):
@@ -59,7 +64,8 @@ def test_events_roundtrip_through_files(tmp_path):
     assert TrafficEvent.from_dict(rows[42]) == event(42)
     assert tap.files == 1 and tap.dropped == 0
     assert not list(tmp_path.glob("*.tmp"))
-    assert os.listdir(tmp_path) == [spool_file_name(NODE, 0)]
+    assert spool_names(tmp_path) == [spool_file_name(NODE, 0)]
+    assert (tmp_path / f"{NODE}.seq").read_text() == "1\n"  # the next file number
 
 
 def test_rotation_by_size(tmp_path):
@@ -246,7 +252,7 @@ def test_restart_recovers_tmp_and_continues_numbering(tmp_path):
     tap = TrafficTap(tmp_path)
     tap.record(event(2))
     tap.close()
-    names = sorted(os.listdir(tmp_path))
+    names = spool_names(tmp_path)
     assert names == [spool_file_name(NODE, n) for n in (1, 3, 4)]
     assert (tmp_path / spool_file_name(NODE, 3)).read_text() == good
 
