@@ -282,7 +282,13 @@ async def drive(
     result = DriveResult()
     verifier = DeliveryVerifier()
     nodes = cluster.size
-    clients = [aioredis.Redis(host=cluster.host, port=p, socket_timeout=30) for p in cluster.ports]
+    # one pool per node holds every subscriber of that node (a pub/sub
+    # connection each) and the probes: redis-py 8's pools stop at 100 by default
+    per_node = len(workload.subscribers) + 64
+    clients = [
+        aioredis.Redis(host=cluster.host, port=p, socket_timeout=30, max_connections=per_node)
+        for p in cluster.ports
+    ]
     publishers = [
         aioredis.Redis(host=cluster.host, port=p, socket_timeout=30) for p in cluster.ports
     ]
