@@ -16,6 +16,7 @@ from collections import Counter
 from typing import Any
 
 from bloomcast.testing.chaos import ChaosSettings, run_chaos
+from bloomcast.testing.chaos_check import table
 from bloomcast.testing.faults import netns_unavailable
 
 SEEDS = (11, 12, 13)
@@ -30,6 +31,7 @@ def run_chaos_bench(seeds: tuple[int, ...] = SEEDS, duration: float = 300.0) -> 
     for seed in seeds:
         print(f"bench: chaos seed {seed}, {duration:.0f} s ...", flush=True)
         result = run_chaos(ChaosSettings(seed=seed, duration=duration, progress=print))
+        print("\n".join(table(result.verdict)), flush=True)
         kinds = Counter(f.kind for f in result.faults)
         longest = max((f.duration for f in result.faults), default=0.0)
         runs.append(
