@@ -1,11 +1,13 @@
-"""A client connection's output: one queue for replies and pub/sub messages,
-written once per event-loop turn (:class:`ClientOutput`, a base of
-:class:`router.client.Client`).
+"""A connection's output limits (:func:`over_limit`, applied by
+:meth:`router.connection.Connection.flush`) and the fan-out loop that queues
+one pub/sub frame for many connections (:func:`write_to_all`).
 
 Pub/sub output is limited like ``client-output-buffer-limit pubsub``: over the
 hard limit, or over the soft limit for longer than its seconds, the client is
 closed asynchronously and counted (``client_output_buffer_limit_disconnections``);
 the writer never waits for a slow reader, so no subscriber stalls the node.
+Before AUTH, a client that does not read its replies is closed as Redis
+7.0.15 with the CVE-2025-21605 fix closes it (:data:`PREAUTH_OUTPUT_LIMIT`).
 """
 
 from __future__ import annotations
@@ -21,24 +23,29 @@ if TYPE_CHECKING:
     from router.node import Node
 
 
-#: Redis 7.0.15 as Debian ships it (CVE-2025-21605): a client that has not
-#: authenticated while a password is required is closed once its reply list
-#: holds more than 1024 bytes, that is, once its replies passed the 16 KiB
-#: reply buffer that the socket did not take. Here: bytes the socket did not
-#: take after a flush.
-PREAUTH_OUTPUT_LIMIT = 16 * 1024 + 1024
+#: Redis 7.0.15 as Debian ships it (CVE-2025-21605 fix): a client that must
+#: authenticate and has not is freed at once (``freeClientAsync``, its
+#: output dropped) when a reply does not fit in its 16 KiB reply buffer,
+#: that is when more than 16384 bytes of replies wait to be written: 481
+#: pipelined PINGs before AUTH are answered, 482 close the connection with
+#: no reply at all (their NOAUTH errors are 34 bytes each).
+PREAUTH_OUTPUT_LIMIT = 16 * 1024
+
+
+def preauth_cut(conn: Connection) -> bool:
+    """Whether ``conn``, not authenticated, must be cut before its queued
+    output is written (:data:`PREAUTH_OUTPUT_LIMIT`: what is queued plus
+    what an earlier write left waiting for the socket)."""
+    waiting = sum(map(len, conn._out)) + conn.wire.get_write_buffer_size()
+    return waiting > PREAUTH_OUTPUT_LIMIT and conn.ctx.acl.default_requires_auth()
 
 
 def over_limit(conn: Connection, pending: int) -> bool:
-    """Whether ``conn``, with ``pending`` bytes the socket did not take, is
-    past an output limit and must be cut (Redis's
-    ``checkClientOutputBufferLimits``): the pre-AUTH limit
-    (:data:`PREAUTH_OUTPUT_LIMIT`) for a client that must authenticate, the
-    ``client-output-buffer-limit pubsub`` class for a subscribed one (over
-    the hard limit, or over the soft limit for longer than its seconds).
-    Other clients, like Redis's ``normal`` class, have none."""
-    if not conn.authenticated:
-        return pending > PREAUTH_OUTPUT_LIMIT and conn.ctx.acl.default_requires_auth()
+    """Whether a subscribed ``conn``, with ``pending`` bytes the socket did
+    not take, is past the ``client-output-buffer-limit pubsub`` class (Redis's
+    ``checkClientOutputBufferLimits``): over the hard limit, or over the soft
+    limit for longer than its seconds. Other authenticated clients, like
+    Redis's ``normal`` class, have no limit."""
     if not pending:  # the socket took it all: under every limit
         conn._soft_limit_since = None
         return False

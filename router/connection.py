@@ -295,13 +295,18 @@ class Connection:
             self.flush()
 
     def flush(self) -> None:
-        """Write the queued output, then hold the client to its output limits
-        (:func:`router.client_output.over_limit`)."""
+        """Write the queued output, holding the client to its output limits:
+        before AUTH, :func:`router.client_output.preauth_cut` (before the
+        write: Redis drops it all); subscribed,
+        :func:`router.client_output.over_limit` (after it)."""
         out = self._out
         self.work_started = None
         if not out or self.state is CLOSED:
             out.clear()
             self._out_bytes = 0
+            return
+        if not self.authenticated and client_output.preauth_cut(self):
+            self.cut()
             return
         data = out[0] if len(out) == 1 else b"".join(out)
         wire = self.wire
@@ -309,7 +314,7 @@ class Connection:
         self.ctx.stats.net_output_bytes += len(data)
         out.clear()
         self._out_bytes = 0
-        if self.authenticated and not (self.channels or self.patterns or self.shard_channels):
+        if not (self.channels or self.patterns or self.shard_channels):
             return  # a normal client: no limit (Redis's normal class is 0 0 0)
         if client_output.over_limit(self, wire.get_write_buffer_size()):
             self.cut()
@@ -336,6 +341,8 @@ class Connection:
     def kill(self) -> None:
         """Close now, dropping pending output (an ACL revocation, a deleted
         user, an idle timeout: Redis's ``freeClient``)."""
+        self._out.clear()
+        self._out_bytes = 0
         self._to(CLOSED)
         self.wire.abort()
 
