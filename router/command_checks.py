@@ -1,5 +1,5 @@
 """The checks of Redis 7.0.15's ``processCommand`` (``src/server.c``) that
-reach beyond the node's own command table, for :meth:`router.client.Connection.execute`.
+reach beyond the node's own command table, for :func:`router.dispatch.execute`.
 
 - The subscribed context: a RESP2 connection subscribed to anything may run
   only (P|S)SUBSCRIBE, (P|S)UNSUBSCRIBE, PING, QUIT and RESET; any other

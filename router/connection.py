@@ -259,6 +259,10 @@ class Connection:
         self.write(future.result())
         for frame in held:
             self.write(frame)
+        if self.state is CLOSING:  # a QUIT that CLIENT PAUSE postponed
+            self.flush()
+            self.wire.close()
+            return DONE
         return process(self)
 
     def run_postponed(self, args: list[bytes]) -> Reply:

@@ -60,10 +60,8 @@ _QUEUED = b"+QUEUED\r\n"
 
 def process(conn: Connection) -> Action:
     """Run the buffered requests (Redis's ``processInputBuffer``)."""
-    if conn.state is CLOSING:  # QUIT or a protocol error: read no more
-        conn.flush()
-        conn.wire.close()
-        return DONE
+    if conn.state is CLOSING:
+        return DONE  # QUIT or a protocol error ended this connection: read no more
     # replies go straight to the output queue pub/sub messages go to, so
     # output leaves in command order (a message this connection publishes
     # to itself follows the replies before it, as in Redis); the queue is

@@ -6,7 +6,7 @@ between them (:data:`TRANSITIONS`, applied by
 
     NORMAL <-> SUBSCRIBED           RESP2 with a subscription: only (P|S)(UN)SUBSCRIBE,
                                     PING, QUIT, RESET run (Redis's pub/sub context)
-    NORMAL | SUBSCRIBED -> IN_MULTI MULTI (a RESP3 subscriber may): commands are queued
+    NORMAL -> IN_MULTI              MULTI: commands are queued (+QUEUED)
     IN_MULTI -> EXECUTING -> rest   EXEC runs the queue (replies never wait)
     IN_MULTI -> rest                DISCARD, RESET, an aborted EXEC
     rest -> BLOCKED -> rest         a reply awaited (subscribe visibility, CLIENT
@@ -68,7 +68,7 @@ ENDS = {CLOSING, CLOSED}
 #: every state change allowed (:meth:`router.connection.Connection._to`)
 TRANSITIONS: dict[State, frozenset[State]] = {
     NORMAL: frozenset({SUBSCRIBED, IN_MULTI, BLOCKED, *ENDS}),
-    SUBSCRIBED: frozenset({NORMAL, IN_MULTI, BLOCKED, *ENDS}),
+    SUBSCRIBED: frozenset({NORMAL, BLOCKED, *ENDS}),
     IN_MULTI: frozenset({NORMAL, SUBSCRIBED, EXECUTING, BLOCKED, *ENDS}),
     EXECUTING: frozenset({NORMAL, SUBSCRIBED, *ENDS}),
     BLOCKED: frozenset({NORMAL, SUBSCRIBED, IN_MULTI, *ENDS}),

@@ -35,8 +35,9 @@ CONFIRMING = frozenset(
 )
 Handler = Callable[["CommandContext", "Connection", list[bytes]], Reply]
 #: commands after which the connection's state may change (subscriptions,
-#: the protocol, MULTI's queue): :meth:`router.connection.Connection.settle`
-SETTLING = CONFIRMING | {"hello", "reset", "exec", "multi", "discard"}
+#: the protocol): :meth:`router.connection.Connection.settle` (MULTI, EXEC
+#: and DISCARD change it themselves)
+SETTLING = CONFIRMING | {"hello", "reset"}
 
 
 @dataclass(frozen=True)

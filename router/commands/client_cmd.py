@@ -27,7 +27,7 @@ def client_id(ctx: CommandContext, client: Connection, args: list[bytes]) -> Rep
 def setname(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
     if not valid_client_name(args[2]):
         return resp.error(
-            "ERR Connection names cannot contain spaces, newlines or special characters."
+            "ERR Client names cannot contain spaces, newlines or special characters."
         )
     client.name = args[2]
     return resp.OK

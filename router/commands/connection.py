@@ -89,7 +89,7 @@ def hello(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
             # or the NOAUTH below does not undo it
             if not valid_client_name(args[i + 1]):
                 return resp.error(
-                    "ERR Connection names cannot contain spaces, newlines or special characters."
+                    "ERR Client names cannot contain spaces, newlines or special characters."
                 )
             client.name = args[i + 1]
             i += 2

@@ -18,14 +18,20 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.differential.oracle import HELLO3, assert_same_as_oracle, oracle_server, redis_only
+from tests.differential.oracle import (
+    HELLO3,
+    assert_same_as_oracle,
+    exchange,
+    oracle_server,
+    redis_only,
+)
 from tests.procs import bloomcast_node, connect, read_quiet
 
 pytestmark = pytest.mark.timeout(120)
 
 CASES = {
     "get": b"CONFIG GET timeout\r\nCONFIG GET tcp-keepalive\r\nCONFIG GET tcp-backlog\r\n"
-    b"CONFIG GET tcp-*\r\n",
+    b"CONFIG GET TIMEOUT\r\n",
     "set timeout": b"CONFIG SET timeout 2\r\nCONFIG GET timeout\r\nCONFIG SET timeout -1\r\n"
     b"CONFIG SET timeout abc\r\nCONFIG SET timeout 2147483648\r\nCONFIG SET timeout 1e3\r\n"
     b"CONFIG SET timeout 0\r\nCONFIG GET timeout\r\n",
@@ -97,8 +103,7 @@ def _lockout_run(port: int) -> tuple[bytes, bytes]:
     idle = [connect(port) for _ in range(4)]
     try:
         time.sleep(0.2)
-        with connect(port) as extra:
-            extra.sendall(b"PING\r\n")
+        with connect(port) as extra:  # refused at accept, before any request
             refused = read_quiet(extra, 0.3)[0]
         time.sleep(3.0)
         with connect(port) as late:
@@ -119,8 +124,12 @@ def test_idle_sockets_at_maxclients_lock_no_one_out_like_redis(timed_out):
 
 @pytest.fixture(scope="module")
 def with_password() -> Iterator[tuple[int, int]]:
-    flags = ("--requirepass", "s3cret")
-    with oracle_server(*flags) as oracle, bloomcast_node(*flags) as node:
+    """The oracle and a node with a password (set once they answer PING)."""
+    with oracle_server() as oracle, bloomcast_node() as node:
+        for port in (oracle, node):
+            with connect(port) as s:
+                s.sendall(b"CONFIG SET requirepass s3cret\r\n")
+                assert read_quiet(s)[0] == b"+OK\r\n"
         yield oracle, node
 
 
@@ -150,7 +159,18 @@ def _flood_unread(port: int, total: int = 20 * 1024 * 1024) -> tuple[int, bytes]
 def test_unauthenticated_pipeline_past_the_reply_buffer_same_bytes(with_password, pings):
     """Redis 7.0.15 (Debian's CVE-2025-21605 fix): 481 NOAUTH errors fit in
     the 16 KiB reply buffer; one more closes the connection, no reply sent."""
-    assert_same_as_oracle(with_password, b"PING\r\n" * pings)
+    oracle, node = with_password
+    payload = b"PING\r\n" * pings
+    assert _exchange(node, payload) == _exchange(oracle, payload)
+
+
+def _exchange(port: int, payload: bytes) -> tuple[bytes, bool]:
+    """:func:`exchange`, a reset read as a close (a server that closes with
+    requests unread resets the connection: how much it read is its own)."""
+    try:
+        return exchange(port, payload)
+    except ConnectionResetError:
+        return b"", True
 
 
 @redis_only
