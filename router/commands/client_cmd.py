@@ -26,9 +26,7 @@ def client_id(ctx: CommandContext, client: Connection, args: list[bytes]) -> Rep
 
 def setname(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
     if not valid_client_name(args[2]):
-        return resp.error(
-            "ERR Client names cannot contain spaces, newlines or special characters."
-        )
+        return resp.error("ERR Client names cannot contain spaces, newlines or special characters.")
     client.name = args[2]
     return resp.OK
 
