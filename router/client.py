@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
-import time
+from time import monotonic
 from typing import TYPE_CHECKING, cast
 
 from router.client_extras import ClientExtras
@@ -83,7 +83,7 @@ class Client(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         conn = self.conn
         if conn is not None:
-            action = conn.receive(data, time.monotonic())
+            action = conn.receive(data, monotonic())
             if action:
                 self._wait(action, conn)
 

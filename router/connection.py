@@ -223,17 +223,10 @@ class Connection:
 
     # ------------------------------------------------------------ requests
 
-    def receive(self, data: bytes, now: float) -> Action:
-        """Bytes read from the client at ``now`` (monotonic seconds)."""
-        state = self.state
-        if state is CLOSED:
-            return DONE  # protected mode's refusal, or cut: nothing it sends is read
-        self.ctx.stats.net_input_bytes += len(data)
-        self.parser.feed(data)
-        self.last_interaction = now
-        if state is BLOCKED:
-            return DONE  # buffered until the awaited reply is written
-        return process(self)
+    #: ``receive(data, now) -> Action``: bytes read from the client at ``now``
+    #: (monotonic seconds); the buffered requests run (the request loop,
+    #: :func:`router.dispatch.process`, is the method itself: one call per read)
+    receive = process
 
     def resume(self) -> Action:
         """The next loop turn after :data:`SLICE`: the turn's budget restarts."""

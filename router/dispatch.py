@@ -33,6 +33,7 @@ from router.commands.base import CONFIRMING, Command, Transaction
 from router.commands.client_view import acl_context, info_line
 from router.commands.tracking import after_command
 from router.states import (
+    BLOCKED,
     CLOSED,
     CLOSING,
     DONE,
@@ -58,9 +59,21 @@ _MULTI_IMMEDIATE = frozenset({"exec", "discard", "multi", "watch", "quit", "rese
 _QUEUED = b"+QUEUED\r\n"
 
 
-def process(conn: Connection) -> Action:
-    """Run the buffered requests (Redis's ``processInputBuffer``)."""
-    if conn.state is CLOSING:
+def process(conn: Connection, data: bytes = b"", now: float = 0.0) -> Action:
+    """``data`` read at ``now`` (monotonic seconds), if any, then the buffered
+    requests run (Redis's ``readQueryFromClient`` + ``processInputBuffer``).
+    It is :meth:`router.connection.Connection.receive` (one call per read)."""
+    state = conn.state
+    if data:
+        if state is CLOSED:
+            return DONE  # protected mode's refusal, or cut: nothing it sends is read
+        stats = conn.ctx.stats
+        stats.net_input_bytes += len(data)
+        conn.parser.feed(data)
+        conn.last_interaction = now
+        if state is BLOCKED:
+            return DONE  # buffered until the awaited reply is written
+    if state is CLOSING:
         return DONE  # QUIT or a protocol error ended this connection: read no more
     # replies go straight to the output queue pub/sub messages go to, so
     # output leaves in command order (a message this connection publishes
