@@ -121,7 +121,7 @@ def process(conn: Connection, data: bytes = b"", now: float = 0.0) -> Action:
                     conn.schedule_flush(conn)
                 out.append(reply)
                 queued += len(reply)
-                if conn.state >= CLOSING:  # QUIT, or cut
+                if conn.closed or conn.state is CLOSING:  # QUIT, or cut
                     break
                 done += 1  # the clock is read every 4th request (hot path)
                 if not done & 3 and perf_counter_ns() - started > _SLICE_NS:
