@@ -92,6 +92,8 @@ class Node:
             view=self,
             on_settings=self._settings_changed,
         )
+        #: the cluster bus seam: ``NoPeers`` until :meth:`set_link`
+        self.link: ClusterLink = self.context.link
         self.port = config.port
         self.publish_seq = 0
         self.forwards_lost_from: dict[str, int] = {}  # origin node id -> frames lost
@@ -107,16 +109,12 @@ class Node:
         self._servers: list[asyncio.base_events.Server] = []  # one per bind address
         self._tls_servers: list[asyncio.base_events.Server] = []
 
-    @property
-    def link(self) -> ClusterLink:
-        """The cluster bus seam (:mod:`cluster_bus.api`): ``NoPeers`` until
-        the composition root gives the node its bus, which needs the bound
-        port first."""
-        return self.context.link
-
-    @link.setter
-    def link(self, link: ClusterLink) -> None:
-        self.context.link = link
+    def set_link(self, link: ClusterLink) -> None:
+        """Wire the cluster bus (:mod:`cluster_bus.api`), before clients are
+        served: the bus needs the node (its ``LocalDelivery``) and its bound
+        port, so the composition root makes it after ``start(serve=False)``.
+        The node's delivery and its command context read the same link."""
+        self.link = self.context.link = link
 
     @property
     def settings(self) -> Settings:
@@ -157,7 +155,7 @@ class Node:
                 backlog=backlog,
             )
         if isinstance(self.link, NoPeers):
-            self.link = NoPeers(self.node_id, first_host(self.config.bind), self.port)
+            self.set_link(NoPeers(self.node_id, first_host(self.config.bind), self.port))
         self.idle.set_timeout(self.settings.timeout)
 
     def _tls_failed(self, reason: str) -> None:
