@@ -65,7 +65,7 @@ class Client(asyncio.Protocol):
         self.conn = conn = Connection(
             ctx, wire, node.next_client_id(), node.schedule_flush, extras, addr
         )
-        node.client_connected(conn)
+        conn.admit()
         if extras.refused:
             asyncio.get_running_loop().call_later(REFUSED_LINGER_SECONDS, wire.abort)
 

@@ -1,25 +1,18 @@
 """Connection: one client connection as a sans-IO state machine (h11's model).
 
-Bytes in (:meth:`Connection.receive`), replies and messages out through one
-output queue written once per event-loop turn. The asyncio side
-(:class:`router.client.Client`, the thin protocol) only moves bytes and does
-what :meth:`~Connection.receive` returns (:class:`router.states.Action`):
-read on, stop until the next loop turn, or stop until an awaited reply.
-The connection owns the request parser, the run of each request
-(:mod:`router.dispatch`), MULTI, CLIENT REPLY, the output queue and its
-limits (:mod:`router.client_output`), and closing. It never touches a
-socket or the event loop: its output goes to a :class:`Wire` (a transport's
-byte sink) and the node's ``schedule_flush``, both given to its constructor.
-
-Its states and every change between them: :mod:`router.states` (each
-change through :meth:`Connection._to`). The request loop (:meth:`_process`)
-is Redis's ``processInputBuffer``: requests run in order, their replies
-queued; a reply that is a future blocks the connection (Redis's blocked
-client: reading stops, later requests stay buffered, messages wait behind
-it, so replies keep their order); a protocol error answers Redis's text and
-closes after the reply; no connection holds the loop longer than
-:data:`SLICE_SECONDS` per loop turn (the rest on a later turn, a huge
-multibulk parsed in slices by the parser).
+Bytes in (:meth:`Connection.receive`, which returns what the event loop must
+do: :class:`router.states.Action`), replies and messages out through one
+output queue written once per event-loop turn. The connection owns the
+request parser, the request loop (:mod:`router.dispatch`: Redis's
+``processInputBuffer`` and ``processCommand``), MULTI, CLIENT REPLY, the
+output queue and its limits (:mod:`router.client_output`), admission and
+closing. It touches no socket and no event loop: its output goes to a
+:class:`Wire` (a transport's byte sink) and the node's ``schedule_flush``,
+given to its constructor; :class:`router.client.Client` is the thin asyncio
+protocol around it. A reply that is a future blocks it (Redis's blocked
+client: later requests stay buffered, messages wait behind the reply).
+Its states and every change between them: :mod:`router.states`, each
+change through :meth:`Connection._to`.
 """
 
 from __future__ import annotations
@@ -28,10 +21,11 @@ import asyncio
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol, cast
 
-from router import client_log, client_output, parser
+from router import client_log, client_output, parser, resp
 from router.client_extras import ClientExtras
 from router.commands.base import Transaction
 from router.dispatch import execute_counted, process
+from router.protected import DENIED, denies
 from router.states import (
     BLOCK,
     BLOCKED,
@@ -325,7 +319,27 @@ class Connection:
     def output_buffer_size(self) -> int:
         return self.wire.get_write_buffer_size()
 
-    # ------------------------------------------------------------ closing
+    # ------------------------------------------------------------ opening, closing
+
+    def admit(self) -> bool:
+        """A new connection: refused by protected mode (Redis's DENIED: counted
+        as rejected, not received nor as an error reply; never a client), or
+        at ``maxclients`` (Redis's error, then closed); else a client of the node."""
+        ctx = self.ctx
+        settings, stats = ctx.settings, ctx.stats
+        if denies(settings.protected_mode, ctx.acl.default_has_password(), self.extras.peer_ip):
+            stats.rejected_connections += 1
+            stats.protected_mode_denied += 1
+            self.refuse(DENIED)
+            return False
+        stats.connections_received += 1
+        if len(ctx.clients) >= settings.maxclients:
+            stats.rejected_connections += 1
+            self.write(resp.error("ERR max number of clients reached"))
+            self.close_now()
+            return False
+        ctx.clients[self.id] = self
+        return True
 
     def cut(self) -> None:
         """Over an output limit: closed at once, its output dropped (Redis's

@@ -20,6 +20,7 @@ from router import client_log
 
 if TYPE_CHECKING:
     from router.connection import Connection
+    from router.settings import Settings
 
 
 class IdleTimer:
@@ -39,6 +40,11 @@ class IdleTimer:
                 self._handle = None
         elif self._handle is None:
             self._schedule()
+
+    def settings_changed(self, old: Settings, new: Settings) -> None:
+        """CONFIG SET swapped the settings (:class:`router.settings.Settings`)."""
+        if new.timeout != old.timeout:
+            self.set_timeout(new.timeout)
 
     def _schedule(self) -> None:
         period = min(1.0, max(0.1, len(self._clients) / 500))

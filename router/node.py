@@ -45,7 +45,6 @@ from router.connection import Connection
 from router.context import CommandContext
 from router.idle import IdleTimer
 from router.pause import ClientPause
-from router.protected import DENIED, denies
 from router.registry import Registry
 from router.settings import Settings
 from router.stats import InstantaneousMetrics, NodeStats
@@ -90,7 +89,7 @@ class Node:
             clients=self.clients,
             link=NoPeers(self.node_id, first_host(config.bind), config.port),
             view=self,
-            on_settings=self._settings_changed,
+            on_settings=self.idle.settings_changed,
         )
         #: the cluster bus seam: ``NoPeers`` until :meth:`set_link`
         self.link: ClusterLink = self.context.link
@@ -115,15 +114,6 @@ class Node:
         port, so the composition root makes it after ``start(serve=False)``.
         The node's delivery and its command context read the same link."""
         self.link = self.context.link = link
-
-    @property
-    def settings(self) -> Settings:
-        """The live settings (CONFIG SET swaps them: :mod:`router.settings`)."""
-        return self.context.settings
-
-    def _settings_changed(self, old: Settings, new: Settings) -> None:
-        if new.timeout != old.timeout:
-            self.idle.set_timeout(new.timeout)
 
     # ------------------------------------------------------------ lifecycle
 
@@ -156,7 +146,7 @@ class Node:
             )
         if isinstance(self.link, NoPeers):
             self.set_link(NoPeers(self.node_id, first_host(self.config.bind), self.port))
-        self.idle.set_timeout(self.settings.timeout)
+        self.idle.set_timeout(self.context.settings.timeout)
 
     def _tls_failed(self, reason: str) -> None:
         """A connection to the TLS port that did not complete the handshake
@@ -224,22 +214,6 @@ class Node:
 
     def next_client_id(self) -> int:
         return next(self._ids)
-
-    def client_connected(self, client: Connection) -> None:
-        settings = self.settings
-        if denies(settings.protected_mode, self.acl.default_has_password(), client.extras.peer_ip):
-            # Redis: counted as rejected, not as received nor as an error reply
-            self.stats.rejected_connections += 1
-            self.stats.protected_mode_denied += 1
-            client.refuse(DENIED)
-            return
-        self.stats.connections_received += 1
-        if len(self.clients) >= settings.maxclients:
-            self.stats.rejected_connections += 1
-            client.write(resp.error("ERR max number of clients reached"))
-            client.close_now()
-            return
-        self.clients[client.id] = client
 
     def client_disconnected(self, client: Connection) -> None:
         self.clients.pop(client.id, None)
@@ -404,11 +378,6 @@ class Node:
         return done
 
     # ------------------------------------------------------------ INFO
-
-    @property
-    def cluster_enabled(self) -> bool:
-        """A node with a cluster bus (:attr:`CommandContext.cluster_enabled`)."""
-        return self.context.cluster_enabled
 
     def cluster_info(self) -> dict[str, int | str]:
         """CLUSTER INFO: the bus's fields and the node's receive-side counters."""

@@ -56,7 +56,7 @@ def _conn(config: NodeConfig | None = None) -> tuple[Node, Connection, Wire]:
     node = Node(config or NodeConfig(port=0))
     wire = Wire()
     conn = Connection(node.context, wire, node.next_client_id(), node.schedule_flush)
-    node.client_connected(conn)
+    assert conn.admit()
     return node, conn, wire
 
 
@@ -200,10 +200,10 @@ def test_unauthenticated_client_over_the_preauth_limit_is_cut():
 def test_config_set_swaps_the_settings_whole():
     async def main() -> tuple[Settings, Settings, bytes]:
         node, conn, wire = _conn()
-        before = node.settings
+        before = node.context.settings
         _feed(conn, b"CONFIG SET timeout 7 client-output-buffer-limit 'pubsub 1mb 0 0'\r\n")
         _feed(conn, b"CONFIG SET timeout 9 maxclients 0\r\n")  # a bad pair: nothing
-        return before, node.settings, b"".join(wire.writes)
+        return before, node.context.settings, b"".join(wire.writes)
 
     before, after, out = asyncio.run(main())
     assert out.startswith(b"+OK\r\n-ERR CONFIG SET failed")
