@@ -185,7 +185,7 @@ async def receive_us(batches: int) -> float:
     sub.data_received(b"SUBSCRIBE bench:ch\r\n")
     await asyncio.sleep(0)
     confirmed = sub_transport.written
-    node.link = bus  # after the SUBSCRIBE: the bus is not started, it has no filters to sync
+    node.set_link(bus)  # after the SUBSCRIBE: the bus is not started, it has no filters to sync
     peer = "ab" * 20
     link = Link(bus, Handshake(node.node_id, None, outbound=False), None)
     link.connection_made(CountingTransport())  # type: ignore[arg-type]

@@ -42,7 +42,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     node_flags = argparse.ArgumentParser(add_help=False)
     add_node_arguments(node_flags)
     for action in node_flags._actions:
-        if action.dest in _PER_NODE or not action.option_strings:
+        if action.dest in _PER_NODE | _NOT_FORWARDED or not action.option_strings:
             continue
         kwargs: dict[str, Any] = {"dest": f"node_{action.dest}", "help": action.help}
         kwargs["metavar"] = action.metavar or action.dest.upper()
@@ -53,6 +53,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 #: node settings this command sets per node itself
 _PER_NODE = {"port", "cluster_port", "join", "bind", "traffic_dir", "help"}
+#: node flags whose name this command uses for its own (``--timeout``: the
+#: wait for readiness; a node's idle-client ``timeout`` goes in ``--config``)
+_NOT_FORWARDED = {"timeout"}
 
 
 def node_flags_from(args: argparse.Namespace) -> list[str]:

@@ -85,7 +85,7 @@ async def serve(
         from cluster_bus.bus import ClusterBus
 
         bus = ClusterBus(node, config.bus_config(node.port), nodes_file, saved)
-        node.link = bus
+        node.set_link(bus)
         try:
             await bus.start()
         except OSError as exc:

@@ -22,13 +22,11 @@ class ClientExtras:
     lib_name: bytes = b""  # CLIENT SETINFO
     lib_ver: bytes = b""
     no_evict: bool = False  # CLIENT NO-EVICT: shown only (the node evicts no client)
-    in_exec: bool = False  # running EXEC's commands: replies never wait
     #: while EXEC runs: its queue and the output queued before it (CLIENT LIST
     #: shows them: Redis keeps CLIENT_MULTI and the reply buffer until EXEC ends)
     executing: tuple[Transaction, list[bytes]] | None = None
     peer_ip: str = ""  # protected mode's test, at connect
     refused: bool = False  # protected mode turned it away at connect
-    slicing: bool = False  # a slice of a huge request (or long pipeline) is scheduled
     laddr: str = "?:0"  # CLIENT LIST / KILL LADDR
     fd: int = -1  # the socket's descriptor (CLIENT LIST fd=)
     tracking: Tracking | None = None  # CLIENT TRACKING on (router/commands/tracking.py)

@@ -3,7 +3,8 @@
 - cut by ``client-output-buffer-limit`` (notice): Redis's
   ``Client %s scheduled to be closed ASAP for overcoming of output buffer
   limits.``, the client shown as its CLIENT LIST line;
-- a protocol error (verbose): Redis's ``Protocol error (%s) from client: %s``.
+- a protocol error (verbose): Redis's ``Protocol error (%s) from client: %s``;
+- closed by ``timeout`` (verbose): Redis's ``Closing idle client``.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import TYPE_CHECKING
 from router.commands.client_view import info_line
 
 if TYPE_CHECKING:
-    from router.client import Client
+    from router.connection import Connection
 
 log = logging.getLogger("bloomcast.client")
 
@@ -22,14 +23,18 @@ log = logging.getLogger("bloomcast.client")
 VERBOSE = 15
 
 
-def output_buffer_cut(client: Client) -> None:
+def output_buffer_cut(client: Connection) -> None:
     log.info(
         "Client %s scheduled to be closed ASAP for overcoming of output buffer limits.",
         info_line(client),
     )
 
 
-def protocol_error(client: Client, error: str) -> None:
+def protocol_error(client: Connection, error: str) -> None:
     if log.isEnabledFor(VERBOSE):
         reason = error.removeprefix("ERR Protocol error: ")
         log.log(VERBOSE, "Protocol error (%s) from client: %s", reason, info_line(client))
+
+
+def idle_closed(client: Connection) -> None:
+    log.log(VERBOSE, "Closing idle client")

@@ -1,5 +1,5 @@
 """The checks of Redis 7.0.15's ``processCommand`` (``src/server.c``) that
-reach beyond the node's own command table, for :meth:`router.client.Client.execute`.
+reach beyond the node's own command table, for :func:`router.dispatch.execute`.
 
 - The subscribed context: a RESP2 connection subscribed to anything may run
   only (P|S)SUBSCRIBE, (P|S)UNSUBSCRIBE, PING, QUIT and RESET; any other
@@ -27,11 +27,12 @@ from cluster_bus.slots import key_slot
 from router import resp
 from router.acl.user import COMMAND_ARITY
 from router.commands.base import Command
+from router.states import SUBSCRIBED
 
 if TYPE_CHECKING:
-    from router.client import Client
     from router.commands.base import Reply, Transaction
-    from router.node import Node
+    from router.connection import Connection
+    from router.context import CommandContext
 
 #: commands a RESP2 client may send while subscribed (Redis's processCommand)
 SUBSCRIBED_ALLOWED = frozenset(
@@ -110,13 +111,13 @@ def refused_here(name: str, arity: int) -> Command:
     name and arity, so it is checked in Redis's order up to the subscribed
     context, which refuses it (never run)."""
 
-    def never(node: Node, client: Client, args: list[bytes]) -> Reply:
+    def never(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
         raise AssertionError("refused in the subscribed context")
 
     return Command(name, arity, never)
 
 
-def elsewhere(client: Client, args: list[bytes], text: str) -> Command | bytes:
+def elsewhere(client: Connection, args: list[bytes], text: str) -> Command | bytes:
     """A command or subcommand the node does not have: refused with ``text``
     (unknown command or subcommand); an HTTP request closes the connection;
     a RESP2 subscriber's command that Redis has gets a stand-in
@@ -126,10 +127,22 @@ def elsewhere(client: Client, args: list[bytes], text: str) -> Command | bytes:
     if args[0].lower() in HTTP:
         client.drop()  # Redis frees the client: no reply, nothing pending
         return b""
-    if client.resp == 2 and (client.channels or client.patterns or client.shard_channels):
+    if client.state is SUBSCRIBED:
         found = redis_command(args)
         if isinstance(found, str):
-            return client.reject(None, found)
+            return reject(client, None, found)
         if found is not None:
             return refused_here(*found)
-    return client.reject(None, text)
+    return reject(client, None, text)
+
+
+def reject(conn: Connection, cmd: Command | None, text: str) -> bytes:
+    """A command refused before it ran (Redis ``rejectCommand``)."""
+    if cmd is not None:
+        conn.ctx.stats.command_stat(cmd.name).rejected_calls += 1
+    if cmd is not None and cmd.name == "exec":  # execCommandAbort, in MULTI or not
+        conn.end_multi()
+        text = "EXECABORT Transaction discarded because of: " + text.removeprefix("ERR ")
+    elif conn.multi is not None:
+        conn.multi.dirty = True
+    return resp.error(text)

@@ -41,6 +41,14 @@ class NodeConfig:
     pubsub_soft_limit: int = DEFAULT_PUBSUB_SOFT_LIMIT
     pubsub_soft_seconds: int = DEFAULT_PUBSUB_SOFT_SECONDS
     maxclients: int = 10000
+    #: redis.conf timeout: close a client idle this many seconds (0: never;
+    #: pub/sub and blocked clients are exempt, as in Redis)
+    timeout: int = 0
+    #: redis.conf tcp-keepalive: SO_KEEPALIVE, first probe after this many
+    #: idle seconds (0: off)
+    tcp_keepalive: int = 300
+    #: redis.conf tcp-backlog: the client listeners' listen() backlog
+    tcp_backlog: int = 511
     #: redis.conf protected-mode: refuse non-loopback clients while the default
     #: user has no password; and the bus refuses to listen beyond loopback
     #: without a cluster secret (router/protected.py)
@@ -205,6 +213,13 @@ def add_node_arguments(parser: argparse.ArgumentParser) -> None:
     add("--pubsub-soft-limit", type=int, help="pubsub output buffer soft limit, bytes")
     add("--pubsub-soft-seconds", type=int, help="seconds over the soft limit before cut")
     add("--maxclients", type=int, help="most clients connected at once")
+    add("--timeout", type=int, help="close a client idle this many seconds (default 0: never)")
+    add(
+        "--tcp-keepalive",
+        type=int,
+        help="TCP keepalive probes after this many idle seconds (default 300; 0: off)",
+    )
+    add("--tcp-backlog", type=int, help="listen() backlog of the client ports (default 511)")
     add(
         "--protected-mode",
         type=_yes_no_arg,

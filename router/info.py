@@ -80,7 +80,7 @@ def info_sections(node: Node) -> dict[str, Section]:
     cluster = node.cluster_info()
     node.sample_metrics()
     ops, net_in, net_out = node.metrics.rates()
-    cluster_enabled = node.cluster_enabled
+    cluster_enabled = node.context.cluster_enabled
     sections: dict[str, Section] = {
         "server": {
             # Redis 7.0.15's fields, in its order (genRedisInfoString), with

@@ -39,11 +39,14 @@ from cluster_bus.api import (
 from router import resp
 from router.acl import Acl
 from router.client import Client
-from router.client_output import ClientOutput, write_to_all
+from router.client_output import write_to_all
 from router.config import NodeConfig
+from router.connection import Connection
+from router.context import CommandContext
+from router.idle import IdleTimer
 from router.pause import ClientPause
-from router.protected import DENIED, denies
 from router.registry import Registry
+from router.settings import Settings
 from router.stats import InstantaneousMetrics, NodeStats
 
 if TYPE_CHECKING:
@@ -63,31 +66,39 @@ class Node:
         #: 40 hex digits; given when --cluster-config-file kept it from a former run
         self.node_id = node_id or os.urandom(20).hex()
         # holds this node's client connections (delivery writes their queues)
-        self.registry: Registry[ClientOutput] = Registry(
+        self.registry: Registry[Connection] = Registry(
             config.filter_capacity, config.filter_fp_rate
         )
-        self.link: ClusterLink = NoPeers(self.node_id, first_host(config.bind), config.port)
         self.tap: TrafficRecorder | None = None  # set by whoever wires the node
-        self.clients: dict[int, Client] = {}
+        self.clients: dict[int, Connection] = {}
         self.stats = NodeStats()
         self.acl = Acl(config.requirepass)  # ACL users (router/acl/)
         self.metrics = InstantaneousMetrics(time.monotonic())
         self.pause = ClientPause()
-        # CONFIG SET client-output-buffer-limit (pubsub is config.pubsub_*) and
-        # notify-keyspace-events (stored only: a node has no keyspace)
-        self.output_limits = {
-            "normal": (0, 0, 0),
-            "slave": (268435456, 67108864, 60),
-            "pubsub": (config.pubsub_hard_limit, config.pubsub_soft_limit,
-                       config.pubsub_soft_seconds),
-        }  # fmt: skip
-        self.notify_keyspace_events = 0
+        self.idle = IdleTimer(self.clients)
+        #: what command handlers reach (router/context.py); its ``settings``
+        #: are the live ones, swapped whole by CONFIG SET
+        self.context = CommandContext(
+            node_id=self.node_id,
+            config=config,
+            settings=Settings.from_config(config),
+            pubsub=self,
+            acl=self.acl,
+            stats=self.stats,
+            pause=self.pause,
+            clients=self.clients,
+            link=NoPeers(self.node_id, first_host(config.bind), config.port),
+            view=self,
+            on_settings=self.idle.settings_changed,
+        )
+        #: the cluster bus seam: ``NoPeers`` until :meth:`set_link`
+        self.link: ClusterLink = self.context.link
         self.port = config.port
         self.publish_seq = 0
         self.forwards_lost_from: dict[str, int] = {}  # origin node id -> frames lost
         self.started = time.time()
         self._ids = count(1)
-        self._dirty: list[ClientOutput] = []  # clients with queued pub/sub output
+        self._dirty: list[Connection] = []  # clients with queued pub/sub output
         # bytes write_to_all queued since the last flush (bounded by the
         # pubsub hard limit: past it every queue is written at once)
         self.turn_output = 0
@@ -96,6 +107,13 @@ class Node:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._servers: list[asyncio.base_events.Server] = []  # one per bind address
         self._tls_servers: list[asyncio.base_events.Server] = []
+
+    def set_link(self, link: ClusterLink) -> None:
+        """Wire the cluster bus (:mod:`cluster_bus.api`), before clients are
+        served: the bus needs the node (its ``LocalDelivery``) and its bound
+        port, so the composition root makes it after ``start(serve=False)``.
+        The node's delivery and its command context read the same link."""
+        self.link = self.context.link = link
 
     # ------------------------------------------------------------ lifecycle
 
@@ -107,12 +125,14 @@ class Node:
         if self.config.aclfile:
             from router.acl.aclfile import AclFileError, load_file
 
-            error = load_file(self, self.config.aclfile)
+            error = load_file(self.context, self.config.aclfile)
             if error:
                 raise AclFileError(error)
+        backlog = self.config.tcp_backlog
         self._servers, self.port = await listen(
-            lambda: Client(self), self.config.bind, self.config.port, serve=serve
+            lambda: Client(self), self.config.bind, self.config.port, serve=serve, backlog=backlog
         )
+        self.context.port = self.port
         if self.config.tls_port:
             from router.tls import TlsClientProtocol, server_context
 
@@ -122,9 +142,11 @@ class Node:
                 self.config.bind,
                 self.config.tls_port,
                 serve=serve,
+                backlog=backlog,
             )
         if isinstance(self.link, NoPeers):
-            self.link = NoPeers(self.node_id, first_host(self.config.bind), self.port)
+            self.set_link(NoPeers(self.node_id, first_host(self.config.bind), self.port))
+        self.idle.set_timeout(self.context.settings.timeout)
 
     def _tls_failed(self, reason: str) -> None:
         """A connection to the TLS port that did not complete the handshake
@@ -138,6 +160,7 @@ class Node:
             await server.start_serving()
 
     async def stop(self) -> None:
+        self.idle.set_timeout(0)
         for server in self._tls_servers:
             server.close()
             await server.wait_closed()
@@ -146,14 +169,12 @@ class Node:
             for server in self._servers:
                 server.close()
             for client in list(self.clients.values()):
-                if client.transport is not None:
-                    client.flush()
-                    client.transport.close()
+                client.close_now()
             for server in self._servers:
                 await server.wait_closed()
             self._servers = []
 
-    def schedule_flush(self, client: ClientOutput) -> None:
+    def schedule_flush(self, client: Connection) -> None:
         """Flush ``client``'s queued messages at the end of this loop turn."""
         if not self._dirty:
             loop = self._loop
@@ -182,36 +203,23 @@ class Node:
 
     def reset_stats(self) -> None:
         """CONFIG RESETSTAT (Redis ``resetServerStats`` and the command table's)."""
-        self.stats = NodeStats()
+        self.stats.reset()
         self.metrics.reset(time.monotonic(), (0, 0, 0))
+
+    def info_sections(self) -> dict[str, dict[str, object]]:
+        """Every INFO section (:mod:`router.info`)."""
+        from router.info import info_sections
+
+        return info_sections(self)  # type: ignore[return-value]
 
     def next_client_id(self) -> int:
         return next(self._ids)
 
-    def client_connected(self, client: Client) -> None:
-        config = self.config
-        if denies(config.protected_mode, self.acl.default_has_password(), client.extras.peer_ip):
-            # Redis: counted as rejected, not as received nor as an error reply
-            self.stats.rejected_connections += 1
-            self.stats.protected_mode_denied += 1
-            client.refuse(DENIED)
-            return
-        self.stats.connections_received += 1
-        if len(self.clients) >= self.config.maxclients:
-            self.stats.rejected_connections += 1
-            client.write(resp.error("ERR max number of clients reached"))
-            client.close_after_reply()
-            if client.transport is not None:
-                client.flush()
-                client.transport.close()
-            return
-        self.clients[client.id] = client
-
-    def client_disconnected(self, client: Client) -> None:
+    def client_disconnected(self, client: Connection) -> None:
         self.clients.pop(client.id, None)
         self._drop_some(client)
 
-    def _drop_some(self, client: Client) -> None:
+    def _drop_some(self, client: Connection) -> None:
         """Remove a gone client's subscriptions, 2048 per loop turn (a client
         with 100,000 would otherwise hold the loop while it goes)."""
         registry = self.registry
@@ -339,9 +347,7 @@ class Node:
         for client in list(self.clients.values()):
             if (client.channels - {LOSS_CHANNEL}) or client.patterns or client.shard_channels:
                 self.stats.loss_disconnections += 1
-                client.flush()
-                if client.transport is not None:
-                    client.transport.close()
+                client.close_now()
         log.warning(
             "clients closed after a loss of %d forwards (on-publish-loss disconnect)", count
         )
@@ -372,12 +378,6 @@ class Node:
         return done
 
     # ------------------------------------------------------------ INFO
-
-    @property
-    def cluster_enabled(self) -> bool:
-        """A node with a cluster bus is a cluster node (Redis's ``cluster_enabled``);
-        without one (``--no-bus``) it answers as a standalone Redis does."""
-        return not isinstance(self.link, NoPeers)
 
     def cluster_info(self) -> dict[str, int | str]:
         """CLUSTER INFO: the bus's fields and the node's receive-side counters."""

@@ -23,12 +23,11 @@ from __future__ import annotations
 import asyncio
 import functools
 import time
-from time import perf_counter_ns
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from router.client import Client
-    from router.commands.base import Command, Reply
+    from router.commands.base import Command
+    from router.connection import Connection
 
 OFF, WRITE, ALL = 0, 1, 2
 
@@ -43,7 +42,7 @@ class ClientPause:
         self.level = OFF
         self.end = 0.0  # time.monotonic() when the pause ends
         self._timer: asyncio.TimerHandle | None = None
-        self._waiting: list[tuple[Client, list[bytes], asyncio.Future[bytes]]] = []
+        self._waiting: list[tuple[Connection, list[bytes], asyncio.Future[bytes]]] = []
 
     def pause(self, milliseconds: int, level: int) -> None:
         end = time.monotonic() + milliseconds / 1000
@@ -67,13 +66,13 @@ class ClientPause:
         for client, args, future in waiting:
             if client.closed or future.done():
                 continue
-            reply = _execute_counted(client, args)
+            reply = client.run_postponed(args)
             if isinstance(reply, bytes):
                 future.set_result(reply)
             else:  # postponed again (a pause started meanwhile) or waiting
                 reply.add_done_callback(functools.partial(_pass_on, target=future))
 
-    def holds(self, client: Client, cmd: Command) -> bool:
+    def holds(self, client: Connection, cmd: Command) -> bool:
         """Whether the pause in effect postpones ``cmd`` (Redis ``processCommand``)."""
         if self.level == ALL:
             return True
@@ -81,25 +80,10 @@ class ClientPause:
             return True
         return cmd.name == "exec" and any(c.name in WRITE_COMMANDS for c, _ in client.multi or ())
 
-    def postpone(self, client: Client, args: list[bytes]) -> asyncio.Future[bytes]:
+    def postpone(self, client: Connection, args: list[bytes]) -> asyncio.Future[bytes]:
         future: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
         self._waiting.append((client, args, future))
         return future
-
-
-def _execute_counted(client: Client, args: list[bytes]) -> Reply:
-    """``client.execute`` outside its request loop, its time, failure and
-    error reply counted here as the loop counts them."""
-    start = perf_counter_ns()
-    reply = client.execute(args)
-    ran, client._ran = client._ran, None
-    if ran is not None:
-        ran.nanoseconds += perf_counter_ns() - start
-    if isinstance(reply, bytes) and reply[:1] == b"-":
-        client.node.stats.error_replied(reply)
-        if ran is not None:
-            ran.failed_calls += 1
-    return reply
 
 
 def _pass_on(source: asyncio.Future[bytes], *, target: asyncio.Future[bytes]) -> None:

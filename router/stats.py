@@ -20,7 +20,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 #: Redis's STATS_METRIC_SAMPLES and the serverCron period that samples them
 SAMPLES = 16
@@ -69,6 +69,13 @@ class NodeStats:
     commands: defaultdict[str, CommandStat] = field(
         default_factory=lambda: defaultdict(CommandStat)
     )
+
+    def reset(self) -> None:
+        """CONFIG RESETSTAT: every counter back to its start, in place (the
+        node's command context and its connections keep this object)."""
+        fresh = NodeStats()
+        for f in fields(self):
+            setattr(self, f.name, getattr(fresh, f.name))
 
     def error_replied(self, reply: bytes) -> None:
         """Count one error reply (``-PREFIX text``) under its prefix."""

@@ -18,7 +18,7 @@ from router.acl.registry import Acl
 from router.acl.user import AclError, User, describe
 
 if TYPE_CHECKING:
-    from router.node import Node
+    from router.context import CommandContext
 
 
 class AclFileError(Exception):
@@ -62,7 +62,7 @@ def parse(text: str, path: str) -> tuple[dict[bytes, User], str]:
     return users, errors
 
 
-def load_file(node: Node, path: str) -> str | None:
+def load_file(ctx: CommandContext, path: str) -> str | None:
     """Load ``path`` into the node's users; None, or Redis's error text."""
     try:
         with open(path, encoding="utf-8", errors="surrogateescape") as fh:
@@ -75,13 +75,13 @@ def load_file(node: Node, path: str) -> str | None:
             "WARNING: ACL errors detected, no change to the previously active ACL rules "
             "was performed"
         )
-    acl = node.acl
+    acl = ctx.acl
     old = acl.users
     default = acl.default
     new_default = users.pop(b"default", None) or Acl(None).default
     default.__dict__.update(new_default.__dict__)
     acl.users = dict(sorted({b"default": default, **users}.items()))
-    for client in list(node.clients.values()):
+    for client in list(ctx.clients.values()):
         if client.user is not default and client.user in old.values():
             client.kill()
     return None

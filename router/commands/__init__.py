@@ -3,9 +3,9 @@
 Each command is a :class:`Command`: Redis's lower-case full name (``pubsub|numsub``
 for subcommands, as Redis names them in errors), its arity in Redis's
 convention (n > 0: exactly n arguments including the name; n < 0: at least
--n), and a handler ``(node, client, args) -> Reply``. The connection checks
+-n), and a handler ``(ctx, client, args) -> Reply``. The connection checks
 existence, arity, authentication and the subscribed context before calling it
-(:meth:`router.client.Client.execute`).
+(:func:`router.dispatch.execute`).
 """
 
 from __future__ import annotations

@@ -34,15 +34,15 @@ from router.commands.base import Command, Reply, subcommand_table
 from router.resp import Set
 
 if TYPE_CHECKING:
-    from router.client import Client
-    from router.node import Node
+    from router.connection import Connection
+    from router.context import CommandContext
 
 
-def setuser(node: Node, client: Client, args: list[bytes]) -> Reply:
+def setuser(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
     name = args[2]
     if b" " in name or b"\x00" in name:
         return resp.error("ERR Usernames can't contain spaces or null characters")
-    acl = node.acl
+    acl = ctx.acl
     existing = acl.users.get(name)
     temp = existing.copy() if existing is not None else User(name)
     for rule in args[3:]:
@@ -60,7 +60,7 @@ def setuser(node: Node, client: Client, args: list[bytes]) -> Reply:
     if not existing.allchannels and (
         before.allchannels or not set(before.channels) <= set(existing.channels)
     ):
-        for other in list(node.clients.values()):
+        for other in list(ctx.clients.values()):
             if other.user is existing and revoked(
                 other.channels, other.patterns, other.shard_channels, existing
             ):
@@ -68,22 +68,22 @@ def setuser(node: Node, client: Client, args: list[bytes]) -> Reply:
     return resp.OK
 
 
-def deluser(node: Node, client: Client, args: list[bytes]) -> Reply:
+def deluser(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
     if any(name == b"default" for name in args[2:]):
         return resp.error("ERR The 'default' user cannot be removed")
     deleted = 0
     for name in args[2:]:
-        user = node.acl.users.pop(name, None)
+        user = ctx.acl.users.pop(name, None)
         if user is not None:
             deleted += 1
-            for other in list(node.clients.values()):
+            for other in list(ctx.clients.values()):
                 if other.user is user:
                     other.kill()
     return resp.integer(deleted)
 
 
-def getuser(node: Node, client: Client, args: list[bytes]) -> Reply:
-    user = node.acl.users.get(args[2])
+def getuser(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
+    user = ctx.acl.users.get(args[2])
     if user is None:
         return resp.encode_value(None, client.resp)
     fields: dict[str, Any] = {
@@ -97,20 +97,20 @@ def getuser(node: Node, client: Client, args: list[bytes]) -> Reply:
     return resp.encode_value(fields, client.resp)
 
 
-def list_(node: Node, client: Client, args: list[bytes]) -> Reply:
-    lines = [describe(u).encode(errors="surrogateescape") for u in node.acl.users.values()]
+def list_(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
+    lines = [describe(u).encode(errors="surrogateescape") for u in ctx.acl.users.values()]
     return resp.bulk_array(lines)
 
 
-def users(node: Node, client: Client, args: list[bytes]) -> Reply:
-    return resp.bulk_array(list(node.acl.users))
+def users(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
+    return resp.bulk_array(list(ctx.acl.users))
 
 
-def whoami(node: Node, client: Client, args: list[bytes]) -> Reply:
+def whoami(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
     return resp.bulk(client.user.name)
 
 
-def cat(node: Node, client: Client, args: list[bytes]) -> Reply:
+def cat(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
     if len(args) > 3:
         return _syntax(args)
     if len(args) == 2:
@@ -123,8 +123,8 @@ def cat(node: Node, client: Client, args: list[bytes]) -> Reply:
     return resp.bulk_array(names)
 
 
-def log(node: Node, client: Client, args: list[bytes]) -> Reply:
-    acl = node.acl
+def log(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
+    acl = ctx.acl
     count = 10
     if len(args) > 3:
         return _syntax(args)
@@ -187,7 +187,7 @@ _HELP = (
 )
 
 
-def help_(node: Node, client: Client, args: list[bytes]) -> Reply:
+def help_(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
     return resp.array_header(len(_HELP)) + b"".join(resp.simple(line) for line in _HELP)
 
 
@@ -199,7 +199,7 @@ def _syntax(args: list[bytes]) -> bytes:
     )
 
 
-def genpass(node: Node, client: Client, args: list[bytes]) -> Reply:
+def genpass(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
     if len(args) > 3:
         return _syntax(args)
     bits = 256
@@ -219,8 +219,8 @@ def genpass(node: Node, client: Client, args: list[bytes]) -> Reply:
     return resp.bulk(os.urandom((chars + 1) // 2).hex()[:chars].encode())
 
 
-def dryrun(node: Node, client: Client, args: list[bytes]) -> Reply:
-    user = node.acl.users.get(args[2])
+def dryrun(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
+    user = ctx.acl.users.get(args[2])
     if user is None:
         return resp.error(f"ERR User '{args[2].decode(errors='replace')}' not found")
     name = args[3].lower().decode(errors="replace")
@@ -238,7 +238,7 @@ def dryrun(node: Node, client: Client, args: list[bytes]) -> Reply:
     argc = len(args) - 3
     if cmd is not None and (argc != cmd.arity if cmd.arity > 0 else argc < -cmd.arity):
         return resp.error(f"ERR wrong number of arguments for '{name}' command")
-    denial = node.acl.denied(user, name, args[3:])
+    denial = ctx.acl.denied(user, name, args[3:])
     if denial is None:
         return resp.OK
     reason, obj = denial
@@ -254,20 +254,20 @@ _NO_FILE = (
 )
 
 
-def load(node: Node, client: Client, args: list[bytes]) -> Reply:
-    path = node.config.aclfile
+def load(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
+    path = ctx.config.aclfile
     if not path:
         return resp.error(_NO_FILE)
-    error = load_file(node, path)
+    error = load_file(ctx, path)
     return resp.error(f"ERR {error}") if error else resp.OK
 
 
-def save(node: Node, client: Client, args: list[bytes]) -> Reply:
-    path = node.config.aclfile
+def save(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
+    path = ctx.config.aclfile
     if not path:
         return resp.error(_NO_FILE)
     try:
-        save_file(node.acl, path)
+        save_file(ctx.acl, path)
     except OSError:
         return resp.error(
             "ERR There was an error trying to save the ACLs. Please check the server logs "
@@ -276,7 +276,7 @@ def save(node: Node, client: Client, args: list[bytes]) -> Reply:
     return resp.OK
 
 
-def _container(node: Node, client: Client, args: list[bytes]) -> Reply:
+def _container(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
     raise AssertionError("ACL always dispatches to a subcommand")  # arity -2
 
 

@@ -4,8 +4,11 @@ so :mod:`router.commands` can import its modules without a cycle).
 A :class:`Command` is Redis's lower-case full name (``pubsub|numsub`` for
 subcommands, as Redis names them in errors), its arity in Redis's convention
 (n > 0: exactly n arguments including the name; n < 0: at least -n), and a
-handler ``(node, client, args) -> Reply``. A Reply is the encoded bytes, or a
-future of them when the reply waits (subscribe visibility).
+handler ``(ctx, client, args) -> Reply``: ``ctx`` is the node's
+:class:`router.context.CommandContext`, ``client`` the
+:class:`router.connection.Connection` that sent the request. A Reply is the
+encoded bytes, or a future of them when the reply waits (subscribe
+visibility, CLIENT PAUSE).
 """
 
 from __future__ import annotations
@@ -20,8 +23,8 @@ from router.resp import Set
 from router.resp import Status as S
 
 if TYPE_CHECKING:
-    from router.client import Client
-    from router.node import Node
+    from router.connection import Connection
+    from router.context import CommandContext
 
 Reply = bytes | asyncio.Future[bytes]
 
@@ -30,7 +33,11 @@ Reply = bytes | asyncio.Future[bytes]
 CONFIRMING = frozenset(
     {"subscribe", "ssubscribe", "sunsubscribe", "psubscribe", "unsubscribe", "punsubscribe"}
 )
-Handler = Callable[["Node", "Client", list[bytes]], Reply]
+Handler = Callable[["CommandContext", "Connection", list[bytes]], Reply]
+#: commands after which the connection's state may change (subscriptions,
+#: the protocol): :meth:`router.connection.Connection.settle` (MULTI, EXEC
+#: and DISCARD change it themselves)
+SETTLING = CONFIRMING | {"hello", "reset"}
 
 
 @dataclass(frozen=True)
@@ -46,6 +53,11 @@ class Command:
     #: on a cluster node its shard channels (EXEC: its queue's) must hash to
     #: one slot, else CROSSSLOT (:mod:`router.command_checks`)
     slot_checked: bool = False
+    #: derived: the name is in :data:`SETTLING`
+    settles: bool = field(init=False, default=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "settles", self.name in SETTLING)
 
     def info(self) -> list[Any]:
         """The COMMAND INFO entry: name, arity, flags, first/last key, step, ACL

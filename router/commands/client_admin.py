@@ -25,28 +25,25 @@ from router.parser import string2ll
 
 if TYPE_CHECKING:
     from router.acl.user import User
-    from router.client import Client
     from router.commands.base import Reply
-    from router.node import Node
+    from router.connection import Connection
+    from router.context import CommandContext
 
 _LONG_MAX = 2**63 - 1
 
 
-def _kill(node: Node, caller: Client, victim: Client) -> None:
+def _kill(ctx: CommandContext, caller: Connection, victim: Connection) -> None:
     if victim is caller:
         caller.close_after_reply()
         return
-    victim.flush()
-    victim.closed = True
-    if victim.transport is not None:
-        victim.transport.close()
+    victim.close_now()
 
 
-def kill(node: Node, client: Client, args: list[bytes]) -> Reply:
+def kill(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
     if len(args) == 3:  # old form: CLIENT KILL ip:port
-        for c in list(node.clients.values()):
+        for c in list(ctx.clients.values()):
             if c.addr.encode() == args[2] and not c.closed:
-                _kill(node, client, c)
+                _kill(ctx, client, c)
                 return resp.OK
         return resp.error("ERR No such client")
     cid = 0
@@ -74,7 +71,7 @@ def kill(node: Node, client: Client, args: list[bytes]) -> Reply:
         elif option == b"laddr":
             laddr = value
         elif option == b"user":
-            user = node.acl.users.get(value)
+            user = ctx.acl.users.get(value)
             if user is None:
                 return resp.error(f"ERR No such user '{resp.c_string(value)}'")
         elif option == b"skipme":
@@ -85,7 +82,7 @@ def kill(node: Node, client: Client, args: list[bytes]) -> Reply:
             return resp.error("ERR syntax error")
         i += 2
     killed = 0
-    for c in list(node.clients.values()):
+    for c in list(ctx.clients.values()):
         if c.closed:  # killed already, not yet gone (Redis: CLIENT_CLOSE_ASAP)
             continue
         if addr is not None and c.addr.encode() != addr:
@@ -100,12 +97,12 @@ def kill(node: Node, client: Client, args: list[bytes]) -> Reply:
             continue
         if c is client and skipme:
             continue
-        _kill(node, client, c)
+        _kill(ctx, client, c)
         killed += 1
     return resp.integer(killed)
 
 
-def no_evict(node: Node, client: Client, args: list[bytes]) -> Reply:
+def no_evict(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
     mode = args[2].lower()
     if mode not in (b"on", b"off"):
         return resp.error("ERR syntax error")
@@ -113,7 +110,7 @@ def no_evict(node: Node, client: Client, args: list[bytes]) -> Reply:
     return resp.OK
 
 
-def pause_(node: Node, client: Client, args: list[bytes]) -> Reply:
+def pause_(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
     """CLIENT PAUSE timeout [WRITE|ALL] (Redis ``getTimeoutFromObjectOrReply``)."""
     ms = string2ll(args[2])
     if ms is None:
@@ -134,10 +131,10 @@ def pause_(node: Node, client: Client, args: list[bytes]) -> Reply:
     # Redis adds the time now in ms to a positive timeout, and an end that
     # overflows (or 0) lies in the past: the pause is over at once
     if 0 < ms <= _LONG_MAX - int(time.time() * 1000):
-        node.pause.pause(ms, level)
+        ctx.pause.pause(ms, level)
     return resp.OK
 
 
-def unpause(node: Node, client: Client, args: list[bytes]) -> Reply:
-    node.pause.unpause()
+def unpause(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
+    ctx.pause.unpause()
     return resp.OK

@@ -13,28 +13,29 @@ from router.commands.base import Command, Reply, subcommand_table
 from router.commands.client_view import CLIENT_TYPES, client_type, info_line
 from router.commands.connection import valid_client_name
 from router.parser import string2ll
+from router.states import ReplyMode
 
 if TYPE_CHECKING:
-    from router.client import Client
-    from router.node import Node
+    from router.connection import Connection
+    from router.context import CommandContext
 
 
-def client_id(node: Node, client: Client, args: list[bytes]) -> Reply:
+def client_id(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
     return resp.integer(client.id)
 
 
-def setname(node: Node, client: Client, args: list[bytes]) -> Reply:
+def setname(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
     if not valid_client_name(args[2]):
         return resp.error("ERR Client names cannot contain spaces, newlines or special characters.")
     client.name = args[2]
     return resp.OK
 
 
-def getname(node: Node, client: Client, args: list[bytes]) -> Reply:
+def getname(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
     return resp.bulk(client.name) if client.name else resp.null(client.resp)
 
 
-def setinfo(node: Node, client: Client, args: list[bytes]) -> Reply:
+def setinfo(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
     attr = args[2].lower()
     if attr not in (b"lib-name", b"lib-ver"):
         return resp.error(f"ERR Unrecognized option '{resp.c_string(args[2])}'")
@@ -49,33 +50,33 @@ def setinfo(node: Node, client: Client, args: list[bytes]) -> Reply:
     return resp.OK
 
 
-def client_list(node: Node, client: Client, args: list[bytes]) -> Reply:
+def client_list(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
     """CLIENT LIST [TYPE type | ID id [id ...]] (Redis 7.0 clientCommand)."""
-    listed: list[Client]
+    listed: list[Connection]
     option = args[2].lower() if len(args) > 2 else b""
     if len(args) == 4 and option == b"type":
         kind = args[3].lower()
         if kind not in CLIENT_TYPES:
             return resp.error(f"ERR Unknown client type '{resp.c_string(args[3])}'")
-        listed = [c for c in node.clients.values() if client_type(c) == kind]
+        listed = [c for c in ctx.clients.values() if client_type(c) == kind]
     elif len(args) > 3 and option == b"id":
         listed = []
         for raw in args[3:]:  # in argument order, a repeated id repeated
             cid = string2ll(raw)
             if cid is None:
                 return resp.error("ERR Invalid client ID")
-            found = node.clients.get(cid)
+            found = ctx.clients.get(cid)
             if found is not None:
                 listed.append(found)
     elif len(args) != 2:
         return resp.error("ERR syntax error")
     else:
-        listed = list(node.clients.values())
+        listed = list(ctx.clients.values())
     text = "".join(info_line(c, args if c is client else None) + "\n" for c in listed)
     return resp.verbatim(text.encode(), client.resp)
 
 
-def client_info(node: Node, client: Client, args: list[bytes]) -> Reply:
+def client_info(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
     return resp.verbatim((info_line(client, args) + "\n").encode(), client.resp)
 
 
@@ -136,29 +137,27 @@ _HELP = (
 )
 
 
-def reply(node: Node, client: Client, args: list[bytes]) -> Reply:
+def reply(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
     """CLIENT REPLY ON|OFF|SKIP (Redis's clientCommand): ON answers OK; OFF and
     SKIP answer nothing (their own reply is already silenced)."""
     mode = args[2].lower()
     if mode == b"on":
-        client.reply_off = client.reply_skip_next = False
-        client.update_quiet()
+        client.set_reply_mode(ReplyMode.ON)
         return resp.OK
     if mode == b"off":
-        client.reply_off = client.quiet = True
+        client.set_reply_mode(ReplyMode.OFF)
         return b""
     if mode == b"skip":
-        if not client.reply_off:
-            client.reply_skip_next = client.quiet = True
+        client.set_reply_mode(ReplyMode.SKIP)
         return b""
     return resp.error("ERR syntax error")
 
 
-def help_(node: Node, client: Client, args: list[bytes]) -> Reply:
+def help_(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
     return resp.array_header(len(_HELP)) + b"".join(resp.simple(line) for line in _HELP)
 
 
-def _container(node: Node, client: Client, args: list[bytes]) -> Reply:
+def _container(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
     raise AssertionError("CLIENT always dispatches to a subcommand")
 
 

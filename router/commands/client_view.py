@@ -21,7 +21,7 @@ import time
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from router.client import Client
+    from router.connection import Connection
 
 #: Redis getClientTypeByName; the node has no master or replica connections
 CLIENT_TYPES = frozenset({b"normal", b"pubsub", b"master", b"slave", b"replica"})
@@ -30,12 +30,12 @@ CLIENT_TYPES = frozenset({b"normal", b"pubsub", b"master", b"slave", b"replica"}
 _POINTER = 8
 
 
-def client_type(c: Client) -> bytes:
+def client_type(c: Connection) -> bytes:
     """Redis getClientType: pubsub while subscribed to anything, else normal."""
     return b"pubsub" if c.channels or c.patterns or c.shard_channels else b"normal"
 
 
-def flags(c: Client) -> str:
+def flags(c: Connection) -> str:
     """CLIENT LIST flags=, in Redis's order: P pub/sub, x MULTI, b blocked
     (a reply waiting: CLIENT PAUSE, subscribe visibility), t tracking, R its
     tracking redirect is gone, B tracking in BCAST mode, c closing after the
@@ -43,7 +43,7 @@ def flags(c: Client) -> str:
     shown = "P" if c.channels or c.patterns or c.shard_channels else ""
     if c.multi is not None or c.extras.executing is not None:
         shown += "x"
-    if c._blocked is not None:
+    if c.blocked is not None:
         shown += "b"
     tracking = c.extras.tracking
     if tracking is not None:
@@ -59,7 +59,7 @@ def flags(c: Client) -> str:
     return shown or "N"
 
 
-def info_line(c: Client, argv: list[bytes] | None = None) -> str:
+def info_line(c: Connection, argv: list[bytes] | None = None) -> str:
     """One CLIENT LIST / CLIENT INFO line (also ACL LOG's ``client-info`` and
     the log's client). ``argv``: the request ``c`` is running (the caller of
     CLIENT LIST / INFO, the client an ACL LOG entry is about), None for a
@@ -80,8 +80,7 @@ def info_line(c: Client, argv: list[bytes] | None = None) -> str:
     )
     obl = before + sum(len(frame) for frame in c._out)
     omem = c.output_buffer_size()
-    transport = c.transport
-    reading = transport is not None and not c.closed and transport.is_reading()
+    reading = not c.closed and c.wire.is_reading()
     events = ("r" if reading else "") + ("w" if omem else "")
     tracking = c.extras.tracking
     return (
@@ -100,7 +99,7 @@ def info_line(c: Client, argv: list[bytes] | None = None) -> str:
     )
 
 
-def acl_context(c: Client) -> str:
+def acl_context(c: Connection) -> str:
     """ACL LOG's context of what ``c`` runs now: ``multi`` while queueing in
     MULTI or running EXEC's commands (Redis's CLIENT_MULTI), else ``toplevel``."""
-    return "multi" if c.multi is not None or c.extras.in_exec else "toplevel"
+    return "multi" if c.multi is not None or c.in_exec else "toplevel"

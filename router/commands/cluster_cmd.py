@@ -31,35 +31,35 @@ from router.commands.tracking import flush_invalidations
 from router.parser import string2ll
 
 if TYPE_CHECKING:
-    from router.client import Client
-    from router.node import Node
+    from router.connection import Connection
+    from router.context import CommandContext
 
 _NOT_INTEGER = resp.error("ERR value is not an integer or out of range")
 
 
-def cluster_info(node: Node, client: Client, args: list[bytes]) -> Reply:
-    text = "".join(f"{k}:{v}\r\n" for k, v in node.cluster_info().items())
+def cluster_info(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
+    text = "".join(f"{k}:{v}\r\n" for k, v in ctx.view.cluster_info().items())
     return resp.verbatim(text.encode(), client.resp)
 
 
-def cluster_myid(node: Node, client: Client, args: list[bytes]) -> Reply:
-    return resp.bulk(node.node_id.encode())
+def cluster_myid(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
+    return resp.bulk(ctx.node_id.encode())
 
 
-def _tls(client: Client) -> bool:
+def _tls(client: Connection) -> bool:
     """The client came over the TLS port (router/tls.py ``TlsTransport``)."""
-    return bool(getattr(client.transport, "tls", False))
+    return bool(getattr(client.wire, "tls", False))
 
 
-def cluster_nodes(node: Node, client: Client, args: list[bytes]) -> Reply:
-    text = "".join(line + "\n" for line in node.link.nodes_lines(_tls(client)))
+def cluster_nodes(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
+    text = "".join(line + "\n" for line in ctx.link.nodes_lines(_tls(client)))
     return resp.verbatim(text.encode(), client.resp)
 
 
-def _endpoint(node: Node, r: SlotRange) -> str | None:
+def _endpoint(ctx: CommandContext, r: SlotRange) -> str | None:
     """``cluster-preferred-endpoint-type`` (Redis 7.0 ``getPreferredEndpoint``):
     the IP, the hostname ("?" when the node has none), or no endpoint."""
-    kind = node.config.cluster_preferred_endpoint_type
+    kind = ctx.config.cluster_preferred_endpoint_type
     if kind == "hostname":
         return r.hostname or "?"
     if kind == "unknown-endpoint":
@@ -67,13 +67,13 @@ def _endpoint(node: Node, r: SlotRange) -> str | None:
     return r.host
 
 
-def cluster_slots(node: Node, client: Client, args: list[bytes]) -> Reply:
+def cluster_slots(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
     """``[start, end, [endpoint, port, id, {ip | hostname that is not the
     endpoint}]]`` per range (Redis 7.0 ``addNodeToNodeReply``); the port is
     the TLS one for a client on the TLS port."""
-    kind = node.config.cluster_preferred_endpoint_type
+    kind = ctx.config.cluster_preferred_endpoint_type
     tls = _tls(client)
-    ranges = node.link.slot_map()
+    ranges = ctx.link.slot_map()
     out = [resp.array_header(len(ranges))]
     for r in ranges:
         meta: list[tuple[bytes, bytes]] = []
@@ -81,7 +81,7 @@ def cluster_slots(node: Node, client: Client, args: list[bytes]) -> Reply:
             meta.append((b"ip", r.host.encode()))
         if kind != "hostname" and r.hostname:
             meta.append((b"hostname", r.hostname.encode()))
-        endpoint = _endpoint(node, r)
+        endpoint = _endpoint(ctx, r)
         out.append(
             b"*3\r\n%b%b*4\r\n%b%b%b%b"
             % (
@@ -97,18 +97,18 @@ def cluster_slots(node: Node, client: Client, args: list[bytes]) -> Reply:
     return b"".join(out)
 
 
-def cluster_shards(node: Node, client: Client, args: list[bytes]) -> Reply:
+def cluster_shards(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
     """One map per shard (Redis 7.0 ``addNodeDetailsToShardReply``): the
     plaintext ``port`` and the ``tls-port`` where the node has them."""
     shards: list[Any] = []
-    for r in node.link.slot_map():
+    for r in ctx.link.slot_map():
         details: dict[str, Any] = {"id": r.node_id}
         if r.port:
             details["port"] = r.port
         if r.tls_port:
             details["tls-port"] = r.tls_port
         details["ip"] = r.host
-        details["endpoint"] = _endpoint(node, r) or ""
+        details["endpoint"] = _endpoint(ctx, r) or ""
         if r.hostname:
             details["hostname"] = r.hostname
         details.update({"role": "master", "replication-offset": 0, "health": "online"})
@@ -116,17 +116,17 @@ def cluster_shards(node: Node, client: Client, args: list[bytes]) -> Reply:
     return resp.encode_value(shards, client.resp)
 
 
-def cluster_myshardid(node: Node, client: Client, args: list[bytes]) -> Reply:
+def cluster_myshardid(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
     """Redis 7.2's: this node's shard (each node is its own shard)."""
-    return resp.bulk(shard_id(node.node_id).encode())
+    return resp.bulk(shard_id(ctx.node_id).encode())
 
 
-def cluster_forget(node: Node, client: Client, args: list[bytes]) -> Reply:
-    error = node.link.forget_node(args[2].decode(errors="replace"))
+def cluster_forget(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
+    error = ctx.link.forget_node(args[2].decode(errors="replace"))
     return resp.OK if error is None else resp.error(f"ERR {error}")
 
 
-def cluster_meet(node: Node, client: Client, args: list[bytes]) -> Reply:
+def cluster_meet(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
     """CLUSTER MEET <ip> <port> [<bus-port>]: Redis 7.0's checks and wording
     (an IP address, not a host name; bus port = port + 10000 by default), then
     the bus dials it like a ``--join`` seed."""
@@ -157,11 +157,11 @@ def cluster_meet(node: Node, client: Client, args: list[bytes]) -> Reply:
     if not ip or not 0 < port <= 65535 or not 0 < bus_port <= 65535:
         address = b"%b:%b" % (args[2], args[3])
         return resp.error(f"ERR Invalid node address specified: {address.decode(errors='replace')}")
-    node.link.meet(ip, bus_port, port)
+    ctx.link.meet(ip, bus_port, port)
     return resp.OK
 
 
-def cluster_links(node: Node, client: Client, args: list[bytes]) -> Reply:
+def cluster_links(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
     links: list[Any] = [
         {
             "direction": link.direction,
@@ -171,12 +171,12 @@ def cluster_links(node: Node, client: Client, args: list[bytes]) -> Reply:
             "send-buffer-allocated": link.send_buffer_allocated,
             "send-buffer-used": link.send_buffer_used,
         }
-        for link in node.link.links()
+        for link in ctx.link.links()
     ]
     return resp.encode_value(links, client.resp)
 
 
-def cluster_keyslot(node: Node, client: Client, args: list[bytes]) -> Reply:
+def cluster_keyslot(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
     return resp.integer(key_slot(args[2]))
 
 
@@ -190,12 +190,12 @@ def _slot(arg: bytes) -> int | bytes:
     return slot
 
 
-def cluster_countkeysinslot(node: Node, client: Client, args: list[bytes]) -> Reply:
+def cluster_countkeysinslot(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
     slot = _slot(args[2])
     return slot if isinstance(slot, bytes) else resp.integer(0)
 
 
-def cluster_getkeysinslot(node: Node, client: Client, args: list[bytes]) -> Reply:
+def cluster_getkeysinslot(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
     slot, count = string2ll(args[2]), string2ll(args[3])
     if slot is None or count is None:
         return _NOT_INTEGER
@@ -239,32 +239,32 @@ _HELP = (
 )
 
 
-def cluster_help(node: Node, client: Client, args: list[bytes]) -> Reply:
+def cluster_help(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
     """Redis 7.0.15's lines for the subcommands this node has."""
     return resp.array_header(len(_HELP)) + b"".join(resp.simple(line) for line in _HELP)
 
 
-def dbsize(node: Node, client: Client, args: list[bytes]) -> Reply:
+def dbsize(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
     return resp.integer(0)  # a pub/sub node holds no keys
 
 
-def flush(node: Node, client: Client, args: list[bytes]) -> Reply:
+def flush(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
     """FLUSHALL / FLUSHDB [ASYNC|SYNC]: nothing to flush; Redis's argument check
     (test suites and tools call them between tests), and Redis's "every key"
     invalidation to the clients that track keys (:mod:`router.commands.tracking`)."""
     if len(args) > 2 or (len(args) == 2 and args[1].lower() not in (b"async", b"sync")):
         return resp.error("ERR syntax error")
-    return resp.OK + flush_invalidations(node, client)
+    return resp.OK + flush_invalidations(ctx, client)
 
 
-def function_flush(node: Node, client: Client, args: list[bytes]) -> Reply:
+def function_flush(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
     """FUNCTION FLUSH [ASYNC|SYNC]: a node has no functions to delete."""
     if len(args) > 3 or (len(args) == 3 and args[2].lower() not in (b"async", b"sync")):
         return resp.error("ERR FUNCTION FLUSH only supports SYNC|ASYNC option")
     return resp.OK
 
 
-def _container(node: Node, client: Client, args: list[bytes]) -> Reply:
+def _container(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
     raise AssertionError("a container always dispatches to a subcommand")
 
 
@@ -276,8 +276,8 @@ def _cluster_only(handler: Handler) -> Handler:
     as a standalone Redis 7.0.15 (``clusterCommand``'s first check, after the
     command's existence and arity)."""
 
-    def checked(node: Node, client: Client, args: list[bytes]) -> Reply:
-        return handler(node, client, args) if node.cluster_enabled else _DISABLED
+    def checked(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
+        return handler(ctx, client, args) if ctx.cluster_enabled else _DISABLED
 
     return checked
 

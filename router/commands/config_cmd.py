@@ -12,7 +12,9 @@ parameters that mean something on a node, under Redis's names:
   authenticated stay so. GET shows the last value set (ACL SETUSER default
   does not change it, as in Redis).
 - ``protected-mode`` (yes / no, for new connections, :mod:`router.protected`).
-- ``port``, ``bind``, ``aclfile``, ``databases``, ``proto-max-bulk-len``,
+- ``timeout`` (0 .. INT_MAX seconds, :mod:`router.idle`) and ``tcp-keepalive``
+  (0 .. INT_MAX seconds, for new connections, :mod:`router.client`).
+- ``port``, ``bind``, ``aclfile``, ``databases``, ``proto-max-bulk-len``, ``tcp-backlog``,
   ``cluster-node-timeout``, ``cluster-enabled``, ``tls-port``,
   ``tls-cert-file``, ``tls-key-file``, ``tls-ca-cert-file``,
   ``tls-auth-clients``, ``tls-cluster``, ``cluster-announce-ip`` / ``-port``
@@ -23,21 +25,21 @@ parameters that mean something on a node, under Redis's names:
 
 GET takes several patterns (Redis 7), each a name (any case, echoed as
 given) or a glob (case-insensitive); a parameter matched twice is listed
-once. SET takes several pairs and applies none if one is wrong. Errors are
-Redis's words.
+once. SET takes several pairs and applies none if one is wrong: it builds
+new live settings (:mod:`router.settings`) and swaps them in whole. Errors
+are Redis's words.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from router import resp
 from router.commands.base import Command, Reply, subcommand_table
 from router.commands.config_values import (
     KEYSPACE_EVENTS_ERROR,
-    apply_output_limits,
     keyspace_events_flags,
     keyspace_events_text,
     output_limits_text,
@@ -48,117 +50,112 @@ from router.glob import stringmatch
 from router.parser import string2ll
 
 if TYPE_CHECKING:
-    from router.client import Client
-    from router.node import Node
+    from router.connection import Connection
+    from router.context import CommandContext
+    from router.settings import Settings
 
-Setter = Callable[["Node", bytes], str | None]  # an error text, or None when done
+#: a parameter's new value: the settings with it, or Redis's error text
+Setter = Callable[["Settings", bytes], "Settings | str"]
 
 
 @dataclass(frozen=True)
 class Param:
     name: str
-    get: Callable[[Node], str]
+    get: Callable[[CommandContext], str]
     set: Setter | None = None  # None: immutable while the node runs
+    #: what the new value changes beyond the settings (requirepass: the ACL)
+    then: Callable[[CommandContext, Settings], None] | None = None
 
 
-def _set_maxclients(node: Node, value: bytes) -> str | None:
-    n = string2ll(value)
-    if n is None:
-        return "argument couldn't be parsed into an integer"
-    if not 1 <= n <= 4294967295:
-        return "argument must be between 1 and 4294967295 inclusive"
-    node.config.maxclients = n
-    return None
+def _integer(name: str, low: int, high: int) -> Setter:
+    """Redis's integer config: ``string2ll`` in [low, high]."""
+
+    def parse(settings: Settings, value: bytes) -> Settings | str:
+        n = string2ll(value)
+        if n is None:
+            return "argument couldn't be parsed into an integer"
+        if not low <= n <= high:
+            return f"argument must be between {low} and {high} inclusive"
+        return replace(settings, **{name: n})  # type: ignore[arg-type]
+
+    return parse
 
 
-def _set_output_limits(node: Node, value: bytes) -> str | None:
-    limits = parse_output_limits(value, node.output_limits)
-    if isinstance(limits, str):
-        return limits
-    apply_output_limits(node, limits)
-    return None
+def _set_output_limits(settings: Settings, value: bytes) -> Settings | str:
+    limits = parse_output_limits(value, settings.output_limits)
+    return limits if isinstance(limits, str) else replace(settings, output_limits=limits)
 
 
-def _set_keyspace_events(node: Node, value: bytes) -> str | None:
+def _set_keyspace_events(settings: Settings, value: bytes) -> Settings | str:
     flags = keyspace_events_flags(value)
     if flags is None:
         return KEYSPACE_EVENTS_ERROR
-    node.notify_keyspace_events = flags
-    return None
+    return replace(settings, notify_keyspace_events=flags)
 
 
-def _set_requirepass(node: Node, value: bytes) -> str | None:
+def _set_requirepass(settings: Settings, value: bytes) -> Settings | str:
+    return replace(settings, requirepass=value.decode(errors="surrogateescape") if value else None)
+
+
+def _apply_requirepass(ctx: CommandContext, settings: Settings) -> None:
     """Redis's ``updateRequirePass``: the default ACL user's only password, or
-    ``nopass`` when empty (``ACLUpdateDefaultUserPassword``)."""
-    node.config.requirepass = value.decode(errors="surrogateescape") if value else None
-    default = node.acl.default
+    ``nopass`` when empty (``ACLUpdateDefaultUserPassword``), at every SET."""
+    value = (settings.requirepass or "").encode(errors="surrogateescape")
+    default = ctx.acl.default
     default.apply(b"resetpass")
     default.apply(b">" + value if value else b"nopass")
-    return None
 
 
-def _maxclients(node: Node) -> str:
-    return str(node.config.maxclients)
-
-
-def _output_limits(node: Node) -> str:
-    return output_limits_text(node.output_limits)
-
-
-def _keyspace_events(node: Node) -> str:
-    return keyspace_events_text(node.notify_keyspace_events)
-
-
-def _requirepass(node: Node) -> str:
-    return node.config.requirepass or ""
-
-
-def _port(node: Node) -> str:
-    return str(node.port)
-
-
-def _bind(node: Node) -> str:
-    return node.config.bind
-
-
-def _databases(node: Node) -> str:
-    return str(DATABASES)
-
-
-def _proto_max_bulk_len(node: Node) -> str:
-    return str(node.config.proto_max_bulk_len)
-
-
-def _cluster_node_timeout(node: Node) -> str:
-    return str(node.config.node_timeout_ms)
-
-
-def _cluster_enabled(node: Node) -> str:
-    return "yes"
-
-
-def _protected_mode(node: Node) -> str:
-    return "yes" if node.config.protected_mode else "no"
-
-
-def _set_protected_mode(node: Node, value: bytes) -> str | None:
+def _set_protected_mode(settings: Settings, value: bytes) -> Settings | str:
     """Redis's bool config: yes / no in any case; new connections see it."""
     if value.lower() not in (b"yes", b"no"):
         return "argument must be 'yes' or 'no'"
-    node.config.protected_mode = value.lower() == b"yes"
-    return None
+    return replace(settings, protected_mode=value.lower() == b"yes")
 
 
-def _aclfile(node: Node) -> str:
-    return node.config.aclfile or ""
+def _live(attr: str) -> Callable[[CommandContext], str]:
+    """The getter of a live setting (:class:`router.settings.Settings`)."""
+
+    def get(ctx: CommandContext) -> str:
+        value = getattr(ctx.settings, attr)
+        if isinstance(value, bool):
+            return "yes" if value else "no"
+        return "" if value is None else str(value)
+
+    return get
 
 
-def _shown(attr: str, unset: str = "") -> Callable[[Node], str]:
+def _output_limits(ctx: CommandContext) -> str:
+    return output_limits_text(ctx.settings.output_limits)
+
+
+def _keyspace_events(ctx: CommandContext) -> str:
+    return keyspace_events_text(ctx.settings.notify_keyspace_events)
+
+
+def _port(ctx: CommandContext) -> str:
+    return str(ctx.port)
+
+
+def _databases(ctx: CommandContext) -> str:
+    return str(DATABASES)
+
+
+def _cluster_node_timeout(ctx: CommandContext) -> str:
+    return str(ctx.config.node_timeout_ms)
+
+
+def _cluster_enabled(ctx: CommandContext) -> str:
+    return "yes"
+
+
+def _shown(attr: str, unset: str = "") -> Callable[[CommandContext], str]:
     """The getter of a setting a node shows but cannot change while it runs
-    (Redis's immutable configs): bools as yes / no, unset as ``unset``."""
+    (Redis's immutable configs, read from the startup settings): bools as
+    yes / no, unset as ``unset``."""
 
-    def get(node: Node) -> str:
-        value = getattr(node.config, attr)
+    def get(ctx: CommandContext) -> str:
+        value = getattr(ctx.config, attr)
         if isinstance(value, bool):
             return "yes" if value else "no"
         return unset if value is None else str(value)
@@ -166,24 +163,29 @@ def _shown(attr: str, unset: str = "") -> Callable[[Node], str]:
     return get
 
 
+_INT_MAX = 2**31 - 1
+
 PARAMS: dict[str, Param] = {
     p.name: p
     for p in (
-        Param("maxclients", _maxclients, _set_maxclients),
+        Param("maxclients", _live("maxclients"), _integer("maxclients", 1, 4294967295)),
         Param("client-output-buffer-limit", _output_limits, _set_output_limits),
         Param("notify-keyspace-events", _keyspace_events, _set_keyspace_events),
-        Param("requirepass", _requirepass, _set_requirepass),
+        Param("requirepass", _live("requirepass"), _set_requirepass, _apply_requirepass),
+        Param("protected-mode", _live("protected_mode"), _set_protected_mode),
+        Param("timeout", _live("timeout"), _integer("timeout", 0, _INT_MAX)),
+        Param("tcp-keepalive", _live("tcp_keepalive"), _integer("tcp_keepalive", 0, _INT_MAX)),
         Param("port", _port),
-        Param("bind", _bind),
         Param("databases", _databases),
-        Param("proto-max-bulk-len", _proto_max_bulk_len),
-        Param("protected-mode", _protected_mode, _set_protected_mode),
-        Param("aclfile", _aclfile),
         Param("cluster-node-timeout", _cluster_node_timeout),
         Param("cluster-enabled", _cluster_enabled),
         *(
             Param(name, _shown(name.replace("-", "_")))
             for name in (
+                "bind",
+                "aclfile",
+                "proto-max-bulk-len",
+                "tcp-backlog",
                 "tls-port",
                 "tls-cert-file",
                 "tls-key-file",
@@ -208,7 +210,7 @@ PARAMS: dict[str, Param] = {
 }
 
 
-def config_get(node: Node, client: Client, args: list[bytes]) -> Reply:
+def config_get(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
     matches: dict[str, tuple[bytes, Param]] = {}  # param name -> (name shown, param)
     for pattern in args[2:]:
         if not any(c in pattern for c in b"[*?"):
@@ -220,7 +222,7 @@ def config_get(node: Node, client: Client, args: list[bytes]) -> Reply:
             if name not in matches and stringmatch(pattern.lower(), name.encode()):
                 matches[name] = (name.encode(), param)
     body = b"".join(
-        resp.bulk(shown) + resp.bulk(param.get(node).encode(errors="surrogateescape"))
+        resp.bulk(shown) + resp.bulk(param.get(ctx).encode(errors="surrogateescape"))
         for shown, param in matches.values()
     )
     return resp.map_header(len(matches), client.resp) + body
@@ -230,7 +232,7 @@ def _set_error(name: str, text: str) -> bytes:
     return resp.error(f"ERR CONFIG SET failed (possibly related to argument '{name}') - {text}")
 
 
-def config_set(node: Node, client: Client, args: list[bytes]) -> Reply:
+def config_set(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
     if len(args) % 2:
         return resp.error("ERR syntax error")
     pairs: list[tuple[Param, bytes]] = []
@@ -246,23 +248,24 @@ def config_set(node: Node, client: Client, args: list[bytes]) -> Reply:
         if param.set is None:
             return _set_error(shown, "can't set immutable config")
         pairs.append((param, args[i + 1]))
-    # check every value before applying any (Redis restores the old values)
-    saved = {p.name: p.get(node) for p, _ in pairs}
+    # every value is checked before any is applied: the new settings are
+    # built whole, then swapped in (Redis restores the old values on an error)
+    settings = ctx.settings
     for param, value in pairs:
         assert param.set is not None
-        error = param.set(node, value)
-        if error is not None:
-            for done, _ in pairs:
-                if done is param:
-                    break
-                assert done.set is not None
-                done.set(node, saved[done.name].encode(errors="surrogateescape"))
-            return _set_error(param.name, error)
+        changed = param.set(settings, value)
+        if isinstance(changed, str):
+            return _set_error(param.name, changed)
+        settings = changed
+    ctx.swap_settings(settings)
+    for param, _ in pairs:
+        if param.then is not None:
+            param.then(ctx, settings)
     return resp.OK
 
 
-def config_resetstat(node: Node, client: Client, args: list[bytes]) -> Reply:
-    node.reset_stats()
+def config_resetstat(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
+    ctx.view.reset_stats()
     return resp.OK
 
 
@@ -280,11 +283,11 @@ _HELP = (
 )
 
 
-def config_help(node: Node, client: Client, args: list[bytes]) -> Reply:
+def config_help(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
     return resp.array_header(len(_HELP)) + b"".join(resp.simple(line) for line in _HELP)
 
 
-def _container(node: Node, client: Client, args: list[bytes]) -> Reply:
+def _container(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
     raise AssertionError("CONFIG always dispatches to a subcommand")
 
 

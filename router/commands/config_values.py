@@ -3,15 +3,8 @@ printed as Redis 7.0 does (``src/config.c``, ``src/notify.c``, ``memtoull``)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from router.parser import string2ll
-
-if TYPE_CHECKING:
-    from router.node import Node
-
-#: class -> (hard bytes, soft bytes, soft seconds), in Redis's order
-OutputLimits = dict[str, tuple[int, int, int]]
+from router.settings import OutputLimits
 
 _CLASSES = {"normal": "normal", "slave": "slave", "replica": "slave", "pubsub": "pubsub"}
 _UNITS = {b"": 1, b"b": 1, b"k": 1000, b"kb": 1024, b"m": 1000**2, b"mb": 1024**2,
@@ -28,7 +21,7 @@ def memtoull(text: bytes) -> int | None:
 
 
 def output_limits_text(limits: OutputLimits) -> str:
-    return " ".join(f"{c} {h} {s} {sec}" for c, (h, s, sec) in limits.items())
+    return " ".join(f"{c} {h} {s} {sec}" for c, (h, s, sec) in limits)
 
 
 def parse_output_limits(value: bytes, current: OutputLimits) -> OutputLimits | str:
@@ -37,7 +30,7 @@ def parse_output_limits(value: bytes, current: OutputLimits) -> OutputLimits | s
     words = value.split()
     if len(words) % 4:
         return "Wrong number of arguments in buffer limit configuration."
-    limits = dict(current)
+    limits = dict(current)  # Redis's order kept: every class is in ``current``
     for i in range(0, len(words), 4):
         kind = _CLASSES.get(words[i].decode(errors="replace").lower())
         if kind is None:
@@ -47,21 +40,7 @@ def parse_output_limits(value: bytes, current: OutputLimits) -> OutputLimits | s
         if hard is None or soft is None or seconds is None or seconds < 0:
             return "Error in hard, soft or soft_seconds setting in buffer limit configuration."
         limits[kind] = (hard, soft, seconds)
-    return limits
-
-
-def apply_output_limits(node: Node, limits: OutputLimits) -> None:
-    """Make the ``pubsub`` class the limit the node's clients are held to, now."""
-    node.output_limits = limits
-    hard, soft, seconds = limits["pubsub"]
-    config = node.config
-    config.pubsub_hard_limit, config.pubsub_soft_limit, config.pubsub_soft_seconds = (
-        hard,
-        soft,
-        seconds,
-    )
-    for client in node.clients.values():
-        client.set_queue_limit(hard)
+    return tuple(limits.items())
 
 
 # notify-keyspace-events: Redis's NOTIFY_* bits by flag character

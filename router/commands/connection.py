@@ -9,13 +9,14 @@ from router.commands.base import Command, Reply
 from router.commands.client_view import acl_context, info_line
 from router.identity import REDIS_VERSION, SERVER_NAME
 from router.parser import string2ll
+from router.states import ReplyMode
 
 if TYPE_CHECKING:
-    from router.client import Client
-    from router.node import Node
+    from router.connection import Connection
+    from router.context import CommandContext
 
 
-def ping(node: Node, client: Client, args: list[bytes]) -> Reply:
+def ping(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
     if len(args) > 2:
         return resp.error("ERR wrong number of arguments for 'ping' command")
     # RESP2 in subscribed mode: [pong, arg-or-empty] (Redis pingCommand)
@@ -24,28 +25,30 @@ def ping(node: Node, client: Client, args: list[bytes]) -> Reply:
     return resp.bulk(args[1]) if len(args) == 2 else resp.PONG
 
 
-def echo(node: Node, client: Client, args: list[bytes]) -> Reply:
+def echo(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
     return resp.bulk(args[1])
 
 
-def _login(node: Node, client: Client, user: bytes, password: bytes, args: list[bytes]) -> bool:
+def _login(
+    ctx: CommandContext, client: Connection, user: bytes, password: bytes, args: list[bytes]
+) -> bool:
     """Authenticate ``client`` as ``user`` (Redis's ``ACLAuthenticateUser``):
     a failure is logged in ACL LOG with reason auth and the command's name."""
-    found = node.acl.authenticate(user, password)
+    found = ctx.acl.authenticate(user, password)
     if found is None:
         line = info_line(client, args)
-        node.acl.add_log("auth", args[0], user, line, acl_context(client))
+        ctx.acl.add_log("auth", args[0], user, line, acl_context(client))
         return False
     client.user = found
     client.set_authenticated(True)
     return True
 
 
-def auth(node: Node, client: Client, args: list[bytes]) -> Reply:
+def auth(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
     if len(args) > 3:
         return resp.error("ERR syntax error")
     if len(args) == 2:
-        if not node.acl.default_has_password():
+        if not ctx.acl.default_has_password():
             return resp.error(
                 "ERR AUTH <password> called without any password configured for the "
                 "default user. Are you sure your configuration is correct?"
@@ -53,16 +56,16 @@ def auth(node: Node, client: Client, args: list[bytes]) -> Reply:
         user, password = b"default", args[1]
     else:
         user, password = args[1], args[2]
-    if not _login(node, client, user, password, args):
+    if not _login(ctx, client, user, password, args):
         return resp.error("WRONGPASS invalid username-password pair or user is disabled.")
     return resp.OK
 
 
-def hello(node: Node, client: Client, args: list[bytes]) -> Reply:
+def hello(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
     """HELLO [protover [AUTH user pass] [SETNAME name]] (Redis 7.0.15
     ``helloCommand``): options take effect as they are read, then the
     NOAUTH check; the map declares :mod:`router.identity`'s version and
-    ``mode`` cluster only for a node with a bus (``node.cluster_enabled``)."""
+    ``mode`` cluster only for a node with a bus (``ctx.cluster_enabled``)."""
     version = client.resp
     i = 1
     if len(args) >= 2:
@@ -78,7 +81,7 @@ def hello(node: Node, client: Client, args: list[bytes]) -> Reply:
         opt = args[i].lower()
         more = len(args) - i - 1
         if opt == b"auth" and more >= 2:
-            if not _login(node, client, args[i + 1], args[i + 2], args):
+            if not _login(ctx, client, args[i + 1], args[i + 2], args):
                 return resp.error("WRONGPASS invalid username-password pair or user is disabled.")
             i += 3
         elif opt == b"setname" and more >= 1:
@@ -105,7 +108,7 @@ def hello(node: Node, client: Client, args: list[bytes]) -> Reply:
             "version": REDIS_VERSION,
             "proto": version,
             "id": client.id,
-            "mode": "cluster" if node.cluster_enabled else "standalone",
+            "mode": "cluster" if ctx.cluster_enabled else "standalone",
             "role": "master",
             "modules": [],
         },
@@ -122,7 +125,7 @@ def valid_client_name(name: bytes) -> bool:
 DATABASES = 16
 
 
-def select(node: Node, client: Client, args: list[bytes]) -> Reply:
+def select(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
     """SELECT db: pub/sub does not depend on the database (as in Redis), so the
     number is only recorded (CLIENT LIST db=). A Redis Cluster node refuses any
     db but 0; bloomcast accepts 0..15 as a standalone Redis does, so clients
@@ -141,21 +144,20 @@ def select(node: Node, client: Client, args: list[bytes]) -> Reply:
     return resp.OK
 
 
-def reset(node: Node, client: Client, args: list[bytes]) -> Reply:
-    node.filters_changed(node.registry.drop_client(client))
+def reset(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
+    ctx.pubsub.filters_changed(ctx.pubsub.registry.drop_client(client))
     client.resp = 2
     client.name = b""
-    client.reply_off = client.reply_skip_next = False
     client.extras.tracking = None  # Redis's clearClientConnectionState: disableTracking
-    client.update_quiet()
+    client.set_reply_mode(ReplyMode.ON)
     client.extras.db = 0
-    client.multi = None  # discardTransaction + unwatchAllKeys
-    client.user = node.acl.default
-    client.set_authenticated(not node.acl.default_requires_auth())
+    client.end_multi()  # discardTransaction + unwatchAllKeys
+    client.user = ctx.acl.default
+    client.set_authenticated(not ctx.acl.default_requires_auth())
     return b"+RESET\r\n"
 
 
-def quit_(node: Node, client: Client, args: list[bytes]) -> Reply:
+def quit_(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
     client.close_after_reply()
     return resp.OK
 

@@ -2,7 +2,7 @@
 
 MULTI starts queueing: every later command but EXEC, DISCARD, MULTI, WATCH,
 QUIT and RESET is checked as usual and answered ``+QUEUED``
-(:meth:`router.client.Client.execute`); a command refused while queueing
+(:func:`router.dispatch.execute`); a command refused while queueing
 (unknown, wrong arity, NOAUTH, ...) makes EXEC answer ``EXECABORT``. EXEC
 answers an array with one reply per queued command, written as Redis writes
 it: the header first, then each command's output, so what a command writes
@@ -12,7 +12,7 @@ and the array's length counts commands, not frames. A SUBSCRIBE inside EXEC
 never waits for subscribe visibility (Redis never blocks inside EXEC).
 
 ACL: a queued command is checked when it is queued (NOPERM, then EXECABORT,
-by :meth:`router.client.Client.execute`) and again when EXEC runs it, since
+by :func:`router.dispatch.execute`) and again when EXEC runs it, since
 the user's rules may have changed meanwhile: then it is not run and its reply
 is Redis 7.0.15's NOPERM "ACLs rules changed ..." (logged in ACL LOG with
 context ``multi``; counted in errorstats only, as Redis's ``execCommand``).
@@ -28,58 +28,55 @@ from time import perf_counter_ns
 from typing import TYPE_CHECKING
 
 from router import resp
-from router.commands.base import CONFIRMING, Command, Reply, Transaction
+from router.commands.base import CONFIRMING, Command, Reply
 from router.commands.client_view import info_line
 
 if TYPE_CHECKING:
-    from router.client import Client
-    from router.node import Node
+    from router.connection import Connection
+    from router.context import CommandContext
 
 
-def multi(node: Node, client: Client, args: list[bytes]) -> Reply:
+def multi(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
     if client.multi is not None:
         return resp.error("ERR MULTI calls can not be nested")
-    client.multi = Transaction()
+    client.begin_multi()
     return resp.OK
 
 
-def discard(node: Node, client: Client, args: list[bytes]) -> Reply:
+def discard(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
     if client.multi is None:
         return resp.error("ERR DISCARD without MULTI")
-    client.multi = None
+    client.end_multi()
     return resp.OK
 
 
-def exec_(node: Node, client: Client, args: list[bytes]) -> Reply:
-    queued = client.multi
-    if queued is None:
+def exec_(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
+    if client.multi is None:
         return resp.error("ERR EXEC without MULTI")
-    client.multi = None
-    if queued.dirty:
+    if client.multi.dirty:
+        client.end_multi()
         return resp.error("EXECABORT Transaction discarded because of previous errors.")
     # output the commands write while they run (a message to this client)
     # goes into the EXEC reply, after the replies before it, as in Redis
-    parts = [resp.array_header(len(queued))]
+    parts: list[bytes] = []
     saved = client.swap_output(parts)
-    client.extras.in_exec = True
-    client.extras.executing = (queued, saved)
+    queued = client.start_exec(saved)
+    parts.append(resp.array_header(len(queued)))
     try:
         for cmd, argv in queued:
-            skip = client.reply_skip_next
-            client.reply_skip_next = False
+            mode = client.take_reply_mode()
             closing = client.closing  # CLIENT KILL of itself: no reply after its own
-            denied = _acl_changed(node, client, cmd, argv)
-            reply = denied or _call(node, client, cmd, argv)
+            denied = _acl_changed(ctx, client, cmd, argv)
+            reply = denied or _call(ctx, client, cmd, argv)
             assert isinstance(reply, bytes), "commands in EXEC never wait"
             if reply[:1] == b"-":
-                node.stats.error_replied(reply)
-            if (skip or client.reply_off) and cmd.name.split("|")[0] not in CONFIRMING:
+                ctx.stats.error_replied(reply)
+            if client.silenced(mode) and cmd.name.split("|")[0] not in CONFIRMING:
                 continue
             if not closing:
                 parts.append(reply)
     finally:
-        client.extras.in_exec = False
-        client.extras.executing = None
+        client.end_exec()
         client.swap_output(saved)
         tracking = client.extras.tracking
         if tracking is not None:  # Redis's resetClient after EXEC clears CACHING
@@ -90,16 +87,16 @@ def exec_(node: Node, client: Client, args: list[bytes]) -> Reply:
     return b"".join(parts)
 
 
-def _acl_changed(node: Node, client: Client, cmd: Command, args: list[bytes]) -> bytes:
+def _acl_changed(ctx: CommandContext, client: Connection, cmd: Command, args: list[bytes]) -> bytes:
     """EXEC's check of a queued command against the user's rules now: b"" if
     allowed, else Redis's error."""
     user = client.user
     if user.unrestricted:
         return b""
-    denial = node.acl.denied(user, cmd.name, args)
+    denial = ctx.acl.denied(user, cmd.name, args)
     if denial is None:
         return b""
-    node.acl.add_log(*denial, user.name, info_line(client, args), "multi")
+    ctx.acl.add_log(*denial, user.name, info_line(client, args), "multi")
     reason = (
         "no permission to execute the command or subcommand"
         if denial[0] == "command"
@@ -111,12 +108,12 @@ def _acl_changed(node: Node, client: Client, cmd: Command, args: list[bytes]) ->
     )
 
 
-def _call(node: Node, client: Client, cmd: Command, args: list[bytes]) -> Reply:
+def _call(ctx: CommandContext, client: Connection, cmd: Command, args: list[bytes]) -> Reply:
     """Run a queued command and count it (calls, time, failed calls), as the
-    request loop does for the others (:meth:`router.client.Client.execute`)."""
+    request loop does for the others (:func:`router.dispatch.execute`)."""
     start = perf_counter_ns()
-    reply = cmd.handler(node, client, args)
-    stats = node.stats
+    reply = cmd.handler(ctx, client, args)
+    stats = ctx.stats
     stats.commands_processed += 1
     stat = stats.commands[cmd.name]
     stat.calls += 1
@@ -126,13 +123,13 @@ def _call(node: Node, client: Client, cmd: Command, args: list[bytes]) -> Reply:
     return reply
 
 
-def watch(node: Node, client: Client, args: list[bytes]) -> Reply:
+def watch(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
     if client.multi is not None:
         return resp.error("ERR WATCH inside MULTI is not allowed")
     return resp.OK
 
 
-def unwatch(node: Node, client: Client, args: list[bytes]) -> Reply:
+def unwatch(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
     return resp.OK
 
 

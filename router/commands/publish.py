@@ -13,17 +13,17 @@ from router.commands.base import Command, Reply
 from router.resp import SMALL_INTEGERS
 
 if TYPE_CHECKING:
-    from router.client import Client
-    from router.node import Node
+    from router.connection import Connection
+    from router.context import CommandContext
 
 
-def publish(node: Node, client: Client, args: list[bytes]) -> Reply:
-    receivers = node.publish(args[1], args[2], False)
+def publish(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
+    receivers = ctx.pubsub.publish(args[1], args[2], False)
     return SMALL_INTEGERS[receivers] if receivers < 1024 else resp.integer(receivers)
 
 
-def spublish(node: Node, client: Client, args: list[bytes]) -> Reply:
-    return resp.integer(node.publish(args[1], args[2], shard=True))
+def spublish(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
+    return resp.integer(ctx.pubsub.publish(args[1], args[2], shard=True))
 
 
 COMMANDS = (

@@ -10,8 +10,8 @@ from router.commands.base import Command, Reply, subcommand_table
 from router.glob import Glob
 
 if TYPE_CHECKING:
-    from router.client import Client
-    from router.node import Node
+    from router.connection import Connection
+    from router.context import CommandContext
 
 _HELP = (
     "PUBSUB <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
@@ -49,31 +49,31 @@ def _numsub(table: Mapping[bytes, Collection[object]], args: list[bytes]) -> byt
     return b"".join(out)
 
 
-def channels(node: Node, client: Client, args: list[bytes]) -> Reply:
-    return _list(node.registry.channels, args, args[1].decode(errors="replace"))
+def channels(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
+    return _list(ctx.pubsub.registry.channels, args, args[1].decode(errors="replace"))
 
 
-def shardchannels(node: Node, client: Client, args: list[bytes]) -> Reply:
-    return _list(node.registry.shard_channels, args, args[1].decode(errors="replace"))
+def shardchannels(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
+    return _list(ctx.pubsub.registry.shard_channels, args, args[1].decode(errors="replace"))
 
 
-def numsub(node: Node, client: Client, args: list[bytes]) -> Reply:
-    return _numsub(node.registry.channels, args)
+def numsub(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
+    return _numsub(ctx.pubsub.registry.channels, args)
 
 
-def shardnumsub(node: Node, client: Client, args: list[bytes]) -> Reply:
-    return _numsub(node.registry.shard_channels, args)
+def shardnumsub(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
+    return _numsub(ctx.pubsub.registry.shard_channels, args)
 
 
-def numpat(node: Node, client: Client, args: list[bytes]) -> Reply:
-    return resp.integer(len(node.registry.patterns))
+def numpat(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
+    return resp.integer(len(ctx.pubsub.registry.patterns))
 
 
-def help_(node: Node, client: Client, args: list[bytes]) -> Reply:
+def help_(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
     return resp.array_header(len(_HELP)) + b"".join(resp.simple(line) for line in _HELP)
 
 
-def _container(node: Node, client: Client, args: list[bytes]) -> Reply:
+def _container(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
     raise AssertionError("PUBSUB always dispatches to a subcommand")  # arity -2
 
 

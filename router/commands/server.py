@@ -6,11 +6,10 @@ from typing import TYPE_CHECKING, Any
 
 from router import resp
 from router.commands.base import Command, Reply, subcommand_table
-from router.info import info_sections
 
 if TYPE_CHECKING:
-    from router.client import Client
-    from router.node import Node
+    from router.connection import Connection
+    from router.context import CommandContext
 
 #: Redis 7's default sections in its order, then bloomcast's
 _DEFAULT_SECTIONS = (
@@ -36,11 +35,11 @@ _ALL_SECTIONS = (
 )
 
 
-def info(node: Node, client: Client, args: list[bytes]) -> Reply:
+def info(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
     """INFO [section ...]: ``default`` (or none) = Redis's default sections and
     bloomcast's; ``all`` / ``everything`` add ``commandstats`` where Redis
     puts it (Redis 7.0 ``genRedisInfoString``)."""
-    sections = info_sections(node)
+    sections = ctx.view.info_sections()
     wanted: list[str] = []
     for arg in args[1:] or [b"default"]:
         name = arg.decode(errors="replace").lower()
@@ -72,15 +71,15 @@ def _commands() -> list[Command]:
     return list(_table().values())
 
 
-def command_all(node: Node, client: Client, args: list[bytes]) -> Reply:
+def command_all(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
     return resp.encode_value([c.info() for c in _commands()], client.resp)
 
 
-def command_count(node: Node, client: Client, args: list[bytes]) -> Reply:
+def command_count(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
     return resp.integer(len(_commands()))
 
 
-def command_list(node: Node, client: Client, args: list[bytes]) -> Reply:
+def command_list(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
     return resp.encode_value([c.name for c in _commands()], client.resp)
 
 
@@ -96,10 +95,10 @@ def lookup(name: bytes) -> Command | None:
     return cmd.subcommands.get(parts[1])
 
 
-def command_info(node: Node, client: Client, args: list[bytes]) -> Reply:
+def command_info(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
     names = args[2:]
     if not names:
-        return command_all(node, client, args)
+        return command_all(ctx, client, args)
     out: list[Any] = []
     for name in names:
         cmd = lookup(name)
@@ -107,7 +106,7 @@ def command_info(node: Node, client: Client, args: list[bytes]) -> Reply:
     return resp.encode_value(out, client.resp)
 
 
-def command_docs(node: Node, client: Client, args: list[bytes]) -> Reply:
+def command_docs(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
     """A map of full name -> docs, one entry per name given (a repeated name
     repeated), unknown names left out (Redis 7.0 ``commandDocsCommand``)."""
     found = [lookup(n) for n in args[2:]] if len(args) > 2 else _commands()
@@ -117,8 +116,8 @@ def command_docs(node: Node, client: Client, args: list[bytes]) -> Reply:
     )
 
 
-def _container(node: Node, client: Client, args: list[bytes]) -> Reply:
-    return command_all(node, client, args)
+def _container(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
+    return command_all(ctx, client, args)
 
 
 COMMANDS = (

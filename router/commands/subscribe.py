@@ -8,7 +8,7 @@ when there are none. In RESP3 the confirmations are push frames.
 
 Each change to the node's filters goes to the ClusterLink; under subscribe
 visibility it returns futures, and the confirmations are sent only once every
-live peer acknowledged the change (see :meth:`router.node.Node.filters_changed`).
+live peer acknowledged the change (see :meth:`router.ctx.Node.filters_changed`).
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from router import resp
 from router.commands.base import Command, Reply
 
 if TYPE_CHECKING:
-    from router.client import Client
-    from router.node import Node
+    from router.connection import Connection
+    from router.context import CommandContext
 
 
 #: names one (P|S)SUBSCRIBE handles per loop turn (~10 ms): a bigger one (100,000
@@ -36,10 +36,12 @@ SLICE_NAMES = 1024
 def _subscribe(kind: str, shard: bool) -> Command:
     kind_b = kind.encode()
 
-    def some(node: Node, client: Client, names: list[bytes]) -> tuple[bytes, list[FilterChange]]:
+    def some(
+        ctx: CommandContext, client: Connection, names: list[bytes]
+    ) -> tuple[bytes, list[FilterChange]]:
         replies: list[bytes] = []
         changes: list[FilterChange] = []
-        registry = node.registry
+        registry = ctx.pubsub.registry
         for name in names:
             if kind == "psubscribe":
                 changes += registry.psubscribe(client, name)
@@ -49,18 +51,18 @@ def _subscribe(kind: str, shard: bool) -> Command:
             replies.append(resp.confirmation(kind_b, name, count, client.resp))
         return b"".join(replies), changes
 
-    def handler(node: Node, client: Client, args: list[bytes]) -> Reply:
-        in_exec = client.extras.in_exec
+    def handler(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
+        in_exec = client.in_exec
         if shard and in_exec:
             # Redis 7.0 ssubscribeCommand: EXEC runs with CLIENT_DENY_BLOCKING,
             # and unlike SUBSCRIBE / PSUBSCRIBE it makes no exception for MULTI
             return resp.error("ERR SSUBSCRIBE isn't allowed for a DENY BLOCKING client")
         if len(args) - 1 > SLICE_NAMES and not in_exec:  # EXEC's commands never wait
-            return _in_slices(node, client, args[1:], some)
-        data, changes = some(node, client, args[1:])
+            return _in_slices(ctx, client, args[1:], some)
+        data, changes = some(ctx, client, args[1:])
         # one announcement for the whole command: one delta round, one wait
-        fut = node.filters_changed(changes)
-        return data if fut is None or in_exec else node.after(fut, data)
+        fut = ctx.pubsub.filters_changed(changes)
+        return data if fut is None or in_exec else ctx.pubsub.after(fut, data)
 
     summary = f"Listens for messages published to {kind} targets."
     return Command(kind, -2, handler, summary, slot_checked=shard)
@@ -69,8 +71,8 @@ def _subscribe(kind: str, shard: bool) -> Command:
 def _unsubscribe(kind: str, shard: bool) -> Command:
     kind_b = kind.encode()
 
-    def handler(node: Node, client: Client, args: list[bytes]) -> Reply:
-        registry = node.registry
+    def handler(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
+        registry = ctx.pubsub.registry
         patterns = kind == "punsubscribe"
         if len(args) > 1:
             names = args[1:]
@@ -90,7 +92,7 @@ def _unsubscribe(kind: str, shard: bool) -> Command:
         if not names:
             count = len(client.shard_channels) if shard else client.subscription_count()
             replies.append(resp.confirmation(kind_b, None, count, client.resp))
-        node.filters_changed(changes)  # unsubscribes never wait
+        ctx.pubsub.filters_changed(changes)  # unsubscribes never wait
         return b"".join(replies)
 
     summary = f"Stops listening to {kind[2:] if shard else kind} targets."
@@ -98,10 +100,10 @@ def _unsubscribe(kind: str, shard: bool) -> Command:
 
 
 def _in_slices(
-    node: Node,
-    client: Client,
+    ctx: CommandContext,
+    client: Connection,
     names: list[bytes],
-    some: Callable[[Node, Client, list[bytes]], tuple[bytes, list[FilterChange]]],
+    some: Callable[[CommandContext, Connection, list[bytes]], tuple[bytes, list[FilterChange]]],
 ) -> asyncio.Future[bytes]:
     """Subscribe ``names`` SLICE_NAMES per loop turn; the future of all the
     confirmations (after every announced change's wait, if any)."""
@@ -113,9 +115,9 @@ def _in_slices(
     def step(start: int) -> None:
         if done.done() or client.closed:
             return
-        data, changes = some(node, client, names[start : start + SLICE_NAMES])
+        data, changes = some(ctx, client, names[start : start + SLICE_NAMES])
         parts.append(data)
-        fut = node.filters_changed(changes)
+        fut = ctx.pubsub.filters_changed(changes)
         if fut is not None:
             waits.append(fut)
         if start + SLICE_NAMES < len(names):
@@ -126,7 +128,7 @@ def _in_slices(
             done.set_result(reply)
             return
         gathered = cast("asyncio.Future[None]", asyncio.gather(*waits, return_exceptions=True))
-        node.after(gathered, reply).add_done_callback(finish)
+        ctx.pubsub.after(gathered, reply).add_done_callback(finish)
 
     def finish(confirmed: asyncio.Future[bytes]) -> None:
         if not done.done():

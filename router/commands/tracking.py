@@ -29,9 +29,9 @@ from router.commands.client_view import client_type
 from router.parser import string2ll
 
 if TYPE_CHECKING:
-    from router.client import Client
     from router.commands.base import Reply
-    from router.node import Node
+    from router.connection import Connection
+    from router.context import CommandContext
 
 _SYNTAX = resp.error("ERR syntax error")
 _INVALIDATE = b"$10\r\ninvalidate\r\n"
@@ -78,7 +78,7 @@ def _collision(held: list[bytes], new: list[bytes]) -> tuple[bytes, int]:
     return b"", 1
 
 
-def tracking(node: Node, client: Client, args: list[bytes]) -> Reply:
+def tracking(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
     """CLIENT TRACKING (ON|OFF) [REDIRECT id] [BCAST] [PREFIX p ...] [OPTIN]
     [OPTOUT] [NOLOOP]: every option read first, then ON's checks."""
     redirect = 0
@@ -96,7 +96,7 @@ def tracking(node: Node, client: Client, args: list[bytes]) -> Reply:
             if parsed is None:
                 return resp.error("ERR value is not an integer or out of range")
             redirect = parsed
-            if redirect not in node.clients:
+            if redirect not in ctx.clients:
                 return resp.error("ERR The client ID you want redirect to does not exist")
         elif option == b"bcast":
             bcast = True
@@ -153,7 +153,7 @@ def tracking(node: Node, client: Client, args: list[bytes]) -> Reply:
     return error + resp.OK
 
 
-def caching(node: Node, client: Client, args: list[bytes]) -> Reply:
+def caching(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
     """CLIENT CACHING (YES|NO): the next command's keys are (not) tracked."""
     state = client.extras.tracking
     if state is None:
@@ -179,7 +179,7 @@ def caching(node: Node, client: Client, args: list[bytes]) -> Reply:
     return resp.OK
 
 
-def after_command(client: Client) -> None:
+def after_command(client: Connection) -> None:
     """After a tracking client's command: the CACHING flag is cleared once a
     command that is not a CLIENT subcommand ran outside MULTI (an unknown
     command, or CLIENT alone, too: Redis's ``resetClient``)."""
@@ -188,13 +188,13 @@ def after_command(client: Client) -> None:
         tracking.caching = False
 
 
-def getredir(node: Node, client: Client, args: list[bytes]) -> Reply:
+def getredir(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
     """CLIENT GETREDIR: the redirect id, 0 for none, -1 when not tracking."""
     state = client.extras.tracking
     return resp.integer(-1 if state is None else state.redirect)
 
 
-def trackinginfo(node: Node, client: Client, args: list[bytes]) -> Reply:
+def trackinginfo(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
     """CLIENT TRACKINGINFO: flags (a set), redirect, prefixes."""
     state = client.extras.tracking
     if state is None:
@@ -215,34 +215,34 @@ def trackinginfo(node: Node, client: Client, args: list[bytes]) -> Reply:
     return resp.encode_value(info, client.resp)
 
 
-def flush_invalidations(node: Node, client: Client) -> bytes:
+def flush_invalidations(ctx: CommandContext, client: Connection) -> bytes:
     """FLUSHALL / FLUSHDB: every tracking client is told that every key is
     invalid (``trackingInvalidateKeysOnFlush``, a null in the client's own
     RESP). Other clients get it now; the caller's goes after its reply: it is
     returned, or kept for after EXEC's reply when the flush runs in one."""
     mine = b""
-    for other in list(node.clients.values()):
+    for other in list(ctx.clients.values()):
         state = other.extras.tracking
         if state is None:
             continue
-        frame = _invalidation(node, other, state)
+        frame = _invalidation(ctx, other, state)
         if other is not client:
             if frame:
                 other.write(frame)
-        elif other.extras.in_exec:
+        elif other.in_exec:
             state.after_exec.append(frame)
         else:
             mine += frame
     return mine
 
 
-def _invalidation(node: Node, client: Client, state: Tracking) -> bytes:
+def _invalidation(ctx: CommandContext, client: Connection, state: Tracking) -> bytes:
     """Redis ``sendTrackingMessage`` with the null of ``client``'s RESP:
     what to write to ``client`` (b"" when it goes elsewhere or nowhere)."""
     null = resp.null(client.resp)
     if not state.redirect:
         return b">2\r\n" + _INVALIDATE + null if client.resp == 3 else b""
-    target = node.clients.get(state.redirect)
+    target = ctx.clients.get(state.redirect)
     if target is None or target.closed:
         state.broken_redirect = True
         if client.resp == 3:

@@ -43,7 +43,8 @@ async def wired_node(**config: Any) -> AsyncIterator[tuple[Node, RecordingLink, 
     node = Node(NodeConfig(port=0, **config))
     await node.start()
     link, tap = RecordingLink(), Recorder()
-    node.link, node.tap = link, tap
+    node.set_link(link)
+    node.tap = tap
     try:
         yield node, link, tap
     finally:

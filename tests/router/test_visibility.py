@@ -23,7 +23,7 @@ async def node_with(link: NoPeers) -> AsyncIterator[Node]:
     """A started in-process node whose ClusterLink is ``link``."""
     node = Node(NodeConfig(port=0))
     await node.start()
-    node.link = link
+    node.set_link(link)
     try:
         yield node
     finally:

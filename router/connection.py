@@ -1,0 +1,398 @@
+"""Connection: one client connection as a sans-IO state machine (h11's model).
+
+Bytes in (:meth:`Connection.receive`, which returns what the event loop must
+do: :class:`router.states.Action`), replies and messages out through one
+output queue written once per event-loop turn. The connection owns the
+request parser, the request loop (:mod:`router.dispatch`: Redis's
+``processInputBuffer`` and ``processCommand``), MULTI, CLIENT REPLY, the
+output queue and its limits (:mod:`router.client_output`), admission and
+closing. It touches no socket and no event loop: its output goes to a
+:class:`Wire` (a transport's byte sink) and the node's ``schedule_flush``,
+given to its constructor; :class:`router.client.Client` is the thin asyncio
+protocol around it. A reply that is a future blocks it (Redis's blocked
+client: later requests stay buffered, messages wait behind the reply).
+Its states and every change between them: :mod:`router.states`, each
+change through :meth:`Connection._to`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Protocol, cast
+
+from router import client_log, client_output, parser, resp
+from router.client_extras import ClientExtras
+from router.commands.base import Transaction
+from router.dispatch import execute_counted, process
+from router.protected import DENIED, denies
+from router.states import (
+    BLOCK,
+    BLOCKED,
+    CLOSED,
+    CLOSING,
+    DONE,
+    EXECUTING,
+    IN_MULTI,
+    NORMAL,
+    RESTING,
+    SUBSCRIBED,
+    TRANSITIONS,
+    Action,
+    ReplyMode,
+    State,
+)
+from router.stats import CommandStat
+
+if TYPE_CHECKING:
+    from router.commands.base import Reply
+    from router.context import CommandContext
+
+
+class Wire(Protocol):
+    """The byte sink under a connection (an asyncio transport fits)."""
+
+    def write(self, data: bytes) -> None: ...
+
+    def close(self) -> None: ...
+
+    def abort(self) -> None: ...
+
+    def write_eof(self) -> None: ...
+
+    def get_write_buffer_size(self) -> int: ...
+
+    def is_reading(self) -> bool: ...
+
+
+class Connection:
+    """One client connection of a node (module doc)."""
+
+    def __init__(
+        self,
+        ctx: CommandContext,
+        wire: Wire,
+        client_id: int,
+        schedule_flush: Callable[[Connection], None],
+        extras: ClientExtras | None = None,
+        addr: str = "?:0",
+    ) -> None:
+        self.ctx = ctx
+        self.wire = wire
+        self.id = client_id
+        self.schedule_flush = schedule_flush
+        self.extras = extras or ClientExtras()
+        self.addr = addr
+        self.state = NORMAL
+        self.reply_mode = ReplyMode.ON
+        #: requests take :meth:`execute_quietly`: CLIENT REPLY OFF / SKIP, or a
+        #: CLIENT CACHING flag to clear after the next command (update_quiet)
+        self.quiet = False
+        self.closed = False  # state is CLOSED, kept by _to() for the fan-out loop
+        self.name = b""
+        self.resp = 2
+        self.user = ctx.acl.default  # Redis: every client starts as the default user
+        self.authenticated = not ctx.acl.default_requires_auth()
+        self.channels: set[bytes] = set()
+        self.patterns: set[bytes] = set()
+        self.shard_channels: set[bytes] = set()
+        config = ctx.config
+        self.parser = parser.RequestParser(config.proto_max_bulk_len, config.max_multibulk_len)
+        self.parser.authenticated = self.authenticated
+        self.last_interaction = self.extras.created
+        self.last_command = "NULL"  # Redis's cmd= before the first command
+        self.multi: Transaction | None = None  # MULTI's queue, None outside one
+        self.blocked: asyncio.Future[bytes] | None = None  # BLOCKED: the reply awaited
+        self._held: list[bytes] = []  # messages that came while BLOCKED
+        self.ran: CommandStat | None = None  # the stat of the command that just ran
+        # output queued in this loop turn, written by flush()
+        self._out: list[bytes] = []
+        self._out_bytes = 0
+        self._soft_limit_since: float | None = None
+        self.work_started: int | None = None  # this loop turn's first request (ns)
+
+    # ------------------------------------------------------------ transitions
+
+    def _rest(self) -> State:
+        """The state with nothing awaited: IN_MULTI, SUBSCRIBED or NORMAL."""
+        if self.multi is not None:
+            return IN_MULTI
+        if self.resp == 2 and (self.channels or self.patterns or self.shard_channels):
+            return SUBSCRIBED
+        return NORMAL
+
+    def _to(self, target: State) -> None:
+        """Every state change goes through here, checked against
+        :data:`TRANSITIONS`. Closing is final: a later change to a closing or
+        closed connection is ignored (a kill racing a QUIT); any other change
+        the table lacks is a bug."""
+        state = self.state
+        if target is state:
+            return
+        if target not in TRANSITIONS[state]:
+            if state is CLOSING or state is CLOSED:
+                return
+            raise RuntimeError(f"connection {self.id}: no transition {state.name} -> {target.name}")
+        self.state = target
+        self.closed = target is CLOSED
+
+    def settle(self) -> None:
+        """Subscriptions, the protocol or the MULTI queue changed: a resting
+        connection moves to the state the facts say. Elsewhere (BLOCKED:
+        CLIENT PAUSE ran a postponed MULTI; EXECUTING) the change is picked
+        up when that state ends."""
+        if self.state in RESTING:
+            self._to(self._rest())
+
+    def begin_multi(self) -> None:
+        self.multi = Transaction()
+        self.settle()
+
+    def end_multi(self) -> Transaction | None:
+        """DISCARD, RESET, an aborted EXEC: the queue, now dropped."""
+        queued, self.multi = self.multi, None
+        self.settle()
+        return queued
+
+    def start_exec(self, saved: list[bytes]) -> Transaction:
+        """EXEC: takes the queue; ``saved`` is the output queued before it
+        (CLIENT LIST shows both while EXEC runs, as Redis keeps CLIENT_MULTI
+        and the reply buffer until EXEC ends)."""
+        queued = cast(Transaction, self.multi)
+        self.multi = None
+        self.extras.executing = (queued, saved)
+        self._to(EXECUTING)
+        return queued
+
+    def end_exec(self) -> None:
+        self.extras.executing = None
+        if self.state is EXECUTING:
+            self._to(self._rest())
+
+    @property
+    def in_exec(self) -> bool:
+        """Running EXEC's queue: replies never wait (Redis's CLIENT_MULTI in call())."""
+        return self.state is EXECUTING
+
+    @property
+    def closing(self) -> bool:
+        """Closed, or to be closed once what is queued is written."""
+        return self.state is CLOSING or self.state is CLOSED
+
+    def close_after_reply(self) -> None:
+        """QUIT: write what is pending, then close."""
+        self._to(CLOSING)
+
+    def set_authenticated(self, value: bool) -> None:
+        self.authenticated = value
+        self.parser.authenticated = value
+
+    # ------------------------------------------------------------ CLIENT REPLY
+
+    def set_reply_mode(self, mode: ReplyMode) -> None:
+        """CLIENT REPLY ON / OFF / SKIP, RESET (ON): SKIP while OFF stays OFF."""
+        if mode is ReplyMode.SKIP and self.reply_mode is ReplyMode.OFF:
+            return
+        self.reply_mode = mode
+        self.update_quiet()
+
+    def take_reply_mode(self) -> ReplyMode:
+        """The mode for the command about to run; a SKIP is used up by it."""
+        mode = self.reply_mode
+        if mode is ReplyMode.SKIP:
+            self.reply_mode = ReplyMode.ON
+        return mode
+
+    def silenced(self, taken: ReplyMode) -> bool:
+        """Whether the reply of the command that ran under ``taken`` (the mode
+        :meth:`take_reply_mode` gave it) is dropped: SKIP, or OFF as it is
+        after the command (CLIENT REPLY ON answers +OK)."""
+        return taken is ReplyMode.SKIP or self.reply_mode is ReplyMode.OFF
+
+    def update_quiet(self) -> None:
+        """Requests take :meth:`execute_quietly` while CLIENT REPLY OFF / SKIP
+        or a CLIENT CACHING flag is on."""
+        caching = self.extras.tracking is not None and self.extras.tracking.caching
+        self.quiet = self.reply_mode is not ReplyMode.ON or caching
+
+    # ------------------------------------------------------------ requests
+
+    #: ``receive(data, now) -> Action``: bytes read from the client at ``now``
+    #: (monotonic seconds); the buffered requests run (the request loop,
+    #: :func:`router.dispatch.process`, is the method itself: one call per read)
+    receive = process
+
+    def resume(self) -> Action:
+        """The next loop turn after :data:`SLICE`: the turn's budget restarts."""
+        self.work_started = None
+        if self.state is CLOSED or self.state is BLOCKED:
+            return DONE
+        return process(self)
+
+    def block(self, future: asyncio.Future[bytes]) -> Action:
+        self._to(BLOCKED)
+        self.blocked = future
+        return BLOCK
+
+    def unblock(self) -> Action:
+        """The awaited reply is ready (``blocked`` is done): write it and the
+        messages held behind it, then run the buffered requests."""
+        future, self.blocked = self.blocked, None
+        held, self._held = self._held, []
+        if self.state is BLOCKED:
+            self._to(self._rest())
+        if self.state is CLOSED or future is None or future.cancelled():
+            return DONE
+        self.write(future.result())
+        for frame in held:
+            self.write(frame)
+        if self.state is CLOSING:  # a QUIT that CLIENT PAUSE postponed
+            self.flush()
+            self.wire.close()
+            return DONE
+        return process(self)
+
+    def run_postponed(self, args: list[bytes]) -> Reply:
+        """A command CLIENT PAUSE postponed, run when the pause ends."""
+        return execute_counted(self, args)
+
+    # ------------------------------------------------------------ output
+
+    def subscription_count(self) -> int:
+        """Channels + patterns: the count in (un)subscribe replies (Redis
+        ``clientSubscriptionsCount``; shard channels are counted apart)."""
+        return len(self.channels) + len(self.patterns)
+
+    def write(self, data: bytes) -> None:
+        """Queue output (a reply or a pub/sub message); the node flushes every
+        queued client once per event-loop turn, after reading from every ready
+        client (Redis writes in ``beforeSleep``,
+        ``handleClientsWithPendingWrites``). Output leaves in the order it was
+        made, and a pipelined batch or many messages to one client cost one
+        system call. While BLOCKED, messages wait behind the awaited reply:
+        Redis always confirms first."""
+        state = self.state
+        if state is CLOSED:
+            return
+        if state is BLOCKED:
+            self._held.append(data)
+            return
+        out = self._out
+        if not out:
+            self.schedule_flush(self)
+        out.append(data)
+        self._out_bytes += len(data)
+        if self._out_bytes > self.ctx.settings.queue_limit:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write the queued output, holding the client to its output limits:
+        before AUTH, :func:`router.client_output.preauth_cut` (before the
+        write: Redis drops it all); subscribed,
+        :func:`router.client_output.over_limit` (after it)."""
+        out = self._out
+        self.work_started = None
+        if not out or self.state is CLOSED:
+            out.clear()
+            self._out_bytes = 0
+            return
+        if not self.authenticated and client_output.preauth_cut(self):
+            self.cut()
+            return
+        data = out[0] if len(out) == 1 else b"".join(out)
+        wire = self.wire
+        wire.write(data)
+        self.ctx.stats.net_output_bytes += len(data)
+        out.clear()
+        self._out_bytes = 0
+        if not (self.channels or self.patterns or self.shard_channels):
+            return  # a normal client: no limit (Redis's normal class is 0 0 0)
+        if client_output.over_limit(self, wire.get_write_buffer_size()):
+            self.cut()
+
+    def swap_output(self, out: list[bytes]) -> list[bytes]:
+        """Make ``out`` the output queue; returns the queue it replaces (EXEC
+        collects what its commands write into its own reply)."""
+        saved, self._out = self._out, out
+        return saved
+
+    def output_buffer_size(self) -> int:
+        return self.wire.get_write_buffer_size()
+
+    # ------------------------------------------------------------ opening, closing
+
+    def admit(self) -> bool:
+        """A new connection: refused by protected mode (Redis's DENIED: counted
+        as rejected, not received nor as an error reply; never a client), or
+        at ``maxclients`` (Redis's error, then closed); else a client of the node."""
+        ctx = self.ctx
+        settings, stats = ctx.settings, ctx.stats
+        if denies(settings.protected_mode, ctx.acl.default_has_password(), self.extras.peer_ip):
+            stats.rejected_connections += 1
+            stats.protected_mode_denied += 1
+            self.refuse(DENIED)
+            return False
+        stats.connections_received += 1
+        if len(ctx.clients) >= settings.maxclients:
+            stats.rejected_connections += 1
+            self.write(resp.error("ERR max number of clients reached"))
+            self.close_now()
+            return False
+        ctx.clients[self.id] = self
+        return True
+
+    def cut(self) -> None:
+        """Over an output limit: closed at once, its output dropped (Redis's
+        ``freeClientAsync``; ``abort`` calls ``connection_lost`` on a later
+        loop turn, so a delivery loop in progress is not disturbed)."""
+        self.ctx.stats.output_buffer_limit_disconnections += 1
+        client_log.output_buffer_cut(self)  # omem= is the size that cut it
+        self.kill()
+
+    def kill(self) -> None:
+        """Close now, dropping pending output (an ACL revocation, a deleted
+        user, an idle timeout: Redis's ``freeClient``)."""
+        self._out.clear()
+        self._out_bytes = 0
+        self._to(CLOSED)
+        self.wire.abort()
+
+    def drop(self) -> None:
+        """Close without writing what is queued (Redis's freeClient of a
+        client that sent an HTTP request)."""
+        self._out.clear()
+        self._out_bytes = 0
+        self._to(CLOSED)
+        self.wire.close()
+
+    def close_now(self) -> None:
+        """Write what is queued, then close (CLIENT KILL of another client,
+        a node shutting down, a loss with ``--on-publish-loss disconnect``)."""
+        self.flush()
+        self._to(CLOSED)
+        self.wire.close()
+
+    def refuse(self, reply: bytes) -> None:
+        """Write ``reply`` and close, reading nothing (protected mode): the
+        connection never counts as a client. Half-closed: closed once the
+        peer closes (a close with its request unread would reset the
+        connection and could lose the reply); the caller cuts a peer that
+        never does."""
+        self._to(CLOSED)
+        self.extras.refused = True
+        self.wire.write(reply)
+        self.wire.write_eof()
+
+    def lost(self) -> None:
+        """The connection is gone (``connection_lost``)."""
+        self._to(CLOSED)
+        if self.blocked is not None and not self.blocked.done():
+            self.blocked.cancel()
+
+    def idle_for(self, now: float) -> float | None:
+        """Seconds since the last read, or None if exempt from ``timeout``:
+        pub/sub clients (RESP2 or 3) and blocked ones, as Redis's
+        ``clientsCronHandleTimeout``."""
+        if self.state is BLOCKED or self.channels or self.patterns or self.shard_channels:
+            return None
+        return now - self.last_interaction

@@ -1,0 +1,115 @@
+"""CommandContext: what a command handler may reach of its node, and nothing else.
+
+A handler is ``(ctx, conn, args) -> Reply`` (:mod:`router.commands.base`):
+``conn`` is the :class:`router.connection.Connection` that sent the request,
+``ctx`` the node's one :class:`CommandContext`, built with the node and
+handed to every connection by constructor. It holds:
+
+- ``pubsub``: publishing and subscriptions (:class:`PubSub`: the registry,
+  ``publish``, ``filters_changed``, ``after``);
+- ``acl``, ``stats``, ``pause``, ``clients`` (id -> connection, CLIENT
+  LIST / KILL), ``link`` (the cluster bus seam, :mod:`cluster_bus.api`);
+- ``settings``: the live :class:`router.settings.Settings`, swapped whole by
+  CONFIG SET (:meth:`swap_settings`); ``config``: the startup settings;
+- ``view``: what INFO, CLUSTER INFO and CONFIG RESETSTAT read or reset of
+  the node as a whole (:class:`NodeView`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Protocol
+
+from cluster_bus.api import ClusterLink, FilterChange, NoPeers
+
+if TYPE_CHECKING:
+    from router.acl import Acl
+    from router.config import NodeConfig
+    from router.connection import Connection
+    from router.pause import ClientPause
+    from router.registry import Registry
+    from router.settings import Settings
+    from router.stats import NodeStats
+
+
+class PubSub(Protocol):
+    """The pub/sub side as commands use it (today: the node's delivery code)."""
+
+    registry: Registry[Connection]
+
+    def publish(self, channel: bytes, message: bytes, shard: bool) -> int: ...
+
+    def filters_changed(self, changes: list[FilterChange]) -> asyncio.Future[None] | None: ...
+
+    def after(self, future: asyncio.Future[None], reply: bytes) -> asyncio.Future[bytes]: ...
+
+
+class NodeView(Protocol):
+    """The node as a whole, for INFO, CLUSTER INFO and CONFIG RESETSTAT."""
+
+    def info_sections(self) -> dict[str, dict[str, object]]: ...
+
+    def cluster_info(self) -> dict[str, int | str]: ...
+
+    def reset_stats(self) -> None: ...
+
+
+class CommandContext:
+    """The narrow context every command handler gets (module doc)."""
+
+    __slots__ = (
+        "acl",
+        "clients",
+        "config",
+        "link",
+        "node_id",
+        "on_settings",
+        "pause",
+        "port",
+        "pubsub",
+        "settings",
+        "stats",
+        "view",
+    )
+
+    def __init__(
+        self,
+        *,
+        node_id: str,
+        config: NodeConfig,
+        settings: Settings,
+        pubsub: PubSub,
+        acl: Acl,
+        stats: NodeStats,
+        pause: ClientPause,
+        clients: dict[int, Connection],
+        link: ClusterLink,
+        view: NodeView,
+        on_settings: Callable[[Settings, Settings], None],
+    ) -> None:
+        self.node_id = node_id
+        self.config = config
+        self.settings = settings
+        self.pubsub = pubsub
+        self.acl = acl
+        self.stats = stats
+        self.pause = pause
+        self.clients = clients
+        self.link = link
+        self.view = view
+        self.port = config.port  # the bound port once the node listens
+        #: called with (old, new) after each swap (the node applies what a
+        #: setting changes beyond itself: the idle-client timer)
+        self.on_settings = on_settings
+
+    @property
+    def cluster_enabled(self) -> bool:
+        """A node with a cluster bus is a cluster node (Redis's ``cluster_enabled``);
+        without one (``--no-bus``) it answers as a standalone Redis does."""
+        return not isinstance(self.link, NoPeers)
+
+    def swap_settings(self, new: Settings) -> None:
+        """CONFIG SET: the new settings, whole."""
+        old, self.settings = self.settings, new
+        self.on_settings(old, new)

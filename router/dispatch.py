@@ -1,0 +1,296 @@
+"""The request loop of a connection (:func:`process`, Redis's
+``processInputBuffer``) and the run of one request (:func:`execute`), its
+checks in Redis 7.0.15's ``processCommand`` order: unknown command, arity,
+authentication, ACL, CROSSSLOT (a cluster node), the subscribed context
+(RESP2 only; commands the node lacks too: :mod:`router.command_checks`),
+CLIENT PAUSE (:mod:`router.pause`), then queued if in MULTI
+(:mod:`router.commands.multi`). A command that runs is counted for INFO
+commandstats, its time read once per pipelined batch (:mod:`router.stats`).
+CLIENT REPLY OFF / SKIP and CLIENT CACHING go through :func:`execute_quietly`.
+
+Functions of a :class:`router.connection.Connection`, which calls them;
+they change its state only through its methods.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from time import perf_counter_ns
+from typing import TYPE_CHECKING, cast
+
+from router import client_log, parser, resp
+from router.acl.registry import noperm_text
+from router.command_checks import (
+    CROSSSLOT,
+    SUBSCRIBED_ALLOWED,
+    context_error,
+    cross_slot,
+    elsewhere,
+    reject,
+)
+from router.commands import COMMANDS, LOOKUP, Reply
+from router.commands.base import CONFIRMING, Command, Transaction
+from router.commands.client_view import acl_context, info_line
+from router.commands.tracking import after_command
+from router.states import (
+    BLOCKED,
+    CLOSED,
+    CLOSING,
+    DONE,
+    IN_MULTI,
+    NORMAL,
+    SLICE,
+    SUBSCRIBED,
+    Action,
+)
+from router.stats import CommandStat, share_time
+
+if TYPE_CHECKING:
+    from router.connection import Connection
+
+#: the longest one connection's requests hold the loop before the other
+#: clients run: the rest of its pipeline (or of a huge request) waits for the
+#: next loop turn (``Action.SLICE``)
+SLICE_SECONDS = 0.005
+_SLICE_NS = int(SLICE_SECONDS * 1e9)
+
+# run at once inside MULTI, never queued (Redis ``processCommand``)
+_MULTI_IMMEDIATE = frozenset({"exec", "discard", "multi", "watch", "quit", "reset"})
+_QUEUED = b"+QUEUED\r\n"
+
+
+def process(conn: Connection, data: bytes = b"", now: float = 0.0) -> Action:
+    """``data`` read at ``now`` (monotonic seconds), if any, then the buffered
+    requests run (Redis's ``readQueryFromClient`` + ``processInputBuffer``).
+    It is :meth:`router.connection.Connection.receive` (one call per read)."""
+    state = conn.state
+    if data:
+        if state is CLOSED:
+            return DONE  # protected mode's refusal, or cut: nothing it sends is read
+        stats = conn.ctx.stats
+        stats.net_input_bytes += len(data)
+        conn.parser.feed(data)
+        conn.last_interaction = now
+        if state is BLOCKED:
+            return DONE  # buffered until the awaited reply is written
+    if state is CLOSING:
+        return DONE  # QUIT or a protocol error ended this connection: read no more
+    # replies go straight to the output queue pub/sub messages go to, so
+    # output leaves in command order (a message this connection publishes
+    # to itself follows the replies before it, as in Redis); the queue is
+    # still written once per loop turn. When it was empty, nothing is
+    # scheduled before the batch ends (below)
+    out = conn._out
+    deferred = not out
+    stats = conn.ctx.stats
+    queued = 0
+    # the loop turn's budget is shared by every read of this turn (libuv
+    # may deliver several): flush(), at the end of the turn, resets it
+    # commandstats usec: one clock read per batch, shared by the commands
+    # that ran (router.stats.share_time), so runs of one command are counted
+    start = perf_counter_ns()
+    started = conn.work_started
+    if started is None:
+        started = conn.work_started = start
+    elif start - started > _SLICE_NS:
+        stats.parse_slices += 1
+        return SLICE  # a read after this turn's budget was spent
+    sliced = False
+    done = 0
+    runs: list[tuple[CommandStat, int]] = []
+    last: CommandStat | None = None
+    n = 0
+    try:
+        for args in conn.parser.requests():
+            reply = execute_quietly(conn, args) if conn.quiet else execute(conn, args)
+            ran = conn.ran
+            if ran is not None:
+                conn.ran = None
+                if ran is last:
+                    n += 1
+                else:
+                    if last is not None:
+                        runs.append((last, n))
+                    last, n = ran, 1
+            if type(reply) is bytes:
+                if reply[:1] == b"-":
+                    stats.error_replied(reply)
+                    if ran is not None:
+                        ran.failed_calls += 1
+                if not out and not deferred:
+                    conn.schedule_flush(conn)
+                out.append(reply)
+                queued += len(reply)
+                if conn.closed or conn.state is CLOSING:  # QUIT, or cut
+                    break
+                done += 1  # the clock is read every 4th request (hot path)
+                if not done & 3 and perf_counter_ns() - started > _SLICE_NS:
+                    sliced = True  # a long pipeline: the rest after the others
+                    break
+                continue
+            # blocked until the future resolves (subscribe visibility);
+            # what follows stays buffered in the parser until then
+            conn._out_bytes += queued
+            if last is not None:
+                runs.append((last, n))
+                share_time(runs, perf_counter_ns() - start)
+            if deferred and out:
+                conn.schedule_flush(conn)
+            return conn.block(reply)  # type: ignore[arg-type]
+    except parser.ProtocolError as exc:
+        conn._out_bytes += queued
+        queued = 0
+        error = resp.error(str(exc))
+        client_log.protocol_error(conn, str(exc))
+        stats.error_replied(error)
+        conn.write(error)
+        conn.close_after_reply()
+    if last is not None:
+        if runs:
+            runs.append((last, n))
+            share_time(runs, perf_counter_ns() - start)
+        else:  # one command in the batch (the usual case): all of the time is its
+            last.nanoseconds += perf_counter_ns() - start
+    # (an early flush in the batch, a message to this client over the
+    # limit, reset the count: it may over-count, flushing early once more)
+    conn._out_bytes += queued
+    if deferred and out:
+        if done == 1 and started == start and not sliced:
+            # one request, the first work of this turn (the unpipelined
+            # client): written now, without an end-of-turn callback; the
+            # turn's budget restarts, after one request's worth of work
+            conn.flush()
+        else:
+            conn.schedule_flush(conn)
+    state = conn.state
+    if state is CLOSING:
+        conn.flush()
+        conn.wire.close()
+        return DONE
+    if conn._out_bytes > conn.ctx.settings.queue_limit:
+        conn.flush()
+    if (sliced or conn.parser.backlog) and state is not CLOSED:
+        # a huge request is still being parsed, or a pipeline ran past
+        # SLICE_SECONDS: let the other clients run before the next slice
+        stats.parse_slices += 1
+        return SLICE
+    return DONE
+
+
+def execute_quietly(conn: Connection, args: list[bytes]) -> Reply:
+    """Run one request under CLIENT REPLY OFF or SKIP, or after CLIENT
+    CACHING (Redis's ``resetClient`` / ``prepareClientToWrite``): SKIP
+    silences the next command's reply, OFF every reply until ON or RESET;
+    pub/sub confirmations and messages are pushes and always go out. The
+    CACHING flag is cleared once a command that is not a CLIENT command
+    has run outside MULTI (an unknown command too)."""
+    mode = conn.take_reply_mode()
+    reply = execute(conn, args)
+    if conn.silenced(mode) and args[0].lower().decode(errors="replace") not in CONFIRMING:
+        # a postponed command (CLIENT PAUSE) still holds what follows back
+        if type(reply) is bytes:
+            reply = b""
+        else:
+            reply = conn.ctx.pubsub.after(cast("asyncio.Future[None]", reply), b"")
+    after_command(conn)
+    conn.update_quiet()
+    return reply
+
+
+def execute_counted(conn: Connection, args: list[bytes]) -> Reply:
+    """One request outside the request loop (a command CLIENT PAUSE
+    postponed, run when the pause ends), counted as the loop counts it."""
+    start = perf_counter_ns()
+    reply = execute(conn, args)
+    ran, conn.ran = conn.ran, None
+    if ran is not None:
+        ran.nanoseconds += perf_counter_ns() - start
+    if type(reply) is bytes and reply[:1] == b"-":
+        conn.ctx.stats.error_replied(reply)
+        if ran is not None:
+            ran.failed_calls += 1
+    return reply
+
+
+def execute(conn: Connection, args: list[bytes]) -> Reply:
+    """Run one request; returns reply bytes or a future of them, checked
+    in Redis's ``processCommand`` order: unknown command, arity,
+    authentication, ACL, CROSSSLOT (a cluster node), the subscribed
+    context, CLIENT PAUSE, then queued in MULTI. A rejection in MULTI
+    aborts the transaction (``flagTransaction``), CROSSSLOT of EXEC
+    discards it."""
+    ctx = conn.ctx
+    top = LOOKUP.get(args[0]) or COMMANDS.get(args[0].lower())
+    if top is None:
+        found = elsewhere(conn, args, resp.unknown_command_text(args))
+        if isinstance(found, bytes):
+            return found
+        top = found
+    cmd = top
+    argc = len(args)
+    if cmd.subcommands is not None and argc >= 2:
+        sub = cmd.subcommands.get(args[1].lower())
+        if sub is None:
+            shown = resp.c_string(args[1][:128])
+            text = f"ERR unknown subcommand '{shown}'. Try {cmd.name.upper()} HELP."
+            found = elsewhere(conn, args, text)
+            if isinstance(found, bytes):
+                return found
+            top = sub = found
+        cmd = sub
+    conn.last_command = cmd.name
+    arity = cmd.arity
+    if argc != arity and (arity > 0 or argc < -arity):
+        return reject(conn, cmd, f"ERR wrong number of arguments for '{cmd.name}' command")
+    if not conn.authenticated and not cmd.no_auth and ctx.acl.default_requires_auth():
+        return reject(conn, cmd, "NOAUTH Authentication required.")
+    user = conn.user
+    if not user.unrestricted and not cmd.no_auth:
+        denial = ctx.acl.denied(user, cmd.name, args)
+        if denial is not None:  # in MULTI: refused at queue time (EXECABORT)
+            ctx.acl.add_log(*denial, user.name, info_line(conn, args), acl_context(conn))
+            return reject(conn, cmd, noperm_text(*denial))
+    if cmd.slot_checked and ctx.cluster_enabled and cross_slot(cmd, args, conn.multi):
+        if cmd.name != "exec":
+            return reject(conn, cmd, CROSSSLOT)
+        ctx.stats.command_stat("exec").rejected_calls += 1
+        conn.end_multi()  # Redis discards the transaction, then redirects
+        return resp.error(CROSSSLOT)
+    if conn.state is not NORMAL:
+        held = _contextual(conn, top, cmd, args)
+        if held is not None:
+            return held
+    elif ctx.pause.level and ctx.pause.holds(conn, cmd):
+        return ctx.pause.postpone(conn, args)
+    reply = cmd.handler(ctx, conn, args)
+    if cmd.settles:  # it may change the subscriptions, the protocol or MULTI
+        conn.settle()
+    # counted after it ran, as Redis's call() counts (so INFO does not
+    # count itself and CONFIG RESETSTAT's call survives it); its time and
+    # failure are added by the caller (_process: one clock read per batch)
+    stats = ctx.stats
+    stats.commands_processed += 1
+    ran = conn.ran = stats.commands[cmd.name]
+    ran.calls += 1
+    return reply
+
+
+def _contextual(conn: Connection, top: Command, cmd: Command, args: list[bytes]) -> Reply | None:
+    """The checks of a connection not in NORMAL, in Redis's order: the
+    subscribed context, CLIENT PAUSE, MULTI's queue; None: run it. A
+    command CLIENT PAUSE postponed runs while the connection is BLOCKED
+    (or CLOSING): it is checked as in the state it rests in."""
+    state = conn.state
+    if state is not SUBSCRIBED and state is not IN_MULTI:
+        state = conn._rest()
+    if state is SUBSCRIBED and top.name not in SUBSCRIBED_ALLOWED:
+        return reject(conn, cmd, context_error(cmd.name))
+    pause = conn.ctx.pause
+    if pause.level and pause.holds(conn, cmd):
+        return pause.postpone(conn, args)
+    if state is IN_MULTI and top.name not in _MULTI_IMMEDIATE:
+        multi = cast(Transaction, conn.multi)
+        if not multi.dirty:  # an aborted transaction keeps nothing more
+            multi.append((cmd, args))
+        return _QUEUED
+    return None
