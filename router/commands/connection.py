@@ -142,7 +142,7 @@ def select(node: Node, client: Client, args: list[bytes]) -> Reply:
 
 
 def reset(node: Node, client: Client, args: list[bytes]) -> Reply:
-    node.filters_changed(node.registry.drop_client(client))
+    dropped = node.pubsub.drop(client)  # a future when it runs over several loop turns
     client.resp = 2
     client.name = b""
     client.reply_off = client.reply_skip_next = False
@@ -152,7 +152,7 @@ def reset(node: Node, client: Client, args: list[bytes]) -> Reply:
     client.multi = None  # discardTransaction + unwatchAllKeys
     client.user = node.acl.default
     client.set_authenticated(not node.acl.default_requires_auth())
-    return b"+RESET\r\n"
+    return b"+RESET\r\n" if dropped is None else node.after(dropped, b"+RESET\r\n")
 
 
 def quit_(node: Node, client: Client, args: list[bytes]) -> Reply:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from router import resp
 from router.commands.base import Command, Reply
+from router.pubsub import CHANNELS, SHARD_CHANNELS
 from router.resp import SMALL_INTEGERS
 
 if TYPE_CHECKING:
@@ -18,12 +19,12 @@ if TYPE_CHECKING:
 
 
 def publish(node: Node, client: Client, args: list[bytes]) -> Reply:
-    receivers = node.publish(args[1], args[2], False)
+    receivers = node.publish(args[1], args[2], CHANNELS)
     return SMALL_INTEGERS[receivers] if receivers < 1024 else resp.integer(receivers)
 
 
 def spublish(node: Node, client: Client, args: list[bytes]) -> Reply:
-    return resp.integer(node.publish(args[1], args[2], shard=True))
+    return resp.integer(node.publish(args[1], args[2], SHARD_CHANNELS))
 
 
 COMMANDS = (

@@ -1,13 +1,17 @@
-"""PUBSUB CHANNELS | NUMSUB | NUMPAT | SHARDCHANNELS | SHARDNUMSUB | HELP (this node only)."""
+"""PUBSUB CHANNELS | NUMSUB | NUMPAT | SHARDCHANNELS | SHARDNUMSUB | HELP (this node only).
+
+Redis's replies (``pubsubCommand``); the listings and the counts of many
+names run under the node's shared per-loop-turn budget (:mod:`router.pubsub`),
+the client blocked while a big one goes on over several turns."""
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING
 
 from router import resp
 from router.commands.base import Command, Reply, subcommand_table
 from router.glob import Glob
+from router.pubsub import CHANNELS, SHARD_CHANNELS, Kind, Work
 
 if TYPE_CHECKING:
     from router.client import Client
@@ -31,42 +35,86 @@ _HELP = (
 )
 
 
-def _list(table: Mapping[bytes, object], args: list[bytes], sub: str) -> bytes:
+class _Channels(Work):
+    """PUBSUB (SHARD)CHANNELS: the names as they were when the command ran
+    (one copy of the table's keys, in C), matched and encoded in slices."""
+
+    __slots__ = ("found", "glob", "names", "per_name")
+
+    def __init__(self, node: Node, client: Client, names: list[bytes], glob: Glob | None) -> None:
+        # a long pattern may cost more per name (bounded by its length)
+        self.per_name = 1 if glob is None else 1 + len(glob.pattern) // 64
+        super().__init__(node, client, len(names) * self.per_name)
+        self.names = names
+        self.glob = glob
+        self.found = 0
+
+    def step(self, ops: int) -> int:
+        take = max(1, ops // self.per_name)
+        chunk, self.names = self.names[:take], self.names[take:]
+        if self.glob is not None:
+            chunk = self.glob.filter(chunk)
+        self.found += len(chunk)
+        self.parts.append(b"".join([resp.bulk(name) for name in chunk]))
+        if not self.names:
+            self.parts.insert(0, resp.array_header(self.found))
+            self.finish()
+        return take * self.per_name
+
+
+class _Numsub(Work):
+    """PUBSUB (SHARD)NUMSUB: ``[name, count, ...]`` in slices."""
+
+    __slots__ = ("i", "kind", "names")
+
+    def __init__(self, node: Node, client: Client, kind: Kind, names: list[bytes]) -> None:
+        super().__init__(node, client, len(names))
+        self.kind = kind
+        self.names = names
+        self.i = 0
+        self.parts.append(resp.array_header(2 * len(names)))
+
+    def step(self, ops: int) -> int:
+        i = self.i
+        count = self.node.pubsub.count
+        kind = self.kind
+        for name in self.names[i : i + ops]:
+            self.parts.append(resp.bulk(name) + resp.integer(count(kind, name)))
+        self.i = i + ops
+        if self.i >= len(self.names):
+            self.finish()
+        return ops
+
+
+def _list(node: Node, client: Client, kind: Kind, args: list[bytes]) -> Reply:
     if len(args) > 3:
+        sub = args[1].decode(errors="replace")
         return resp.error(
             f"ERR unknown subcommand or wrong number of arguments for '{sub}'. Try PUBSUB HELP."
         )
-    names = list(table)
-    if len(args) == 3:
-        names = Glob(args[2]).filter(names)
-    return resp.bulk_array(names)
-
-
-def _numsub(table: Mapping[bytes, Collection[object]], args: list[bytes]) -> bytes:
-    out = [resp.array_header(2 * (len(args) - 2))]
-    for name in args[2:]:
-        out.append(resp.bulk(name) + resp.integer(len(table.get(name, ()))))
-    return b"".join(out)
+    glob = Glob(args[2]) if len(args) == 3 else None
+    names = list(node.pubsub.tables[kind.slot])
+    return node.pubsub.run(_Channels(node, client, names, glob))
 
 
 def channels(node: Node, client: Client, args: list[bytes]) -> Reply:
-    return _list(node.registry.channels, args, args[1].decode(errors="replace"))
+    return _list(node, client, CHANNELS, args)
 
 
 def shardchannels(node: Node, client: Client, args: list[bytes]) -> Reply:
-    return _list(node.registry.shard_channels, args, args[1].decode(errors="replace"))
+    return _list(node, client, SHARD_CHANNELS, args)
 
 
 def numsub(node: Node, client: Client, args: list[bytes]) -> Reply:
-    return _numsub(node.registry.channels, args)
+    return node.pubsub.run(_Numsub(node, client, CHANNELS, args[2:]))
 
 
 def shardnumsub(node: Node, client: Client, args: list[bytes]) -> Reply:
-    return _numsub(node.registry.shard_channels, args)
+    return node.pubsub.run(_Numsub(node, client, SHARD_CHANNELS, args[2:]))
 
 
 def numpat(node: Node, client: Client, args: list[bytes]) -> Reply:
-    return resp.integer(len(node.registry.patterns))
+    return resp.integer(len(node.pubsub.patterns))
 
 
 def help_(node: Node, client: Client, args: list[bytes]) -> Reply:

@@ -13,7 +13,10 @@ from tests.router.fakes import FakeSubscriber
 
 
 def matched(index: PatternIndex[FakeSubscriber], channel: bytes) -> dict[bytes, set]:
-    return {pattern: set(subs) for pattern, subs in index.matches(channel)}
+    return {
+        pattern: set(subs) if type(subs) is set else {subs}  # one subscriber is kept bare
+        for pattern, subs in index.matches(channel)
+    }
 
 
 def test_add_is_true_only_for_the_first_subscriber():
@@ -80,13 +83,13 @@ def test_matches_globs_only_the_patterns_of_the_channels_prefixes(monkeypatch):
         index.add(pattern, a)
     globbed: list[bytes] = []
 
-    real_match = Glob.match
+    real_match = PatternIndex._match
 
-    def counting(glob: Glob, channel: bytes) -> bool:
-        globbed.append(glob.pattern)
-        return real_match(glob, channel)
+    def counting(self: PatternIndex[FakeSubscriber], pattern: bytes, channel: bytes) -> bool:
+        globbed.append(pattern)
+        return real_match(self, pattern, channel)
 
-    monkeypatch.setattr(Glob, "match", counting)
+    monkeypatch.setattr(PatternIndex, "_match", counting)
     assert set(matched(index, b"p7.x")) == {b"p7.*", b"p7*", b"p?.x"}
     want = {p for p in patterns if b"p7.x".startswith(literal_prefix(p))}
     assert want == {b"p7.*", b"p7*", b"p?.x"}
@@ -130,3 +133,27 @@ def test_matches_equals_a_full_scan_with_stringmatch(subscriptions, channels, da
             del exact[pattern]
         assert index.remove(pattern, subs[i]) is last
     agrees()
+
+
+def test_patterns_are_prepared_when_subscribed_never_at_publish(monkeypatch):
+    """Issue 28: a PUBLISH compiles nothing. Plain patterns (literals, escapes,
+    '*') are matched by segments; one with '?' or a class is compiled by add()."""
+    index: PatternIndex[FakeSubscriber] = PatternIndex()
+    a = FakeSubscriber("a")
+    for i in range(200):
+        index.add(b"*%d*" % i, a)
+        index.add(b"\\a" * 100 + b"%d" % i, a)
+        index.add(b"x?%d*" % i, a)
+    compiled: list[bytes] = []
+    real = Glob._compiled
+
+    def counting(glob: Glob) -> object:
+        if glob._regex is None:
+            compiled.append(glob.pattern)
+        return real(glob)
+
+    monkeypatch.setattr(Glob, "_compiled", counting)
+    got = matched(index, b"xy17z")
+    assert set(got) == {b"*1*", b"*7*", b"*17*", b"x?1*", b"x?17*"}
+    assert matched(index, b"a" * 100 + b"5") == {b"\\a" * 100 + b"5": {a}, b"*5*": {a}}
+    assert compiled == []

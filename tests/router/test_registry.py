@@ -1,6 +1,7 @@
-"""router/registry.py: subscriptions in three namespaces, the node's counting
-filters that summarise them, and the FilterChange lists handed to the cluster
-link. Every change is checked against the exported bits before and after it."""
+"""router/pubsub.py's subscriptions in three kinds and router/registry.py's
+counting filters that summarise them, and the FilterChange lists handed to
+the cluster link. Every change is checked against the exported bits before
+and after it."""
 
 from __future__ import annotations
 
@@ -13,8 +14,77 @@ from hypothesis import strategies as st
 
 from bloom import CountingBloomFilter, PatternFilter
 from cluster_bus.api import FilterChange
-from router.registry import Registry
-from tests.router.fakes import FakeSubscriber
+from router.config import NodeConfig
+from router.node import Node
+from router.pubsub import ALL_KINDS, PATTERNS, Bulk, kind_of
+from tests.router.fakes import FakeSubscriber, RecordingLink
+
+
+def _sets(table: dict[bytes, object]) -> dict[bytes, set[object]]:
+    """A table with each name's subscribers as a set (one is kept bare)."""
+    return {n: set(s) if type(s) is set else {s} for n, s in table.items()}  # type: ignore[call-overload]
+
+
+class Registry:
+    """A node's subscriptions and filters, called one name at a time."""
+
+    def __init__(self, capacity: int, fp_rate: float) -> None:
+        self.node = Node(NodeConfig(port=0, filter_capacity=capacity, filter_fp_rate=fp_rate))
+        self.link = RecordingLink()
+        self.node.link = self.link
+        self.pubsub = self.node.pubsub
+        self.filters = self.node.registry
+
+    @property
+    def channel_filter(self) -> CountingBloomFilter:
+        return self.filters.channel_filter
+
+    @property
+    def pattern_filter(self) -> PatternFilter:
+        return self.filters.pattern_filter
+
+    @property
+    def filter_epoch(self) -> int:
+        return self.filters.filter_epoch
+
+    def rebuild_channel_filter(self, m: int) -> None:
+        self.filters.rebuild_channel_filter(m)
+
+    @property
+    def channels(self) -> dict[bytes, set[object]]:
+        return _sets(self.pubsub.channels)
+
+    @property
+    def shard_channels(self) -> dict[bytes, set[object]]:
+        return _sets(self.pubsub.shard_channels)
+
+    @property
+    def patterns(self) -> list[bytes]:
+        return list(self.pubsub.patterns)
+
+    def subscribe(self, sub, name: bytes, shard: bool = False) -> list[FilterChange]:
+        return self.pubsub.add(kind_of(shard), sub, name)
+
+    def psubscribe(self, sub, name: bytes) -> list[FilterChange]:
+        return self.pubsub.add(PATTERNS, sub, name)
+
+    def unsubscribe(self, sub, name: bytes, shard: bool = False) -> list[FilterChange]:
+        return self._remove(kind_of(shard).own, kind_of(shard), sub, name)
+
+    def punsubscribe(self, sub, name: bytes) -> list[FilterChange]:
+        return self._remove("patterns", PATTERNS, sub, name)
+
+    def _remove(self, own, kind, sub, name: bytes) -> list[FilterChange]:
+        if name not in getattr(sub, own):
+            return []
+        getattr(sub, own).discard(name)
+        return self.pubsub.remove(kind, sub, name)
+
+    def drop_client(self, sub) -> list[FilterChange]:
+        """The one unsubscribe-all, run whole; the changes it announced."""
+        self.link.calls.clear()
+        Bulk(self.pubsub, sub, ALL_KINDS, None, adding=False, confirm=False).step(1 << 40)
+        return [change for call in self.link.calls for change in call]
 
 
 def exported_bits(reg: Registry) -> dict[str, list[int]]:

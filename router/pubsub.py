@@ -1,0 +1,400 @@
+"""Pub/sub: the node's subscriptions, the pattern index, delivery and fan-out,
+in one place, as Redis's ``src/pubsub.c``.
+
+Channel kinds are descriptors, Redis's ``pubsubtype``: :data:`CHANNELS` and
+:data:`SHARD_CHANNELS` differ only in their table, their reply names, their
+message frame, the count their confirmations carry and whether pattern
+subscribers also receive. :data:`PATTERNS` is the third kind a client holds
+(``psubscribe`` / ``punsubscribe``), kept in a :class:`PatternIndex`. The
+bus seam keeps its ``shard`` flag (``cluster_bus.api``); :func:`kind_of` maps
+it at the edge.
+
+Redis's rules (7.0.15): one confirmation per argument, ``[kind, name, count]``
+where count is the client's channels + patterns (shard channels counted apart);
+a bare unsubscribe walks the client's names of that kind, or replies
+``[kind, nil, count]`` when it has none; the first local subscriber of a
+name adds it to the node's filters, the last one removes it
+(:mod:`router.registry`).
+
+Every bulk operation (a (P|S)(UN)SUBSCRIBE of many names, bare or not, a
+gone client's cleanup, RESET) runs under the node's shared per-loop-turn
+:class:`Budget`; one :class:`Bulk` job does all of them, and there is one
+unsubscribe-all (:meth:`PubSub.drop`).
+
+Memory (issue 28): a name with one subscriber maps to that client, not to a
+set of one (a set costs ~230 bytes and is one more object for the collector
+to walk); two or more share a set.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol, cast
+
+from cluster_bus.api import FilterChange
+from router import resp
+from router.budget import Budget
+from router.pattern_index import PatternIndex
+
+if TYPE_CHECKING:
+    from router.client_output import ClientOutput
+    from router.node import Node
+    from router.registry import Registry
+
+Reply = bytes | asyncio.Future[bytes]
+
+
+class Subscriber(Protocol):
+    """What subscriptions and delivery need of a client."""
+
+    channels: set[bytes]
+    patterns: set[bytes]
+    shard_channels: set[bytes]
+    resp: int
+    closed: bool
+
+    def write(self, data: bytes) -> None: ...
+
+
+def _channel_count(client: Subscriber) -> int:
+    """Redis ``clientSubscriptionsCount``: channels + patterns."""
+    return len(client.channels) + len(client.patterns)
+
+
+def _shard_count(client: Subscriber) -> int:
+    """Redis ``clientShardSubscriptionsCount``."""
+    return len(client.shard_channels)
+
+
+@dataclass(frozen=True, slots=True)
+class Kind:
+    """One kind of subscription (Redis's ``pubsubtype``)."""
+
+    own: str  # the client's set of names of this kind
+    subscribe: bytes  # reply names
+    unsubscribe: bytes
+    count: Callable[[Subscriber], int]  # the count in confirmations
+    frame: Callable[[bytes, bytes], bytes]  # the message frame (RESP2)
+    slot: int  # 0, 1: PubSub.tables; 2: the pattern index
+    patterned: bool  # pattern subscribers receive its messages too
+    shard: bool  # at the bus seam
+
+
+CHANNELS = Kind(
+    "channels", b"subscribe", b"unsubscribe", _channel_count, resp.message, 0, True, False
+)
+SHARD_CHANNELS = Kind(
+    "shard_channels", b"ssubscribe", b"sunsubscribe", _shard_count, resp.smessage, 1, False, True
+)
+PATTERNS = Kind(
+    "patterns", b"psubscribe", b"punsubscribe", _channel_count, resp.message, 2, False, False
+)
+#: what a gone (or RESET) client drops, in Redis's order (``pubsubUnsubscribeAll*``)
+ALL_KINDS = (CHANNELS, SHARD_CHANNELS, PATTERNS)
+#: a pattern's budget weight (its prefix, its filter entry, its Glob if any)
+PATTERN_WEIGHT = 4
+
+
+def kind_of(shard: bool) -> Kind:
+    """The kind the bus seam's flag stands for."""
+    return SHARD_CHANNELS if shard else CHANNELS
+
+
+class PubSub:
+    """The subscriptions of one node and their delivery; one asyncio loop."""
+
+    __slots__ = ("budget", "channels", "filters", "node", "patterns", "shard_channels", "tables")
+
+    def __init__(self, node: Node, filters: Registry) -> None:
+        self.node = node
+        self.filters = filters
+        self.channels: dict[bytes, Any] = {}  # name -> client, or set of clients
+        self.shard_channels: dict[bytes, Any] = {}
+        self.tables = (self.channels, self.shard_channels)
+        self.patterns: PatternIndex[ClientOutput] = PatternIndex()
+        self.budget = Budget()
+        filters.channel_names = self.channel_names
+
+    def channel_names(self) -> set[bytes]:
+        """Every name in the channel filter (both channel kinds)."""
+        return set(self.channels) | set(self.shard_channels)
+
+    # ------------------------------------------------------------ one name
+
+    def add(self, kind: Kind, client: Subscriber, name: bytes) -> list[FilterChange]:
+        """Subscribe ``client`` to ``name``; the filter changes, if any."""
+        own: set[bytes] = getattr(client, kind.own)
+        if name in own:
+            return []
+        own.add(name)
+        if kind.slot == 2:
+            if self.patterns.add(name, client):  # type: ignore[arg-type]
+                return self.filters.pattern_added(name)
+            return []
+        table = self.tables[kind.slot]
+        subs = table.get(name)
+        if subs is None:
+            table[name] = client
+            if name in self.tables[kind.slot ^ 1]:  # already in the filter
+                return []
+            return self.filters.channel_added(name)
+        if type(subs) is set:
+            subs.add(client)
+        else:
+            table[name] = {subs, client}
+        return []
+
+    def remove(self, kind: Kind, client: Subscriber, name: bytes) -> list[FilterChange]:
+        """Unsubscribe ``client`` from ``name`` (already off its own set)."""
+        if kind.slot == 2:
+            if self.patterns.remove(name, client):  # type: ignore[arg-type]
+                return self.filters.pattern_removed(name)
+            return []
+        table = self.tables[kind.slot]
+        subs = table.get(name)
+        if subs is None:
+            return []
+        if type(subs) is set:
+            subs.discard(client)
+            if len(subs) == 1:
+                table[name] = next(iter(subs))
+            return []
+        if subs is not client:
+            return []
+        del table[name]
+        if name in self.tables[kind.slot ^ 1]:
+            return []
+        return self.filters.channel_removed(name)
+
+    def count(self, kind: Kind, name: bytes) -> int:
+        """Subscribers of ``name`` (PUBSUB NUMSUB / SHARDNUMSUB)."""
+        subs = self.tables[kind.slot].get(name)
+        return 0 if subs is None else len(subs) if type(subs) is set else 1
+
+    # ------------------------------------------------------------ commands
+
+    def subscribe(self, kind: Kind, client: ClientOutput, names: list[bytes]) -> Reply:
+        """(P|S)SUBSCRIBE: one confirmation per name, written once every
+        announced filter change was acknowledged (subscribe visibility)."""
+        return self.run(Bulk(self, client, (kind,), names, adding=True))
+
+    def unsubscribe(self, kind: Kind, client: ClientOutput, names: list[bytes]) -> Reply:
+        """(P|S)UNSUBSCRIBE: the names given, or (none given) every name of
+        ``kind`` the client has, or ``[kind, nil, count]`` when it has none."""
+        if not names and not getattr(client, kind.own):
+            return resp.confirmation(kind.unsubscribe, None, kind.count(client), client.resp)
+        return self.run(Bulk(self, client, (kind,), names or None, adding=False))
+
+    def drop(self, client: ClientOutput) -> asyncio.Future[bytes] | None:
+        """The one unsubscribe-all: every subscription of a client that went
+        away or sent RESET, no confirmation; None when done at once, else the
+        future of its end."""
+        reply = self.run(Bulk(self, client, ALL_KINDS, None, adding=False, confirm=False))
+        return None if type(reply) is bytes else cast("asyncio.Future[bytes]", reply)
+
+    def run(self, job: Work) -> Reply:
+        """Run ``job`` now if the loop turn's budget has room for it (or in
+        EXEC, whose commands never wait), else queue it and return the
+        future of its reply: the client waits, blocked, behind it."""
+        if job.client.extras.in_exec or self.budget.admit(job.weight):
+            job.step(1 << 62)
+            return job.reply if job.waits is None or job.client.extras.in_exec else job.waited()
+        job.future = asyncio.get_running_loop().create_future()
+        self.budget.queue(job)
+        return job.future
+
+    # ------------------------------------------------------------ delivery
+
+    def deliver(self, kind: Kind, channel: bytes, message: bytes) -> int:
+        """Write a message to this node's subscribers of ``channel`` (then,
+        for CHANNELS, to those of the matching patterns: Redis's
+        ``pubsubPublishMessage`` order); returns how many got it. Each frame
+        is encoded once, nothing is encoded without a receiver."""
+        subs = self.tables[kind.slot].get(channel)
+        node = self.node
+        n = 0 if subs is None else write_to_all(node, subs, kind.frame(channel, message))
+        if kind.patterned and self.patterns.lengths:
+            pmessage = resp.pmessage
+            for pattern, psubs in self.patterns.matches(channel):
+                n += write_to_all(node, psubs, pmessage(pattern, channel, message))
+        node.stats.messages_delivered += n
+        return n
+
+
+class Work:
+    """A job of the budget (:class:`router.budget.Job`) with a reply: run
+    whole at once, or in slices while its client waits on :attr:`future`."""
+
+    __slots__ = ("client", "done", "future", "node", "parts", "waits", "weight")
+
+    def __init__(self, node: Node, client: ClientOutput, weight: int) -> None:
+        self.node = node
+        self.client = client
+        self.weight = weight
+        self.done = False
+        self.parts: list[bytes] = []
+        self.waits: list[asyncio.Future[None]] | None = None  # visibility waits
+        self.future: asyncio.Future[bytes] | None = None
+
+    @property
+    def reply(self) -> bytes:
+        return b"".join(self.parts)
+
+    def step(self, ops: int) -> int:
+        raise NotImplementedError
+
+    def finish(self) -> None:
+        """Called by ``step`` once the work is done: resolve the future."""
+        self.done = True
+        future = self.future
+        if future is None or future.done():
+            return
+        if self.waits is None:
+            future.set_result(self.reply)
+            return
+
+        def confirmed(waited: asyncio.Future[bytes]) -> None:
+            if not future.done():
+                future.set_result(waited.result())
+
+        self.waited().add_done_callback(confirmed)
+
+    def waited(self) -> asyncio.Future[bytes]:
+        """The reply once every visibility wait has ended."""
+        waits = cast("list[asyncio.Future[None]]", self.waits)
+        gathered = waits[0] if len(waits) == 1 else asyncio.gather(*waits, return_exceptions=True)
+        return self.node.after(cast("asyncio.Future[None]", gathered), self.reply)
+
+
+class Bulk(Work):
+    """Subscribe or unsubscribe one client to many names of some kinds:
+    ``names`` given, or (None) every name of each kind the client has, taken
+    off its set one by one (``set.pop``: O(1), no copy of a million names)."""
+
+    __slots__ = ("adding", "confirm", "i", "kinds", "names", "pubsub")
+
+    def __init__(
+        self,
+        pubsub: PubSub,
+        client: ClientOutput,
+        kinds: Sequence[Kind],
+        names: list[bytes] | None,
+        adding: bool,
+        confirm: bool = True,
+    ) -> None:
+        weight = sum(
+            (len(names) if names is not None else len(getattr(client, kind.own)))
+            * (PATTERN_WEIGHT if kind is PATTERNS else 1)
+            for kind in kinds
+        )
+        super().__init__(pubsub.node, client, weight)
+        self.pubsub = pubsub
+        self.kinds = list(kinds)
+        self.names = names
+        self.adding = adding
+        self.confirm = confirm
+        self.i = 0
+
+    def step(self, ops: int) -> int:
+        client = self.client
+        if client.closed and self.confirm:  # the disconnect's own drop takes over
+            self.finish()
+            return 1
+        changes: list[FilterChange] = []
+        used = 0
+        while self.kinds and used < ops:
+            kind = self.kinds[0]
+            weight = PATTERN_WEIGHT if kind is PATTERNS else 1
+            used += weight * self._some(kind, max(1, (ops - used) // weight), changes)
+        self._announce(changes)
+        if not self.kinds:
+            self.finish()
+        return used
+
+    def _some(self, kind: Kind, ops: int, changes: list[FilterChange]) -> int:
+        """Up to ``ops`` names of ``kind``; drops the kind once it is done."""
+        client = self.client
+        pubsub = self.pubsub
+        parts = self.parts
+        confirm = self.confirm
+        name_b = kind.subscribe if self.adding else kind.unsubscribe
+        count = kind.count
+        version = client.resp
+        own: set[bytes] = getattr(client, kind.own)
+        names = self.names
+        if names is None:  # bare: every name the client has, popped
+            remove = pubsub.remove
+            done = 0
+            while own and done < ops:
+                name = own.pop()
+                changes += remove(kind, client, name)
+                if confirm:
+                    parts.append(resp.confirmation(name_b, name, count(client), version))
+                done += 1
+            if not own:
+                self.kinds.pop(0)
+            return max(done, 1)
+        i = self.i
+        end = min(len(names), i + ops)
+        adding = self.adding
+        for name in names[i:end]:
+            if adding:
+                changes += pubsub.add(kind, client, name)
+            elif name in own:
+                own.discard(name)
+                changes += pubsub.remove(kind, client, name)
+            parts.append(resp.confirmation(name_b, name, count(client), version))
+        self.i = end
+        if end == len(names):
+            self.kinds.pop(0)
+        return max(end - i, 1)
+
+    def _announce(self, changes: list[FilterChange]) -> None:
+        """One announcement per slice: one delta round, one wait (subscribe
+        visibility; unsubscribes never wait)."""
+        wait = self.node.filters_changed(changes)
+        if wait is not None and self.adding:
+            if self.waits is None:
+                self.waits = []
+            self.waits.append(wait)
+
+
+def write_to_all(node: Node, subs: Any, frame2: bytes) -> int:
+    """Queue one pub/sub frame (RESP2 bytes; a RESP3 client gets it as a push)
+    for ``subs``: one client, or a set of clients; returns how many.
+
+    The fan-out loop. For a client whose queue already holds output this loop
+    turn (so it is already due to be flushed), the frame is appended in line:
+    the call per receiver was a fifth of the cost of a delivered message
+    (``bench.hot_path``, 10 subscribers). Anything else (a first frame this
+    turn, a held or closed client, a RESP3 client) goes through ``write()``.
+
+    A frame appended in line is not added to its client's ``_out_bytes``:
+    that read-modify-write of an int was a third of the loop. The loop's bytes
+    are added once to ``node.turn_output`` instead. No queue holds more than
+    all of them together, so when that total passes the pubsub hard limit,
+    every queue is written at once (``node.flush_all``), where its client's
+    own count would have had it written (``write()``)."""
+    if type(subs) is not set:
+        subs = (subs,)
+    frame3: bytes | None = None
+    for client in subs:
+        if client.resp == 2:
+            out = client._out
+            if out and client._blocked is None and not client.closed:
+                out.append(frame2)
+            else:
+                client.write(frame2)
+        else:
+            if frame3 is None:
+                frame3 = resp.as_push(frame2)
+            client.write(frame3)
+    n = len(subs)
+    queued = node.turn_output + n * len(frame2)
+    node.turn_output = queued
+    limit = node.config.pubsub_hard_limit  # 0: no limit
+    if limit and queued > limit:
+        node.flush_all()
+    return n
