@@ -25,7 +25,11 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from time import perf_counter
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol, cast
+
+if TYPE_CHECKING:
+    from router.client_output import ClientOutput
+    from router.node import Node
 
 #: operations of bulk work per loop turn, all clients together (~2-5 ms)
 OPS_PER_TURN = 2048
@@ -109,3 +113,48 @@ class Budget:
         else:
             self.left = max(left, RESERVE_OPS)
             self._scheduled = False
+
+
+class Work:
+    """A job of the budget (:class:`router.budget.Job`) with a reply: run
+    whole at once, or in slices while its client waits on :attr:`future`."""
+
+    __slots__ = ("client", "done", "future", "node", "parts", "waits", "weight")
+
+    def __init__(self, node: Node, client: ClientOutput, weight: int) -> None:
+        self.node = node
+        self.client = client
+        self.weight = weight
+        self.done = False
+        self.parts: list[bytes] = []
+        self.waits: list[asyncio.Future[None]] | None = None  # visibility waits
+        self.future: asyncio.Future[bytes] | None = None
+
+    @property
+    def reply(self) -> bytes:
+        return b"".join(self.parts)
+
+    def step(self, ops: int) -> int:
+        raise NotImplementedError
+
+    def finish(self) -> None:
+        """Called by ``step`` once the work is done: resolve the future."""
+        self.done = True
+        future = self.future
+        if future is None or future.done():
+            return
+        if self.waits is None:
+            future.set_result(self.reply)
+            return
+
+        def confirmed(waited: asyncio.Future[bytes]) -> None:
+            if not future.done():
+                future.set_result(waited.result())
+
+        self.waited().add_done_callback(confirmed)
+
+    def waited(self) -> asyncio.Future[bytes]:
+        """The reply once every visibility wait has ended."""
+        waits = cast("list[asyncio.Future[None]]", self.waits)
+        gathered = waits[0] if len(waits) == 1 else asyncio.gather(*waits, return_exceptions=True)
+        return self.node.after(cast("asyncio.Future[None]", gathered), self.reply)

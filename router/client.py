@@ -76,9 +76,11 @@ class Client(ClientOutput, asyncio.Protocol):
         self.resp = 2
         self.user = node.acl.default  # Redis: every client starts as the default user
         self.authenticated = not node.acl.default_requires_auth()
-        self.channels: set[bytes] = set()
-        self.patterns: set[bytes] = set()
-        self.shard_channels: set[bytes] = set()
+        # subscriptions, {name: None}: a dict of bytes is never tracked by
+        # the collector (a set always is); router/pubsub.py keeps them
+        self.channels: dict[bytes, None] = {}
+        self.patterns: dict[bytes, None] = {}
+        self.shard_channels: dict[bytes, None] = {}
         self.transport: asyncio.Transport | None = None
         self.parser = parser.RequestParser(
             node.config.proto_max_bulk_len, node.config.max_multibulk_len

@@ -31,9 +31,9 @@ class ClientOutput:
     extras: ClientExtras
     transport: asyncio.Transport | None
     closed: bool
-    channels: set[bytes]
-    patterns: set[bytes]
-    shard_channels: set[bytes]
+    channels: dict[bytes, None]  # subscriptions (router/pubsub.py)
+    patterns: dict[bytes, None]
+    shard_channels: dict[bytes, None]
     resp: int  # 2 or 3 (HELLO)
     _blocked: asyncio.Future[bytes] | None
     _held: list[bytes]

@@ -199,6 +199,7 @@ def info_sections(node: Node) -> dict[str, Section]:
         "cluster": {"cluster_enabled": 1, **cluster} if cluster_enabled else {"cluster_enabled": 0},
         "keyspace": {},
         "filters": dict(registry.filter_info()),
+        "collector": {**node.gc_pauses.info_fields(), "pubsub_jobs": node.pubsub.budget.pending},
     }
     if node.forwards_lost_from:
         sections["forwards_lost"] = {

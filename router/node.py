@@ -40,6 +40,7 @@ from router import resp
 from router.acl import Acl
 from router.client import Client
 from router.client_output import ClientOutput
+from router.collector import Pauses
 from router.config import NodeConfig
 from router.pause import ClientPause
 from router.protected import DENIED, denies
@@ -66,6 +67,8 @@ class Node:
         self.registry = Registry(config.filter_capacity, config.filter_fp_rate)  # the filters
         # subscriptions, delivery, the bulk-work budget (router/pubsub.py)
         self.pubsub = PubSub(self, self.registry)
+        # collections timed once the process settles (router/collector.py)
+        self.gc_pauses = Pauses()
         self.link: ClusterLink = NoPeers(self.node_id, first_host(config.bind), config.port)
         self.tap: TrafficRecorder | None = None  # set by whoever wires the node
         self.clients: dict[int, Client] = {}
@@ -303,7 +306,11 @@ class Node:
         if self.config.on_publish_loss != "disconnect":
             return
         for client in list(self.clients.values()):
-            if (client.channels - {LOSS_CHANNEL}) or client.patterns or client.shard_channels:
+            if (
+                (client.channels.keys() - {LOSS_CHANNEL})
+                or client.patterns
+                or client.shard_channels
+            ):
                 self.stats.loss_disconnections += 1
                 client.flush()
                 if client.transport is not None:

@@ -46,6 +46,11 @@ class PatternIndex(Generic[S]):
         #: patterns (a plain attribute: PUBLISH tests it on every call)
         self.lengths: tuple[int, ...] = ()
 
+    @property
+    def table(self) -> dict[bytes, S | set[S]]:
+        """pattern -> its subscriber or set of subscribers."""
+        return self._subs
+
     def __len__(self) -> int:
         return len(self._subs)
 

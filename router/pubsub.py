@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from cluster_bus.api import FilterChange
 from router import resp
-from router.budget import Budget
+from router.budget import Budget, Work
 from router.pattern_index import PatternIndex
 
 if TYPE_CHECKING:
@@ -49,9 +49,9 @@ Reply = bytes | asyncio.Future[bytes]
 class Subscriber(Protocol):
     """What subscriptions and delivery need of a client."""
 
-    channels: set[bytes]
-    patterns: set[bytes]
-    shard_channels: set[bytes]
+    channels: dict[bytes, None]  # {name: None}: never tracked by the collector
+    patterns: dict[bytes, None]
+    shard_channels: dict[bytes, None]
     resp: int
     closed: bool
 
@@ -97,6 +97,10 @@ ALL_KINDS = (CHANNELS, SHARD_CHANNELS, PATTERNS)
 PATTERN_WEIGHT = 4
 
 
+def _weight(kind: Kind) -> int:
+    return PATTERN_WEIGHT if kind is PATTERNS else 1
+
+
 def kind_of(shard: bool) -> Kind:
     """The kind the bus seam's flag stands for."""
     return SHARD_CHANNELS if shard else CHANNELS
@@ -117,6 +121,10 @@ class PubSub:
         self.budget = Budget()
         filters.channel_names = self.channel_names
 
+    def tables_to_freeze(self) -> tuple[dict[bytes, Any], ...]:
+        """The big tables, for :func:`router.collector.settle`."""
+        return (self.channels, self.shard_channels, self.patterns.table)
+
     def channel_names(self) -> set[bytes]:
         """Every name in the channel filter (both channel kinds)."""
         return set(self.channels) | set(self.shard_channels)
@@ -125,10 +133,10 @@ class PubSub:
 
     def add(self, kind: Kind, client: Subscriber, name: bytes) -> list[FilterChange]:
         """Subscribe ``client`` to ``name``; the filter changes, if any."""
-        own: set[bytes] = getattr(client, kind.own)
+        own: dict[bytes, None] = getattr(client, kind.own)
         if name in own:
             return []
-        own.add(name)
+        own[name] = None
         if kind.slot == 2:
             if self.patterns.add(name, client):  # type: ignore[arg-type]
                 return self.filters.pattern_added(name)
@@ -223,55 +231,11 @@ class PubSub:
         return n
 
 
-class Work:
-    """A job of the budget (:class:`router.budget.Job`) with a reply: run
-    whole at once, or in slices while its client waits on :attr:`future`."""
-
-    __slots__ = ("client", "done", "future", "node", "parts", "waits", "weight")
-
-    def __init__(self, node: Node, client: ClientOutput, weight: int) -> None:
-        self.node = node
-        self.client = client
-        self.weight = weight
-        self.done = False
-        self.parts: list[bytes] = []
-        self.waits: list[asyncio.Future[None]] | None = None  # visibility waits
-        self.future: asyncio.Future[bytes] | None = None
-
-    @property
-    def reply(self) -> bytes:
-        return b"".join(self.parts)
-
-    def step(self, ops: int) -> int:
-        raise NotImplementedError
-
-    def finish(self) -> None:
-        """Called by ``step`` once the work is done: resolve the future."""
-        self.done = True
-        future = self.future
-        if future is None or future.done():
-            return
-        if self.waits is None:
-            future.set_result(self.reply)
-            return
-
-        def confirmed(waited: asyncio.Future[bytes]) -> None:
-            if not future.done():
-                future.set_result(waited.result())
-
-        self.waited().add_done_callback(confirmed)
-
-    def waited(self) -> asyncio.Future[bytes]:
-        """The reply once every visibility wait has ended."""
-        waits = cast("list[asyncio.Future[None]]", self.waits)
-        gathered = waits[0] if len(waits) == 1 else asyncio.gather(*waits, return_exceptions=True)
-        return self.node.after(cast("asyncio.Future[None]", gathered), self.reply)
-
-
 class Bulk(Work):
     """Subscribe or unsubscribe one client to many names of some kinds:
     ``names`` given, or (None) every name of each kind the client has, taken
-    off its set one by one (``set.pop``: O(1), no copy of a million names)."""
+    off its dict one by one (``popitem``: O(1), no copy of a million names).
+    A name costs its kind's weight plus one operation per KiB of it."""
 
     __slots__ = ("adding", "confirm", "i", "kinds", "names", "pubsub")
 
@@ -284,11 +248,10 @@ class Bulk(Work):
         adding: bool,
         confirm: bool = True,
     ) -> None:
-        weight = sum(
-            (len(names) if names is not None else len(getattr(client, kind.own)))
-            * (PATTERN_WEIGHT if kind is PATTERNS else 1)
-            for kind in kinds
-        )
+        weight = 0
+        for kind in kinds:
+            some = names if names is not None else getattr(client, kind.own)
+            weight += len(some) * _weight(kind) + (sum(map(len, some)) >> 10)
         super().__init__(pubsub.node, client, weight)
         self.pubsub = pubsub
         self.kinds = list(kinds)
@@ -305,51 +268,57 @@ class Bulk(Work):
         changes: list[FilterChange] = []
         used = 0
         while self.kinds and used < ops:
-            kind = self.kinds[0]
-            weight = PATTERN_WEIGHT if kind is PATTERNS else 1
-            used += weight * self._some(kind, max(1, (ops - used) // weight), changes)
+            used += self._some(self.kinds[0], ops - used, changes)
         self._announce(changes)
         if not self.kinds:
             self.finish()
         return used
 
     def _some(self, kind: Kind, ops: int, changes: list[FilterChange]) -> int:
-        """Up to ``ops`` names of ``kind``; drops the kind once it is done."""
+        """Names of ``kind`` for about ``ops`` operations; returns those used
+        (at least one); drops the kind once it is done."""
         client = self.client
         pubsub = self.pubsub
-        parts = self.parts
         confirm = self.confirm
         name_b = kind.subscribe if self.adding else kind.unsubscribe
         count = kind.count
         version = client.resp
-        own: set[bytes] = getattr(client, kind.own)
+        weight = _weight(kind)
+        own: dict[bytes, None] = getattr(client, kind.own)
         names = self.names
+        out: list[bytes] = []
+        used = 0
         if names is None:  # bare: every name the client has, popped
             remove = pubsub.remove
-            done = 0
-            while own and done < ops:
-                name = own.pop()
+            popitem = own.popitem
+            while own and used < ops:
+                name = popitem()[0]
+                used += weight + (len(name) >> 10)
                 changes += remove(kind, client, name)
                 if confirm:
-                    parts.append(resp.confirmation(name_b, name, count(client), version))
-                done += 1
-            if not own:
-                self.kinds.pop(0)
-            return max(done, 1)
-        i = self.i
-        end = min(len(names), i + ops)
-        adding = self.adding
-        for name in names[i:end]:
-            if adding:
-                changes += pubsub.add(kind, client, name)
-            elif name in own:
-                own.discard(name)
-                changes += pubsub.remove(kind, client, name)
-            parts.append(resp.confirmation(name_b, name, count(client), version))
-        self.i = end
-        if end == len(names):
+                    out.append(resp.confirmation(name_b, name, count(client), version))
+            done = not own
+        else:
+            i = self.i
+            n = len(names)
+            adding = self.adding
+            while i < n and used < ops:
+                name = names[i]
+                i += 1
+                used += weight + (len(name) >> 10)
+                if adding:
+                    changes += pubsub.add(kind, client, name)
+                elif name in own:
+                    del own[name]
+                    changes += pubsub.remove(kind, client, name)
+                out.append(resp.confirmation(name_b, name, count(client), version))
+            self.i = i
+            done = i == n
+        self.parts.append(b"".join(out))  # one part per slice: a short list
+        if done:
             self.kinds.pop(0)
-        return max(end - i, 1)
+            self.i = 0
+        return max(used, 1)
 
     def _announce(self, changes: list[FilterChange]) -> None:
         """One announcement per slice: one delta round, one wait (subscribe

@@ -16,9 +16,9 @@ class FakeSubscriber:
 
     def __init__(self, name: str, resp: int = 2) -> None:
         self.name = name
-        self.channels: set[bytes] = set()
-        self.patterns: set[bytes] = set()
-        self.shard_channels: set[bytes] = set()
+        self.channels: dict[bytes, None] = {}
+        self.patterns: dict[bytes, None] = {}
+        self.shard_channels: dict[bytes, None] = {}
         self.resp = resp
         self.closed = False
         self.extras = SimpleNamespace(in_exec=False)

@@ -177,8 +177,22 @@ def test_plain_segments_keep_the_nesting_limit():
     assert match_segments(plain_segments(b"\\a" * 50_000) or (), b"a" * 50_000)
 
 
-def test_literal_prefix_is_the_pattern_filters_uncapped():
+@settings(max_examples=2000, deadline=None)
+@given(st.lists(st.sampled_from([*list(b"a\\*?["), 0, 255]), max_size=16).map(bytes))
+def test_literal_prefix_is_the_pattern_filters_uncapped(pattern):
     from bloom import literal_prefix as bloom_prefix
 
-    for pattern in (b"ab\\", b"a\\*b*", b"\\\\x?", b"", b"*a", b"abc", b"\\a" * 1000 + b"[x"):
+    assert literal_prefix(pattern) == bloom_prefix(pattern, len(pattern))
+
+
+def test_literal_prefix_of_long_escapes_and_every_byte_value():
+    from bloom import literal_prefix as bloom_prefix
+
+    every = bytes(range(256)).replace(b"*", b"").replace(b"?", b"").replace(b"[", b"")
+    for pattern in (
+        b"\\a" * 50_000,
+        b"\\\\" * 1000 + b"\\",
+        every + b"\\\\\\a" + every + b"\\",
+        b"ab\\",
+    ):
         assert literal_prefix(pattern) == bloom_prefix(pattern, len(pattern))
