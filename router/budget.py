@@ -31,12 +31,13 @@ if TYPE_CHECKING:
     from router.client_output import ClientOutput
     from router.node import Node
 
-#: operations of bulk work per loop turn, all clients together (~2-5 ms)
-OPS_PER_TURN = 2048
+#: operations of bulk work per loop turn, all clients together (~1-2 ms:
+#: a turn with nothing else to do costs ~20 us, so small slices lose little)
+OPS_PER_TURN = 512
 #: the most one loop turn spends on queued jobs, whatever their weight
-SECONDS_PER_TURN = 0.004
+SECONDS_PER_TURN = 0.002
 #: a job runs at most this many operations before the next job's turn
-SLICE_OPS = 256
+SLICE_OPS = 64
 #: kept back after the queue ran for the clients read in the next turn, so
 #: small commands run at once while a big job is in progress
 RESERVE_OPS = OPS_PER_TURN // 4

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from cluster_bus.api import FilterChange
 from router import resp
-from router.budget import Budget, Work
+from router.budget import OPS_PER_TURN, Budget, Work
 from router.pattern_index import PatternIndex
 
 if TYPE_CHECKING:
@@ -223,7 +223,7 @@ class PubSub:
         subs = self.tables[kind.slot].get(channel)
         node = self.node
         n = 0 if subs is None else write_to_all(node, subs, kind.frame(channel, message))
-        if kind.patterned and self.patterns.lengths:
+        if kind.patterned and self.patterns.table:
             pmessage = resp.pmessage
             for pattern, psubs in self.patterns.matches(channel):
                 n += write_to_all(node, psubs, pmessage(pattern, channel, message))
@@ -237,7 +237,7 @@ class Bulk(Work):
     off its dict one by one (``popitem``: O(1), no copy of a million names).
     A name costs its kind's weight plus one operation per KiB of it."""
 
-    __slots__ = ("adding", "confirm", "i", "kinds", "names", "pubsub")
+    __slots__ = ("adding", "confirm", "kinds", "names", "pubsub")
 
     def __init__(
         self,
@@ -251,14 +251,17 @@ class Bulk(Work):
         weight = 0
         for kind in kinds:
             some = names if names is not None else getattr(client, kind.own)
-            weight += len(some) * _weight(kind) + (sum(map(len, some)) >> 10)
+            weight += len(some) * _weight(kind)
+            if len(some) <= OPS_PER_TURN:  # (a bigger one is sliced anyway)
+                weight += sum(map(len, some)) >> 10
         super().__init__(pubsub.node, client, weight)
         self.pubsub = pubsub
         self.kinds = list(kinds)
+        if names is not None:
+            names.reverse()  # taken with pop(): each name is freed once done
         self.names = names
         self.adding = adding
         self.confirm = confirm
-        self.i = 0
 
     def step(self, ops: int) -> int:
         client = self.client
@@ -299,12 +302,10 @@ class Bulk(Work):
                     out.append(resp.confirmation(name_b, name, count(client), version))
             done = not own
         else:
-            i = self.i
-            n = len(names)
             adding = self.adding
-            while i < n and used < ops:
-                name = names[i]
-                i += 1
+            pop = names.pop
+            while names and used < ops:
+                name = pop()
                 used += weight + (len(name) >> 10)
                 if adding:
                     changes += pubsub.add(kind, client, name)
@@ -312,12 +313,10 @@ class Bulk(Work):
                     del own[name]
                     changes += pubsub.remove(kind, client, name)
                 out.append(resp.confirmation(name_b, name, count(client), version))
-            self.i = i
-            done = i == n
+            done = not names
         self.parts.append(b"".join(out))  # one part per slice: a short list
         if done:
             self.kinds.pop(0)
-            self.i = 0
         return max(used, 1)
 
     def _announce(self, changes: list[FilterChange]) -> None:

@@ -45,13 +45,16 @@ class _Channels(Work):
         # a long pattern may cost more per name (bounded by its length)
         self.per_name = 1 if glob is None else 1 + len(glob.pattern) // 64
         super().__init__(node, client, len(names) * self.per_name)
+        names.reverse()
         self.names = names
         self.glob = glob
         self.found = 0
 
     def step(self, ops: int) -> int:
         take = max(1, ops // self.per_name)
-        chunk, self.names = self.names[:take], self.names[take:]
+        names = self.names  # reversed: the next ones at the end, each freed once done
+        chunk = names[-take:][::-1]
+        del names[-take:]
         if self.glob is not None:
             chunk = self.glob.filter(chunk)
         self.found += len(chunk)
@@ -65,23 +68,26 @@ class _Channels(Work):
 class _Numsub(Work):
     """PUBSUB (SHARD)NUMSUB: ``[name, count, ...]`` in slices."""
 
-    __slots__ = ("i", "kind", "names")
+    __slots__ = ("kind", "names")
 
     def __init__(self, node: Node, client: Client, kind: Kind, names: list[bytes]) -> None:
         super().__init__(node, client, len(names))
         self.kind = kind
+        names.reverse()  # taken with pop(): each name is freed once done
         self.names = names
-        self.i = 0
         self.parts.append(resp.array_header(2 * len(names)))
 
     def step(self, ops: int) -> int:
-        i = self.i
         count = self.node.pubsub.count
         kind = self.kind
-        for name in self.names[i : i + ops]:
-            self.parts.append(resp.bulk(name) + resp.integer(count(kind, name)))
-        self.i = i + ops
-        if self.i >= len(self.names):
+        names = self.names
+        pop = names.pop
+        out = []
+        for _ in range(min(ops, len(names))):
+            name = pop()
+            out.append(resp.bulk(name) + resp.integer(count(kind, name)))
+        self.parts.append(b"".join(out))
+        if not names:
             self.finish()
         return ops
 
