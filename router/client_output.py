@@ -13,10 +13,9 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
-from collections.abc import Collection
 from typing import TYPE_CHECKING, cast
 
-from router import client_log, resp
+from router import client_log
 
 if TYPE_CHECKING:
     from router.client import Client
@@ -157,40 +156,3 @@ class ClientOutput:
         collects what its commands write into its own reply)."""
         saved, self._out = self._out, out
         return saved
-
-
-def write_to_all(node: Node, subs: Collection[ClientOutput], frame2: bytes) -> int:
-    """Queue one pub/sub frame (RESP2 bytes; a RESP3 client gets it as a push)
-    for every client in ``subs``; returns how many.
-
-    The fan-out loop. For a client whose queue already holds output this loop
-    turn (so it is already due to be flushed), the frame is appended in line:
-    the call per receiver was a fifth of the cost of a delivered message
-    (``bench.hot_path``, 10 subscribers). Anything else (a first frame this
-    turn, a held or closed client, a RESP3 client) goes through ``write()``.
-
-    A frame appended in line is not added to its client's ``_out_bytes``:
-    that read-modify-write of an int was a third of the loop. The loop's bytes
-    are added once to ``node.turn_output`` instead. No queue holds more than
-    all of them together, so when that total passes the pubsub hard limit,
-    every queue is written at once (``node.flush_all``), where its client's
-    own count would have had it written (``write()``)."""
-    frame3: bytes | None = None
-    for client in subs:
-        if client.resp == 2:
-            out = client._out
-            if out and client._blocked is None and not client.closed:
-                out.append(frame2)
-            else:
-                client.write(frame2)
-        else:
-            if frame3 is None:
-                frame3 = resp.as_push(frame2)
-            client.write(frame3)
-    n = len(subs)
-    queued = node.turn_output + n * len(frame2)
-    node.turn_output = queued
-    limit = node.config.pubsub_hard_limit  # 0: no limit
-    if limit and queued > limit:
-        node.flush_all()
-    return n

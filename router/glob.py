@@ -112,7 +112,7 @@ class Glob:
     with) and compiling the regex, which only a string that passes those
     cheap checks pays for."""
 
-    __slots__ = ("_head", "_regex", "_short", "_source", "_tail", "_width", "pattern")
+    __slots__ = ("_head", "_regex", "_segments", "_short", "_source", "_tail", "_width", "pattern")
 
     def __init__(self, pattern: bytes) -> None:
         self.pattern = pattern
@@ -123,8 +123,15 @@ class Glob:
         self._width = 0  # bytes every match consumes ('?', classes, literals)
         self._head = b""  # literal bytes every match starts with
         self._tail = b""  # ... and ends with
+        # a pattern without '?' or '[' is matched by its literal segments, no
+        # regex to compile (match_segments)
+        self._segments: tuple[bytes, ...] | None = None
+        if b"?" not in pattern and b"[" not in pattern:
+            self._segments = plain_segments(pattern)
 
     def match(self, string: bytes) -> bool:
+        if self._segments is not None:
+            return match_segments(self._segments, string)
         if not string:
             return not self.pattern
         if self._source is None and not self._read(len(string)):
@@ -139,6 +146,9 @@ class Glob:
 
     def filter(self, names: Iterable[bytes]) -> list[bytes]:
         """The names that match, in order (the regex runs in one C loop)."""
+        if self._segments is not None:
+            segments = self._segments
+            return [n for n in names if match_segments(segments, n)]
         names = list(names)
         if not self.pattern:
             return [n for n in names if not n]
