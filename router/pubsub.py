@@ -209,8 +209,10 @@ class PubSub:
         if job.client.extras.in_exec or self.budget.admit(job.weight):
             job.step(1 << 62)
             return job.reply if job.waits is None or job.client.extras.in_exec else job.waited()
-        job.future = asyncio.get_running_loop().create_future()
         self.budget.queue(job)
+        if job.client.closed:  # a gone client's drop: nobody waits for it
+            return b""
+        job.future = asyncio.get_running_loop().create_future()
         return job.future
 
     # ------------------------------------------------------------ delivery
@@ -252,7 +254,7 @@ class Bulk(Work):
         for kind in kinds:
             some = names if names is not None else getattr(client, kind.own)
             weight += len(some) * _weight(kind)
-            if len(some) <= OPS_PER_TURN:  # (a bigger one is sliced anyway)
+            if confirm and len(some) <= OPS_PER_TURN:  # (a bigger one is sliced anyway)
                 weight += sum(map(len, some)) >> 10
         super().__init__(pubsub.node, client, weight)
         self.pubsub = pubsub
