@@ -1,7 +1,10 @@
 """PUBLISH and SPUBLISH: deliver locally, then let the ClusterLink forward.
 
 The reply is the number of local receivers, as Redis Cluster replies (a
-node cannot know the remote count without waiting).
+node cannot know the remote count without waiting). A PUBLISH that takes the
+loop turn's queued messages past ``FANOUT_BYTES_PER_TURN`` answers on the
+next turn, so a pipeline of big messages to many subscribers is written a
+turn at a time (Redis bounds each client's writes per turn instead).
 """
 
 from __future__ import annotations
@@ -10,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from router import resp
 from router.commands.base import Command, Reply
-from router.pubsub import CHANNELS, SHARD_CHANNELS
+from router.pubsub import CHANNELS, FANOUT_BYTES_PER_TURN, SHARD_CHANNELS
 from router.resp import SMALL_INTEGERS
 
 if TYPE_CHECKING:
@@ -20,11 +23,17 @@ if TYPE_CHECKING:
 
 def publish(node: Node, client: Client, args: list[bytes]) -> Reply:
     receivers = node.publish(args[1], args[2], CHANNELS)
-    return SMALL_INTEGERS[receivers] if receivers < 1024 else resp.integer(receivers)
+    reply = SMALL_INTEGERS[receivers] if receivers < 1024 else resp.integer(receivers)
+    if node.turn_output > FANOUT_BYTES_PER_TURN and not client.extras.in_exec:
+        return node.pubsub.after_turn(reply)  # the rest of its pipeline next turn
+    return reply
 
 
 def spublish(node: Node, client: Client, args: list[bytes]) -> Reply:
-    return resp.integer(node.publish(args[1], args[2], SHARD_CHANNELS))
+    reply = resp.integer(node.publish(args[1], args[2], SHARD_CHANNELS))
+    if node.turn_output > FANOUT_BYTES_PER_TURN and not client.extras.in_exec:
+        return node.pubsub.after_turn(reply)
+    return reply
 
 
 COMMANDS = (
