@@ -237,9 +237,12 @@ class PubSub:
         ``pubsubPublishMessage`` order); returns how many got it. Each frame
         is encoded once, nothing is encoded without a receiver."""
         subs = self.tables[kind.slot].get(channel)
+        patterned = kind.patterned and self.patterns.table
+        if subs is None and not patterned:
+            return 0
         node = self.node
         n = 0 if subs is None else write_to_all(node, subs, kind.frame(channel, message))
-        if kind.patterned and self.patterns.table:
+        if patterned:
             pmessage = resp.pmessage
             for pattern, psubs in self.patterns.matches(channel):
                 n += write_to_all(node, psubs, pmessage(pattern, channel, message))
