@@ -42,9 +42,10 @@ from router.client import Client
 from router.client_output import ClientOutput
 from router.collector import Pauses
 from router.config import NodeConfig
+from router.kinds import CHANNELS, Kind, kind_of
 from router.pause import ClientPause
 from router.protected import DENIED, denies
-from router.pubsub import CHANNELS, Kind, PubSub, kind_of
+from router.pubsub import PubSub
 from router.registry import Registry
 from router.stats import InstantaneousMetrics, NodeStats
 

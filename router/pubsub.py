@@ -1,13 +1,11 @@
 """Pub/sub: the node's subscriptions, the pattern index, delivery and fan-out,
 in one place, as Redis's ``src/pubsub.c``.
 
-Channel kinds are descriptors, Redis's ``pubsubtype``: :data:`CHANNELS` and
-:data:`SHARD_CHANNELS` differ only in their table, their reply names, their
-message frame, the count their confirmations carry and whether pattern
-subscribers also receive. :data:`PATTERNS` is the third kind a client holds
-(``psubscribe`` / ``punsubscribe``), kept in a :class:`PatternIndex`. The
-bus seam keeps its ``shard`` flag (``cluster_bus.api``); :func:`kind_of` maps
-it at the edge.
+Every operation takes a kind (:mod:`router.kinds`, Redis's ``pubsubtype``
+as descriptors): ``CHANNELS`` and ``SHARD_CHANNELS`` differ only in their
+table here (``kind.slot``), their reply names, their message frame, the count
+their confirmations carry and whether pattern subscribers also receive;
+``PATTERNS`` is kept in a :class:`PatternIndex`.
 
 Redis's rules (7.0.15): one confirmation per argument, ``[kind, name, count]``
 where count is the client's channels + patterns (shard channels counted apart);
@@ -29,13 +27,20 @@ to walk); two or more share a set.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from collections import deque
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, cast
 
 from cluster_bus.api import FilterChange
 from router import resp
 from router.budget import OPS_PER_TURN, Budget, Work
+from router.kinds import (
+    ALL_KINDS,
+    PATTERN_WEIGHT,
+    Kind,
+    Subscriber,
+    weight,
+)
 from router.pattern_index import PatternIndex
 
 if TYPE_CHECKING:
@@ -46,55 +51,6 @@ if TYPE_CHECKING:
 Reply = bytes | asyncio.Future[bytes]
 
 
-class Subscriber(Protocol):
-    """What subscriptions and delivery need of a client."""
-
-    channels: dict[bytes, None]  # {name: None}: never tracked by the collector
-    patterns: dict[bytes, None]
-    shard_channels: dict[bytes, None]
-    resp: int
-    closed: bool
-
-    def write(self, data: bytes) -> None: ...
-
-
-def _channel_count(client: Subscriber) -> int:
-    """Redis ``clientSubscriptionsCount``: channels + patterns."""
-    return len(client.channels) + len(client.patterns)
-
-
-def _shard_count(client: Subscriber) -> int:
-    """Redis ``clientShardSubscriptionsCount``."""
-    return len(client.shard_channels)
-
-
-@dataclass(frozen=True, slots=True)
-class Kind:
-    """One kind of subscription (Redis's ``pubsubtype``)."""
-
-    own: str  # the client's set of names of this kind
-    subscribe: bytes  # reply names
-    unsubscribe: bytes
-    count: Callable[[Subscriber], int]  # the count in confirmations
-    frame: Callable[[bytes, bytes], bytes]  # the message frame (RESP2)
-    slot: int  # 0, 1: PubSub.tables; 2: the pattern index
-    patterned: bool  # pattern subscribers receive its messages too
-    shard: bool  # at the bus seam
-
-
-CHANNELS = Kind(
-    "channels", b"subscribe", b"unsubscribe", _channel_count, resp.message, 0, True, False
-)
-SHARD_CHANNELS = Kind(
-    "shard_channels", b"ssubscribe", b"sunsubscribe", _shard_count, resp.smessage, 1, False, True
-)
-PATTERNS = Kind(
-    "patterns", b"psubscribe", b"punsubscribe", _channel_count, resp.message, 2, False, False
-)
-#: what a gone (or RESET) client drops, in Redis's order (``pubsubUnsubscribeAll*``)
-ALL_KINDS = (CHANNELS, SHARD_CHANNELS, PATTERNS)
-#: a pattern's budget weight (its prefix, its filter entry, its Glob if any)
-PATTERN_WEIGHT = 4
 #: bytes of messages one loop turn queues before a publisher waits for the
 #: next turn: the end-of-turn write copies them all (1,000 slow subscribers of
 #: 10 KB messages: 10 MB a PUBLISH), as Redis writes at most 64 KB per
@@ -102,19 +58,19 @@ PATTERN_WEIGHT = 4
 FANOUT_BYTES_PER_TURN = 8 << 20
 
 
-def _weight(kind: Kind) -> int:
-    return PATTERN_WEIGHT if kind is PATTERNS else 1
-
-
-def kind_of(shard: bool) -> Kind:
-    """The kind the bus seam's flag stands for."""
-    return SHARD_CHANNELS if shard else CHANNELS
-
-
 class PubSub:
     """The subscriptions of one node and their delivery; one asyncio loop."""
 
-    __slots__ = ("budget", "channels", "filters", "node", "patterns", "shard_channels", "tables")
+    __slots__ = (
+        "_gone",
+        "budget",
+        "channels",
+        "filters",
+        "node",
+        "patterns",
+        "shard_channels",
+        "tables",
+    )
 
     def __init__(self, node: Node, filters: Registry) -> None:
         self.node = node
@@ -124,6 +80,7 @@ class PubSub:
         self.tables = (self.channels, self.shard_channels)
         self.patterns: PatternIndex[ClientOutput] = PatternIndex()
         self.budget = Budget()
+        self._gone = _Gone(self)
         filters.channel_names = self.channel_names
 
     def tables_to_freeze(self) -> tuple[dict[bytes, Any], ...]:
@@ -202,8 +159,20 @@ class PubSub:
 
     def drop(self, client: ClientOutput) -> asyncio.Future[bytes] | None:
         """The one unsubscribe-all: every subscription of a client that went
-        away or sent RESET, no confirmation; None when done at once, else the
-        future of its end."""
+        away or sent RESET, no confirmation; None when done at once (or, for
+        a gone client, queued), else the future of its end.
+
+        A gone client that does not fit in this turn's budget joins the
+        queue of gone clients, one job for all of them: 10,000 connections
+        closing at once cost a deque append each, nothing the collector
+        tracks."""
+        if client.closed:
+            n = len(client.channels) + len(client.shard_channels)
+            if not self.budget.admit(n + PATTERN_WEIGHT * len(client.patterns)):
+                self._gone.add(client)
+                return None
+            Bulk(self, client, ALL_KINDS, None, adding=False, confirm=False).step(1 << 62)
+            return None
         reply = self.run(Bulk(self, client, ALL_KINDS, None, adding=False, confirm=False))
         return None if type(reply) is bytes else cast("asyncio.Future[bytes]", reply)
 
@@ -228,7 +197,7 @@ class PubSub:
         client's next commands (a blocked client) until then."""
         loop = asyncio.get_running_loop()
         done: asyncio.Future[bytes] = loop.create_future()
-        loop.call_soon(done.set_result, reply)  # after the flush scheduled before it
+        loop.call_soon(_resolve, done, reply)  # after the flush scheduled before it
         return done
 
     def deliver(self, kind: Kind, channel: bytes, message: bytes) -> int:
@@ -267,13 +236,13 @@ class Bulk(Work):
         adding: bool,
         confirm: bool = True,
     ) -> None:
-        weight = 0
+        total = 0
         for kind in kinds:
             some = names if names is not None else getattr(client, kind.own)
-            weight += len(some) * _weight(kind)
+            total += len(some) * weight(kind)
             if confirm and len(some) <= OPS_PER_TURN:  # (a bigger one is sliced anyway)
-                weight += sum(map(len, some)) >> 10
-        super().__init__(pubsub.node, client, weight)
+                total += sum(map(len, some)) >> 10
+        super().__init__(pubsub.node, client, total)
         self.pubsub = pubsub
         self.kinds = list(kinds)
         if names is not None:
@@ -305,7 +274,7 @@ class Bulk(Work):
         name_b = kind.subscribe if self.adding else kind.unsubscribe
         count = kind.count
         version = client.resp
-        weight = _weight(kind)
+        cost = weight(kind)
         own: dict[bytes, None] = getattr(client, kind.own)
         names = self.names
         out: list[bytes] = []
@@ -315,7 +284,7 @@ class Bulk(Work):
             popitem = own.popitem
             while own and used < ops:
                 name = popitem()[0]
-                used += weight + (len(name) >> 10)
+                used += cost + (len(name) >> 10)
                 changes += remove(kind, client, name)
                 if confirm:
                     out.append(resp.confirmation(name_b, name, count(client), version))
@@ -325,7 +294,7 @@ class Bulk(Work):
             pop = names.pop
             while names and used < ops:
                 name = pop()
-                used += weight + (len(name) >> 10)
+                used += cost + (len(name) >> 10)
                 if adding:
                     changes += pubsub.add(kind, client, name)
                 elif name in own:
@@ -346,6 +315,42 @@ class Bulk(Work):
             if self.waits is None:
                 self.waits = []
             self.waits.append(wait)
+
+
+class _Gone:
+    """The gone clients whose subscriptions are still to drop, one at a time
+    (a :class:`router.budget.Job` while any is left)."""
+
+    __slots__ = ("clients", "current", "done", "pubsub")
+
+    def __init__(self, pubsub: PubSub) -> None:
+        self.pubsub = pubsub
+        self.clients: deque[ClientOutput] = deque()
+        self.current: Bulk | None = None
+        self.done = True
+
+    def add(self, client: ClientOutput) -> None:
+        self.clients.append(client)
+        if self.done:
+            self.done = False
+            self.pubsub.budget.queue(self)
+
+    def step(self, ops: int) -> int:
+        used = 0
+        while used < ops and (self.current is not None or self.clients):
+            if self.current is None:
+                client = self.clients.popleft()
+                self.current = Bulk(self.pubsub, client, ALL_KINDS, None, False, confirm=False)
+            used += self.current.step(ops - used)
+            if self.current.done:
+                self.current = None
+        self.done = self.current is None and not self.clients
+        return max(used, 1)
+
+
+def _resolve(future: asyncio.Future[bytes], reply: bytes) -> None:
+    if not future.done():  # (cancelled: its client went away)
+        future.set_result(reply)
 
 
 def write_to_all(node: Node, subs: Any, frame2: bytes) -> int:

@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING
 
 from router import resp
 from router.commands.base import Command, Reply
-from router.pubsub import CHANNELS, FANOUT_BYTES_PER_TURN, SHARD_CHANNELS
+from router.kinds import CHANNELS, SHARD_CHANNELS
+from router.pubsub import FANOUT_BYTES_PER_TURN
 from router.resp import SMALL_INTEGERS
 
 if TYPE_CHECKING:

@@ -9,9 +9,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from router import resp
+from router.budget import Work
 from router.commands.base import Command, Reply, subcommand_table
 from router.glob import Glob
-from router.pubsub import CHANNELS, SHARD_CHANNELS, Kind, Work
+from router.kinds import CHANNELS, SHARD_CHANNELS, Kind
 
 if TYPE_CHECKING:
     from router.client import Client

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from router import resp
 from router.commands.base import Command, Reply
-from router.pubsub import CHANNELS, PATTERNS, SHARD_CHANNELS, Kind
+from router.kinds import CHANNELS, PATTERNS, SHARD_CHANNELS, Kind
 
 if TYPE_CHECKING:
     from router.client import Client

@@ -189,3 +189,28 @@ def test_sliced_listings_give_the_bytes_of_one_go():
         assert tb.data == numsub + channels
 
     in_node(scenario)
+
+
+def test_a_publish_past_the_turns_fanout_bytes_answers_next_turn(monkeypatch):
+    """1,000 slow subscribers of big messages: a pipeline of PUBLISH is
+    written a turn at a time, its replies in order (issue 28)."""
+    import router.commands.publish as publish
+
+    monkeypatch.setattr(publish, "FANOUT_BYTES_PER_TURN", 1000)
+
+    async def scenario(node: Node, client: Callable[[], tuple[Client, Recording]]) -> None:
+        subs = [client() for _ in range(3)]
+        for sub, _ in subs:
+            sub.data_received(bulk(b"SUBSCRIBE", b"big"))
+        await asyncio.sleep(0)
+        pub, tp = client()
+        pub.data_received(bulk(b"PUBLISH", b"big", b"x" * 400) * 3 + b"PING\r\n")
+        await asyncio.sleep(0)
+        assert pub._blocked is not None  # 3 x 400 bytes queued: past 1,000
+        await turns_until(lambda: b"+PONG" in tp.data)
+        assert tp.data == b":3\r\n" * 3 + b"+PONG\r\n"
+        frame = b"*3\r\n$7\r\nmessage\r\n$3\r\nbig\r\n$400\r\n" + b"x" * 400 + b"\r\n"
+        for _, t in subs:
+            assert t.data.endswith(frame * 3)
+
+    in_node(scenario)

@@ -14,8 +14,8 @@ from typing import Any
 from bloom import CountingBloomFilter
 from router.config import NodeConfig
 from router.info import info_sections
+from router.kinds import CHANNELS
 from router.node import LOSS_CHANNEL, Node
-from router.pubsub import CHANNELS
 from router.registry import FP_CHECK_EVERY, Registry
 from spark.events import TrafficEvent
 from tests.router.fakes import FakeSubscriber, RecordingLink

@@ -15,8 +15,9 @@ from hypothesis import strategies as st
 from bloom import CountingBloomFilter, PatternFilter
 from cluster_bus.api import FilterChange
 from router.config import NodeConfig
+from router.kinds import ALL_KINDS, PATTERNS, kind_of
 from router.node import Node
-from router.pubsub import ALL_KINDS, PATTERNS, Bulk, kind_of
+from router.pubsub import Bulk
 from tests.router.fakes import FakeSubscriber, RecordingLink
 
 
