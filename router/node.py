@@ -42,7 +42,7 @@ from router.client import Client
 from router.client_output import ClientOutput
 from router.collector import Pauses
 from router.config import NodeConfig
-from router.kinds import CHANNELS, Kind, kind_of
+from router.kinds import CHANNELS, KIND_OF, Kind
 from router.pause import ClientPause
 from router.protected import DENIED, denies
 from router.pubsub import PubSub
@@ -241,7 +241,7 @@ class Node:
         """A PUBLISH a peer forwarded (LocalDelivery): deliver it, never forward
         it again. No receiver makes it a false positive of our filter, which
         the registry's resize policy judges; a rebuilt filter is announced."""
-        receivers = self.pubsub.deliver(kind_of(shard), channel, message)
+        receivers = self.pubsub.deliver(KIND_OF[shard], channel, message)
         changes = self.registry.forward_received(receivers == 0)
         if changes:
             self.link.filters_changed(changes)
