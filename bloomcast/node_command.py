@@ -33,6 +33,7 @@ from bloomcast.node_process import (
     tap_error,
 )
 from cluster_bus.tls import BusTlsError
+from router import collector
 from router.acl.aclfile import AclFileError
 from router.config import NodeConfig, add_node_arguments, config_from_args
 from router.config_file import ConfigError
@@ -105,6 +106,8 @@ async def serve(
         except OSError as exc:
             raise listen_error("--metrics-port", config.bind, metrics_port, exc) from None
     await node.start_serving()
+    # from here on the collector walks only what was made since
+    collector.settle(node.gc_pauses, node.pubsub.tables_to_freeze())
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     members = MembershipLog(node.link)

@@ -93,9 +93,11 @@ class Connection:
         self.resp = 2
         self.user = ctx.acl.default  # Redis: every client starts as the default user
         self.authenticated = not ctx.acl.default_requires_auth()
-        self.channels: set[bytes] = set()
-        self.patterns: set[bytes] = set()
-        self.shard_channels: set[bytes] = set()
+        # subscriptions, {name: None}: a dict of bytes is never tracked by
+        # the collector (a set always is); router/pubsub.py keeps them
+        self.channels: dict[bytes, None] = {}
+        self.patterns: dict[bytes, None] = {}
+        self.shard_channels: dict[bytes, None] = {}
         config = ctx.config
         self.parser = parser.RequestParser(config.proto_max_bulk_len, config.max_multibulk_len)
         self.parser.authenticated = self.authenticated

@@ -5,8 +5,9 @@ A handler is ``(ctx, conn, args) -> Reply`` (:mod:`router.commands.base`):
 ``ctx`` the node's one :class:`CommandContext`, built with the node and
 handed to every connection by constructor. It holds:
 
-- ``pubsub``: publishing and subscriptions (:class:`PubSub`: the registry,
-  ``publish``, ``filters_changed``, ``after``);
+- ``pubsub``: publishing and subscriptions (:class:`router.pubsub.PubSub`:
+  subscribe / unsubscribe / drop under the shared budget, ``publish``,
+  ``filters_changed``, ``after``, the tables PUBSUB lists);
 - ``acl``, ``stats``, ``pause``, ``clients`` (id -> connection, CLIENT
   LIST / KILL), ``link`` (the cluster bus seam, :mod:`cluster_bus.api`);
 - ``settings``: the live :class:`router.settings.Settings`, swapped whole by
@@ -17,32 +18,19 @@ handed to every connection by constructor. It holds:
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
-from cluster_bus.api import ClusterLink, FilterChange, NoPeers
+from cluster_bus.api import ClusterLink, NoPeers
 
 if TYPE_CHECKING:
     from router.acl import Acl
     from router.config import NodeConfig
     from router.connection import Connection
     from router.pause import ClientPause
-    from router.registry import Registry
+    from router.pubsub import PubSub
     from router.settings import Settings
     from router.stats import NodeStats
-
-
-class PubSub(Protocol):
-    """The pub/sub side as commands use it (today: the node's delivery code)."""
-
-    registry: Registry[Connection]
-
-    def publish(self, channel: bytes, message: bytes, shard: bool) -> int: ...
-
-    def filters_changed(self, changes: list[FilterChange]) -> asyncio.Future[None] | None: ...
-
-    def after(self, future: asyncio.Future[None], reply: bytes) -> asyncio.Future[bytes]: ...
 
 
 class NodeView(Protocol):

@@ -158,9 +158,9 @@ def info_sections(node: Node) -> dict[str, Section]:
             "evicted_keys": 0,
             "keyspace_hits": 0,
             "keyspace_misses": 0,
-            "pubsub_channels": len(registry.channels),
-            "pubsub_patterns": len(registry.patterns),
-            "pubsubshard_channels": len(registry.shard_channels),
+            "pubsub_channels": len(node.pubsub.channels),
+            "pubsub_patterns": len(node.pubsub.patterns),
+            "pubsubshard_channels": len(node.pubsub.shard_channels),
             "client_output_buffer_limit_disconnections": stats.output_buffer_limit_disconnections,
             "total_publish_received": stats.publish_received,
             "total_messages_delivered": stats.messages_delivered,
@@ -199,6 +199,7 @@ def info_sections(node: Node) -> dict[str, Section]:
         "cluster": {"cluster_enabled": 1, **cluster} if cluster_enabled else {"cluster_enabled": 0},
         "keyspace": {},
         "filters": dict(registry.filter_info()),
+        "collector": {**node.gc_pauses.info_fields(), "pubsub_jobs": node.pubsub.budget.pending},
     }
     if node.forwards_lost_from:
         sections["forwards_lost"] = {

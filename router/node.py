@@ -24,8 +24,8 @@ import json
 import logging
 import os
 import time
-from itertools import count, islice
-from typing import TYPE_CHECKING
+from itertools import count
+from typing import TYPE_CHECKING, Any
 
 from cluster_bus.addresses import first_host, listen
 from cluster_bus.api import (
@@ -36,15 +36,16 @@ from cluster_bus.api import (
     NoPeers,
     merge_changes,
 )
-from router import resp
 from router.acl import Acl
 from router.client import Client
-from router.client_output import write_to_all
+from router.collector import Pauses
 from router.config import NodeConfig
 from router.connection import Connection
 from router.context import CommandContext
 from router.idle import IdleTimer
+from router.kinds import CHANNELS, KIND_OF, Kind
 from router.pause import ClientPause
+from router.pubsub import PubSub
 from router.registry import Registry
 from router.settings import Settings
 from router.stats import InstantaneousMetrics, NodeStats
@@ -65,10 +66,11 @@ class Node:
         self.config = config
         #: 40 hex digits; given when --cluster-config-file kept it from a former run
         self.node_id = node_id or os.urandom(20).hex()
-        # holds this node's client connections (delivery writes their queues)
-        self.registry: Registry[Connection] = Registry(
-            config.filter_capacity, config.filter_fp_rate
-        )
+        self.registry = Registry(config.filter_capacity, config.filter_fp_rate)  # the filters
+        # subscriptions, delivery, the bulk-work budget (router/pubsub.py)
+        self.pubsub = PubSub(self, self.registry)
+        # collections timed once the process settles (router/collector.py)
+        self.gc_pauses = Pauses()
         self.tap: TrafficRecorder | None = None  # set by whoever wires the node
         self.clients: dict[int, Connection] = {}
         self.stats = NodeStats()
@@ -82,7 +84,7 @@ class Node:
             node_id=self.node_id,
             config=config,
             settings=Settings.from_config(config),
-            pubsub=self,
+            pubsub=self.pubsub,
             acl=self.acl,
             stats=self.stats,
             pause=self.pause,
@@ -217,38 +219,26 @@ class Node:
 
     def client_disconnected(self, client: Connection) -> None:
         self.clients.pop(client.id, None)
-        self._drop_some(client)
-
-    def _drop_some(self, client: Connection) -> None:
-        """Remove a gone client's subscriptions, 2048 per loop turn (a client
-        with 100,000 would otherwise hold the loop while it goes)."""
-        registry = self.registry
-        budget = 2048
-        changes = []
-        for names, drop in (
-            (client.channels, lambda n: registry.unsubscribe(client, n)),
-            (client.shard_channels, lambda n: registry.unsubscribe(client, n, shard=True)),
-            (client.patterns, lambda n: registry.punsubscribe(client, n)),
-        ):
-            for name in list(islice(names, budget)):
-                changes += drop(name)
-                budget -= 1
-        self.filters_changed(changes)
-        if not budget:
-            asyncio.get_running_loop().call_soon(self._drop_some, client)
+        if client.channels or client.shard_channels or client.patterns:
+            # under the shared budget: 4,600 clients leaving at once are
+            # dropped over several loop turns, other clients served between
+            self.pubsub.drop(client)
 
     # ------------------------------------------------------------ pub/sub
 
-    def publish(self, channel: bytes, message: bytes, shard: bool) -> int:
-        """A client's PUBLISH/SPUBLISH: local delivery + forwarding; returns the
-        local receivers (Redis Cluster's reply)."""
+    def publish(self, channel: bytes, message: bytes, kind: Kind) -> int:
+        """A client's PUBLISH/SPUBLISH (``kind`` CHANNELS / SHARD_CHANNELS):
+        local delivery + forwarding; returns the local receivers (Redis
+        Cluster's reply)."""
         self.stats.publish_received += 1
-        receivers = self.deliver(channel, message, shard)
+        receivers = self.pubsub.deliver(kind, channel, message)
         self.publish_seq += 1
         seq = self.publish_seq
-        forwarded = self.link.forward_publish(channel, message, shard, seq)
+        forwarded = self.link.forward_publish(channel, message, kind.shard, seq)
         if self.tap is not None:
-            self._record("origin", self.node_id, seq, channel, message, shard, receivers, forwarded)
+            self._record(
+                "origin", self.node_id, seq, channel, message, kind.shard, receivers, forwarded
+            )
         return receivers
 
     def deliver_forwarded(
@@ -257,7 +247,7 @@ class Node:
         """A PUBLISH a peer forwarded (LocalDelivery): deliver it, never forward
         it again. No receiver makes it a false positive of our filter, which
         the registry's resize policy judges; a rebuilt filter is announced."""
-        receivers = self.deliver(channel, message, shard)
+        receivers = self.pubsub.deliver(KIND_OF[shard], channel, message)
         changes = self.registry.forward_received(receivers == 0)
         if changes:
             self.link.filters_changed(changes)
@@ -300,30 +290,6 @@ class Node:
             )
         )
 
-    def deliver(self, channel: bytes, message: bytes, shard: bool) -> int:
-        """Write a message to this node's subscribers; returns how many got it.
-
-        Each frame is encoded once (RESP2; RESP3 receivers get it as a push)
-        and the same bytes go to every receiver; nothing is encoded without one.
-        """
-        registry = self.registry
-        if shard:
-            subs = registry.shard_channels.get(channel)
-            if not subs:
-                return 0
-            delivered = write_to_all(self, subs, resp.smessage(channel, message))
-        else:
-            subs = registry.channels.get(channel)
-            patterns = registry.patterns
-            if not subs and not patterns.lengths:
-                return 0
-            delivered = write_to_all(self, subs, resp.message(channel, message)) if subs else 0
-            if patterns.lengths:
-                for pattern, psubs in patterns.matches(channel):
-                    delivered += write_to_all(self, psubs, resp.pmessage(pattern, channel, message))
-        self.stats.messages_delivered += delivered
-        return delivered
-
     def forwards_lost(self, origin: str, count: int, from_ms: int, to_ms: int) -> None:
         """LocalDelivery: ``count`` forwards from ``origin`` are lost for good.
         Counted per origin (INFO), announced on ``__bloomcast__:loss`` to local
@@ -341,11 +307,17 @@ class Node:
             "from": round(from_ms / 1000, 3),
             "to": round(to_ms / 1000, 3),
         }
-        self.deliver(LOSS_CHANNEL, json.dumps(note, separators=(",", ":")).encode(), False)
+        self.pubsub.deliver(
+            CHANNELS, LOSS_CHANNEL, json.dumps(note, separators=(",", ":")).encode()
+        )
         if self.config.on_publish_loss != "disconnect":
             return
         for client in list(self.clients.values()):
-            if (client.channels - {LOSS_CHANNEL}) or client.patterns or client.shard_channels:
+            if (
+                (client.channels.keys() - {LOSS_CHANNEL})
+                or client.patterns
+                or client.shard_channels
+            ):
                 self.stats.loss_disconnections += 1
                 client.close_now()
         log.warning(
@@ -364,11 +336,11 @@ class Node:
             return None
         return self.link.filters_changed(merge_changes(changes))
 
-    def after(self, future: asyncio.Future[None], reply: bytes) -> asyncio.Future[bytes]:
+    def after(self, future: asyncio.Future[Any], reply: bytes) -> asyncio.Future[bytes]:
         """A future of ``reply`` that resolves once ``future`` has, however it ends."""
         done: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
 
-        def finish(ended: asyncio.Future[None]) -> None:
+        def finish(ended: asyncio.Future[Any]) -> None:
             if not ended.cancelled():
                 ended.exception()  # retrieved: a failed wait still confirms
             if not done.done():

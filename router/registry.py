@@ -1,14 +1,12 @@
-"""Registry: the node's subscriptions and the Bloom filters that summarise them.
+"""Registry: the Bloom filters that summarise a node's subscriptions.
 
-Three namespaces, as Redis keeps them (``src/pubsub.c``): channels, patterns
-and shard channels, each mapping a name to the set of subscribed clients, plus
-each client's own sets (kept on the client). The registry also owns the node's
-filters, the material the cluster bus gossips:
+The subscriptions themselves live in :mod:`router.pubsub`; it tells the
+registry when a name gets its first local subscriber (in either channel
+kind) and when it loses its last one, so the filters see each distinct name
+once:
 
-- a ``CountingBloomFilter`` over channels and shard channels: a name is added
-  when its first local subscriber appears (in either namespace) and removed
-  when its last one leaves, so the counting filter sees each distinct name
-  once and its exported bit filter is exact up to false positives;
+- a ``CountingBloomFilter`` over channels and shard channels (its exported
+  bit filter is exact up to false positives);
 - a ``PatternFilter`` over the patterns' literal prefixes, likewise per
   distinct pattern.
 
@@ -24,11 +22,10 @@ much here for nothing is rebuilt at twice its m from the exact subscriptions.
 from __future__ import annotations
 
 import logging
-from typing import Generic, Protocol, TypeVar
+from collections.abc import Callable
 
 from bloom import CountingBloomFilter, PatternFilter
 from cluster_bus.api import FilterChange, FilterName, FilterSnapshot
-from router.pattern_index import PatternIndex
 
 log = logging.getLogger("bloomcast.node")
 
@@ -38,36 +35,17 @@ MAX_RESIZE_M = 1 << 24
 FP_CHECK_EVERY = 256
 
 
-class Subscriber(Protocol):
-    """What the registry and delivery need of a client: its own subscription
-    sets, its protocol version and a non-blocking, queued write."""
-
-    channels: set[bytes]
-    patterns: set[bytes]
-    shard_channels: set[bytes]
-    resp: int
-
-    def write(self, data: bytes) -> None: ...
-
-
-S = TypeVar("S", bound=Subscriber)
-
-
-class Registry(Generic[S]):
-    """Subscriptions of one node; not thread-safe (one asyncio loop).
-
-    Generic in its subscribers: a node's registry holds its client
-    connections (``Registry[ClientOutput]``), so delivery may use their
-    output queues directly (:func:`router.client_output.write_to_all`)."""
+class Registry:
+    """The filters of one node; not thread-safe (one asyncio loop)."""
 
     def __init__(self, capacity: int, fp_rate: float, max_m: int = MAX_RESIZE_M) -> None:
         self.fp_rate = fp_rate
         self.max_m = max_m
-        self.channels: dict[bytes, set[S]] = {}
-        self.shard_channels: dict[bytes, set[S]] = {}
-        self.patterns: PatternIndex[S] = PatternIndex()
         self.channel_filter = CountingBloomFilter.for_capacity(capacity, fp_rate)
         self.pattern_filter = PatternFilter.for_capacity(capacity, fp_rate)
+        #: every channel name subscribed (both kinds), for a rebuild; set by
+        #: :class:`router.pubsub.PubSub`
+        self.channel_names: Callable[[], set[bytes]] = set
         self.filter_epoch = 0  # bumped on every rebuild
         self.false_positives_received = 0  # forwards here that no local subscriber wanted
         self._window_received = 0
@@ -75,37 +53,12 @@ class Registry(Generic[S]):
 
     # ------------------------------------------------------------ channels
 
-    def subscribe(self, sub: S, channel: bytes, shard: bool = False) -> list[FilterChange]:
-        """Add one (shard) channel subscription; no-op when already subscribed."""
-        own = sub.shard_channels if shard else sub.channels
-        if channel in own:
-            return []
-        own.add(channel)
-        table = self.shard_channels if shard else self.channels
-        subs = table.get(channel)
-        if subs is not None:
-            subs.add(sub)
-            return []
-        table[channel] = {sub}
-        other = self.channels if shard else self.shard_channels
-        if channel in other:  # the name is already in the filter
-            return []
+    def channel_added(self, channel: bytes) -> list[FilterChange]:
+        """``channel`` got its first local subscriber (of either kind)."""
         return self._channel_change(set_positions=self.channel_filter.add(channel))
 
-    def unsubscribe(self, sub: S, channel: bytes, shard: bool = False) -> list[FilterChange]:
-        own = sub.shard_channels if shard else sub.channels
-        if channel not in own:
-            return []
-        own.discard(channel)
-        table = self.shard_channels if shard else self.channels
-        subs = table[channel]
-        subs.discard(sub)
-        if subs:
-            return []
-        del table[channel]
-        other = self.channels if shard else self.shard_channels
-        if channel in other:
-            return []
+    def channel_removed(self, channel: bytes) -> list[FilterChange]:
+        """``channel`` lost its last local subscriber (of either kind)."""
         return self._channel_change(cleared=self.channel_filter.remove(channel))
 
     def _channel_change(
@@ -118,27 +71,17 @@ class Registry(Generic[S]):
 
     # ------------------------------------------------------------ patterns
 
-    def psubscribe(self, sub: S, pattern: bytes) -> list[FilterChange]:
-        if pattern in sub.patterns:
-            return []
-        sub.patterns.add(pattern)
-        if not self.patterns.add(pattern, sub):
-            return []
+    def pattern_added(self, pattern: bytes) -> list[FilterChange]:
+        """``pattern`` got its first local subscriber."""
         pf = self.pattern_filter
         before = (pf.prefix_lengths, pf.match_all)
-        set_positions = pf.add(pattern)
-        return self._pattern_change(before, set_positions, ())
+        return self._pattern_change(before, pf.add(pattern), ())
 
-    def punsubscribe(self, sub: S, pattern: bytes) -> list[FilterChange]:
-        if pattern not in sub.patterns:
-            return []
-        sub.patterns.discard(pattern)
-        if not self.patterns.remove(pattern, sub):
-            return []
+    def pattern_removed(self, pattern: bytes) -> list[FilterChange]:
+        """``pattern`` lost its last local subscriber."""
         pf = self.pattern_filter
         before = (pf.prefix_lengths, pf.match_all)
-        cleared = pf.remove(pattern)
-        return self._pattern_change(before, (), cleared)
+        return self._pattern_change(before, (), pf.remove(pattern))
 
     def _pattern_change(
         self, before: tuple[int, bool], set_positions: tuple[int, ...], cleared: tuple[int, ...]
@@ -157,19 +100,6 @@ class Registry(Generic[S]):
                 pf.match_all,
             )
         ]
-
-    # ------------------------------------------------------------ whole client
-
-    def drop_client(self, sub: S) -> list[FilterChange]:
-        """Remove every subscription of a client (RESET, disconnect)."""
-        changes: list[FilterChange] = []
-        for channel in list(sub.channels):
-            changes += self.unsubscribe(sub, channel)
-        for channel in list(sub.shard_channels):
-            changes += self.unsubscribe(sub, channel, shard=True)
-        for pattern in list(sub.patterns):
-            changes += self.punsubscribe(sub, pattern)
-        return changes
 
     # ------------------------------------------------------------ resizing
 
@@ -205,7 +135,7 @@ class Registry(Generic[S]):
 
     def rebuild_channel_filter(self, m: int) -> None:
         """Rebuild the channel filter at size m from the exact subscriptions."""
-        names = set(self.channels) | set(self.shard_channels)
+        names = self.channel_names()
         self.channel_filter = CountingBloomFilter.from_keys(names, m, self.channel_filter.k)
         self.filter_epoch += 1
 

@@ -15,6 +15,7 @@ count (``ACLLogMatchEntry``), newest first, at most 128 (``acllog-max-len``).
 from __future__ import annotations
 
 import time
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from router.acl.user import User
@@ -128,7 +129,10 @@ def noperm_text(reason: str, obj: bytes) -> str:
 
 
 def revoked(
-    client_channels: set[bytes], client_patterns: set[bytes], shard: set[bytes], user: User
+    client_channels: Collection[bytes],
+    client_patterns: Collection[bytes],
+    shard: Collection[bytes],
+    user: User,
 ) -> bool:
     """Whether a subscribed client of ``user`` holds a subscription the user
     may no longer have (Redis's ``ACLKillPubsubClientsIfNeeded``)."""

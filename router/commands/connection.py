@@ -145,7 +145,7 @@ def select(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
 
 
 def reset(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
-    ctx.pubsub.filters_changed(ctx.pubsub.registry.drop_client(client))
+    dropped = ctx.pubsub.drop(client)  # a future when it runs over several loop turns
     client.resp = 2
     client.name = b""
     client.extras.tracking = None  # Redis's clearClientConnectionState: disableTracking
@@ -154,7 +154,7 @@ def reset(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
     client.end_multi()  # discardTransaction + unwatchAllKeys
     client.user = ctx.acl.default
     client.set_authenticated(not ctx.acl.default_requires_auth())
-    return b"+RESET\r\n"
+    return b"+RESET\r\n" if dropped is None else ctx.pubsub.after(dropped, b"+RESET\r\n")
 
 
 def quit_(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:

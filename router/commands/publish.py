@@ -1,7 +1,10 @@
 """PUBLISH and SPUBLISH: deliver locally, then let the ClusterLink forward.
 
 The reply is the number of local receivers, as Redis Cluster replies (a
-node cannot know the remote count without waiting).
+node cannot know the remote count without waiting). A PUBLISH that takes the
+loop turn's queued messages past ``FANOUT_BYTES_PER_TURN`` answers on the
+next turn, so a pipeline of big messages to many subscribers is written a
+turn at a time (Redis bounds each client's writes per turn instead).
 """
 
 from __future__ import annotations
@@ -10,6 +13,8 @@ from typing import TYPE_CHECKING
 
 from router import resp
 from router.commands.base import Command, Reply
+from router.kinds import CHANNELS, SHARD_CHANNELS
+from router.pubsub import FANOUT_BYTES_PER_TURN
 from router.resp import SMALL_INTEGERS
 
 if TYPE_CHECKING:
@@ -18,12 +23,20 @@ if TYPE_CHECKING:
 
 
 def publish(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
-    receivers = ctx.pubsub.publish(args[1], args[2], False)
-    return SMALL_INTEGERS[receivers] if receivers < 1024 else resp.integer(receivers)
+    pubsub = ctx.pubsub
+    receivers = pubsub.publish(args[1], args[2], CHANNELS)
+    reply = SMALL_INTEGERS[receivers] if receivers < 1024 else resp.integer(receivers)
+    if pubsub.node.turn_output > FANOUT_BYTES_PER_TURN and not client.in_exec:
+        return pubsub.after_turn(reply)  # the rest of its pipeline next turn
+    return reply
 
 
 def spublish(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
-    return resp.integer(ctx.pubsub.publish(args[1], args[2], shard=True))
+    pubsub = ctx.pubsub
+    reply = resp.integer(pubsub.publish(args[1], args[2], SHARD_CHANNELS))
+    if pubsub.node.turn_output > FANOUT_BYTES_PER_TURN and not client.in_exec:
+        return pubsub.after_turn(reply)
+    return reply
 
 
 COMMANDS = (

@@ -1,17 +1,23 @@
-"""PUBSUB CHANNELS | NUMSUB | NUMPAT | SHARDCHANNELS | SHARDNUMSUB | HELP (this node only)."""
+"""PUBSUB CHANNELS | NUMSUB | NUMPAT | SHARDCHANNELS | SHARDNUMSUB | HELP (this node only).
+
+Redis's replies (``pubsubCommand``); the listings and the counts of many
+names run under the node's shared per-loop-turn budget (:mod:`router.pubsub`),
+the client blocked while a big one goes on over several turns."""
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING
 
 from router import resp
+from router.budget import Work
 from router.commands.base import Command, Reply, subcommand_table
 from router.glob import Glob
+from router.kinds import CHANNELS, SHARD_CHANNELS, Kind
 
 if TYPE_CHECKING:
     from router.connection import Connection
     from router.context import CommandContext
+    from router.node import Node
 
 _HELP = (
     "PUBSUB <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
@@ -31,42 +37,99 @@ _HELP = (
 )
 
 
-def _list(table: Mapping[bytes, object], args: list[bytes], sub: str) -> bytes:
+class _Channels(Work):
+    """PUBSUB (SHARD)CHANNELS: the names as they were when the command ran
+    (one copy of the table's keys, in C), matched and encoded in slices."""
+
+    __slots__ = ("found", "glob", "names", "per_name")
+
+    def __init__(
+        self, node: Node, client: Connection, names: list[bytes], glob: Glob | None
+    ) -> None:
+        # a long pattern may cost more per name (bounded by its length)
+        self.per_name = 1 if glob is None else 1 + len(glob.pattern) // 64
+        super().__init__(node, client, len(names) * self.per_name)
+        names.reverse()
+        self.names = names
+        self.glob = glob
+        self.found = 0
+
+    def step(self, ops: int) -> int:
+        take = max(1, ops // self.per_name)
+        names = self.names  # reversed: the next ones at the end, each freed once done
+        chunk = names[-take:][::-1]
+        del names[-take:]
+        if self.glob is not None:
+            chunk = self.glob.filter(chunk)
+        self.found += len(chunk)
+        self.parts.append(b"".join([resp.bulk(name) for name in chunk]))
+        if not self.names:
+            self.parts.insert(0, resp.array_header(self.found))
+            self.finish()
+        return take * self.per_name
+
+
+class _Numsub(Work):
+    """PUBSUB (SHARD)NUMSUB: ``[name, count, ...]`` in slices."""
+
+    __slots__ = ("kind", "names")
+
+    def __init__(self, node: Node, client: Connection, kind: Kind, names: list[bytes]) -> None:
+        super().__init__(node, client, len(names))
+        self.kind = kind
+        names.reverse()  # taken with pop(): each name is freed once done
+        self.names = names
+        self.parts.append(resp.array_header(2 * len(names)))
+
+    def step(self, ops: int) -> int:
+        count = self.node.pubsub.count
+        kind = self.kind
+        names = self.names
+        pop = names.pop
+        out = []
+        for _ in range(min(ops, len(names))):
+            name = pop()
+            out.append(resp.bulk(name) + resp.integer(count(kind, name)))
+        self.parts.append(b"".join(out))
+        if not names:
+            self.finish()
+        return ops
+
+
+def _list(node: Node, client: Connection, kind: Kind, args: list[bytes]) -> Reply:
     if len(args) > 3:
+        sub = args[1].decode(errors="replace")
         return resp.error(
             f"ERR unknown subcommand or wrong number of arguments for '{sub}'. Try PUBSUB HELP."
         )
-    names = list(table)
-    if len(args) == 3:
-        names = Glob(args[2]).filter(names)
-    return resp.bulk_array(names)
-
-
-def _numsub(table: Mapping[bytes, Collection[object]], args: list[bytes]) -> bytes:
-    out = [resp.array_header(2 * (len(args) - 2))]
-    for name in args[2:]:
-        out.append(resp.bulk(name) + resp.integer(len(table.get(name, ()))))
-    return b"".join(out)
+    glob = Glob(args[2]) if len(args) == 3 else None
+    names = list(node.pubsub.tables[kind.slot])
+    return node.pubsub.run(_Channels(node, client, names, glob))
 
 
 def channels(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
-    return _list(ctx.pubsub.registry.channels, args, args[1].decode(errors="replace"))
+    node = ctx.pubsub.node
+    return _list(node, client, CHANNELS, args)
 
 
 def shardchannels(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
-    return _list(ctx.pubsub.registry.shard_channels, args, args[1].decode(errors="replace"))
+    node = ctx.pubsub.node
+    return _list(node, client, SHARD_CHANNELS, args)
 
 
 def numsub(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
-    return _numsub(ctx.pubsub.registry.channels, args)
+    node = ctx.pubsub.node
+    return node.pubsub.run(_Numsub(node, client, CHANNELS, args[2:]))
 
 
 def shardnumsub(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
-    return _numsub(ctx.pubsub.registry.shard_channels, args)
+    node = ctx.pubsub.node
+    return node.pubsub.run(_Numsub(node, client, SHARD_CHANNELS, args[2:]))
 
 
 def numpat(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
-    return resp.integer(len(ctx.pubsub.registry.patterns))
+    node = ctx.pubsub.node
+    return resp.integer(len(node.pubsub.patterns))
 
 
 def help_(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:

@@ -1,24 +1,27 @@
-"""Stand-ins for the router tests: a client as router.registry sees it, and a
+"""Stand-ins for the router tests: a client as router.pubsub sees it, and a
 ClusterLink that records what the node announces."""
 
 from __future__ import annotations
 
 import asyncio
+from types import SimpleNamespace
 
 from cluster_bus.api import FilterChange, NoPeers
 
 
 class FakeSubscriber:
-    """Implements ``router.registry.Subscriber``: the client's own subscription
+    """Implements ``router.pubsub.Subscriber``: the client's own subscription
     sets, its protocol version, and a ``write`` that records what was sent.
     Hashed by identity, as the node's clients are."""
 
     def __init__(self, name: str, resp: int = 2) -> None:
         self.name = name
-        self.channels: set[bytes] = set()
-        self.patterns: set[bytes] = set()
-        self.shard_channels: set[bytes] = set()
+        self.channels: dict[bytes, None] = {}
+        self.patterns: dict[bytes, None] = {}
+        self.shard_channels: dict[bytes, None] = {}
         self.resp = resp
+        self.closed = False
+        self.extras = SimpleNamespace(in_exec=False)
         self.written: list[bytes] = []
 
     def write(self, data: bytes) -> None:

@@ -14,6 +14,7 @@ from typing import Any
 from bloom import CountingBloomFilter
 from router.config import NodeConfig
 from router.info import info_sections
+from router.kinds import CHANNELS
 from router.node import LOSS_CHANNEL, Node
 from router.registry import FP_CHECK_EVERY, Registry
 from spark.events import TrafficEvent
@@ -53,11 +54,12 @@ async def wired_node(**config: Any) -> AsyncIterator[tuple[Node, RecordingLink, 
 
 def crowded_registry() -> tuple[Registry, FakeSubscriber]:
     """A registry whose 64-bit channel filter holds 40 channels: mostly ones."""
-    registry = Registry(capacity=16, fp_rate=0.01)
+    node = Node(NodeConfig(port=0, filter_capacity=16))
+    registry = node.registry
     registry.channel_filter = CountingBloomFilter(64)
     sub = FakeSubscriber("s")
     for i in range(40):
-        registry.subscribe(sub, b"sub%d" % i)
+        node.pubsub.add(CHANNELS, sub, b"sub%d" % i)
     return registry, sub
 
 
@@ -94,7 +96,7 @@ def test_forwarded_publish_is_delivered_and_recorded_as_receiver():
 def test_origin_event_shares_the_event_id_scheme():
     async def scenario() -> None:
         async with wired_node() as (node, _, tap):
-            node.publish(b"ch", b"payload", False)
+            node.publish(b"ch", b"payload", CHANNELS)
             (event,) = tap.events
             assert event.event_id == f"{node.node_id}-1" and event.role == "origin"
             assert event.bytes == 7 and not event.false_positive
@@ -129,8 +131,9 @@ def test_a_resize_is_logged_at_notice(caplog):
 
 
 def test_true_hits_on_a_sparse_filter_do_not_rebuild():
-    registry = Registry(capacity=1024, fp_rate=0.01)
-    registry.subscribe(FakeSubscriber("s"), b"only")
+    node = Node(NodeConfig(port=0, filter_capacity=1024, filter_fp_rate=0.01))
+    registry = node.registry
+    node.pubsub.add(CHANNELS, FakeSubscriber("s"), b"only")
     for _ in range(4 * FP_CHECK_EVERY):
         assert registry.forward_received(False) == []
     assert registry.channel_filter.m == Registry(1024, 0.01).channel_filter.m
@@ -150,7 +153,7 @@ def test_node_hands_a_rebuilt_filter_to_its_link():
             sub = FakeSubscriber("s")
             node.registry.channel_filter = CountingBloomFilter(64)
             for i in range(40):
-                node.registry.subscribe(sub, b"sub%d" % i)
+                node.pubsub.add(CHANNELS, sub, b"sub%d" % i)
             for i in range(FP_CHECK_EVERY):
                 node.deliver_forwarded(ORIGIN, i, b"other%d" % i, b"x", False)
             assert [[c.m for c in call] for call in link.calls] == [[128]]

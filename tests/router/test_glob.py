@@ -9,7 +9,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from router.glob import MAX_STAR_NESTING, Glob, literal_prefix, stringmatch
+from router.glob import (
+    MAX_STAR_NESTING,
+    Glob,
+    literal_prefix,
+    match_segments,
+    plain_segments,
+    stringmatch,
+)
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -139,3 +146,53 @@ def test_a_pattern_longer_than_every_subject_is_read_only_so_far():
     assert glob.filter([b"ab", b"axay"]) == []
     assert glob._regex is None  # never compiled: no subject is long enough
     assert glob.match(b"ab" * 500_000)
+
+
+@settings(max_examples=3000, deadline=None)
+@given(PATTERNS, SUBJECTS)
+def test_plain_patterns_match_by_segments_as_redis(pattern, subject):
+    """A pattern without '?' or a class is matched by its literal segments
+    (router.pattern_index's way, no regex): Redis's answer every time."""
+    segments = plain_segments(pattern)
+    if segments is None:
+        assert b"?" in pattern or b"[" in pattern
+        return
+    assert match_segments(segments, subject) == reference(pattern, subject)
+    if b"\\" not in pattern and segments:
+        assert match_segments(pattern.split(b"*"), subject) == reference(pattern, subject)
+
+
+def test_plain_segments_keep_the_nesting_limit():
+    subject = b"a" * (MAX_STAR_NESTING + 100)
+    for pattern, want in (
+        (b"*a" * MAX_STAR_NESTING, True),
+        (b"*a" * (MAX_STAR_NESTING + 1), False),
+        (b"*a" * MAX_STAR_NESTING + b"*", True),
+        (b"*a" * (MAX_STAR_NESTING + 1) + b"*", False),
+        (b"\\a" * 50_000, False),
+    ):
+        segments = plain_segments(pattern)
+        assert segments is not None
+        assert match_segments(segments, subject) is want, pattern[:20]
+    assert match_segments(plain_segments(b"\\a" * 50_000) or (), b"a" * 50_000)
+
+
+@settings(max_examples=2000, deadline=None)
+@given(st.lists(st.sampled_from([*list(b"a\\*?["), 0, 255]), max_size=16).map(bytes))
+def test_literal_prefix_is_the_pattern_filters_uncapped(pattern):
+    from bloom import literal_prefix as bloom_prefix
+
+    assert literal_prefix(pattern) == bloom_prefix(pattern, len(pattern))
+
+
+def test_literal_prefix_of_long_escapes_and_every_byte_value():
+    from bloom import literal_prefix as bloom_prefix
+
+    every = bytes(range(256)).replace(b"*", b"").replace(b"?", b"").replace(b"[", b"")
+    for pattern in (
+        b"\\a" * 50_000,
+        b"\\\\" * 1000 + b"\\",
+        every + b"\\\\\\a" + every + b"\\",
+        b"ab\\",
+    ):
+        assert literal_prefix(pattern) == bloom_prefix(pattern, len(pattern))

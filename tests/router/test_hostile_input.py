@@ -11,6 +11,7 @@ again in one turn, so the probe waited behind the whole hostile payload."""
 from __future__ import annotations
 
 import contextlib
+import re
 import socket
 import threading
 import time
@@ -167,3 +168,40 @@ def test_a_client_with_100k_subscriptions_leaves_every_channel_when_it_goes():
                 break
             time.sleep(0.05)
         assert r.info("stats")["pubsub_channels"] == 0
+
+
+@pytest.mark.parametrize(
+    ("subscribe", "unsubscribe"),
+    [(b"SUBSCRIBE", b"UNSUBSCRIBE"), (b"SSUBSCRIBE", b"SUNSUBSCRIBE")],
+)
+def test_probe_answered_while_a_bare_unsubscribe_of_200k_runs(subscribe, unsubscribe):
+    """Issue 28: a bare (S)UNSUBSCRIBE runs under the shared budget; another
+    client is answered while it is still in progress, and the reply is every
+    name once, the counts going down to 0, as Redis's (in its own order)."""
+    n = 200_000
+    with bloomcast_node() as port, connect(port) as hostile:
+        hostile.sendall(_bulk(subscribe, *[b"c%d" % i for i in range(n)]))
+        hostile.settimeout(60)
+        got = b""
+        while not got.endswith(b":%d\r\n" % n):
+            got = got[-64:] + hostile.recv(1 << 22)
+        hostile.sendall(unsubscribe + b"\r\n")
+        time.sleep(0.05)  # it has started (its reply leaves whole, at the end)
+        with connect(port) as probe:
+            probe.settimeout(60)
+            probe.sendall(b"PING\r\nINFO stats\r\n")
+            seen = b""
+            while not seen.endswith(b"\r\n\r\n"):
+                seen += probe.recv(1 << 16)
+        assert seen.startswith(b"+PONG\r\n")
+        field = b"pubsub_channels:" if subscribe == b"SUBSCRIBE" else b"pubsubshard_channels:"
+        left = int(seen.split(field)[1].split(b"\r\n")[0])
+        assert left > 0, "the probe waited for the whole unsubscribe"
+        kind = unsubscribe.lower()
+        reply = b""
+        while reply.count(b"\r\n" + kind + b"\r\n") < n:
+            reply += hostile.recv(1 << 22)
+        assert reply.endswith(b":0\r\n")
+        names = re.findall(rb"\r\n" + kind + rb"\r\n\$\d+\r\n(c\d+)\r\n:(\d+)\r\n", reply)
+        assert sorted(int(c[1:]) for c, _ in names) == list(range(n))
+        assert [int(k) for _, k in names] == list(range(n - 1, -1, -1))

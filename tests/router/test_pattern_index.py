@@ -13,7 +13,10 @@ from tests.router.fakes import FakeSubscriber
 
 
 def matched(index: PatternIndex[FakeSubscriber], channel: bytes) -> dict[bytes, set]:
-    return {pattern: set(subs) for pattern, subs in index.matches(channel)}
+    return {
+        pattern: set(subs) if type(subs) is set else {subs}  # one subscriber is kept bare
+        for pattern, subs in index.matches(channel)
+    }
 
 
 def test_add_is_true_only_for_the_first_subscriber():
@@ -44,19 +47,38 @@ def test_remove_is_true_only_when_the_last_subscriber_goes():
     assert matched(index, b"news.x") == {}
 
 
-def test_lengths_follow_the_prefix_lengths_in_use():
+def test_each_pattern_is_filed_under_its_longest_literal():
     index: PatternIndex[FakeSubscriber] = PatternIndex()
     a = FakeSubscriber("a")
-    for pattern in (b"abcde*", b"*", b"ab.*", b"xy.?"):
+    patterns = (b"abcde*", b"*", b"ab.*", b"xy.?", b"*.log", b"*12345*", b"a*67*")
+    for pattern in patterns:
         index.add(pattern, a)
-    assert index.lengths == (0, 3, 5)
-    index.remove(b"ab.*", a)
-    assert index.lengths == (0, 3, 5)  # xy.? still has a 3-byte prefix
-    index.remove(b"xy.?", a)
-    assert index.lengths == (0, 5)
-    index.remove(b"*", a)
-    assert index.lengths == (5,)
-    assert matched(index, b"abcdef") == {b"abcde*": {a}}
+    # prefixes abcde, ab., xy. ('?': a prefix only); suffix .log; inner 12345
+    # and 67 (longer than a); '*' has no literal: scanned
+    assert index._lens == [(3, 5), (4,), (2, 5)]
+    assert index.lengths == (3, 5)
+    assert matched(index, b"x.log") == {b"*": {a}, b"*.log": {a}}
+    # not all seven: "*", "*.log", and the two inner ones (scanned: cheaper
+    # than looking up every substring of the channel)
+    assert index.candidates(b"x.log") == 4
+    assert matched(index, b"a1234567") == {b"*": {a}, b"*12345*": {a}, b"a*67*": {a}}
+    for pattern in patterns:
+        index.remove(pattern, a)
+    assert index._lens == [(), (), ()] and not index._rest and index.lengths == ()
+
+
+def test_many_inner_literals_are_looked_up_not_scanned():
+    """100,000 patterns '*N*' (issue 28): a PUBLISH tests only those whose
+    number is in the channel."""
+    index: PatternIndex[FakeSubscriber] = PatternIndex()
+    a = FakeSubscriber("a")
+    for i in range(100_000):
+        index.add(b"*%d*" % i, a)
+    assert index.candidates(b"zz" * 20) == 0
+    assert set(matched(index, b"x99999y")) == {
+        b"*%d*" % i for i in range(100_000) if b"%d" % i in b"x99999y"
+    }
+    assert index.candidates(b"x99999y") < 20
 
 
 def test_match_all_and_escaped_patterns():
@@ -80,13 +102,13 @@ def test_matches_globs_only_the_patterns_of_the_channels_prefixes(monkeypatch):
         index.add(pattern, a)
     globbed: list[bytes] = []
 
-    real_match = Glob.match
+    real_match = PatternIndex._match
 
-    def counting(glob: Glob, channel: bytes) -> bool:
-        globbed.append(glob.pattern)
-        return real_match(glob, channel)
+    def counting(self: PatternIndex[FakeSubscriber], pattern: bytes, channel: bytes) -> bool:
+        globbed.append(pattern)
+        return real_match(self, pattern, channel)
 
-    monkeypatch.setattr(Glob, "match", counting)
+    monkeypatch.setattr(PatternIndex, "_match", counting)
     assert set(matched(index, b"p7.x")) == {b"p7.*", b"p7*", b"p?.x"}
     want = {p for p in patterns if b"p7.x".startswith(literal_prefix(p))}
     assert want == {b"p7.*", b"p7*", b"p?.x"}
@@ -114,7 +136,6 @@ def test_matches_equals_a_full_scan_with_stringmatch(subscriptions, channels, da
 
     def agrees() -> None:
         assert set(index) == set(exact)
-        assert index.lengths == tuple(sorted({len(literal_prefix(p)) for p in exact}))
         for channel in channels:
             want = {p: s for p, s in exact.items() if stringmatch(p, channel)}
             assert matched(index, channel) == want, channel
@@ -130,3 +151,27 @@ def test_matches_equals_a_full_scan_with_stringmatch(subscriptions, channels, da
             del exact[pattern]
         assert index.remove(pattern, subs[i]) is last
     agrees()
+
+
+def test_patterns_are_prepared_when_subscribed_never_at_publish(monkeypatch):
+    """Issue 28: a PUBLISH compiles nothing. Plain patterns (literals, escapes,
+    '*') are matched by segments; one with '?' or a class is compiled by add()."""
+    index: PatternIndex[FakeSubscriber] = PatternIndex()
+    a = FakeSubscriber("a")
+    for i in range(200):
+        index.add(b"*%d*" % i, a)
+        index.add(b"\\a" * 100 + b"%d" % i, a)
+        index.add(b"x?%d*" % i, a)
+    compiled: list[bytes] = []
+    real = Glob._compiled
+
+    def counting(glob: Glob) -> object:
+        if glob._regex is None:
+            compiled.append(glob.pattern)
+        return real(glob)
+
+    monkeypatch.setattr(Glob, "_compiled", counting)
+    got = matched(index, b"xy17z")
+    assert set(got) == {b"*1*", b"*7*", b"*17*", b"x?1*", b"x?17*"}
+    assert matched(index, b"a" * 100 + b"5") == {b"\\a" * 100 + b"5": {a}, b"*5*": {a}}
+    assert compiled == []
