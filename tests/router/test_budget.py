@@ -100,11 +100,11 @@ def test_a_big_subscribe_and_bare_unsubscribe_are_sliced_in_order():
         names = [b"ch:%d" % i for i in range(N)]
         a.data_received(bulk(b"SUBSCRIBE", *names) + b"PING\r\n")
         await asyncio.sleep(0)
-        assert a._blocked is not None  # sliced: its PING waits behind it
+        assert a.conn.blocked is not None  # sliced: its PING waits behind it
         b.data_received(b"PING\r\n")  # another client is served meanwhile
         await asyncio.sleep(0)
         assert tb.data == b"+PONG\r\n" and not ta.data
-        await turns_until(lambda: a._blocked is None)
+        await turns_until(lambda: a.conn.blocked is None)
         await asyncio.sleep(0)
         pong = b"*2\r\n$4\r\npong\r\n$0\r\n\r\n"  # RESP2 PING, subscribed
         assert ta.data == confirmations(b"subscribe", names, list(range(1, N + 1))) + pong
@@ -113,8 +113,8 @@ def test_a_big_subscribe_and_bare_unsubscribe_are_sliced_in_order():
         ta.data = b""
         a.data_received(b"UNSUBSCRIBE\r\nPING\r\n")
         await asyncio.sleep(0)
-        assert a._blocked is not None
-        await turns_until(lambda: a._blocked is None)
+        assert a.conn.blocked is not None
+        await turns_until(lambda: a.conn.blocked is None)
         await asyncio.sleep(0)
         # every name once, counts N-1 .. 0 (Redis's order is its dict's: any)
         # (the PING came after the last unsubscribe: no longer subscribed)
@@ -122,7 +122,7 @@ def test_a_big_subscribe_and_bare_unsubscribe_are_sliced_in_order():
         assert rest == b"+PONG\r\n"
         body += b":0\r\n"
         assert body.count(b"$11\r\nunsubscribe\r\n") == N
-        assert body.endswith(b":0\r\n") and not node.pubsub.channels and not a.channels
+        assert body.endswith(b":0\r\n") and not node.pubsub.channels and not a.conn.channels
         assert node.registry.channel_filter.set_bits == 0
 
     in_node(scenario)
@@ -157,7 +157,7 @@ def test_reset_waits_for_its_unsubscribe_all():
     async def scenario(node: Node, client: Callable[[], tuple[Client, Recording]]) -> None:
         a, ta = client()
         a.data_received(bulk(b"SUBSCRIBE", *[b"ch:%d" % i for i in range(N)]))
-        await turns_until(lambda: a._blocked is None)
+        await turns_until(lambda: a.conn.blocked is None)
         await asyncio.sleep(0)  # the confirmations written
         ta.data = b""
         a.data_received(b"RESET\r\nPING\r\n")
@@ -172,12 +172,12 @@ def test_sliced_listings_give_the_bytes_of_one_go():
         a, _ = client()
         names = [b"ch:%d" % i for i in range(N)]
         a.data_received(bulk(b"SUBSCRIBE", *names))
-        await turns_until(lambda: a._blocked is None)
+        await turns_until(lambda: a.conn.blocked is None)
         b, tb = client()
         asked = [b"ch:%d" % i for i in range(0, 2 * N, 2)]
         b.data_received(bulk(b"PUBSUB", b"NUMSUB", *asked) + bulk(b"PUBSUB", b"CHANNELS", b"ch:1*"))
-        await turns_until(lambda: b._blocked is None and not b.extras.slicing, 100)
-        await turns_until(lambda: b._blocked is None)
+        await turns_until(lambda: b.conn.blocked is None and not b._sliced, 100)
+        await turns_until(lambda: b.conn.blocked is None)
         await asyncio.sleep(0)
         numsub = b"*%d\r\n" % (2 * len(asked)) + b"".join(
             b"$%d\r\n%b\r\n:%d\r\n" % (len(n), n, int(n[3:]) < N) for n in asked
@@ -206,7 +206,7 @@ def test_a_publish_past_the_turns_fanout_bytes_answers_next_turn(monkeypatch):
         pub, tp = client()
         pub.data_received(bulk(b"PUBLISH", b"big", b"x" * 400) * 3 + b"PING\r\n")
         await asyncio.sleep(0)
-        assert pub._blocked is not None  # 3 x 400 bytes queued: past 1,000
+        assert pub.conn.blocked is not None  # 3 x 400 bytes queued: past 1,000
         await turns_until(lambda: b"+PONG" in tp.data)
         assert tp.data == b":3\r\n" * 3 + b"+PONG\r\n"
         frame = b"*3\r\n$7\r\nmessage\r\n$3\r\nbig\r\n$400\r\n" + b"x" * 400 + b"\r\n"

@@ -14,6 +14,7 @@ import pytest
 from router import client_output
 from router.config import NodeConfig
 from router.connection import Connection
+from router.kinds import CHANNELS
 from router.node import Node
 from router.settings import Settings
 from router.states import (
@@ -159,7 +160,7 @@ def test_subscribe_visibility_blocks_and_holds_messages_behind_the_reply():
         action = conn.receive(b"SUBSCRIBE a\r\nPING\r\n", time.monotonic())
         states.append(conn.state)
         assert action is BLOCK and conn.blocked is not None
-        node.publish(b"a", b"early", False)  # held behind the confirmation
+        node.publish(b"a", b"early", CHANNELS)  # held behind the confirmation
         waiting.set_result(None)
         await asyncio.sleep(0)
         assert conn.unblock() is DONE
