@@ -146,6 +146,8 @@ class ChaosSettings:
     log_dir: Path | None = None
     faults: list[Fault] | None = None  # a fixed schedule instead of a seeded one
     progress: Callable[[str], None] | None = None
+    #: write the whole record there (pickle) for a look after the run
+    record_path: Path | None = None
 
     @property
     def settle(self) -> float:
@@ -375,6 +377,10 @@ class ChaosRun:
             pub.stop()
         self._drain()
         record = self._record(end, last_heal, reconverged)
+        if self.s.record_path is not None:
+            import pickle
+
+            self.s.record_path.write_bytes(pickle.dumps(record))
         verdict = check(record)
         return ChaosResult(record, verdict, self.faults, self.log)
 

@@ -43,6 +43,8 @@ def test_chaos_section_has_a_row_per_seed():
         "duplicated": 0,
         "reordered": 0,
         "phantom": 0,
+        "not_owed": 7,
+        "excused": 5,
     }
     run = {
         "seed": 11,
@@ -54,5 +56,6 @@ def test_chaos_section_has_a_row_per_seed():
     text = chaos_markdown({"runs": [run]})
     row = next(line for line in text.splitlines() if line.startswith("| 11 "))
     assert row == (
-        "| 11 | 2 kill, 3 pause | 15.1 s | 51,680 | 48,190 | 3,490 | 0 | 0 | 0 | 0 | 1.4 s |"
+        "| 11 | 2 kill, 3 pause | 15.1 s | 51,680 | 48,190 | 3,490 | 0 | 0 | 0 | 0 | 7 | 5 "
+        "| 1.4 s |"
     )
