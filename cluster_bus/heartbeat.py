@@ -106,7 +106,7 @@ class Heartbeats:
         rec = ms.peers.get(peer)
         if rec is None:
             rec = ms.learn(peer, host, msg.client_port, msg.bus_port, now, direct=True)
-            if rec is None:  # banned by CLUSTER FORGET: answered, not learned (as Redis)
+            if rec is None:  # banned (CLUSTER FORGET, replaced): answered, not learned
                 if isinstance(msg, (Ping, Meet)):
                     self.mesh.send_to(peer, self.make(Pong, peer), link)
                 return

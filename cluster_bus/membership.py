@@ -49,6 +49,12 @@ its forwarding session and routing row stay, and it counts in
 ``FORGET_TTL_MS`` (Redis's CLUSTER FORGET blacklist is 60 s), but it may
 speak for itself again at once; CLUSTER FORGET (``forget(..., banned=True)``)
 ignores even the node's own heartbeats for that long and stops the redials.
+A node replaced by a new id at its address is ignored the same way, for
+``REPLACED_TTL_MS``: its life is over, but frames it queued before it died
+can still arrive, late, on a link that was stalled or cut (TCP delivers an
+orphaned socket's queued bytes when the path heals); read as its own
+heartbeat, such a frame would bring the dead id back and, by the same
+address rule, end the life of the node that replaced it, sessions and all.
 ``cluster_state`` is ``ok`` while this node reaches a majority of the nodes
 it knows or has lost (itself included), so a node cut off from the rest for
 good never says ``ok``.
@@ -73,6 +79,12 @@ from cluster_bus.nodes import SUSPECT_FLAGS, LostNode, NodeRecord, rank_of
 from cluster_bus.probes import Probe, ProbeSchedule, ProbeStep
 
 FORGET_TTL_MS = 60_000
+#: how long a node id replaced by a new id at its address is refused, even
+#: from its own (late) frames: longer than a kernel retransmits an orphaned
+#: socket's queued bytes (``tcp_orphan_retries``: about 100 s at most)
+REPLACED_TTL_MS = 600_000
+#: forgotten ids kept before the expired ones are swept out
+MAX_FORGOTTEN = 1024
 #: peers asked to probe a node that did not answer (SWIM's k)
 INDIRECT_PROBES = 3
 #: state changes piggybacked per heartbeat, then random entries. Idle, nothing
@@ -179,10 +191,10 @@ class Membership:
             return None
         for old in list(self.peers.values()):
             if old.host == host and old.bus_port == bus_port:
-                self.forget(old.node_id, now_ms, ended=True)
+                self.forget(old.node_id, now_ms, ended=True, replaced=True)
         for gone in list(self.lost.values()):
             if gone.node_id != node_id and (gone.host, gone.bus_port) == (host, bus_port):
-                self.forget(gone.node_id, now_ms, ended=True)
+                self.forget(gone.node_id, now_ms, ended=True, replaced=True)
         self.lost.pop(node_id, None)
         rec = NodeRecord(node_id, host, client_port, bus_port)
         self.peers[node_id] = rec
@@ -198,6 +210,7 @@ class Membership:
         *,
         lost: bool = False,
         ended: bool = False,
+        replaced: bool = False,
     ) -> NodeRecord | None:
         """Drop a node and ignore gossip about it for ``FORGET_TTL_MS``.
 
@@ -205,9 +218,18 @@ class Membership:
         blacklist, and no redials. ``lost`` (FAIL expiry): kept in
         :attr:`lost` and redialled. ``ended``: its life is over (LEAVE, a
         new id at its address): the bus drops its forwarding sessions too.
+        ``replaced`` (a new id at its address): banned, as ``banned``, for
+        ``REPLACED_TTL_MS``, without the redials a CLUSTER FORGET stops.
         Every node that leaves both ``peers`` and ``lost`` is appended to
         :attr:`removed`."""
-        self._forgotten[node_id] = (now_ms + FORGET_TTL_MS, banned)
+        forgotten = self._forgotten
+        if len(forgotten) >= MAX_FORGOTTEN:  # ids seen once, never looked up again
+            for stale in [k for k, (until, _) in forgotten.items() if until <= now_ms]:
+                del forgotten[stale]
+        if replaced:
+            forgotten[node_id] = (now_ms + REPLACED_TTL_MS, True)
+        else:
+            forgotten[node_id] = (now_ms + FORGET_TTL_MS, banned)
         self.broadcasts.drop(node_id)
         self.probes.forget(node_id)
         self.version += 1

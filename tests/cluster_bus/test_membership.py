@@ -8,6 +8,7 @@ from cluster_bus.membership import (
     FORGET_TTL_MS,
     INDIRECT_PROBES,
     RANDOM_ENTRIES,
+    REPLACED_TTL_MS,
     UPDATES_PER_MESSAGE,
     Membership,
 )
@@ -250,6 +251,34 @@ def test_new_id_at_same_address_replaces_the_old_one():
     assert m.learn(nid(8), "127.0.0.1", 9999, 17002, 10, direct=True) is not None
     assert nid(2) not in m.peers and nid(8) in m.peers
     assert m.gossip_received(nid(1), (entry(2),), 20).learned == []  # old id forgotten
+
+
+def test_a_replaced_id_stays_out_even_from_its_own_late_frames():
+    """Chaos seed 11: a killed node's heartbeat, queued in its orphaned socket
+    behind a stalled path, arrived 11 s after its successor joined; read as the
+    dead id's own heartbeat it brought that id back and, by the address rule,
+    ended the successor's life: its forwarding sessions were dropped and 452
+    frames the receiver had were counted lost (phantom)."""
+    m = cluster(3)
+    assert m.learn(nid(8), "127.0.0.1", 9999, 17002, 10, direct=True) is not None
+    m.removed.clear()
+    # the dead id's late frame, past the gossip ban, is refused and ends nothing
+    late = 10 + FORGET_TTL_MS + 1
+    assert m.learn(nid(2), "127.0.0.1", 7002, 17002, late, direct=True) is None
+    assert nid(8) in m.peers and nid(2) not in m.peers
+    assert m.removed == []
+    # after REPLACED_TTL_MS the id may speak for itself again (a real node)
+    back = 10 + REPLACED_TTL_MS
+    assert m.learn(nid(2), "127.0.0.1", 7002, 17002, back, direct=True) is not None
+    assert nid(8) not in m.peers
+
+
+def test_a_node_that_left_may_come_back_with_its_id_at_once():
+    """LEAVE ends a life but is no ban: a node restarted with its
+    --cluster-config-file keeps its id and is heard at once."""
+    m = cluster(3)
+    m.forget(nid(2), 1000, ended=True)
+    assert m.learn(nid(2), "127.0.0.1", 7002, 17002, 1001, direct=True) is not None
 
 
 def test_minority_partition_reports_cluster_fail():
