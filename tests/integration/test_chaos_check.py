@@ -79,6 +79,18 @@ def test_counting_more_than_went_missing_is_a_phantom():
     assert t["phantom"] == 3
 
 
+def test_an_unanswered_publish_may_be_handled_any_time_its_node_lives():
+    """A PUBLISH sent into a stopped node goes unanswered (the publisher gives
+    up) yet is handled when the node resumes, however long after: a notice
+    from then that counts it is no phantom (chaos seed 13); counting one
+    more is."""
+    for lost, phantom in ((1, 0), (2, 1)):
+        rec = record(list(range(1, 20)))  # 20 not delivered
+        rec.publishers[0].times[20] = (220.0, None)
+        rec.notes.append(LossNote(1, 0, X_ID, lost, 231.0, 231.5))  # the resume, 11 s later
+        assert totals(rec)["phantom"] == phantom
+
+
 def test_duplicates_and_reordering_are_flagged():
     t = totals(record([1, 2, 3, 3, 5, 4, *range(6, 21)]))
     assert t["duplicated"] == 1 and t["reordered"] == 1 and t["uncounted"] == 0
