@@ -25,7 +25,7 @@ from typing import Any
 
 import redis
 
-from bloomcast.testing.ports import free_port, wait_port_free
+from bloomcast.testing.ports import free_ports, wait_port_free
 from bloomcast.testing.process import Managed, parse_info, stop_process
 
 READY_FIELD = "cluster_filters_converged"
@@ -68,8 +68,8 @@ class LocalCluster(Managed):
             self.ports = [base_port + i for i in range(nodes)]
             self.bus_ports = [p + 10000 for p in self.ports]
         else:
-            self.ports = [free_port(host) for _ in range(nodes)]
-            self.bus_ports = [free_port(host) for _ in range(nodes)]
+            picked = free_ports(2 * nodes, host)
+            self.ports, self.bus_ports = picked[:nodes], picked[nodes:]
         self.processes: list[subprocess.Popen[bytes] | None] = [None] * nodes
         self._logs: list[Any] = [None] * nodes
 

@@ -9,10 +9,16 @@ Ports are picked below the kernel's ephemeral range
 bind(0): a port from the ephemeral range can be taken by any outgoing
 connection (a node dialling a peer, a client) between the moment it is
 picked and the moment the server binds it.
+
+A port is free when picked, but nothing holds it until its server binds it:
+two picks in a row (a client port, then a bus port) could name the same
+port. So this process never hands out a port it handed out among its last
+:data:`RECENT` picks (seen: two nodes of one test cluster given one port).
 """
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import os
 import random
@@ -25,6 +31,9 @@ LOOPBACK = "127.0.0.1"
 LOWEST_PORT = 15000
 
 _PING = b"*1\r\n$4\r\nPING\r\n"
+#: how many of this process's latest picks are not handed out again
+RECENT = 512
+_recent: collections.deque[int] = collections.deque(maxlen=RECENT)
 
 
 def ephemeral_range() -> tuple[int, int]:
@@ -52,9 +61,12 @@ def free_ports(n: int, host: str = LOOPBACK) -> list[int]:
     rng = random.Random(os.getpid() * 1_000_003 + time.monotonic_ns())
     socks: list[socket.socket] = []
     try:
+        recent = set(_recent)
         for port in rng.sample(pool, len(pool)):
             if len(socks) == n:
                 break
+            if port in recent:
+                continue
             s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             try:
                 s.bind((host, port))
@@ -64,7 +76,9 @@ def free_ports(n: int, host: str = LOOPBACK) -> list[int]:
             socks.append(s)
         if len(socks) < n:
             raise RuntimeError(f"fewer than {n} free ports on {host} outside {low}-{high}")
-        return [int(s.getsockname()[1]) for s in socks]
+        ports = [int(s.getsockname()[1]) for s in socks]
+        _recent.extend(ports)
+        return ports
     finally:
         for s in socks:
             s.close()
