@@ -6,6 +6,8 @@ model).
 ``BLOOMCAST_NO_EXTENSIONS=1`` in the environment selects the Python core; so
 does a machine where the extension was not built or does not import, with
 one warning line. INFO ``# Bloomcast`` ``bloomcast_data_plane`` says which.
+The node calls :func:`load` once and hands the classes it picks (today
+:func:`parser_class`) to its connections through its ``CommandContext``.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ from __future__ import annotations
 import logging
 import os
 from types import ModuleType
+
+from router.parser import RequestParser
 
 log = logging.getLogger("bloomcast.node")
 
@@ -34,3 +38,13 @@ def load() -> ModuleType | None:
 def name(module: ModuleType | None) -> str:
     """``compiled`` or ``python`` (INFO ``bloomcast_data_plane``)."""
     return "compiled" if module is not None else "python"
+
+
+def parser_class(module: ModuleType | None) -> type[RequestParser]:
+    """The request parser a node's connections use: the compiled twin
+    (``router._dataplane.RequestParser``) or the reference
+    (:class:`router.parser.RequestParser`); same API, same behaviour."""
+    if module is None:
+        return RequestParser
+    cls: type[RequestParser] = module.RequestParser
+    return cls
