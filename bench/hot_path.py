@@ -3,8 +3,8 @@
 ``uv run python -m bench.hot_path`` feeds batches of 16 ``PUBLISH`` requests
 (the shape redis-benchmark ``-P 16`` sends) to
 
-- the request parser alone: the pure-Python reference path (``fast=False``)
-  and the hiredis fast path, side by side;
+- the request parser alone: the pure-Python reference path (``fast=False``),
+  the hiredis fast path and the compiled twin (issue 29), side by side;
 - a whole :class:`router.client.Client` (parse, dispatch, PUBLISH, replies
   queued and flushed once per loop turn) with 0, 1 and 10 subscribers, on
   uvloop, with transports that only count bytes;
@@ -29,6 +29,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from router import dataplane
 from router.client import Client
 from router.config import NodeConfig
 from router.node import Node
@@ -67,9 +68,9 @@ class CountingTransport:
         pass
 
 
-def parser_us(fast: bool, batches: int) -> float:
+def parser_us(fast: bool, batches: int, cls: type = RequestParser) -> float:
     """Microseconds per request to parse ``batches`` pipelined batches."""
-    parser = RequestParser(512 * 1024 * 1024, 1024 * 1024, fast=fast)
+    parser = cls(512 * 1024 * 1024, 1024 * 1024, fast=fast)
     batch = REQUEST * PIPELINE
     start = time.perf_counter()
     for _ in range(batches):
@@ -217,6 +218,10 @@ def run(batches: int = 5000, repeats: int = 5) -> dict[str, float]:
         "parse, reference (pure Python)": min(parser_us(False, batches) for _ in range(repeats)),
         "parse, hiredis fast path": min(parser_us(True, batches) for _ in range(repeats)),
     }
+    compiled = dataplane.load()
+    if compiled is not None:  # the compiled twin (issue 29)
+        cls = dataplane.parser_class(compiled)
+        out["parse, compiled twin"] = min(parser_us(True, batches, cls) for _ in range(repeats))
     for subs in (0, 1, 10):
         with asyncio.Runner(loop_factory=new_loop) as runner:
             out[f"Client, PUBLISH, {subs} subscribers"] = min(
@@ -240,7 +245,7 @@ def main(argv: list[str] | None = None) -> int:
     result = run(args.batches, args.repeats)
     ref = result["parse, reference (pure Python)"]
     for name, us in result.items():
-        extra = f"  ({ref / us:.1f}x the reference)" if name.startswith("parse, hiredis") else ""
+        extra = f"  ({ref / us:.1f}x the reference)" if name.startswith("parse, ") else ""
         print(f"{name:40s} {us:6.3f} us/command{extra}")
     return 0
 

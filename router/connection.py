@@ -21,7 +21,7 @@ import asyncio
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol, cast
 
-from router import client_log, client_output, parser, resp
+from router import client_log, client_output, resp
 from router.client_extras import ClientExtras
 from router.commands.base import Transaction
 from router.dispatch import execute_counted, process
@@ -99,7 +99,8 @@ class Connection:
         self.patterns: dict[bytes, None] = {}
         self.shard_channels: dict[bytes, None] = {}
         config = ctx.config
-        self.parser = parser.RequestParser(config.proto_max_bulk_len, config.max_multibulk_len)
+        # the node's parser class: the compiled twin or the reference (issue 29)
+        self.parser = ctx.parser_class(config.proto_max_bulk_len, config.max_multibulk_len)
         self.parser.authenticated = self.authenticated
         self.last_interaction = self.extras.created
         self.last_command = "NULL"  # Redis's cmd= before the first command

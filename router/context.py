@@ -13,7 +13,10 @@ handed to every connection by constructor. It holds:
 - ``settings``: the live :class:`router.settings.Settings`, swapped whole by
   CONFIG SET (:meth:`swap_settings`); ``config``: the startup settings;
 - ``view``: what INFO, CLUSTER INFO and CONFIG RESETSTAT read or reset of
-  the node as a whole (:class:`NodeView`).
+  the node as a whole (:class:`NodeView`);
+- ``data_plane`` (``compiled`` or ``python``, INFO ``bloomcast_data_plane``)
+  and ``parser_class``, the request parser its connections use, picked once
+  by the node through :mod:`router.dataplane` (issue 29).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ if TYPE_CHECKING:
     from router.acl import Acl
     from router.config import NodeConfig
     from router.connection import Connection
+    from router.parser import RequestParser
     from router.pause import ClientPause
     from router.pubsub import PubSub
     from router.settings import Settings
@@ -50,9 +54,11 @@ class CommandContext:
         "acl",
         "clients",
         "config",
+        "data_plane",
         "link",
         "node_id",
         "on_settings",
+        "parser_class",
         "pause",
         "port",
         "pubsub",
@@ -75,6 +81,8 @@ class CommandContext:
         link: ClusterLink,
         view: NodeView,
         on_settings: Callable[[Settings, Settings], None],
+        parser_class: type[RequestParser],
+        data_plane: str,
     ) -> None:
         self.node_id = node_id
         self.config = config
@@ -90,6 +98,8 @@ class CommandContext:
         #: called with (old, new) after each swap (the node applies what a
         #: setting changes beyond itself: the idle-client timer)
         self.on_settings = on_settings
+        self.parser_class = parser_class
+        self.data_plane = data_plane
 
     @property
     def cluster_enabled(self) -> bool:

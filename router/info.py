@@ -200,6 +200,8 @@ def info_sections(node: Node) -> dict[str, Section]:
         "keyspace": {},
         "filters": dict(registry.filter_info()),
         "collector": {**node.gc_pauses.info_fields(), "pubsub_jobs": node.pubsub.budget.pending},
+        # which data plane serves this node (issue 29, router/dataplane.py)
+        "bloomcast": {"bloomcast_data_plane": node.context.data_plane},
     }
     if node.forwards_lost_from:
         sections["forwards_lost"] = {

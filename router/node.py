@@ -36,6 +36,7 @@ from cluster_bus.api import (
     NoPeers,
     merge_changes,
 )
+from router import dataplane
 from router.acl import Acl
 from router.client import Client
 from router.collector import Pauses
@@ -80,6 +81,8 @@ class Node:
         self.idle = IdleTimer(self.clients)
         #: what command handlers reach (router/context.py); its ``settings``
         #: are the live ones, swapped whole by CONFIG SET
+        # the compiled data plane or the Python core, chosen once (issue 29)
+        plane = dataplane.load()
         self.context = CommandContext(
             node_id=self.node_id,
             config=config,
@@ -92,6 +95,8 @@ class Node:
             link=NoPeers(self.node_id, first_host(config.bind), config.port),
             view=self,
             on_settings=self.idle.settings_changed,
+            parser_class=dataplane.parser_class(plane),
+            data_plane=dataplane.name(plane),
         )
         #: the cluster bus seam: ``NoPeers`` until :meth:`set_link`
         self.link: ClusterLink = self.context.link

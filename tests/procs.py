@@ -18,7 +18,11 @@ from bloomcast.testing import free_port, stop_process, wait_port
 
 
 @contextlib.contextmanager
-def bloomcast_node(*extra: str, bus: bool = False) -> Iterator[int]:
+def bloomcast_node(
+    *extra: str, bus: bool = False, env: dict[str, str] | None = None
+) -> Iterator[int]:
+    """A node on a free port (``env``: the process's whole environment, or
+    this one's when None); yields the port, stops the node after."""
     port = free_port()
     args = [sys.executable, "-m", "bloomcast.cli", "node", "--port", str(port)]
     args += ["--cluster-port", str(free_port())] if bus else ["--no-bus"]
@@ -26,6 +30,7 @@ def bloomcast_node(*extra: str, bus: bool = False) -> Iterator[int]:
         [*args, *extra],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
+        env=env,
         cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
     )
     try:

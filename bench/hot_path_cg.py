@@ -1,0 +1,126 @@
+"""Instructions per command on the node's hot path, counted with callgrind
+(the method of docs/benchmarks.md "the connection state machine (issue 28)").
+
+``uv run python -m bench.hot_path_cg`` runs every case under
+``valgrind --tool=callgrind`` twice, with a long and a short run (``-P 16``:
+220 and 20 batches of 16 PUBLISH; ``-P 1``: 1200 and 200 PUBLISH, one per
+read and loop turn), ``PYTHONHASHSEED=0``, and prints (long - short) / the
+commands between them: the start-up, imports and set-up cancel out. The
+5 ms slice budget is disabled (under valgrind a batch takes longer than 5 ms
+of wall time, so slicing would depend on the machine's load). Each case runs
+on the compiled data plane and with ``BLOOMCAST_NO_EXTENSIONS=1`` (the
+Python core), on uvloop with transports that only count bytes
+(:mod:`bench.hot_path`).
+
+``python -m bench.hot_path_cg --one CASE N`` is one run (what valgrind runs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+#: case -> (pipeline depth, subscribers)
+CASES = {
+    "P16-0": (16, 0),
+    "P16-1": (16, 1),
+    "P16-10": (16, 10),
+    "P1-0": (1, 0),
+    "P1-1": (1, 1),
+    "P1-10": (1, 10),
+}
+#: pipeline depth -> (long run, short run) in reads
+RUNS = {16: (220, 20), 1: (1200, 200)}
+
+
+async def _drive(depth: int, subscribers: int, reads: int) -> None:
+    """``reads`` reads of ``depth`` PUBLISH each, one loop turn per read."""
+    from bench.hot_path import REQUEST, CountingTransport
+    from router import dispatch
+    from router.client import Client
+    from router.config import NodeConfig
+    from router.node import Node
+
+    dispatch._SLICE_NS = 1 << 62  # no slicing under valgrind (module doc)
+    node = Node(NodeConfig(port=0))
+    subs = [CountingTransport() for _ in range(subscribers)]
+    for transport in subs:
+        sub = Client(node)
+        sub.connection_made(transport)  # type: ignore[arg-type]
+        sub.data_received(b"SUBSCRIBE bench:ch\r\n")
+    await asyncio.sleep(0)
+    client = Client(node)
+    publisher = CountingTransport()
+    client.connection_made(publisher)  # type: ignore[arg-type]
+    batch = REQUEST * depth
+    for _ in range(reads):
+        client.data_received(batch)
+        await asyncio.sleep(0)
+    reply = b":%d\r\n" % subscribers
+    if publisher.written != reads * depth * len(reply):
+        raise RuntimeError(f"lost replies: {publisher.written} B")
+
+
+def one(case: str, reads: int) -> None:
+    import uvloop
+
+    depth, subscribers = CASES[case]
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        runner.run(_drive(depth, subscribers, reads))
+
+
+def _instructions(case: str, reads: int, compiled: bool) -> int:
+    env = {**os.environ, "PYTHONHASHSEED": "0"}
+    env.pop("BLOOMCAST_NO_EXTENSIONS", None)
+    if not compiled:
+        env["BLOOMCAST_NO_EXTENSIONS"] = "1"
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "cg.out")
+        cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}"]
+        cmd += [sys.executable, "-m", "bench.hot_path_cg", "--one", case, str(reads)]
+        subprocess.run(cmd, env=env, check=True, capture_output=True)
+        with open(out) as f:
+            text = f.read()
+    m = re.search(r"^(?:summary|totals): (\d+)", text, re.M)
+    if m is None:
+        raise RuntimeError("no totals in the callgrind output")
+    return int(m.group(1))
+
+
+def per_command(case: str, compiled: bool) -> float:
+    """Instructions per command of ``case``: (long - short) / commands."""
+    depth = CASES[case][0]
+    long_run, short_run = RUNS[depth]
+    diff = _instructions(case, long_run, compiled) - _instructions(case, short_run, compiled)
+    return diff / ((long_run - short_run) * depth)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--one", nargs=2, metavar=("CASE", "READS"), help="one run (for valgrind)")
+    ap.add_argument("--cases", default=",".join(CASES), help="comma-separated")
+    args = ap.parse_args(argv)
+    if args.one:
+        one(args.one[0], int(args.one[1]))
+        return 0
+    print("| case (per command) | Python core | compiled parser | change |")
+    print("|---|---|---|---|")
+    for case in args.cases.split(","):
+        py = per_command(case, compiled=False)
+        cy = per_command(case, compiled=True)
+        depth, subs = CASES[case]
+        print(
+            f"| PUBLISH, -P {depth}, {subs} subscribers | {py:,.0f} | {cy:,.0f} "
+            f"| {(cy - py) / py * 100:+.1f}% |",
+            flush=True,
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

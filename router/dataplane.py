@@ -1,0 +1,50 @@
+"""Which data plane a node runs: the compiled twin (``router/_dataplane.pyx``,
+typed Cython, built by ``uv sync``) or the Python core it is checked against
+(issue 29; aiohttp's ``AIOHTTP_NO_EXTENSIONS`` and msgpack's fallback are the
+model).
+
+``BLOOMCAST_NO_EXTENSIONS=1`` in the environment selects the Python core; so
+does a machine where the extension was not built or does not import, with
+one warning line. INFO ``# Bloomcast`` ``bloomcast_data_plane`` says which.
+The node calls :func:`load` once and hands the classes it picks (today
+:func:`parser_class`) to its connections through its ``CommandContext``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from types import ModuleType
+
+from router.parser import RequestParser
+
+log = logging.getLogger("bloomcast.node")
+
+ENV = "BLOOMCAST_NO_EXTENSIONS"
+
+
+def load() -> ModuleType | None:
+    """The compiled module, or None for the Python core."""
+    if os.environ.get(ENV):
+        return None
+    try:
+        from router import _dataplane  # type: ignore[attr-defined]
+    except ImportError as exc:
+        log.warning("compiled data plane unavailable (%s): running the Python core", exc)
+        return None
+    return _dataplane
+
+
+def name(module: ModuleType | None) -> str:
+    """``compiled`` or ``python`` (INFO ``bloomcast_data_plane``)."""
+    return "compiled" if module is not None else "python"
+
+
+def parser_class(module: ModuleType | None) -> type[RequestParser]:
+    """The request parser a node's connections use: the compiled twin
+    (``router._dataplane.RequestParser``) or the reference
+    (:class:`router.parser.RequestParser`); same API, same behaviour."""
+    if module is None:
+        return RequestParser
+    cls: type[RequestParser] = module.RequestParser
+    return cls

@@ -1,0 +1,36 @@
+#!/bin/sh
+# The compiled data plane (router/_dataplane.pyx) built with ASan + UBSan, then
+# the router tests and the differential fuzzer run against that build (issue 29).
+#
+#   nice -n 10 sh tests/fuzz/sanitize.sh [FUZZ_INPUTS] [SEED] [PYTEST_PATHS...]
+#
+# The working tree's tracked files are copied to build/san (the in-place
+# extension of the worktree is left alone: running processes may have it
+# mapped) and the extension is built there, -O1 -g, with the sanitizers. The
+# interpreter is not instrumented: the ASan and UBSan runtimes are preloaded
+# and PYTHONMALLOC=malloc lets ASan see the objects' memory. Leak detection is
+# off (CPython keeps its interned objects to exit); valgrind covers leaks
+# (tests/fuzz/memcheck.sh). Any ASan or UBSan report stops the run (exit != 0).
+set -eu
+root=$(cd "$(dirname "$0")/../.." && pwd)
+out="$root/build/san"
+inputs="${1:-1000000}"
+seed="${2:-21}"
+if [ $# -gt 2 ]; then shift 2; else set -- tests/router; fi
+rm -rf "$out" && mkdir -p "$out"
+(cd "$root" && git ls-files | tar -cf - -T -) | tar -xf - -C "$out"
+cd "$out"
+CFLAGS="-O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined" \
+LDFLAGS="-fsanitize=address,undefined" \
+    uv run --project "$root" --no-sync --with 'cython>=3.1,<3.4' --with 'setuptools>=70' \
+    python setup.py -q build_ext --inplace >build.log 2>&1 || { cat build.log; exit 1; }
+so=$(ls router/_dataplane.*.so)
+nm -D "$so" | grep -q __asan_report || { echo "$so is not instrumented" >&2; exit 1; }
+LD_PRELOAD="$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libubsan.so)"
+export LD_PRELOAD PYTHONMALLOC=malloc PYTHONPATH="$out"
+export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+py="$root/.venv/bin/python"
+"$py" -c "import router._dataplane as d; assert d.__file__.startswith('$out'), d.__file__; print('sanitized:', d.__file__)"
+"$py" -m pytest -q -p no:cacheprovider "$@"
+"$py" -m tests.fuzz.fuzz_resp --count "$inputs" --seed "$seed" --require-compiled

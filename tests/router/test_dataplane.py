@@ -1,0 +1,146 @@
+"""The compiled data plane's switch and its request parser (issue 29).
+
+The long differential run is ``python -m tests.fuzz.fuzz_resp``; here: which
+parser a node picks, INFO's ``bloomcast_data_plane`` of a real process, and
+the twin against the reference on the cases that matter most."""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+import sys
+
+import pytest
+
+import router
+from router import dataplane
+from router.config import NodeConfig
+from router.info import info_sections
+from router.node import Node
+from router.parser import SLICE_BULKS, ProtocolError, RequestParser
+from tests.procs import bloomcast_node, connect, read_quiet
+
+try:
+    _compiled = importlib.import_module("router._dataplane")
+except ImportError:
+    _compiled = None
+
+needs_compiled = pytest.mark.skipif(_compiled is None, reason="extension not built")
+PARSERS = [RequestParser] + ([_compiled.RequestParser] if _compiled is not None else [])
+
+
+def _info_plane(env: dict[str, str]) -> bytes:
+    with bloomcast_node(env=env) as port:
+        s = connect(port)
+        s.sendall(b"INFO bloomcast\r\n")
+        reply, _ = read_quiet(s)
+        s.close()
+    return reply
+
+
+def test_a_node_started_with_no_extensions_reports_python():
+    env = {**os.environ, dataplane.ENV: "1"}
+    reply = _info_plane(env)
+    assert b"# Bloomcast\r\nbloomcast_data_plane:python\r\n" in reply
+
+
+@needs_compiled
+def test_a_node_started_without_the_switch_reports_compiled():
+    env = {k: v for k, v in os.environ.items() if k != dataplane.ENV}
+    reply = _info_plane(env)
+    assert b"# Bloomcast\r\nbloomcast_data_plane:compiled\r\n" in reply
+
+
+def test_the_node_builds_its_connections_parser_from_the_switch(monkeypatch):
+    monkeypatch.setenv(dataplane.ENV, "1")
+    node = Node(NodeConfig(port=0))
+    assert node.context.parser_class is RequestParser
+    assert info_sections(node)["bloomcast"] == {"bloomcast_data_plane": "python"}
+    monkeypatch.delenv(dataplane.ENV)
+    node = Node(NodeConfig(port=0))
+    want = "python" if _compiled is None else "compiled"
+    assert info_sections(node)["bloomcast"] == {"bloomcast_data_plane": want}
+    if _compiled is not None:
+        assert node.context.parser_class is _compiled.RequestParser
+
+
+def test_an_extension_that_does_not_import_is_one_warning(monkeypatch, caplog):
+    monkeypatch.delenv(dataplane.ENV, raising=False)
+    monkeypatch.setitem(sys.modules, "router._dataplane", None)  # import fails
+    monkeypatch.delattr(router, "_dataplane", raising=False)
+    with caplog.at_level(logging.WARNING, logger="bloomcast.node"):
+        assert dataplane.load() is None
+    assert len(caplog.records) == 1
+    assert "running the Python core" in caplog.records[0].getMessage()
+    assert dataplane.parser_class(None) is RequestParser
+
+
+def _outcome(cls: type, data: bytes, step: int, **kw: object) -> list[object]:
+    limits = (kw.pop("max_bulk", 1 << 20), kw.pop("max_multibulk", 1 << 20))
+    # the reference is the pure-Python path (hiredis reads a huge multibulk
+    # whole: only the reference path slices it)
+    parser = cls(*limits, fast=False)
+    parser.authenticated = kw.pop("authenticated", True)
+    out: list[object] = []
+    try:
+        for i in range(0, len(data), step):
+            parser.feed(data[i : i + step])
+            while True:
+                out.extend(parser.requests())
+                if not parser.backlog:
+                    break
+                out.append("slice")
+            out.append((parser.buffered, parser.partial_bytes, parser.query_buffer(False)))
+    except ProtocolError as exc:
+        out.append(str(exc))
+    return out
+
+
+CASES = [
+    b"*3\r\n$7\r\nPUBLISH\r\n$4\r\nnews\r\n$5\r\nhello\r\n" * 3,
+    b"PING\r\nECHO \"a\\x41\" 'b'\r\n\r\n*0\r\n*-1\r\nPING\n",
+    b"*%d\r\n" % (2 * SLICE_BULKS + 5) + b"$1\r\na\r\n" * (2 * SLICE_BULKS + 5),
+    b"*1\rX$4\rXPING\r\n*2\r\n$4\r\nECHO\r\n$2\r\nabXY",  # lone CRs, unread bytes
+    b"*2\r\n$4\r\nECHO\r\n$1\x00\r\nx\r\n*1\r\n",  # a NUL hides the CR
+    b"*1\r\n+PING\r\n",  # expected '$', got '+'
+    b"*1\r\n\xff4\r\nPING\r\n",  # got a byte that is not UTF-8
+    b"*1\r\n$-1\r\n",
+    b"*1\r\n$01\r\nx\r\n",  # a leading zero: invalid bulk length
+    b"*1\r\n$200\r\n" + b"x" * 200 + b"\r\n",  # over max_bulk below
+    b"*9223372036854775808\r\n",  # past string2ll
+    b"*2000\r\n",  # over max_multibulk below
+    b"*11\r\n",  # unauthenticated multibulk length
+    b"*1\r\n$16385\r\n",  # unauthenticated bulk length
+    b'ECHO "unbalanced\r\n',
+    b"*" + b"1" * 70000,  # too big mbulk count string
+    b"*1\r\n$" + b"1" * 70000,  # too big bulk count string
+    b"x" * 70000,  # too big inline request
+]
+
+
+@needs_compiled
+@pytest.mark.parametrize("data", CASES)
+@pytest.mark.parametrize("step", [1, 7, 1 << 20])
+def test_the_compiled_parser_agrees_with_the_reference(data, step):
+    for kw in ({}, {"max_bulk": 100, "max_multibulk": 1024}, {"authenticated": False}):
+        want = _outcome(RequestParser, data, step, **dict(kw))
+        assert _outcome(_compiled.RequestParser, data, step, **dict(kw)) == want, kw
+
+
+@pytest.mark.parametrize("cls", PARSERS)
+def test_release_hands_over_the_partial_request(cls):
+    parser = cls(1 << 20, 1 << 20)
+    parser.feed(b"*3\r\n$7\r\nPUBLISH\r\n$2\r\nch\r\n$5\r\nhel")
+    assert parser.next_request() is None
+    assert parser.partial_bytes == 9
+    assert parser.release() == [b"PUBLISH", b"ch"]
+    assert parser.partial_bytes == 0
+
+
+@pytest.mark.parametrize("cls", PARSERS)
+def test_a_protocol_error_is_the_reference_class_with_redis_text(cls):
+    parser = cls(1 << 20, 1 << 20)
+    parser.feed(b"*1\r\n:1\r\n")
+    with pytest.raises(ProtocolError, match=r"^ERR Protocol error: expected '\$', got ':'$"):
+        parser.next_request()
