@@ -80,10 +80,12 @@ def parser_us(fast: bool, batches: int, cls: type = RequestParser) -> float:
     return (time.perf_counter() - start) / (batches * PIPELINE) * 1e6
 
 
-async def client_us(subscribers: int, batches: int) -> float:
-    """Microseconds per PUBLISH through a Client, one loop turn per batch.
-
-    Raises RuntimeError unless every reply and every message was written."""
+async def publisher_and_subscribers(
+    subscribers: int,
+) -> tuple[Client, CountingTransport, list[CountingTransport]]:
+    """A node (no bus) with ``subscribers`` clients subscribed to ``bench:ch``
+    and one more client to publish: (that client, its transport, the
+    subscribers' transports)."""
     node = Node(NodeConfig(port=0))
     sub_transports = [CountingTransport() for _ in range(subscribers)]
     for transport in sub_transports:
@@ -94,6 +96,14 @@ async def client_us(subscribers: int, batches: int) -> float:
     client = Client(node)
     publisher = CountingTransport()
     client.connection_made(publisher)  # type: ignore[arg-type]
+    return client, publisher, sub_transports
+
+
+async def client_us(subscribers: int, batches: int) -> float:
+    """Microseconds per PUBLISH through a Client, one loop turn per batch.
+
+    Raises RuntimeError unless every reply and every message was written."""
+    client, publisher, sub_transports = await publisher_and_subscribers(subscribers)
     batch = REQUEST * PIPELINE
     confirmed = [t.written for t in sub_transports]
     start = time.perf_counter()

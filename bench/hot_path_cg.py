@@ -40,23 +40,11 @@ RUNS = {16: (220, 20), 1: (1200, 200)}
 
 async def _drive(depth: int, subscribers: int, reads: int) -> None:
     """``reads`` reads of ``depth`` PUBLISH each, one loop turn per read."""
-    from bench.hot_path import REQUEST, CountingTransport
+    from bench.hot_path import REQUEST, publisher_and_subscribers
     from router import dispatch
-    from router.client import Client
-    from router.config import NodeConfig
-    from router.node import Node
 
     dispatch._SLICE_NS = 1 << 62  # no slicing under valgrind (module doc)
-    node = Node(NodeConfig(port=0))
-    subs = [CountingTransport() for _ in range(subscribers)]
-    for transport in subs:
-        sub = Client(node)
-        sub.connection_made(transport)  # type: ignore[arg-type]
-        sub.data_received(b"SUBSCRIBE bench:ch\r\n")
-    await asyncio.sleep(0)
-    client = Client(node)
-    publisher = CountingTransport()
-    client.connection_made(publisher)  # type: ignore[arg-type]
+    client, publisher, _ = await publisher_and_subscribers(subscribers)
     batch = REQUEST * depth
     for _ in range(reads):
         client.data_received(batch)

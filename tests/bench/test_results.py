@@ -146,6 +146,7 @@ def test_hot_path_bench_drives_the_real_client(capsys):
     assert set(result) == {
         "parse, reference (pure Python)",
         "parse, hiredis fast path",
+        "parse, compiled twin",  # uv sync builds it (tests/router/test_dataplane.py)
         "Client, PUBLISH, 0 subscribers",
         "Client, PUBLISH, 1 subscribers",
         "Client, PUBLISH, 10 subscribers",
