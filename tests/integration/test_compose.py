@@ -176,6 +176,11 @@ def test_dockerfile_builds_from_the_lock():
     for folder in ("router", "bloom", "cluster_bus", "spark", "bench"):
         assert f"COPY {folder} {folder}" in dockerfile
     assert 'ENTRYPOINT ["bloomcast"]' in dockerfile
+    # the compiled data plane: setup.py and a C compiler before `uv sync`
+    # (without them the image would run the Python core, with a warning)
+    sync = dockerfile.index("uv sync --frozen --no-dev")
+    assert re.search(r"COPY [^\n]*\bsetup\.py\b", dockerfile[:sync])
+    assert re.search(r"apt-get install [^\n]*\bgcc\b", dockerfile[:sync])
 
 
 def test_readme_documents_every_node_flag_and_the_toml_example(tmp_path):
