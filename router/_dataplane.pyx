@@ -259,7 +259,8 @@ cdef class RequestParser:
             ok = plain = False
             if crp != NULL:
                 cr = crp - p
-                plain = _plain(p + pos + 1, cr - pos - 1)
+                # '$' first: any other byte may be the NUL that hides the line
+                plain = p[pos] == c'$' and _plain(p + pos + 1, cr - pos - 1)
                 ok = _string2ll(p + pos + 1, cr - pos - 1, &size)
             if not plain and (crp == NULL or memchr(p + pos, 0, cr - pos) != NULL):
                 if end - pos > INLINE_MAX_SIZE:

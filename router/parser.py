@@ -336,8 +336,14 @@ class RequestParser:
             budget -= 1
             cr = buf.find(b"\r", pos)
             raw = buf[pos + 1 : cr] if cr >= 0 else b""
-            # plain digits without a leading zero: every sane client
-            plain = raw.isdigit() and (raw[0] != 0x30 or len(raw) == 1) and len(raw) < 19
+            # '$' and plain digits without a leading zero: every sane client (any
+            # other first byte may be the NUL that hides the line from strchr)
+            plain = (
+                raw.isdigit()  # (so the line has begun: buf[pos] is there)
+                and buf[pos] == 0x24
+                and (raw[0] != 0x30 or len(raw) == 1)
+                and len(raw) < 19
+            )
             if not plain and (cr < 0 or _hidden(buf, pos, cr)):
                 if end - pos > INLINE_MAX_SIZE:
                     raise ProtocolError("ERR Protocol error: too big bulk count string")

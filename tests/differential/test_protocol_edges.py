@@ -37,6 +37,7 @@ EDGES = {
     "bulk length over proto-max-bulk-len": b"*1\r\n$536870913\r\n",
     "bulk length at proto-max-bulk-len waits": b"*1\r\n$536870912\r\n",
     "NUL hides a bulk line's end": b"*1\r\n$4\x00\r\nPING\r\n",
+    "NUL in place of a bulk's $ hides the line": b"*1\r\n\x00123\r\n",
     "NUL hides a count line's end": b"*1\x00\r\nPING\r\n",
     "NUL in an inline request": b"PI\x00NG\r\n",
     "no dollar": b"*1\r\n\r\n",
