@@ -105,18 +105,20 @@ async def serve(
             await metrics.start(config.bind, metrics_port)
         except OSError as exc:
             raise listen_error("--metrics-port", config.bind, metrics_port, exc) from None
-    await node.start_serving()
-    # from here on the collector walks only what was made since
-    collector.settle(node.gc_pauses, node.pubsub.tables_to_freeze())
+    # the signals are handled before the port is open: a client (or a test)
+    # that sees the port may signal at once
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
-    members = MembershipLog(node.link)
-    members.start(loop)
     for sig in (signal.SIGTERM, signal.SIGINT):
         with contextlib.suppress(NotImplementedError):
             loop.add_signal_handler(sig, stop.set)
     if log_handler is not None:
         loop.add_signal_handler(signal.SIGHUP, node_log.on_sighup, log_handler)
+    await node.start_serving()
+    # from here on the collector walks only what was made since
+    collector.settle(node.gc_pauses, node.pubsub.tables_to_freeze())
+    members = MembershipLog(node.link)
+    members.start(loop)
     bus_port = f" bus port {bus.port}" if bus is not None else ""
     ready = f"bloomcast node {node.node_id} ready on {config.bind}:{node.port}{bus_port}"
     print(ready, flush=True)

@@ -488,12 +488,15 @@ class Membership:
     def pending_handshakes(self, now_ms: int) -> list[tuple[Address, str, int]]:
         """Addresses being met that never answered, shown as ``handshake`` nodes
         for Redis's handshake timeout (max(node timeout, 1 s), after which
-        Redis deletes the node; we keep dialling the address, unshown)."""
+        Redis deletes the node; we keep dialling the address, unshown). An
+        address a known node already holds (it reached us first, or gossip
+        named it) is not shown twice: our dial there only verifies it."""
         timeout = max(self.node_timeout_ms, 1000)
+        held = {(r.host, r.bus_port) for r in self.peers.values()}
         return [
             (key, node_id, port)
             for key, (node_id, since, port) in self.handshakes.items()
-            if now_ms - since < timeout
+            if now_ms - since < timeout and key not in held
         ]
 
     def dial_reached(self, node_id: str, address: Address) -> None:

@@ -405,3 +405,12 @@ def test_an_address_being_met_shows_for_the_handshake_timeout():
     assert m.pending_handshakes(1000 + max(TIMEOUT, 1000)) == []
     m.dial_reached(nid(5), ("10.0.0.9", 17009))
     assert m.handshakes == {}
+
+
+def test_an_address_a_known_node_holds_is_not_shown_in_handshake_too():
+    """cluster up: the seed's node reached us (inbound) before our dial to it
+    completed; CLUSTER NODES listed it twice, once as a handshake node."""
+    m = cluster(3)
+    m.handshakes[("127.0.0.1", 17002)] = ("ab" * 20, 1000, 7002)  # nid(2)'s address
+    m.handshakes[("10.0.0.9", 17009)] = ("cd" * 20, 1000, 7009)  # nobody's yet
+    assert [key for key, _, _ in m.pending_handshakes(1001)] == [("10.0.0.9", 17009)]
