@@ -191,10 +191,10 @@ class Membership:
             return None
         for old in list(self.peers.values()):
             if old.host == host and old.bus_port == bus_port:
-                self.forget(old.node_id, now_ms, ended=True, replaced=True)
+                self.forget(old.node_id, now_ms, replaced=True)
         for gone in list(self.lost.values()):
             if gone.node_id != node_id and (gone.host, gone.bus_port) == (host, bus_port):
-                self.forget(gone.node_id, now_ms, ended=True, replaced=True)
+                self.forget(gone.node_id, now_ms, replaced=True)
         self.lost.pop(node_id, None)
         rec = NodeRecord(node_id, host, client_port, bus_port)
         self.peers[node_id] = rec
@@ -218,8 +218,8 @@ class Membership:
         blacklist, and no redials. ``lost`` (FAIL expiry): kept in
         :attr:`lost` and redialled. ``ended``: its life is over (LEAVE, a
         new id at its address): the bus drops its forwarding sessions too.
-        ``replaced`` (a new id at its address): banned, as ``banned``, for
-        ``REPLACED_TTL_MS``, without the redials a CLUSTER FORGET stops.
+        ``replaced`` (a new id at its address): its life ended, and it is
+        banned, as ``banned``, for ``REPLACED_TTL_MS``.
         Every node that leaves both ``peers`` and ``lost`` is appended to
         :attr:`removed`."""
         forgotten = self._forgotten
@@ -227,6 +227,7 @@ class Membership:
             for stale in [k for k, (until, _) in forgotten.items() if until <= now_ms]:
                 del forgotten[stale]
         if replaced:
+            ended = True
             forgotten[node_id] = (now_ms + REPLACED_TTL_MS, True)
         else:
             forgotten[node_id] = (now_ms + FORGET_TTL_MS, banned)
@@ -491,6 +492,8 @@ class Membership:
         Redis deletes the node; we keep dialling the address, unshown). An
         address a known node already holds (it reached us first, or gossip
         named it) is not shown twice: our dial there only verifies it."""
+        if not self.handshakes:
+            return []
         timeout = max(self.node_timeout_ms, 1000)
         held = {(r.host, r.bus_port) for r in self.peers.values()}
         return [
