@@ -33,7 +33,7 @@ from bloomcast.node_process import (
     tap_error,
 )
 from cluster_bus.tls import BusTlsError
-from router import collector
+from router import allocator, collector
 from router.acl.aclfile import AclFileError
 from router.config import NodeConfig, add_node_arguments, config_from_args
 from router.config_file import ConfigError
@@ -60,6 +60,7 @@ async def serve(
     down gracefully. The one place that wires Node + ClusterBus + tap."""
     from router.node import Node
 
+    allocator.fix_mmap_threshold()  # large freed blocks go back to the kernel
     nodes_file, saved = open_nodes_file(config) if with_bus else (None, None)
     node = Node(config, node_id=saved.my_id if saved is not None else None)
     try:
