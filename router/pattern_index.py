@@ -236,7 +236,10 @@ def _key(pattern: bytes, segments: tuple[bytes, ...] | None) -> tuple[int, bytes
     """Where a pattern is filed: the longest literal every match contains,
     the prefix first on a tie (one lookup per length), then the suffix."""
     if segments is None or len(segments) < 2:  # '?' / classes, no '*', or NEVER
-        return PREFIX, literal_prefix(pattern)
+        key = literal_prefix(pattern)
+        if segments and key == segments[0]:
+            key = segments[0]  # no '*': the key is the one segment (one copy, not two)
+        return PREFIX, key
     prefix = segments[0]  # a plain pattern's literal prefix
     suffix = segments[-1]
     inner = max(segments[1:-1], key=len, default=b"")[:INFIX_MAX]

@@ -94,6 +94,24 @@ def test_match_all_and_escaped_patterns():
     assert matched(index, b"") == {}  # as Redis: "*" does not match b""
 
 
+def test_an_escaped_pattern_without_a_star_keeps_one_unescaped_copy():
+    """``\\a`` x 50,000 (issue 28's hostile row): the bytes it stands for are
+    its only segment and its prefix key; one object serves both (two copies
+    were 1 MB per ten such patterns), and it still matches and leaves."""
+    index: PatternIndex[FakeSubscriber] = PatternIndex()
+    sub = FakeSubscriber("a")
+    pattern = b"\\a" * 1000 + b"7"
+    index.add(pattern, sub)
+    literal = b"a" * 1000 + b"7"
+    (level,) = index._tables[0].values()
+    (key,) = level
+    segments = index._special[pattern]
+    assert type(segments) is tuple and key == literal and key is segments[0]
+    assert matched(index, literal) == {pattern: {sub}}
+    assert index.remove(pattern, sub) and matched(index, literal) == {}
+    assert index._tables[0] == {} and index._special == {}
+
+
 def test_matches_globs_only_the_patterns_of_the_channels_prefixes(monkeypatch):
     index: PatternIndex[FakeSubscriber] = PatternIndex()
     a = FakeSubscriber("a")
