@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any, cast
 from cluster_bus.api import FilterChange
 from router import resp
 from router.budget import OPS_PER_TURN, Budget, Work
+from router.channel_table import MASK, ChannelTable
 from router.kinds import (
     ALL_KINDS,
     PATTERN_WEIGHT,
@@ -78,8 +79,8 @@ class PubSub:
     def __init__(self, node: Node, filters: Registry) -> None:
         self.node = node
         self.filters = filters
-        self.channels: dict[bytes, Any] = {}  # name -> client, or set of clients
-        self.shard_channels: dict[bytes, Any] = {}
+        self.channels = ChannelTable()  # name -> client, or set of clients
+        self.shard_channels = ChannelTable()
         self.tables = (self.channels, self.shard_channels)
         self.patterns: PatternIndex[Connection] = PatternIndex()
         self.budget = Budget()
@@ -93,7 +94,7 @@ class PubSub:
 
     def tables_to_freeze(self) -> tuple[dict[bytes, Any], ...]:
         """The big tables, for :func:`router.collector.settle`."""
-        return (self.channels, self.shard_channels, self.patterns.table)
+        return (*self.channels.shards, *self.shard_channels.shards, self.patterns.table)
 
     def channel_names(self) -> set[bytes]:
         """Every name in the channel filter (both channel kinds)."""
@@ -111,7 +112,7 @@ class PubSub:
             if self.patterns.add(name, client):  # type: ignore[arg-type]
                 return self.filters.pattern_added(name)
             return []
-        table = self.tables[kind.slot]
+        table = self.tables[kind.slot].shard(name)
         subs = table.get(name)
         if subs is None:
             table[name] = client
@@ -130,7 +131,7 @@ class PubSub:
             if self.patterns.remove(name, client):  # type: ignore[arg-type]
                 return self.filters.pattern_removed(name)
             return []
-        table = self.tables[kind.slot]
+        table = self.tables[kind.slot].shard(name)
         subs = table.get(name)
         if subs is None:
             return []
@@ -213,7 +214,7 @@ class PubSub:
         for CHANNELS, to those of the matching patterns: Redis's
         ``pubsubPublishMessage`` order); returns how many got it. Each frame
         is encoded once, nothing is encoded without a receiver."""
-        subs = self.tables[kind.slot].get(channel)
+        subs = self.tables[kind.slot].shards[hash(channel) & MASK].get(channel)
         patterned = kind.patterned and self.patterns.table
         if subs is None and not patterned:
             return 0

@@ -185,7 +185,7 @@ def test_sliced_listings_give_the_bytes_of_one_go():
         numsub = b"*%d\r\n" % (2 * len(asked)) + b"".join(
             b"$%d\r\n%b\r\n:%d\r\n" % (len(n), n, int(n[3:]) < N) for n in asked
         )
-        listed = [n for n in names if n.startswith(b"ch:1")]
+        listed = [n for n in node.pubsub.channels if n.startswith(b"ch:1")]  # the table's order
         channels = b"*%d\r\n" % len(listed) + b"".join(
             b"$%d\r\n%b\r\n" % (len(n), n) for n in listed
         )
