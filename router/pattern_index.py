@@ -237,7 +237,9 @@ def _key(pattern: bytes, segments: tuple[bytes, ...] | None) -> tuple[int, bytes
     the prefix first on a tie (one lookup per length), then the suffix."""
     if segments is None or len(segments) < 2:  # '?' / classes, no '*', or NEVER
         key = literal_prefix(pattern)
-        if segments and key == segments[0]:
+        if len(key) == len(pattern):
+            key = pattern  # no glob, no escape: the pattern itself (re's group is a copy)
+        elif segments and key == segments[0]:
             key = segments[0]  # no '*': the key is the one segment (one copy, not two)
         return PREFIX, key
     prefix = segments[0]  # a plain pattern's literal prefix

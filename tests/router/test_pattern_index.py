@@ -110,6 +110,10 @@ def test_an_escaped_pattern_without_a_star_keeps_one_unescaped_copy():
     assert matched(index, literal) == {pattern: {sub}}
     assert index.remove(pattern, sub) and matched(index, literal) == {}
     assert index._tables[0] == {} and index._special == {}
+    plain = b"news:" + b"x" * 100  # no glob, no escape: filed under itself, no copy
+    index.add(plain, sub)
+    ((key,),) = (level for level in index._tables[0].values())
+    assert key is plain
 
 
 def test_matches_globs_only_the_patterns_of_the_channels_prefixes(monkeypatch):
