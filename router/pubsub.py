@@ -50,6 +50,8 @@ if TYPE_CHECKING:
     from router.registry import Registry
 
 Reply = bytes | asyncio.Future[bytes]
+#: :meth:`PubSub.deliver` writes the shard mask as the constant 63
+assert MASK == 63
 
 
 #: bytes of messages one loop turn queues before a publisher waits for the
@@ -64,6 +66,7 @@ class PubSub:
 
     __slots__ = (
         "_gone",
+        "_shards",
         "after",
         "budget",
         "channels",
@@ -82,6 +85,8 @@ class PubSub:
         self.channels = ChannelTable()  # name -> client, or set of clients
         self.shard_channels = ChannelTable()
         self.tables = (self.channels, self.shard_channels)
+        # each kind's shard list, for the one lookup on the PUBLISH path
+        self._shards = (self.channels.shards, self.shard_channels.shards)
         self.patterns: PatternIndex[Connection] = PatternIndex()
         self.budget = Budget()
         self._gone = _Gone(self)
@@ -214,7 +219,7 @@ class PubSub:
         for CHANNELS, to those of the matching patterns: Redis's
         ``pubsubPublishMessage`` order); returns how many got it. Each frame
         is encoded once, nothing is encoded without a receiver."""
-        subs = self.tables[kind.slot].shards[hash(channel) & MASK].get(channel)
+        subs = self._shards[kind.slot][hash(channel) & 63].get(channel)  # 63: channel_table.MASK
         patterned = kind.patterned and self.patterns.table
         if subs is None and not patterned:
             return 0
