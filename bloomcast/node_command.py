@@ -118,6 +118,8 @@ async def serve(
     await node.start_serving()
     # from here on the collector walks only what was made since
     collector.settle(node.gc_pauses, node.pubsub.tables_to_freeze())
+    reclaimer = collector.Reclaimer(node.gc_pauses)  # cycles among frozen objects
+    reclaimer.start(loop)
     members = MembershipLog(node.link)
     members.start(loop)
     bus_port = f" bus port {bus.port}" if bus is not None else ""
@@ -127,6 +129,7 @@ async def serve(
     await stop.wait()
     log.info("Shutdown requested: sending LEAVE, closing clients")
     members.stop()
+    reclaimer.stop()
     if metrics is not None:
         await metrics.stop()
     if bus is not None:
