@@ -11,8 +11,8 @@ of such holes in a node's RSS for good (issue 28, ``bloomcast bench
 hostile``; redis-server's jemalloc returns them). Setting the threshold
 turns the dynamic adjustment off (``mallopt(3)``: "setting this parameter
 ... disables dynamic adjustment"), so large blocks keep going back to the
-kernel when freed. Small objects (pymalloc's 256 KiB arenas are mapped
-apart already) are not affected; a large block costs an ``mmap`` and a
+kernel when freed. Small objects (pymalloc's arenas are mapped apart
+already) are not affected; a large block costs an ``mmap`` and a
 ``munmap``, as it does at a fresh process's default.
 
 Only on glibc (``ctypes`` finds ``mallopt``); elsewhere nothing changes.
@@ -47,6 +47,6 @@ def on_glibc() -> bool:
     """Whether this process runs on glibc (``confstr`` names it: "glibc 2.36")."""
     try:
         libc = os.confstr("CS_GNU_LIBC_VERSION")
-    except (ValueError, OSError):
+    except (AttributeError, ValueError, OSError):  # no confstr (Windows), no such name
         return False
     return bool(libc and libc.startswith("glibc"))
