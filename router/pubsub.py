@@ -50,8 +50,6 @@ if TYPE_CHECKING:
     from router.registry import Registry
 
 Reply = bytes | asyncio.Future[bytes]
-#: :meth:`PubSub.deliver` writes the shard mask as the constant 63
-assert MASK == 63
 
 
 #: bytes of messages one loop turn queues before a publisher waits for the
@@ -219,7 +217,7 @@ class PubSub:
         for CHANNELS, to those of the matching patterns: Redis's
         ``pubsubPublishMessage`` order); returns how many got it. Each frame
         is encoded once, nothing is encoded without a receiver."""
-        subs = self._shards[kind.slot][hash(channel) & 63].get(channel)  # 63: channel_table.MASK
+        subs = self._shards[kind.slot][hash(channel) & MASK].get(channel)
         patterned = kind.patterned and self.patterns.table
         if subs is None and not patterned:
             return 0

@@ -199,25 +199,15 @@ def myid(c: LocalCluster, i: int) -> str:
         return r.execute_command("CLUSTER", "MYID").decode()
 
 
-def saved_listing(path, ids: list[str], timeout: float = 10.0) -> str:
-    """The nodes file's text once it names every id in ``ids`` (the bus saves
-    it on a cron step, not at the moment a peer is learned), or the last text
-    read when ``timeout`` seconds pass."""
-    deadline = time.monotonic() + timeout
-    text = path.read_text()
-    while not all(i in text for i in ids) and time.monotonic() < deadline:
-        time.sleep(0.05)
-        text = path.read_text()
-    return text
-
-
 def test_a_node_keeps_its_id_across_kill_9_and_rejoins_the_nodes_it_knew(tmp_path):
     """--cluster-config-file: node 2 killed and restarted keeps its node id,
     rejoins without --join (it redials the nodes in its file), and a second
     node given the same file refuses to start (one line)."""
     with IdentityCluster(3, tmp_path, extra_args=NT, log_dir=tmp_path / "logs") as c:
         ids = [myid(c, i) for i in range(3)]
-        conf = saved_listing(tmp_path / "2.conf", ids)  # saved on the bus's next cron step
+        path = tmp_path / "2.conf"  # saved on the bus's next cron step, not at once
+        wait_for(lambda: all(i in path.read_text() for i in ids), 10, "the nodes file's peers")
+        conf = path.read_text()
         assert conf.startswith(f"{ids[2]} ") and ids[0] in conf and ids[1] in conf
         other = subprocess.run(
             [sys.executable, "-m", "bloomcast.cli", "node", "--port", str(free_port()),

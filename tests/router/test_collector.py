@@ -106,9 +106,3 @@ def test_reclaim_frees_a_cycle_that_became_garbage_while_frozen():
         assert (pauses.reclaims, pauses.reclaimed >= 2) == (1, True)
     finally:
         gc.unfreeze()
-
-
-def test_the_shard_mask_deliver_writes_as_a_constant():
-    from router.channel_table import MASK, SHARDS
-
-    assert MASK == SHARDS - 1 == 63  # router/pubsub.py PubSub.deliver
