@@ -69,10 +69,20 @@ def measure(ports: list[int], plan: VisibilityPlan, shard: bool) -> dict[str, An
     }
 
 
+#: node timeout of the stopped-peer run: protocol period node_timeout / 10 = 1 s
+STOPPED_NODE_TIMEOUT_MS = 10_000
+
+
 def stopped_peer(plan: VisibilityPlan) -> dict[str, Any]:
-    """3 bloomcast nodes (default flags, node timeout 4 s), node 2 stopped:
-    SUBSCRIBE reply times on node 0 and what it counted."""
-    with LocalCluster(3, extra_args=["--node-timeout-ms", "4000"]) as cluster:
+    """3 bloomcast nodes (default flags, node timeout 10 s), node 2 stopped:
+    SUBSCRIBE reply times on node 0 and what it counted.
+
+    The node timeout makes the protocol period 1 s, so the stopped peer is
+    suspected no sooner than two periods (2 s) after it stopped: the first
+    SUBSCRIBE, sent right after the stop, must run into the 1000 ms visibility
+    timeout. (At 4 s the period was 400 ms and a suspicion at 800 ms could
+    end the first wait before its timeout.)"""
+    with LocalCluster(3, extra_args=["--node-timeout-ms", str(STOPPED_NODE_TIMEOUT_MS)]) as cluster:
         pause(cluster, 2)
         waits = []
         try:
@@ -140,10 +150,12 @@ def visibility_markdown(result: dict[str, Any]) -> str:
     waits = stopped["waits_ms"]
     lines += [
         "",
-        f"One peer stopped (SIGSTOP, 3 nodes, node timeout 4 s): {len(waits)} SUBSCRIBEs in a "
+        f"One peer stopped (SIGSTOP, 3 nodes, node timeout "
+        f"{STOPPED_NODE_TIMEOUT_MS // 1000} s): {len(waits)} SUBSCRIBEs in a "
         f"row on another node took {', '.join(f'{w:.0f}' for w in waits[:6])}"
-        f"{' ...' if len(waits) > 6 else ''} ms (max {max(waits):.0f} ms): the first waits for "
-        f"the 1000 ms timeout, later ones none once the peer is suspected; "
+        f"{' ...' if len(waits) > 6 else ''} ms (max {max(waits):.0f} ms): those sent before the "
+        f"peer is suspected (two protocol periods, >= 2 s) wait for the 1000 ms timeout, "
+        f"later ones none; "
         f"`cluster_subscribe_visibility_timeouts` counted {stopped['timeouts']}, and the "
         "node logs the first, naming the peer.",
     ]
