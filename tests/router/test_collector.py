@@ -3,19 +3,25 @@ later full collection walks only what came since; a connection's objects,
 in each state opened here, leave the frozen generation when it closes
 (freed by their reference counts: freezing them leaks nothing), read from
 a real node's INFO ``# Collector``; and a cycle that became garbage while
-frozen is freed by the periodic reclaim, in this process."""
+frozen is freed by the periodic reclaim, in this process, walked only when
+a forked child found such a cycle (the child touches none of the process's
+descriptors), and a child that outlives its timeout is killed."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import gc
+import os
 import resource
+import socket
 import time
 import weakref
 
 import pytest
 import redis
 
-from router.collector import Pauses, reclaim
+from router.collector import Pauses, Reclaimer, reclaim
 from tests.procs import bloomcast_node, connect
 
 N = 4000
@@ -104,5 +110,75 @@ def test_reclaim_frees_a_cycle_that_became_garbage_while_frozen():
         assert reclaim(pauses) >= 2
         assert gone() is None
         assert (pauses.reclaims, pauses.reclaimed >= 2) == (1, True)
+    finally:
+        gc.unfreeze()
+
+
+class Telling:
+    """In a cycle, frozen: when finalized, writes its process id to a socket
+    (a finalizer that would touch the node's descriptors)."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.other: Telling | None = None
+
+    def __del__(self) -> None:
+        with contextlib.suppress(OSError):
+            self.sock.send(b"%d\n" % os.getpid())
+
+
+def run_reclaimer(reclaimer: Reclaimer, pauses: Pauses, checks: int = 1) -> None:
+    """Run ``reclaimer`` on a fresh loop until ``checks`` looks are done."""
+
+    async def main() -> None:
+        reclaimer.start(asyncio.get_running_loop())
+        deadline = time.monotonic() + 60
+        while pauses.checks < checks and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        reclaimer.stop()
+
+    asyncio.run(main())
+
+
+def test_reclaimer_walks_only_when_a_frozen_object_died_and_the_child_touches_no_descriptor():
+    ours, theirs = socket.socketpair()
+    pauses = Pauses()
+    a, b = Telling(ours), Telling(ours)
+    a.other, b.other = b, a
+    gone = weakref.ref(a)
+    gc.collect()
+    gc.freeze()
+    try:
+        # nothing frozen died: the child looks, the node does not walk
+        run_reclaimer(Reclaimer(pauses, period=0.01), pauses)
+        assert (pauses.checks, pauses.frozen_garbage, pauses.reclaims) == (1, 0, 0)
+        assert gone() is not None
+        del a, b  # now frozen garbage, with finalizers
+        run_reclaimer(Reclaimer(pauses, period=0.01), pauses, checks=2)
+        assert pauses.checks == 2 and pauses.check_failures == 0
+        assert pauses.frozen_garbage >= 2 and pauses.reclaims == 1
+        assert gone() is None
+        theirs.settimeout(5)
+        told = b""
+        while told.count(b"\n") < 2:
+            told += theirs.recv(100)
+        # the finalizers ran in this process only: the child's copy of the
+        # socket was closed before it collected
+        assert told == b"%d\n%d\n" % (os.getpid(), os.getpid())
+    finally:
+        gc.unfreeze()
+        ours.close()
+        theirs.close()
+
+
+def test_a_check_that_outlives_its_timeout_is_killed_and_the_node_walks():
+    pauses = Pauses()
+    gc.collect()
+    gc.freeze()
+    try:
+        before = set(os.listdir("/proc/self/fd"))
+        run_reclaimer(Reclaimer(pauses, period=0.01, check_timeout=0), pauses)
+        assert (pauses.checks, pauses.check_failures, pauses.reclaims) == (1, 1, 1)
+        assert set(os.listdir("/proc/self/fd")) <= before  # its pipe closed
     finally:
         gc.unfreeze()
