@@ -16,8 +16,9 @@ quotes and escapes) on an inline request's line, which is rare traffic.
 """
 
 from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE
-from cpython.bytes cimport PyBytes_FromStringAndSize
-from libc.string cimport memchr
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
+from libc.stdio cimport snprintf
+from libc.string cimport memchr, memcpy
 
 from router.inline import split_args
 from router.parser import (
@@ -313,3 +314,300 @@ cdef class RequestParser:
         if args is None:
             raise ProtocolError("ERR Protocol error: unbalanced quotes in request")
         return args
+
+
+# ---------------------------------------------------------------------------
+# The request loop: the twin of router.dispatch.process, with PUBLISH run in
+# line (the twin of dispatch.execute + commands.publish.publish for a
+# connection whose checks all pass; anything else goes through execute).
+
+from time import perf_counter_ns
+
+from router import client_log as _client_log
+from router import resp as _resp
+from router.commands.publish import FANOUT_BYTES_PER_TURN as _FANOUT
+from router.dispatch import _SLICE_NS as _REF_SLICE_NS
+from router.dispatch import execute as _execute
+from router.dispatch import execute_quietly as _execute_quietly
+from router.channel_table import MASK as _MASK
+from router.resp import SMALL_INTEGERS as _SMALL_INTEGERS
+from router.states import (
+    BLOCKED as _BLOCKED,
+    CLOSED as _CLOSED,
+    CLOSING as _CLOSING,
+    DONE as _DONE,
+    NORMAL as _NORMAL,
+    SLICE as _SLICE,
+)
+from router.stats import share_time as _share_time
+
+cdef tuple SMALL_INTEGERS = _SMALL_INTEGERS
+cdef object NORMAL = _NORMAL
+cdef object BLOCKED = _BLOCKED
+cdef object CLOSED = _CLOSED
+cdef object CLOSING = _CLOSING
+cdef object DONE = _DONE
+cdef object SLICE = _SLICE
+cdef long long FANOUT = _FANOUT
+cdef Py_hash_t MASK = _MASK
+#: the loop turn's budget; a module attribute, as dispatch._SLICE_NS, so a
+#: harness can widen it (bench/hot_path_cg.py sets both)
+SLICE_NS = _REF_SLICE_NS
+
+
+cdef inline bint _is_publish(list args):
+    """``args`` is PUBLISH with its two arguments (ASCII case-insensitive)."""
+    cdef bytes name
+    cdef const char* p
+    if len(args) != 3:
+        return False
+    name = <bytes?>args[0]
+    if len(name) != 7:
+        return False
+    p = name
+    return ((p[0] | 32) == c'p' and (p[1] | 32) == c'u' and (p[2] | 32) == c'b'
+            and (p[3] | 32) == c'l' and (p[4] | 32) == c'i' and (p[5] | 32) == c's'
+            and (p[6] | 32) == c'h')
+
+
+cdef bytes _message(bytes channel, bytes payload):
+    """The twin of :func:`router.resp.message`: ``[message, channel, payload]``
+    (RESP2), built once in a bytes object of the right size."""
+    cdef char head_c[32]
+    cdef char head_m[32]
+    cdef Py_ssize_t nc = len(channel), nm = len(payload)
+    cdef int lc = snprintf(head_c, 32, "$%zd\r\n", nc)
+    cdef int lm = snprintf(head_m, 32, "$%zd\r\n", nm)
+    cdef Py_ssize_t size = 17 + lc + nc + 2 + lm + nm + 2
+    cdef bytes frame = PyBytes_FromStringAndSize(NULL, size)
+    cdef char* w = PyBytes_AS_STRING(frame)
+    memcpy(w, b"*3\r\n$7\r\nmessage\r\n", 17)
+    w += 17
+    memcpy(w, head_c, lc)
+    w += lc
+    memcpy(w, PyBytes_AS_STRING(channel), nc)
+    w += nc
+    memcpy(w, b"\r\n", 2)
+    w += 2
+    memcpy(w, head_m, lm)
+    w += lm
+    memcpy(w, PyBytes_AS_STRING(payload), nm)
+    w += nm
+    memcpy(w, b"\r\n", 2)
+    return frame
+
+
+cdef Py_ssize_t _write_to_all(node, subs, bytes frame2) except -1:
+    """The twin of :func:`router.pubsub.write_to_all` (the fan-out loop)."""
+    if type(subs) is not set:
+        subs = (subs,)
+    frame3 = None
+    cdef list out
+    for client in subs:
+        if client.resp == 2:
+            out = client._out
+            if out and client.blocked is None and not client.closed:
+                out.append(frame2)
+            else:
+                client.write(frame2)
+        else:
+            if frame3 is None:
+                frame3 = _resp.as_push(frame2)
+            client.write(frame3)
+    cdef Py_ssize_t n = len(subs)
+    queued = node.turn_output + n * len(frame2)
+    node.turn_output = queued
+    if queued > node.context.settings.queue_limit:
+        node.flush_all()
+    return n
+
+
+cdef Py_ssize_t _deliver(node, nstats, tuple shards, patterns, bytes channel,
+                         bytes message) except -1:
+    """The twin of :meth:`router.pubsub.PubSub.deliver` for CHANNELS
+    (``shards``: ``PubSub._shards``, ``nstats``: ``node.stats``)."""
+    cdef Py_hash_t h = hash(channel)
+    subs = (<dict?>(<list?>shards[0])[h & MASK]).get(channel)
+    patterned = patterns.table
+    if subs is None and not patterned:
+        return 0
+    cdef Py_ssize_t n = 0 if subs is None else _write_to_all(node, subs, _message(channel, message))
+    if patterned:
+        for pattern, psubs in patterns.matches(channel):
+            n += _write_to_all(node, psubs, _resp.pmessage(pattern, channel, message))
+    nstats.messages_delivered += n
+    return n
+
+
+cdef class _Lane:
+    """What the in-line PUBLISH reads of a connection's node, read once per
+    run of PUBLISH: refreshed after any request that goes through
+    ``execute`` (only a command changes any of it; a PUBLISH in line only
+    writes to clients, which may close them, and the loop checks that)."""
+
+    cdef bint open  # the connection passes every check of execute for PUBLISH
+    cdef object pubsub, node, nstats, stats, patterns, link, tap
+    cdef tuple shards
+
+    cdef int refresh(self, conn, ctx) except -1:
+        self.open = (not conn.quiet and conn.state is NORMAL and conn.authenticated
+                     and conn.user.unrestricted and not ctx.pause.level)
+        if self.open:
+            self.pubsub = pubsub = ctx.pubsub
+            self.node = node = pubsub.node
+            self.nstats = node.stats
+            self.stats = ctx.stats
+            self.shards = pubsub._shards
+            self.patterns = pubsub.patterns
+            self.link = node.link
+            self.tap = node.tap
+        return 0
+
+
+cdef object _publish(conn, _Lane lane, list args):
+    """PUBLISH for a connection every check of ``execute`` lets through
+    unchanged (``lane.open``): what ``dispatch.execute``,
+    ``commands.publish.publish`` and ``Node.publish`` do, in their order.
+    Returns the reply (bytes, or the future of after_turn) and its
+    CommandStat, which ``process`` takes as it takes ``conn.ran``."""
+    conn.last_command = "publish"
+    node = lane.node
+    cdef bytes channel = <bytes?>args[1]
+    cdef bytes message = <bytes?>args[2]
+    # Node.publish
+    lane.nstats.publish_received += 1
+    cdef Py_ssize_t receivers = _deliver(
+        node, lane.nstats, lane.shards, lane.patterns, channel, message
+    )
+    node.publish_seq += 1
+    seq = node.publish_seq
+    forwarded = lane.link.forward_publish(channel, message, False, seq)
+    if lane.tap is not None:
+        node._record("origin", node.node_id, seq, channel, message, False, receivers, forwarded)
+    # commands.publish.publish (``client.in_exec`` is False: a connection in
+    # line is NORMAL, and a PUBLISH can only close it)
+    reply = SMALL_INTEGERS[receivers] if receivers < 1024 else _resp.integer(receivers)
+    if node.turn_output > FANOUT:
+        reply = lane.pubsub.after_turn(reply)
+    # dispatch.execute, after the handler
+    stats = lane.stats
+    stats.commands_processed += 1
+    ran = stats.commands["publish"]
+    ran.calls += 1
+    return reply, ran
+
+
+def process(conn, data=b"", double now=0.0):
+    """The twin of :func:`router.dispatch.process` (see there): the same
+    loop, the same effects, in the same order; a PUBLISH whose checks all
+    pass runs in line (:func:`_publish`), everything else through
+    :func:`router.dispatch.execute`."""
+    state = conn.state
+    ctx = conn.ctx
+    if data:
+        if state is CLOSED:
+            return DONE
+        stats = ctx.stats
+        stats.net_input_bytes += len(data)
+        conn.parser.feed(data)
+        conn.last_interaction = now
+        if state is BLOCKED:
+            return DONE
+    if state is CLOSING:
+        return DONE
+    cdef list out = conn._out
+    cdef bint deferred = not out
+    stats = ctx.stats
+    cdef Py_ssize_t queued = 0
+    cdef long long slice_ns = SLICE_NS
+    cdef long long start = perf_counter_ns()
+    started_obj = conn.work_started
+    cdef long long started
+    if started_obj is None:
+        started = start
+        conn.work_started = start
+    else:
+        started = started_obj
+        if start - started > slice_ns:
+            stats.parse_slices += 1
+            return SLICE
+    cdef bint sliced = False
+    cdef Py_ssize_t done = 0
+    cdef list runs = []
+    last = None
+    cdef Py_ssize_t n = 0
+    cdef bytes breply
+    cdef _Lane lane = _Lane()
+    lane.refresh(conn, ctx)
+    try:
+        for args in conn.parser.requests():
+            if lane.open and _is_publish(args):
+                reply, ran = _publish(conn, lane, args)
+            else:
+                reply = _execute_quietly(conn, args) if conn.quiet else _execute(conn, args)
+                lane.refresh(conn, ctx)
+                ran = conn.ran
+                if ran is not None:
+                    conn.ran = None
+            if ran is not None:
+                if ran is last:
+                    n += 1
+                else:
+                    if last is not None:
+                        runs.append((last, n))
+                    last, n = ran, 1
+            if type(reply) is bytes:
+                breply = <bytes>reply
+                if len(breply) and (<const char*>breply)[0] == c'-':
+                    stats.error_replied(breply)
+                    if ran is not None:
+                        ran.failed_calls += 1
+                if not out and not deferred:
+                    conn.schedule_flush(conn)
+                out.append(breply)
+                queued += len(breply)
+                if conn.closed or conn.state is CLOSING:
+                    break
+                done += 1
+                if not done & 3 and perf_counter_ns() - started > slice_ns:
+                    sliced = True
+                    break
+                continue
+            conn._out_bytes += queued
+            if last is not None:
+                runs.append((last, n))
+                _share_time(runs, perf_counter_ns() - start)
+            if deferred and out:
+                conn.schedule_flush(conn)
+            return conn.block(reply)
+    except ProtocolError as exc:
+        conn._out_bytes += queued
+        queued = 0
+        error = _resp.error(str(exc))
+        _client_log.protocol_error(conn, str(exc))
+        stats.error_replied(error)
+        conn.write(error)
+        conn.close_after_reply()
+    if last is not None:
+        if runs:
+            runs.append((last, n))
+            _share_time(runs, perf_counter_ns() - start)
+        else:
+            last.nanoseconds += perf_counter_ns() - start
+    conn._out_bytes += queued
+    if deferred and out:
+        if done == 1 and started == start and not sliced:
+            conn.flush()
+        else:
+            conn.schedule_flush(conn)
+    state = conn.state
+    if state is CLOSING:
+        conn.flush()
+        conn.wire.close()
+        return DONE
+    if conn._out_bytes > ctx.settings.queue_limit:
+        conn.flush()
+    if (sliced or conn.parser.backlog) and state is not CLOSED:
+        stats.parse_slices += 1
+        return SLICE
+    return DONE

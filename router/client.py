@@ -62,7 +62,7 @@ class Client(asyncio.Protocol):
             extras.fd = raw.fileno()
             if ctx.settings.tcp_keepalive:
                 keep_alive(raw, ctx.settings.tcp_keepalive)
-        self.conn = conn = Connection(
+        self.conn = conn = ctx.connection_class(
             ctx, wire, node.next_client_id(), node.schedule_flush, extras, addr
         )
         conn.admit()

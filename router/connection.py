@@ -222,7 +222,9 @@ class Connection:
 
     #: ``receive(data, now) -> Action``: bytes read from the client at ``now``
     #: (monotonic seconds); the buffered requests run (the request loop,
-    #: :func:`router.dispatch.process`, is the method itself: one call per read)
+    #: :func:`router.dispatch.process`, is the method itself: one call per
+    #: read; the compiled core's subclass has its twin,
+    #: :func:`router.dataplane.connection_class`)
     receive = process
 
     def resume(self) -> Action:
@@ -230,7 +232,7 @@ class Connection:
         self.work_started = None
         if self.state is CLOSED or self.state is BLOCKED:
             return DONE
-        return process(self)
+        return self.receive()
 
     def block(self, future: asyncio.Future[bytes]) -> Action:
         self._to(BLOCKED)
@@ -253,7 +255,7 @@ class Connection:
             self.flush()
             self.wire.close()
             return DONE
-        return process(self)
+        return self.receive()
 
     def run_postponed(self, args: list[bytes]) -> Reply:
         """A command CLIENT PAUSE postponed, run when the pause ends."""

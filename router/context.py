@@ -15,8 +15,9 @@ handed to every connection by constructor. It holds:
 - ``view``: what INFO, CLUSTER INFO and CONFIG RESETSTAT read or reset of
   the node as a whole (:class:`NodeView`);
 - ``data_plane`` (``compiled`` or ``python``, INFO ``bloomcast_data_plane``)
-  and ``parser_class``, the request parser its connections use, picked once
-  by the node through :mod:`router.dataplane` (issue 29).
+  and ``parser_class`` / ``connection_class``, the request parser and the
+  connection class (its request loop) its connections use, picked once by
+  the node through :mod:`router.dataplane` (issue 29).
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ class CommandContext:
         "acl",
         "clients",
         "config",
+        "connection_class",
         "data_plane",
         "link",
         "node_id",
@@ -82,6 +84,7 @@ class CommandContext:
         view: NodeView,
         on_settings: Callable[[Settings, Settings], None],
         parser_class: type[RequestParser],
+        connection_class: type[Connection],
         data_plane: str,
     ) -> None:
         self.node_id = node_id
@@ -99,6 +102,7 @@ class CommandContext:
         #: setting changes beyond itself: the idle-client timer)
         self.on_settings = on_settings
         self.parser_class = parser_class
+        self.connection_class = connection_class
         self.data_plane = data_plane
 
     @property

@@ -6,8 +6,9 @@ model).
 ``BLOOMCAST_NO_EXTENSIONS=1`` in the environment selects the Python core; so
 does a machine where the extension was not built or does not import, with
 one warning line. INFO ``# Bloomcast`` ``bloomcast_data_plane`` says which.
-The node calls :func:`load` once and hands the classes it picks (today
-:func:`parser_class`) to its connections through its ``CommandContext``.
+The node calls :func:`load` once and hands the classes it picks
+(:func:`parser_class`, :func:`connection_class`) to its connections through
+its ``CommandContext``.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import logging
 import os
 from types import ModuleType
 
+from router.connection import Connection
 from router.parser import RequestParser
 
 log = logging.getLogger("bloomcast.node")
@@ -48,3 +50,18 @@ def parser_class(module: ModuleType | None) -> type[RequestParser]:
         return RequestParser
     cls: type[RequestParser] = module.RequestParser
     return cls
+
+
+def connection_class(module: ModuleType | None) -> type[Connection]:
+    """The connection class a node's clients get: the reference
+    (:class:`router.connection.Connection`, whose request loop is
+    :func:`router.dispatch.process`) or a subclass whose ``receive`` is the
+    compiled twin of that loop (``router._dataplane.process``, which runs
+    PUBLISH in line); same API, same behaviour."""
+    if module is None:
+        return Connection
+    return type(
+        "CompiledConnection",
+        (Connection,),
+        {"receive": module.process, "__doc__": connection_class.__doc__},
+    )

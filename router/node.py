@@ -96,6 +96,7 @@ class Node:
             view=self,
             on_settings=self.idle.settings_changed,
             parser_class=dataplane.parser_class(plane),
+            connection_class=dataplane.connection_class(plane),
             data_plane=dataplane.name(plane),
         )
         #: the cluster bus seam: ``NoPeers`` until :meth:`set_link`

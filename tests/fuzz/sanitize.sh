@@ -34,3 +34,4 @@ py="$root/.venv/bin/python"
 "$py" -c "import router._dataplane as d; assert d.__file__.startswith('$out'), d.__file__; print('sanitized:', d.__file__)"
 "$py" -m pytest -q -p no:cacheprovider "$@"
 "$py" -m tests.fuzz.fuzz_resp --count "$inputs" --seed "$seed" --require-compiled
+"$py" -m tests.fuzz.fuzz_loop --count "$((inputs / 1000 + 1))" --seed "$seed"

@@ -1,8 +1,11 @@
-"""The compiled data plane's switch and its request parser (issue 29).
+"""The compiled data plane's switch, its request parser and its request
+loop (issue 29).
 
-The long differential run is ``python -m tests.fuzz.fuzz_resp``; here: which
-parser a node picks, INFO's ``bloomcast_data_plane`` of a real process, and
-the twin against the reference on the cases that matter most."""
+The long differential runs are ``python -m tests.fuzz.fuzz_resp`` and
+``python -m tests.fuzz.fuzz_loop``; here: which parser and loop a node
+picks, INFO's ``bloomcast_data_plane`` of a real process, the parser twin
+against the reference on the cases that matter most, and a short run of
+the loop fuzzer."""
 
 from __future__ import annotations
 
@@ -16,9 +19,11 @@ import pytest
 import router
 from router import dataplane
 from router.config import NodeConfig
+from router.connection import Connection
 from router.info import info_sections
 from router.node import Node
 from router.parser import SLICE_BULKS, ProtocolError, RequestParser
+from tests.fuzz import fuzz_loop
 from tests.procs import bloomcast_node, connect, read_quiet
 
 try:
@@ -64,10 +69,11 @@ def test_a_node_started_without_the_switch_reports_compiled():
     assert b"# Bloomcast\r\nbloomcast_data_plane:compiled\r\n" in reply
 
 
-def test_the_node_builds_its_connections_parser_from_the_switch(monkeypatch):
+def test_the_node_builds_its_connections_parser_and_loop_from_the_switch(monkeypatch):
     monkeypatch.setenv(dataplane.ENV, "1")
     node = Node(NodeConfig(port=0))
     assert node.context.parser_class is RequestParser
+    assert node.context.connection_class is Connection
     assert info_sections(node)["bloomcast"] == {"bloomcast_data_plane": "python"}
     monkeypatch.delenv(dataplane.ENV)
     node = Node(NodeConfig(port=0))
@@ -75,6 +81,16 @@ def test_the_node_builds_its_connections_parser_from_the_switch(monkeypatch):
     assert info_sections(node)["bloomcast"] == {"bloomcast_data_plane": want}
     if _compiled is not None:
         assert node.context.parser_class is _compiled.RequestParser
+        cls = node.context.connection_class
+        assert issubclass(cls, Connection) and cls.receive is _compiled.process
+
+
+@needs_compiled
+def test_the_compiled_request_loop_agrees_with_the_reference():
+    """A short run of tests/fuzz/fuzz_loop.py: the same scripts through both
+    loops, every output byte and the final state compared (the long run:
+    ``python -m tests.fuzz.fuzz_loop --count 100000``)."""
+    assert fuzz_loop.run(150, seed=7) == 150
 
 
 def test_an_extension_that_does_not_import_is_one_warning(monkeypatch, caplog):

@@ -1,0 +1,297 @@
+"""Fuzz the request loop: the compiled twin against the reference (issue 29).
+
+``uv run python -m tests.fuzz.fuzz_loop --count 2000 --seed 1``
+
+Two in-process nodes on one event loop: the reference (the Python core's
+:class:`router.connection.Connection`, whose loop is
+:func:`router.dispatch.process`, and :class:`router.parser.RequestParser`)
+and the twin (``router._dataplane.process`` and its parser). Each gets the
+same clients and, script by script, the same requests, split at the same
+random points: PUBLISH in every casing and arity, (P|S)(UN)SUBSCRIBE, MULTI /
+EXEC / DISCARD, CLIENT REPLY, HELLO 2/3, RESET, AUTH as a restricted ACL
+user (no PUBLISH, or no channel) and as the default user, CLIENT PAUSE
+WRITE / UNPAUSE (postponed PUBLISH), QUIT, protocol errors. After every
+step, each client's output so far must be the same bytes on both nodes,
+and at the end of a script so must each connection's state, reply mode,
+subscriptions and the node's counters (commandstats calls / failed /
+rejected, errorstats, publish and delivery counts).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import random
+import sys
+import time
+from typing import Any
+
+from router import dataplane
+from router.client import Client
+from router.config import NodeConfig
+from router.connection import Connection
+from router.node import Node
+from router.parser import RequestParser
+
+CHANNELS = [b"a", b"b", b"news", b"x{1}"]
+PATTERNS = [b"a*", b"*", b"n?ws", b"[ab]"]
+CLIENTS = 3
+
+
+class Wire:
+    """A transport that keeps what is written and obeys pause/resume."""
+
+    def __init__(self) -> None:
+        self.out = bytearray()
+        self.reading = True
+        self.closed = False
+
+    def write(self, data: bytes) -> None:
+        if not self.closed:
+            self.out += data
+
+    def get_extra_info(self, name: str) -> Any:
+        return None
+
+    def get_write_buffer_size(self) -> int:
+        return 0
+
+    def pause_reading(self) -> None:
+        self.reading = False
+
+    def resume_reading(self) -> None:
+        self.reading = True
+
+    def is_reading(self) -> bool:
+        return self.reading
+
+    def close(self) -> None:
+        self.closed = True
+
+    def abort(self) -> None:
+        self.closed = True
+
+    def write_eof(self) -> None:
+        self.closed = True
+
+
+class Side:
+    """One node and its clients (their wires and unread input)."""
+
+    def __init__(self, node: Node) -> None:
+        self.node = node
+        self.clients: list[Client] = []
+        self.wires: list[Wire] = []
+        self.inbox: list[bytearray] = []
+        for _ in range(CLIENTS):
+            self.open()
+
+    def open(self, at: int | None = None) -> None:
+        client, wire = Client(self.node), Wire()
+        client.connection_made(wire)  # type: ignore[arg-type]
+        if at is None:
+            self.clients.append(client)
+            self.wires.append(wire)
+            self.inbox.append(bytearray())
+        else:
+            self.clients[at], self.wires[at], self.inbox[at] = client, wire, bytearray()
+
+    def send(self, i: int, data: bytes) -> None:
+        self.inbox[i] += data
+        self.pump()
+
+    def pump(self) -> None:
+        """Deliver unread input to every client that reads; reopen the closed."""
+        for i, client in enumerate(self.clients):
+            wire = self.wires[i]
+            if wire.closed:
+                continue
+            if wire.reading and self.inbox[i]:
+                data, self.inbox[i] = bytes(self.inbox[i]), bytearray()
+                client.data_received(data)
+
+
+def nodes() -> tuple[Node, Node]:
+    """(reference, twin), whatever ``BLOOMCAST_NO_EXTENSIONS`` says; ImportError
+    if the extension is not built."""
+    module = importlib.import_module("router._dataplane")
+    ref, twin = Node(NodeConfig(port=0)), Node(NodeConfig(port=0))
+    ref.context.parser_class = RequestParser
+    ref.context.connection_class = Connection
+    twin.context.parser_class = module.RequestParser
+    twin.context.connection_class = dataplane.connection_class(module)
+    return ref, twin
+
+
+def case(rnd: random.Random, name: bytes) -> bytes:
+    r = rnd.random()
+    if r < 0.4:
+        return name.lower()
+    if r < 0.8:
+        return name.upper()
+    return bytes(c ^ 32 if rnd.random() < 0.5 and chr(c).isalpha() else c for c in name)
+
+
+def request(rnd: random.Random) -> list[bytes]:
+    """One request's arguments, weighted towards PUBLISH and what gates it."""
+    ch, pat = rnd.choice(CHANNELS), rnd.choice(PATTERNS)
+    msg = rnd.choice([b"hi", b"", b"x" * rnd.randint(1, 300), b"-err", b"\r\n"])
+    r = rnd.random()
+    if r < 0.35:
+        args = [b"publish", ch, msg]
+        if rnd.random() < 0.1:
+            args = args[: rnd.randint(1, 2)] if rnd.random() < 0.5 else [*args, b"extra"]
+        if rnd.random() < 0.03:
+            args[0] = rnd.choice([b"publis", b"publishx", b"pub\x00ish", b"p\xd5blish"])
+    else:
+        args = rnd.choice(
+            [
+                [b"subscribe", ch],
+                [b"subscribe", ch, rnd.choice(CHANNELS)],
+                [b"psubscribe", pat],
+                [b"ssubscribe", ch],
+                [b"unsubscribe"],
+                [b"unsubscribe", ch],
+                [b"punsubscribe"],
+                [b"sunsubscribe"],
+                [b"spublish", ch, msg],
+                [b"multi"],
+                [b"exec"],
+                [b"discard"],
+                [b"client", b"reply", rnd.choice([b"on", b"off", b"skip"])],
+                [b"hello", rnd.choice([b"2", b"3"])],
+                [b"reset"],
+                [b"ping"],
+                [b"ping", msg],
+                [b"echo", msg],
+                [b"auth", b"limited", b"pw"],
+                [b"auth", b"nochan", b"pw"],
+                [b"auth", b"limited", b"wrong"],
+                [b"auth", b"default", b"nopass"],
+                [b"client", b"pause", b"100000", b"write"],
+                [b"client", b"unpause"],
+                [b"pubsub", b"numsub", ch],
+                [b"quit"],
+                [b"get", b"k"],
+                [b"nosuchcommand", ch],
+            ]
+        )
+    return [case(rnd, args[0]), *args[1:]]
+
+
+def encode(rnd: random.Random, args: list[bytes]) -> bytes:
+    if rnd.random() < 0.1 and all(a and b" " not in a and b"\r" not in a for a in args):
+        return b" ".join(args) + b"\r\n"  # inline
+    if rnd.random() < 0.005:
+        return b"*1\r\n$x\r\n"  # a protocol error: the connection closes
+    return b"*%d\r\n" % len(args) + b"".join(b"$%d\r\n%s\r\n" % (len(a), a) for a in args)
+
+
+SETUP = [
+    [b"ACL", b"SETUSER", b"limited", b"on", b">pw", b"+@all", b"-publish", b"allchannels"],
+    [b"ACL", b"SETUSER", b"nochan", b"on", b">pw", b"+@all", b"resetchannels"],
+]
+
+
+def snapshot(side: Side) -> Any:
+    """What must agree at the end of a script (not times, not addresses)."""
+    node = side.node
+    stats = node.stats
+    conns = []
+    for client in side.clients:
+        conn = client.conn
+        assert conn is not None
+        conns.append(
+            (
+                conn.state,
+                conn.reply_mode,
+                conn.quiet,
+                conn.resp,
+                conn.authenticated,
+                conn.user.name,
+                conn.last_command,
+                sorted(conn.channels),
+                sorted(conn.patterns),
+                sorted(conn.shard_channels),
+                conn.parser.buffered,
+            )
+        )
+    commands = {
+        name: (c.calls, c.failed_calls, c.rejected_calls) for name, c in stats.commands.items()
+    }
+    counters = (
+        stats.commands_processed,
+        stats.publish_received,
+        stats.messages_delivered,
+        stats.net_input_bytes,
+        dict(stats.errors),
+        node.publish_seq,
+    )
+    return conns, commands, counters
+
+
+async def script(rnd: random.Random, steps: int) -> None:
+    ref, twin = nodes()
+    sides = [Side(ref), Side(twin)]
+    for args in SETUP:
+        data = encode(random.Random(0), args)
+        for side in sides:
+            side.send(0, data)
+    await asyncio.sleep(0)
+    for step in range(steps):
+        i = rnd.randrange(CLIENTS)
+        data = b"".join(encode(rnd, request(rnd)) for _ in range(rnd.choice([1, 1, 2, 5, 16])))
+        cuts = sorted(rnd.sample(range(1, len(data)), min(len(data) - 1, rnd.randint(0, 2))))
+        pieces = [data[a:b] for a, b in zip([0, *cuts], [*cuts, len(data)], strict=True)]
+        for piece in pieces:
+            for side in sides:
+                side.send(i, piece)
+            if rnd.random() < 0.5:
+                await asyncio.sleep(0)
+        if rnd.random() < 0.7:
+            await asyncio.sleep(0)
+        for side in sides:
+            side.pump()
+        for k in range(CLIENTS):
+            a, b = sides[0].wires[k], sides[1].wires[k]
+            if a.out != b.out or a.closed != b.closed:
+                raise AssertionError(
+                    f"step {step}, client {k}: reference {bytes(a.out[-300:])!r} "
+                    f"closed={a.closed}, twin {bytes(b.out[-300:])!r} closed={b.closed}"
+                )
+            if a.closed:
+                for side in sides:
+                    side.clients[k].connection_lost(None)
+                    side.open(k)
+    for _ in range(3):
+        await asyncio.sleep(0)
+    one, two = snapshot(sides[0]), snapshot(sides[1])
+    if one != two:
+        raise AssertionError(f"end of script: reference {one!r}\n twin {two!r}")
+
+
+def run(count: int, seed: int, steps: int = 40) -> int:
+    rnd = random.Random(seed)
+    for _ in range(count):
+        asyncio.run(script(random.Random(rnd.getrandbits(64)), steps))
+    return count
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--count", type=int, default=1000, help="scripts")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--steps", type=int, default=40, help="steps per script")
+    args = parser.parse_args(argv)
+    start = time.monotonic()
+    run(args.count, args.seed, args.steps)
+    print(
+        f"fuzz_loop: {args.count} scripts x {args.steps} steps agree "
+        f"(seed {args.seed}, {time.monotonic() - start:.1f} s)"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
