@@ -168,9 +168,11 @@ class Connection:
         return queued
 
     def end_exec(self) -> None:
+        """EXEC is done: back to rest, or to BLOCKED for an EXEC that CLIENT
+        PAUSE postponed (its reply is the awaited one, written by unblock)."""
         self.extras.executing = None
         if self.state is EXECUTING:
-            self._to(self._rest())
+            self._to(BLOCKED if self.blocked is not None else self._rest())
 
     @property
     def in_exec(self) -> bool:

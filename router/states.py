@@ -11,6 +11,8 @@ between them (:data:`TRANSITIONS`, applied by
     IN_MULTI -> rest                DISCARD, RESET, an aborted EXEC
     rest -> BLOCKED -> rest         a reply awaited (subscribe visibility, CLIENT
                                     PAUSE): input stays buffered, messages wait
+    BLOCKED -> EXECUTING -> BLOCKED an EXEC that CLIENT PAUSE postponed runs when
+                                    the pause ends; its reply is the one awaited
     open -> CLOSING                 QUIT, a protocol error, CLIENT KILL of itself:
                                     what is queued is written, then closed
     any -> CLOSED                   gone, cut (output limit, timeout) or killed
@@ -70,8 +72,8 @@ TRANSITIONS: dict[State, frozenset[State]] = {
     NORMAL: frozenset({SUBSCRIBED, IN_MULTI, BLOCKED, *ENDS}),
     SUBSCRIBED: frozenset({NORMAL, BLOCKED, *ENDS}),
     IN_MULTI: frozenset({NORMAL, SUBSCRIBED, EXECUTING, BLOCKED, *ENDS}),
-    EXECUTING: frozenset({NORMAL, SUBSCRIBED, *ENDS}),
-    BLOCKED: frozenset({NORMAL, SUBSCRIBED, IN_MULTI, *ENDS}),
+    EXECUTING: frozenset({NORMAL, SUBSCRIBED, BLOCKED, *ENDS}),
+    BLOCKED: frozenset({NORMAL, SUBSCRIBED, IN_MULTI, EXECUTING, *ENDS}),
     CLOSING: frozenset({CLOSED}),
     CLOSED: frozenset(),
 }

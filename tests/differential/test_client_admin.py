@@ -114,6 +114,33 @@ def test_pause_write_holds_publish_until_unpause_like_redis(servers, command):
     assert _held_back(node, b"WRITE", command) == _held_back(oracle, b"WRITE", command)
 
 
+def _exec_held_back(port: int) -> tuple[bytes, bytes, bytes, bytes]:
+    """B queues a PUBLISH in MULTI, then A pauses writes, then B's EXEC is held
+    until A's UNPAUSE runs it (the postponed EXEC runs from BLOCKED: found by
+    tests/fuzz/fuzz_loop.py, where it raised). (B's queueing replies, what B
+    got while paused, A's UNPAUSE reply, what B got after.)"""
+    with connect(port) as a, connect(port) as b, connect(port) as sub:
+        sub.sendall(b"SUBSCRIBE x\r\n")
+        read_quiet(sub)
+        b.sendall(b"MULTI\r\nPUBLISH x y\r\n")
+        queued = read_quiet(b)[0]
+        a.sendall(b"CLIENT PAUSE 100000 WRITE\r\n")
+        assert read_quiet(a)[0] == b"+OK\r\n"
+        b.sendall(b"EXEC\r\nPING\r\n")
+        during = read_quiet(b, settle=0.3)[0]
+        a.sendall(b"CLIENT UNPAUSE\r\n")
+        unpause = read_quiet(a)[0]
+        after = read_quiet(b)[0]
+        assert read_quiet(sub)[0] == b"*3\r\n$7\r\nmessage\r\n$1\r\nx\r\n$1\r\ny\r\n"
+    return queued, during, unpause, after
+
+
+def test_pause_write_holds_an_exec_queued_before_it_like_redis(servers):
+    oracle, node = servers
+    assert _exec_held_back(node) == _exec_held_back(oracle)
+    assert _exec_held_back(node)[3] == b"*1\r\n:1\r\n+PONG\r\n"
+
+
 def _held_by_all(port: int) -> tuple[bytes, bytes]:
     """PAUSE ALL for 1 s: B's PING gets nothing at first (even UNPAUSE would
     wait), then its PONG once the pause is over."""
