@@ -1,11 +1,15 @@
 # cython: boundscheck=False, wraparound=False, initializedcheck=False
 """The compiled twin of the Python core's hot loop (issue 29), typed Cython.
 
-First piece: :class:`RequestParser`, the twin of :class:`router.parser.RequestParser`
-(the reference, pure Python + hiredis). Same public API, same requests, same
-:class:`router.parser.ProtocolError` with the same text at the same byte, same
-state afterwards (``buffered``, ``partial_bytes``, ``backlog``, ``query_buffer``,
-``release``). ``tests/fuzz/fuzz_resp.py`` checks it against the reference.
+:class:`RequestParser`, the twin of :class:`router.parser.RequestParser`
+(the reference, pure Python + hiredis), and :func:`process`, the twin of the
+request loop :func:`router.dispatch.process`, which runs PUBLISH in line
+(the end of this file; ``tests/fuzz/fuzz_loop.py`` checks it).
+
+The parser has the reference's public API, returns the same requests, raises
+the same :class:`router.parser.ProtocolError` with the same text at the same
+byte and leaves the same state (``buffered``, ``partial_bytes``, ``backlog``,
+``query_buffer``, ``release``); ``tests/fuzz/fuzz_resp.py`` checks it.
 
 It parses from the buffer with C pointers, following Redis 7.0.15
 ``src/networking.c``: ``processMultibulkBuffer`` (the count line, the bulk
@@ -325,7 +329,7 @@ from time import perf_counter_ns
 
 from router import client_log as _client_log
 from router import resp as _resp
-from router.commands.publish import FANOUT_BYTES_PER_TURN as _FANOUT
+from router.commands import publish as _publish_command
 from router.dispatch import _SLICE_NS as _REF_SLICE_NS
 from router.dispatch import execute as _execute
 from router.dispatch import execute_quietly as _execute_quietly
@@ -348,7 +352,6 @@ cdef object CLOSED = _CLOSED
 cdef object CLOSING = _CLOSING
 cdef object DONE = _DONE
 cdef object SLICE = _SLICE
-cdef long long FANOUT = _FANOUT
 cdef Py_hash_t MASK = _MASK
 #: the loop turn's budget; a module attribute, as dispatch._SLICE_NS, so a
 #: harness can widen it (bench/hot_path_cg.py sets both)
@@ -448,6 +451,7 @@ cdef class _Lane:
     cdef bint open  # the connection passes every check of execute for PUBLISH
     cdef object pubsub, node, nstats, stats, patterns, link, tap
     cdef tuple shards
+    cdef object fanout  # commands.publish.FANOUT_BYTES_PER_TURN, read as it reads it
 
     cdef int refresh(self, conn, ctx) except -1:
         self.open = (not conn.quiet and conn.state is NORMAL and conn.authenticated
@@ -461,6 +465,7 @@ cdef class _Lane:
             self.patterns = pubsub.patterns
             self.link = node.link
             self.tap = node.tap
+            self.fanout = _publish_command.FANOUT_BYTES_PER_TURN
         return 0
 
 
@@ -487,7 +492,7 @@ cdef object _publish(conn, _Lane lane, list args):
     # commands.publish.publish (``client.in_exec`` is False: a connection in
     # line is NORMAL, and a PUBLISH can only close it)
     reply = SMALL_INTEGERS[receivers] if receivers < 1024 else _resp.integer(receivers)
-    if node.turn_output > FANOUT:
+    if node.turn_output > lane.fanout:
         reply = lane.pubsub.after_turn(reply)
     # dispatch.execute, after the handler
     stats = lane.stats
