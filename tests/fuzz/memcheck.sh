@@ -1,6 +1,6 @@
 #!/bin/sh
-# valgrind memcheck over the differential fuzzer with the compiled request
-# parser (the normal -O2 build that uv sync makes), issue 29.
+# valgrind memcheck over the differential fuzzers with the compiled request
+# parser and request loop (the normal -O2 build that uv sync makes), issue 29.
 #
 #   nice -n 10 sh tests/fuzz/memcheck.sh [FUZZ_INPUTS] [SEED]
 #
@@ -16,8 +16,16 @@ log="${MEMCHECK_LOG:-/tmp/bloomcast-memcheck.log}"
 PYTHONMALLOC=malloc valgrind --tool=memcheck --leak-check=full --show-leak-kinds=definite \
     --errors-for-leak-kinds=definite --num-callers=40 --log-file="$log" \
     .venv/bin/python -m tests.fuzz.fuzz_resp --count "${1:-3000}" --seed "${2:-31}" --require-compiled
-grep "ERROR SUMMARY" "$log"
-grep "definitely lost:" "$log" || echo "no definite leak"
-ours=$(grep -c "_dataplane" "$log" || true)
-echo "stacks through _dataplane: $ours (log: $log)"
+# the request loop's twin (tests/fuzz/fuzz_loop.py): a script per 100 inputs
+PYTHONMALLOC=malloc valgrind --tool=memcheck --leak-check=full --show-leak-kinds=definite \
+    --errors-for-leak-kinds=definite --num-callers=40 --log-file="$log.loop" \
+    .venv/bin/python -m tests.fuzz.fuzz_loop --count "$(( ${1:-3000} / 100 + 1 ))" --seed "${2:-31}"
+ours=0
+for l in "$log" "$log.loop"; do
+    grep "ERROR SUMMARY" "$l"
+    grep "definitely lost:" "$l" || echo "no definite leak"
+    n=$(grep -c "_dataplane" "$l" || true)
+    echo "stacks through _dataplane: $n (log: $l)"
+    ours=$((ours + n))
+done
 [ "$ours" -eq 0 ]
