@@ -41,12 +41,9 @@ RUNS = {16: (220, 20), 1: (1200, 200)}
 async def _drive(depth: int, subscribers: int, reads: int) -> None:
     """``reads`` reads of ``depth`` PUBLISH each, one loop turn per read."""
     from bench.hot_path import REQUEST, publisher_and_subscribers
-    from router import dataplane, dispatch
+    from router import dispatch
 
-    dispatch._SLICE_NS = 1 << 62  # no slicing under valgrind (module doc)
-    compiled = dataplane.load()
-    if compiled is not None:
-        compiled.SLICE_NS = 1 << 62  # type: ignore[attr-defined]  # the compiled loop's own
+    dispatch._SLICE_NS = 1 << 62  # no slicing under valgrind (module doc; both loops)
     client, publisher, _ = await publisher_and_subscribers(subscribers)
     batch = REQUEST * depth
     for _ in range(reads):

@@ -330,7 +330,7 @@ from time import perf_counter_ns
 from router import client_log as _client_log
 from router import resp as _resp
 from router.commands import publish as _publish_command
-from router.dispatch import _SLICE_NS as _REF_SLICE_NS
+from router import dispatch as _dispatch
 from router.dispatch import execute as _execute
 from router.dispatch import execute_quietly as _execute_quietly
 from router.channel_table import MASK as _MASK
@@ -353,9 +353,6 @@ cdef object CLOSING = _CLOSING
 cdef object DONE = _DONE
 cdef object SLICE = _SLICE
 cdef Py_hash_t MASK = _MASK
-#: the loop turn's budget; a module attribute, as dispatch._SLICE_NS, so a
-#: harness can widen it (bench/hot_path_cg.py sets both)
-SLICE_NS = _REF_SLICE_NS
 
 
 cdef inline bint _is_publish(list args):
@@ -524,7 +521,7 @@ def process(conn, data=b"", double now=0.0):
     cdef bint deferred = not out
     stats = ctx.stats
     cdef Py_ssize_t queued = 0
-    cdef long long slice_ns = SLICE_NS
+    cdef long long slice_ns = _dispatch._SLICE_NS  # the reference's budget, read as it reads it
     cdef long long start = perf_counter_ns()
     started_obj = conn.work_started
     cdef long long started

@@ -169,8 +169,10 @@ def frozen_garbage(types: int = TYPES_REPORTED) -> dict[str, Any]:
 
 
 def _child(write_fd: int) -> None:
-    """The forked child: close every inherited descriptor but the pipe
-    (0-2 become /dev/null), look, report one JSON line, exit. Never returns."""
+    """The forked child: close every inherited descriptor but the pipe's
+    write end (0-2 become /dev/null), offer itself first to the OOM killer
+    (its copy-on-write pages are extra memory), look, report one JSON line,
+    exit. Never returns, whatever is raised."""
     code = 1
     try:
         os.closerange(3, write_fd)
@@ -178,6 +180,8 @@ def _child(write_fd: int) -> None:
         null = os.open(os.devnull, os.O_RDWR)
         for fd in (0, 1, 2):
             os.dup2(null, fd)
+        with contextlib.suppress(OSError), open("/proc/self/oom_score_adj", "w") as f:
+            f.write("1000")
         report = json.dumps(frozen_garbage()).encode() + b"\n"
         os.write(write_fd, report)
         code = 0
@@ -218,7 +222,11 @@ class Reclaimer:
             reclaim(self.pauses)
             self.start(loop)
             return
-        self._check = _Check(loop, self.check_timeout, self._checked)
+        try:
+            self._check = _Check(loop, self.check_timeout, self._checked)
+        except OSError as exc:  # no pipe, no fork (EAGAIN, ENOMEM): a failed check
+            log.warning("collector: cannot fork the reclaim check (%s)", exc)
+            self._checked(loop, None)
 
     def _checked(self, loop: asyncio.AbstractEventLoop, report: dict[str, Any] | None) -> None:
         self._check = None
@@ -256,10 +264,14 @@ class _Check:
         self._done = done
         self._data = bytearray()
         read_fd, write_fd = os.pipe()
-        pid = os.fork()
-        if pid == 0:
+        try:
+            pid = os.fork()
+        except OSError:
             os.close(read_fd)
-            _child(write_fd)
+            os.close(write_fd)
+            raise
+        if pid == 0:
+            _child(write_fd)  # never returns
         os.close(write_fd)
         self._pid = pid
         self._fd = read_fd
@@ -294,7 +306,8 @@ class _Check:
         self._close()
         with contextlib.suppress(ProcessLookupError):
             os.kill(self._pid, signal.SIGKILL)
-        self._reap()
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(self._pid, 0)  # killed: gone at once, no zombie left
 
     def _close(self) -> None:
         if self._timer is not None:

@@ -25,14 +25,27 @@ log = logging.getLogger("bloomcast.node")
 ENV = "BLOOMCAST_NO_EXTENSIONS"
 
 
+#: what a compiled module must have (an older build may lack the later twins)
+TWINS = ("RequestParser", "process")
+
+
 def load() -> ModuleType | None:
-    """The compiled module, or None for the Python core."""
+    """The compiled module, or None for the Python core (one warning line
+    when it does not import, or is a stale build without every twin)."""
     if os.environ.get(ENV):
         return None
     try:
         from router import _dataplane  # type: ignore[attr-defined]
     except ImportError as exc:
         log.warning("compiled data plane unavailable (%s): running the Python core", exc)
+        return None
+    missing = [twin for twin in TWINS if not hasattr(_dataplane, twin)]
+    if missing:
+        log.warning(
+            "compiled data plane is an old build (no %s; rebuild with uv sync): "
+            "running the Python core",
+            ", ".join(missing),
+        )
         return None
     return _dataplane
 

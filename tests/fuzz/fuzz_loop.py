@@ -29,12 +29,13 @@ from typing import Any
 
 from router import dataplane, dispatch
 from router.client import Client
+from router.commands import publish as publish_command
 from router.config import NodeConfig
 from router.connection import Connection
 from router.node import Node
 from router.parser import RequestParser
 
-CHANNELS = [b"a", b"b", b"news", b"x{1}"]
+CHANNELS = [b"a", b"b", b"news", b"x{1}", b"L" * 1100]
 PATTERNS = [b"a*", b"*", b"n?ws", b"[ab]"]
 CLIENTS = 3
 
@@ -55,7 +56,9 @@ class Wire:
         return None
 
     def get_write_buffer_size(self) -> int:
-        return 0
+        """A client that never reads: everything written is still buffered
+        (so a small pubsub limit, set by some scripts, cuts it)."""
+        return len(self.out)
 
     def pause_reading(self) -> None:
         self.reading = False
@@ -90,6 +93,8 @@ class Side:
     def open(self, at: int | None = None) -> None:
         client, wire = Client(self.node), Wire()
         client.connection_made(wire)  # type: ignore[arg-type]
+        want = self.node.context.connection_class.receive
+        assert client.conn is not None and type(client.conn).receive is want
         if at is None:
             self.clients.append(client)
             self.wires.append(wire)
@@ -136,7 +141,7 @@ def case(rnd: random.Random, name: bytes) -> bytes:
 def request(rnd: random.Random) -> list[bytes]:
     """One request's arguments, weighted towards PUBLISH and what gates it."""
     ch, pat = rnd.choice(CHANNELS), rnd.choice(PATTERNS)
-    msg = rnd.choice([b"hi", b"", b"x" * rnd.randint(1, 300), b"-err", b"\r\n"])
+    msg = rnd.choice([b"hi", b"", b"x" * rnd.randint(1, 300), b"-err", b"\r\n", b"y" * 1500])
     r = rnd.random()
     if r < 0.35:
         args = [b"publish", ch, msg]
@@ -172,6 +177,10 @@ def request(rnd: random.Random) -> list[bytes]:
                 [b"client", b"pause", b"100000", b"write"],
                 [b"client", b"unpause"],
                 [b"pubsub", b"numsub", ch],
+                [b"acl", b"setuser", b"default", b"-publish"],
+                [b"acl", b"setuser", b"default", b"+publish"],
+                [b"config", b"set", b"client-output-buffer-limit", b"pubsub 3000 0 0"],
+                [b"config", b"set", b"client-output-buffer-limit", b"pubsub 0 0 0"],
                 [b"quit"],
                 [b"get", b"k"],
                 [b"nosuchcommand", ch],
@@ -249,14 +258,19 @@ async def script(rnd: random.Random, steps: int) -> None:
     spent at once (every fourth request and every later read of a turn
     slices), the same in both loops; a wall-clock budget would slice where
     the machine happened to be slow."""
-    budget = rnd.choice([1 << 62, 0])
-    module = importlib.import_module("router._dataplane")
-    saved = dispatch._SLICE_NS, module.SLICE_NS
-    dispatch._SLICE_NS = module.SLICE_NS = budget
+    saved = dispatch._SLICE_NS, publish_command.FANOUT_BYTES_PER_TURN
+    dispatch._SLICE_NS = rnd.choice([1 << 62, 0])  # both loops read it
+    # a small turn's fan-out budget: PUBLISH answers on the next turn
+    publish_command.FANOUT_BYTES_PER_TURN = rnd.choice([8 << 20, 600])
+    loop = asyncio.get_running_loop()
+    failures: list[object] = []
+    loop.set_exception_handler(lambda _loop, context: failures.append(context))
     try:
         await _script(rnd, steps)
     finally:
-        dispatch._SLICE_NS, module.SLICE_NS = saved
+        dispatch._SLICE_NS, publish_command.FANOUT_BYTES_PER_TURN = saved
+    if failures:  # an exception in a loop callback (a flush, an unblock)
+        raise AssertionError(f"a loop callback raised: {failures[0]!r}")
 
 
 async def _script(rnd: random.Random, steps: int) -> None:

@@ -182,3 +182,21 @@ def test_a_check_that_outlives_its_timeout_is_killed_and_the_node_walks():
         assert set(os.listdir("/proc/self/fd")) <= before  # its pipe closed
     finally:
         gc.unfreeze()
+
+
+def test_a_fork_that_fails_is_a_failed_check_and_the_node_walks(monkeypatch):
+    def no_fork() -> int:
+        raise BlockingIOError(11, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(os, "fork", no_fork)
+    pauses = Pauses()
+    before = set(os.listdir("/proc/self/fd"))
+    gc.collect()
+    gc.freeze()
+    try:
+        # two rounds: the failed check is rescheduled like any other
+        run_reclaimer(Reclaimer(pauses, period=0.01), pauses, checks=2)
+        assert (pauses.checks, pauses.check_failures, pauses.reclaims) == (2, 2, 2)
+        assert set(os.listdir("/proc/self/fd")) <= before  # the pipe's two ends closed
+    finally:
+        gc.unfreeze()

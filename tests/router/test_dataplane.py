@@ -13,6 +13,7 @@ import importlib
 import logging
 import os
 import sys
+import types
 
 import pytest
 
@@ -102,6 +103,18 @@ def test_an_extension_that_does_not_import_is_one_warning(monkeypatch, caplog):
     assert len(caplog.records) == 1
     assert "running the Python core" in caplog.records[0].getMessage()
     assert dataplane.parser_class(None) is RequestParser
+
+
+def test_a_stale_build_without_every_twin_is_one_warning(monkeypatch, caplog):
+    stale = types.ModuleType("router._dataplane")
+    stale.RequestParser = RequestParser  # type: ignore[attr-defined]  # no `process`
+    monkeypatch.delenv(dataplane.ENV, raising=False)
+    monkeypatch.setitem(sys.modules, "router._dataplane", stale)
+    monkeypatch.setattr(router, "_dataplane", stale, raising=False)
+    with caplog.at_level(logging.WARNING, logger="bloomcast.node"):
+        assert dataplane.load() is None
+    assert len(caplog.records) == 1
+    assert "old build (no process" in caplog.records[0].getMessage()
 
 
 def _outcome(cls: type, data: bytes, step: int, **kw: object) -> list[object]:
