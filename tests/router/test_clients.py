@@ -212,14 +212,20 @@ class Terminal:
 def test_redis_cli_interactive(node):
     # the REPL (prompt, command hints from COMMAND DOCS, subscribe mode) on a tty
     term = Terminal(["redis-cli", "-p", str(node)])
+    prompt = f"127.0.0.1:{node}>"
     try:
-        term.expect(f"127.0.0.1:{node}>")
+        # a line is typed only once the prompt is back: linenoise enters raw
+        # mode with TCSAFLUSH, which drops what was typed before it
+        term.expect(prompt)
         term.type("PING")
         term.expect("PONG")
+        term.expect(prompt)
         term.type("PUBLISH news hello")
         term.expect("(integer) 0")
+        term.expect(prompt)
         term.type("PUBSUB NUMPAT")
         term.expect("(integer) 0")
+        term.expect(prompt)
         term.type("SUBSCRIBE news")
         term.expect("Reading messages")
         r = redis.Redis(port=node)
