@@ -49,7 +49,16 @@ def slot_owners(cluster, i: int) -> list[tuple[int, int, str]]:
     return [(int(s[0]), int(s[1]), s[2][2].decode()) for s in raw]
 
 
-def assert_slot_map_over(cluster, i: int, ids: set[str]) -> None:
+def assert_slot_map_over(cluster, i: int, ids: set[str], timeout: float = 10.0) -> None:
+    """Node i's slots cover 0..16383 in order, over exactly ``ids``. A peer
+    gets slots once verified at its announced address (issue 26), which can
+    follow the cluster's readiness by a cron step: waited for, as a cluster
+    client retries (CI once saw node 0's map over itself alone)."""
+    wait_for(
+        lambda: {o for _, _, o in slot_owners(cluster, i)} == ids,
+        timeout,
+        f"node {i}'s slots over {sorted(ids)}",
+    )
     owners = slot_owners(cluster, i)
     assert {o for _, _, o in owners} == ids
     assert owners[0][0] == 0 and owners[-1][1] == CLUSTER_SLOTS - 1
