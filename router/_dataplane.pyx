@@ -21,7 +21,6 @@ quotes and escapes) on an inline request's line, which is rare traffic.
 
 from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
-from libc.stdio cimport snprintf
 from libc.string cimport memchr, memcpy
 
 from router.inline import split_args
@@ -370,35 +369,58 @@ cdef inline bint _is_publish(list args):
             and (p[6] | 32) == c'h')
 
 
+cdef inline char* _bulk_header(char* w, Py_ssize_t n) noexcept nogil:
+    """Write ``$<n>\r\n`` (n >= 0) at ``w``; returns the byte after it."""
+    cdef char digits[24]
+    cdef int i = 0
+    w[0] = c'$'
+    w += 1
+    while True:
+        digits[i] = <char>(c'0' + n % 10)
+        i += 1
+        n //= 10
+        if n == 0:
+            break
+    while i:
+        i -= 1
+        w[0] = digits[i]
+        w += 1
+    w[0] = c'\r'
+    w[1] = c'\n'
+    return w + 2
+
+
+cdef inline Py_ssize_t _bulk_header_size(Py_ssize_t n) noexcept nogil:
+    """The size of ``$<n>\r\n`` (n >= 0)."""
+    cdef Py_ssize_t size = 4
+    while n >= 10:
+        size += 1
+        n //= 10
+    return size
+
+
 cdef bytes _message(bytes channel, bytes payload):
     """The twin of :func:`router.resp.message`: ``[message, channel, payload]``
     (RESP2), built once in a bytes object of the right size."""
-    cdef char head_c[32]
-    cdef char head_m[32]
     cdef Py_ssize_t nc = len(channel), nm = len(payload)
-    cdef int lc = snprintf(head_c, 32, "$%zd\r\n", nc)
-    cdef int lm = snprintf(head_m, 32, "$%zd\r\n", nm)
-    cdef Py_ssize_t size = 17 + lc + nc + 2 + lm + nm + 2
+    cdef Py_ssize_t size = 17 + _bulk_header_size(nc) + nc + 2 + _bulk_header_size(nm) + nm + 2
     cdef bytes frame = PyBytes_FromStringAndSize(NULL, size)
     cdef char* w = PyBytes_AS_STRING(frame)
     memcpy(w, b"*3\r\n$7\r\nmessage\r\n", 17)
-    w += 17
-    memcpy(w, head_c, lc)
-    w += lc
+    w = _bulk_header(w + 17, nc)
     memcpy(w, PyBytes_AS_STRING(channel), nc)
-    w += nc
-    memcpy(w, b"\r\n", 2)
-    w += 2
-    memcpy(w, head_m, lm)
-    w += lm
+    w[nc] = c'\r'
+    w[nc + 1] = c'\n'
+    w = _bulk_header(w + nc + 2, nm)
     memcpy(w, PyBytes_AS_STRING(payload), nm)
-    w += nm
-    memcpy(w, b"\r\n", 2)
+    w[nm] = c'\r'
+    w[nm + 1] = c'\n'
     return frame
 
 
-cdef Py_ssize_t _write_to_all(node, subs, bytes frame2) except -1:
-    """The twin of :func:`router.pubsub.write_to_all` (the fan-out loop)."""
+cdef Py_ssize_t _write_to_all(_Lane lane, subs, bytes frame2) except -1:
+    """The twin of :func:`router.pubsub.write_to_all` (the fan-out loop);
+    ``node.turn_output`` is the lane's while PUBLISH runs in line."""
     if type(subs) is not set:
         subs = (subs,)
     frame3 = None
@@ -415,88 +437,127 @@ cdef Py_ssize_t _write_to_all(node, subs, bytes frame2) except -1:
                 frame3 = _resp.as_push(frame2)
             client.write(frame3)
     cdef Py_ssize_t n = len(subs)
-    queued = node.turn_output + n * len(frame2)
-    node.turn_output = queued
-    if queued > node.context.settings.queue_limit:
-        node.flush_all()
+    lane.turn_output += n * len(frame2)
+    lane.dirty = True
+    if lane.turn_output > lane.queue_limit:
+        lane.settle()  # flush_all samples INFO's metrics: counts as the reference's
+        lane.node.flush_all()
+        lane.turn_output = lane.node.turn_output
     return n
 
 
-cdef Py_ssize_t _deliver(node, nstats, tuple shards, patterns, bytes channel,
-                         bytes message) except -1:
-    """The twin of :meth:`router.pubsub.PubSub.deliver` for CHANNELS
-    (``shards``: ``PubSub._shards``, ``nstats``: ``node.stats``)."""
+cdef Py_ssize_t _deliver(_Lane lane, bytes channel, bytes message) except -1:
+    """The twin of :meth:`router.pubsub.PubSub.deliver` for CHANNELS; what
+    it adds to ``messages_delivered`` waits in the lane (``delivered``)."""
     cdef Py_hash_t h = hash(channel)
-    subs = (<dict?>(<list?>shards[0])[h & MASK]).get(channel)
-    patterned = patterns.table
+    subs = (<dict?>(<list?>lane.shards[0])[h & MASK]).get(channel)
+    patterned = lane.patterns.table
     if subs is None and not patterned:
         return 0
-    cdef Py_ssize_t n = 0 if subs is None else _write_to_all(node, subs, _message(channel, message))
+    cdef Py_ssize_t n = 0 if subs is None else _write_to_all(lane, subs, _message(channel, message))
     if patterned:
-        for pattern, psubs in patterns.matches(channel):
-            n += _write_to_all(node, psubs, _resp.pmessage(pattern, channel, message))
-    nstats.messages_delivered += n
+        for pattern, psubs in lane.patterns.matches(channel):
+            n += _write_to_all(lane, psubs, _resp.pmessage(pattern, channel, message))
+    lane.delivered += n
     return n
 
 
 cdef class _Lane:
-    """What the in-line PUBLISH reads of a connection's node, read once per
-    run of PUBLISH: refreshed after any request that goes through
-    ``execute`` (only a command changes any of it; a PUBLISH in line only
-    writes to clients, which may close them, and the loop checks that)."""
+    """What the in-line PUBLISH reads and counts of a connection's node.
+
+    Read once per run of PUBLISH: refreshed after any request that goes
+    through ``execute`` (only a command changes any of it; a PUBLISH in line
+    only writes to clients, which may close them, and the loop checks that).
+
+    Counted here and written to the node by :meth:`settle`: the counters a
+    PUBLISH in line adds to (``publish_received``, ``messages_delivered``,
+    ``commands_processed``, PUBLISH's ``calls``), the connection's
+    ``last_command`` and ``node.turn_output``. Nothing reads them while
+    PUBLISH runs in line (INFO, CLIENT LIST and the metrics run as commands
+    or callbacks of their own), so the loop settles before anything that
+    could: ``execute``, ``flush_all`` (which samples the metrics), the tap,
+    blocking and the end of the read. What each PUBLISH read and wrote of
+    them was a quarter of its instructions (docs/benchmarks.md)."""
 
     cdef bint open  # the connection passes every check of execute for PUBLISH
-    cdef object pubsub, node, nstats, stats, patterns, link, tap
+    cdef object conn, pubsub, node, nstats, stats, patterns, link, tap, ran
     cdef tuple shards
-    cdef object fanout  # commands.publish.FANOUT_BYTES_PER_TURN, read as it reads it
+    cdef long long fanout  # commands.publish.FANOUT_BYTES_PER_TURN, read as it reads it
+    cdef long long queue_limit  # settings.queue_limit (sys.maxsize for none)
+    cdef long long turn_output  # node.turn_output, the node's again at settle()
+    cdef Py_ssize_t published  # PUBLISH run in line since the last settle()
+    cdef Py_ssize_t delivered  # their messages_delivered
+    cdef bint dirty  # something above is not the node's yet
 
     cdef int refresh(self, conn, ctx) except -1:
         self.open = (not conn.quiet and conn.state is NORMAL and conn.authenticated
                      and conn.user.unrestricted and not ctx.pause.level)
         if self.open:
+            self.conn = conn
             self.pubsub = pubsub = ctx.pubsub
             self.node = node = pubsub.node
             self.nstats = node.stats
-            self.stats = ctx.stats
+            self.stats = stats = ctx.stats
+            self.ran = None  # commandstats' defaultdict: made at the first PUBLISH, as execute makes it
             self.shards = pubsub._shards
             self.patterns = pubsub.patterns
             self.link = node.link
             self.tap = node.tap
             self.fanout = _publish_command.FANOUT_BYTES_PER_TURN
+            self.queue_limit = node.context.settings.queue_limit
+            self.turn_output = node.turn_output
+        return 0
+
+    cdef int settle(self) except -1:
+        """Write what PUBLISH in line counted to the node (class doc)."""
+        if not self.dirty:
+            return 0
+        self.dirty = False
+        self.node.turn_output = self.turn_output
+        cdef Py_ssize_t published = self.published
+        cdef Py_ssize_t delivered = self.delivered
+        self.published = self.delivered = 0
+        if published:
+            self.nstats.publish_received += published
+            self.stats.commands_processed += published
+            self.ran.calls += published
+            self.conn.last_command = "publish"
+        if delivered:
+            self.nstats.messages_delivered += delivered
         return 0
 
 
-cdef object _publish(conn, _Lane lane, list args):
+cdef object _publish(_Lane lane, list args):
     """PUBLISH for a connection every check of ``execute`` lets through
     unchanged (``lane.open``): what ``dispatch.execute``,
-    ``commands.publish.publish`` and ``Node.publish`` do, in their order.
-    Returns the reply (bytes, or the future of after_turn) and its
-    CommandStat, which ``process`` takes as it takes ``conn.ran``."""
-    conn.last_command = "publish"
+    ``commands.publish.publish`` and ``Node.publish`` do, in their order,
+    with the counting left to the lane. Returns the reply (bytes, or the
+    future of after_turn)."""
     node = lane.node
     cdef bytes channel = <bytes?>args[1]
     cdef bytes message = <bytes?>args[2]
-    # Node.publish
-    lane.nstats.publish_received += 1
-    cdef Py_ssize_t receivers = _deliver(
-        node, lane.nstats, lane.shards, lane.patterns, channel, message
-    )
+    # Node.publish; publish_received is counted by the lane with
+    # commands_processed, after delivery: a flush_all during it (which samples
+    # commands_processed for INFO's metrics) sees the count the reference has
+    cdef Py_ssize_t receivers = _deliver(lane, channel, message)
+    lane.published += 1
+    lane.dirty = True
+    if lane.ran is None:
+        lane.ran = lane.stats.commands["publish"]
     node.publish_seq += 1
     seq = node.publish_seq
     forwarded = lane.link.forward_publish(channel, message, False, seq)
     if lane.tap is not None:
+        lane.settle()
         node._record("origin", node.node_id, seq, channel, message, False, receivers, forwarded)
     # commands.publish.publish (``client.in_exec`` is False: a connection in
     # line is NORMAL, and a PUBLISH can only close it)
     reply = SMALL_INTEGERS[receivers] if receivers < 1024 else _resp.integer(receivers)
-    if node.turn_output > lane.fanout:
+    if lane.turn_output > lane.fanout:
         reply = lane.pubsub.after_turn(reply)
-    # dispatch.execute, after the handler
-    stats = lane.stats
-    stats.commands_processed += 1
-    ran = stats.commands["publish"]
-    ran.calls += 1
-    return reply, ran
+    # dispatch.execute, after the handler: commands_processed and PUBLISH's
+    # calls are counted by the lane
+    return reply
 
 
 def process(conn, data=b"", double now=0.0):
@@ -544,8 +605,10 @@ def process(conn, data=b"", double now=0.0):
     try:
         for args in conn.parser.requests():
             if lane.open and _is_publish(args):
-                reply, ran = _publish(conn, lane, args)
+                reply = _publish(lane, args)
+                ran = lane.ran
             else:
+                lane.settle()
                 reply = _execute_quietly(conn, args) if conn.quiet else _execute(conn, args)
                 lane.refresh(conn, ctx)
                 ran = conn.ran
@@ -575,6 +638,7 @@ def process(conn, data=b"", double now=0.0):
                     sliced = True
                     break
                 continue
+            lane.settle()
             conn._out_bytes += queued
             if last is not None:
                 runs.append((last, n))
@@ -583,6 +647,7 @@ def process(conn, data=b"", double now=0.0):
                 conn.schedule_flush(conn)
             return conn.block(reply)
     except ProtocolError as exc:
+        lane.settle()
         conn._out_bytes += queued
         queued = 0
         error = _resp.error(str(exc))
@@ -590,6 +655,8 @@ def process(conn, data=b"", double now=0.0):
         stats.error_replied(error)
         conn.write(error)
         conn.close_after_reply()
+    finally:
+        lane.settle()
     if last is not None:
         if runs:
             runs.append((last, n))
