@@ -343,6 +343,49 @@ from router.states import (
     SLICE as _SLICE,
 )
 from router.stats import share_time as _share_time
+from router.connection import HotFields as _HotFields
+
+from cpython.list cimport PyList_Append, PyList_CheckExact, PyList_GET_SIZE
+from cpython.object cimport PyObject, PyObject_TypeCheck, PyTypeObject
+
+cdef extern from "Python.h":
+    ctypedef struct PyMemberDef:
+        const char* name
+        int type
+        Py_ssize_t offset
+
+    ctypedef struct PyMemberDescrObject:
+        PyMemberDef* d_member
+
+    PyObject* Py_False  # (<PyObject*>False is a C 0 in Cython)
+
+
+# A connection's hot fields are slots (router.connection.HotFields): read
+# here at their offsets, each the member descriptor's. A slot may be unset
+# (NULL) or hold a value other than the one a fast path expects: then the
+# code reads it as the reference does, by attribute (the same value, or the
+# same AttributeError).
+
+cdef Py_ssize_t _offset(str name) except -1:
+    import types
+    descriptor = _HotFields.__dict__[name]
+    if type(descriptor) is not types.MemberDescriptorType:
+        raise TypeError(f"HotFields.{name} is not a slot")
+    return (<PyMemberDescrObject*><PyObject*>descriptor).d_member.offset
+
+
+cdef PyTypeObject* HOT = <PyTypeObject*>_HotFields
+cdef Py_ssize_t OFF_OUT = _offset("_out")
+cdef Py_ssize_t OFF_BLOCKED = _offset("blocked")
+cdef Py_ssize_t OFF_CLOSED = _offset("closed")
+cdef Py_ssize_t OFF_RESP = _offset("resp")
+cdef Py_ssize_t OFF_STATE = _offset("state")
+cdef object TWO = 2
+
+
+cdef inline PyObject* _slot(object obj, Py_ssize_t offset) noexcept:
+    """The slot at ``offset`` of a HotFields object (borrowed; NULL: unset)."""
+    return (<PyObject**>((<char*><PyObject*>obj) + offset))[0]
 
 cdef tuple SMALL_INTEGERS = _SMALL_INTEGERS
 cdef object NORMAL = _NORMAL
@@ -425,7 +468,17 @@ cdef Py_ssize_t _write_to_all(_Lane lane, subs, bytes frame2) except -1:
         subs = (subs,)
     frame3 = None
     cdef list out
+    cdef PyObject* slot
     for client in subs:
+        if PyObject_TypeCheck(client, HOT) and _slot(client, OFF_RESP) == <PyObject*>TWO:
+            # the reference's test below, read at the slots' offsets
+            slot = _slot(client, OFF_OUT)
+            if (slot != NULL and PyList_CheckExact(<object>slot)
+                    and PyList_GET_SIZE(<object>slot)
+                    and _slot(client, OFF_BLOCKED) == <PyObject*>None
+                    and _slot(client, OFF_CLOSED) == Py_False):
+                PyList_Append(<object>slot, frame2)
+                continue
         if client.resp == 2:
             out = client._out
             if out and client.blocked is None and not client.closed:
@@ -560,6 +613,19 @@ cdef object _publish(_Lane lane, list args):
     return reply
 
 
+cdef inline bint _closing(conn) except -1:
+    """``conn.closed or conn.state is CLOSING``, read at the slots' offsets
+    when they hold what they usually do."""
+    cdef PyObject* closed
+    cdef PyObject* state
+    if PyObject_TypeCheck(conn, HOT):
+        closed = _slot(conn, OFF_CLOSED)
+        state = _slot(conn, OFF_STATE)
+        if closed == Py_False and state != NULL:
+            return state == <PyObject*>CLOSING
+    return conn.closed or conn.state is CLOSING
+
+
 def process(conn, data=b"", double now=0.0):
     """The twin of :func:`router.dispatch.process` (see there): the same
     loop, the same effects, in the same order; a PUBLISH whose checks all
@@ -631,7 +697,7 @@ def process(conn, data=b"", double now=0.0):
                     conn.schedule_flush(conn)
                 out.append(breply)
                 queued += len(breply)
-                if conn.closed or conn.state is CLOSING:
+                if _closing(conn):
                     break
                 done += 1
                 if not done & 3 and perf_counter_ns() - started > slice_ns:

@@ -65,7 +65,20 @@ class Wire(Protocol):
     def is_reading(self) -> bool: ...
 
 
-class Connection:
+class HotFields:
+    """The fields of a connection that the request loop reads per request and
+    the fan-out loop per receiver, as slots: at a fixed offset in the object,
+    not in its dict. Python reads a slot as fast as an instance attribute
+    (CPython 3.11's ``LOAD_ATTR_SLOT``); the compiled twin
+    (``router/_dataplane.pyx``) reads it at its offset instead of by a
+    generic attribute lookup, which cost it ~160 instructions a field
+    (issue 29, docs/benchmarks.md). Nothing else differs: a
+    :class:`Connection` keeps a dict for the rest."""
+
+    __slots__ = ("_out", "authenticated", "blocked", "closed", "quiet", "resp", "state", "user")
+
+
+class Connection(HotFields):
     """One client connection of a node (module doc)."""
 
     def __init__(

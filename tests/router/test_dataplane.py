@@ -94,6 +94,37 @@ def test_the_compiled_request_loop_agrees_with_the_reference():
     assert fuzz_loop.run(150, seed=7) == 150
 
 
+def test_a_blocked_subscribers_message_waits_behind_its_reply_in_both_loops():
+    """A subscriber whose second SUBSCRIBE waits for the pub/sub budget
+    (blocked, a reply already queued this turn) is published to in the same
+    turn: the message is held behind the awaited reply in both loops, where
+    the twin's fast path (the queue's slot read at its offset) would have
+    appended it before the reply."""
+    import asyncio
+
+    subscribe = b"*2\r\n$9\r\nSUBSCRIBE\r\n$1\r\na\r\n"
+    subscribe += b"*3\r\n$9\r\nSUBSCRIBE\r\n$1\r\nb\r\n$1\r\nc\r\n"
+    publish = b"*3\r\n$7\r\nPUBLISH\r\n$1\r\na\r\n$2\r\nhi\r\n"
+
+    async def run() -> list[bytes]:
+        sides = [fuzz_loop.Side(node) for node in fuzz_loop.nodes()]
+        for side in sides:
+            side.node.pubsub.budget.ops = side.node.pubsub.budget.left = 1
+        await asyncio.sleep(0)
+        for side in sides:
+            side.send(0, subscribe)
+            side.send(1, publish)
+            assert side.clients[0].conn is not None
+            assert side.clients[0].conn.blocked is not None
+        for _ in range(5):
+            await asyncio.sleep(0)
+        return [bytes(side.wires[0].out) for side in sides]
+
+    reference, twin = asyncio.run(run())
+    assert reference.endswith(b":3\r\n*3\r\n$7\r\nmessage\r\n$1\r\na\r\n$2\r\nhi\r\n")
+    assert twin == reference
+
+
 def test_an_extension_that_does_not_import_is_one_warning(monkeypatch, caplog):
     monkeypatch.delenv(dataplane.ENV, raising=False)
     monkeypatch.setitem(sys.modules, "router._dataplane", None)  # import fails
