@@ -343,10 +343,12 @@ from router.states import (
     SLICE as _SLICE,
 )
 from router.stats import share_time as _share_time
-from router.connection import HotFields as _HotFields
+from router.connection import Connection as _Connection, HotFields as _HotFields
 
 from cpython.list cimport PyList_Append, PyList_CheckExact, PyList_GET_SIZE
+from cpython.long cimport PyLong_AsSsize_t, PyLong_CheckExact, PyLong_FromSsize_t
 from cpython.object cimport PyObject, PyObject_TypeCheck, PyTypeObject
+from cpython.ref cimport Py_INCREF, Py_XDECREF
 
 cdef extern from "Python.h":
     ctypedef struct PyMemberDef:
@@ -375,6 +377,8 @@ cdef Py_ssize_t _offset(str name) except -1:
 
 
 cdef PyTypeObject* HOT = <PyTypeObject*>_HotFields
+cdef object CONNECTION_WRITE = _Connection.write
+cdef Py_ssize_t OFF_OUT_BYTES = _offset("_out_bytes")
 cdef Py_ssize_t OFF_OUT = _offset("_out")
 cdef Py_ssize_t OFF_BLOCKED = _offset("blocked")
 cdef Py_ssize_t OFF_CLOSED = _offset("closed")
@@ -386,6 +390,33 @@ cdef object TWO = 2
 cdef inline PyObject* _slot(object obj, Py_ssize_t offset) noexcept:
     """The slot at ``offset`` of a HotFields object (borrowed; NULL: unset)."""
     return (<PyObject**>((<char*><PyObject*>obj) + offset))[0]
+
+
+cdef int _write(client, bytes data, long long queue_limit) except -1:
+    """The twin of :meth:`router.connection.Connection.write` for a client
+    of the lane's own connection class (``Connection.write`` unchanged):
+    its state, queue and queued bytes read and written at their slots. A
+    slot that holds anything unusual sends it to ``client.write``."""
+    cdef PyObject* state = _slot(client, OFF_STATE)
+    cdef PyObject* out = _slot(client, OFF_OUT)
+    cdef PyObject* queued = _slot(client, OFF_OUT_BYTES)
+    if (state == NULL or state == <PyObject*>CLOSED or state == <PyObject*>BLOCKED
+            or out == NULL or not PyList_CheckExact(<object>out)
+            or queued == NULL or not PyLong_CheckExact(<object>queued)):
+        client.write(data)
+        return 0
+    if not PyList_GET_SIZE(<object>out):
+        client.schedule_flush(client)
+    PyList_Append(<object>out, data)
+    cdef Py_ssize_t total = PyLong_AsSsize_t(<object>queued) + len(data)
+    cdef PyObject** at = <PyObject**>((<char*><PyObject*>client) + OFF_OUT_BYTES)
+    value = PyLong_FromSsize_t(total)
+    Py_INCREF(value)
+    Py_XDECREF(at[0])
+    at[0] = <PyObject*>value
+    if total > queue_limit:
+        client.flush()
+    return 0
 
 cdef tuple SMALL_INTEGERS = _SMALL_INTEGERS
 cdef object NORMAL = _NORMAL
@@ -469,6 +500,7 @@ cdef Py_ssize_t _write_to_all(_Lane lane, subs, bytes frame2) except -1:
     frame3 = None
     cdef list out
     cdef PyObject* slot
+    cdef object own = lane.own  # the node's connection class, or None
     for client in subs:
         if PyObject_TypeCheck(client, HOT) and _slot(client, OFF_RESP) == <PyObject*>TWO:
             # the reference's test below, read at the slots' offsets
@@ -478,7 +510,11 @@ cdef Py_ssize_t _write_to_all(_Lane lane, subs, bytes frame2) except -1:
                     and _slot(client, OFF_BLOCKED) == <PyObject*>None
                     and _slot(client, OFF_CLOSED) == Py_False):
                 PyList_Append(<object>slot, frame2)
-                continue
+            elif type(client) is own:
+                _write(client, frame2, lane.queue_limit)
+            else:
+                client.write(frame2)
+            continue
         if client.resp == 2:
             out = client._out
             if out and client.blocked is None and not client.closed:
@@ -488,7 +524,10 @@ cdef Py_ssize_t _write_to_all(_Lane lane, subs, bytes frame2) except -1:
         else:
             if frame3 is None:
                 frame3 = _resp.as_push(frame2)
-            client.write(frame3)
+            if type(client) is own:
+                _write(client, frame3, lane.queue_limit)
+            else:
+                client.write(frame3)
     cdef Py_ssize_t n = len(subs)
     lane.turn_output += n * len(frame2)
     lane.dirty = True
@@ -538,6 +577,7 @@ cdef class _Lane:
     cdef long long fanout  # commands.publish.FANOUT_BYTES_PER_TURN, read as it reads it
     cdef long long queue_limit  # settings.queue_limit (sys.maxsize for none)
     cdef long long turn_output  # node.turn_output, the node's again at settle()
+    cdef object own  # the connection's class when its write() is Connection.write, else None
     cdef Py_ssize_t published  # PUBLISH run in line since the last settle()
     cdef Py_ssize_t delivered  # their messages_delivered
     cdef bint dirty  # something above is not the node's yet
@@ -559,6 +599,8 @@ cdef class _Lane:
             self.fanout = _publish_command.FANOUT_BYTES_PER_TURN
             self.queue_limit = node.context.settings.queue_limit
             self.turn_output = node.turn_output
+            cls = type(conn)
+            self.own = cls if cls.write is CONNECTION_WRITE and issubclass(cls, _HotFields) else None
         return 0
 
     cdef int settle(self) except -1:

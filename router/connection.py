@@ -75,7 +75,17 @@ class HotFields:
     (issue 29, docs/benchmarks.md). Nothing else differs: a
     :class:`Connection` keeps a dict for the rest."""
 
-    __slots__ = ("_out", "authenticated", "blocked", "closed", "quiet", "resp", "state", "user")
+    __slots__ = (
+        "_out",
+        "_out_bytes",
+        "authenticated",
+        "blocked",
+        "closed",
+        "quiet",
+        "resp",
+        "state",
+        "user",
+    )
 
 
 class Connection(HotFields):
