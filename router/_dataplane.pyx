@@ -360,6 +360,7 @@ cdef extern from "Python.h":
         PyMemberDef* d_member
 
     PyObject* Py_False  # (<PyObject*>False is a C 0 in Cython)
+    PyObject* Py_True
 
 
 # A connection's hot fields are slots (router.connection.HotFields): read
@@ -379,6 +380,9 @@ cdef Py_ssize_t _offset(str name) except -1:
 cdef PyTypeObject* HOT = <PyTypeObject*>_HotFields
 cdef object CONNECTION_WRITE = _Connection.write
 cdef Py_ssize_t OFF_OUT_BYTES = _offset("_out_bytes")
+cdef Py_ssize_t OFF_QUIET = _offset("quiet")
+cdef Py_ssize_t OFF_AUTHENTICATED = _offset("authenticated")
+cdef Py_ssize_t OFF_USER = _offset("user")
 cdef Py_ssize_t OFF_OUT = _offset("_out")
 cdef Py_ssize_t OFF_BLOCKED = _offset("blocked")
 cdef Py_ssize_t OFF_CLOSED = _offset("closed")
@@ -554,6 +558,47 @@ cdef Py_ssize_t _deliver(_Lane lane, bytes channel, bytes message) except -1:
     return n
 
 
+cdef class _Plane:
+    """What PUBLISH in line reads of a node that stays for the node's life
+    (its pub/sub, stats and subscriber tables, made with it and never
+    replaced), read once and kept in ``ctx.plane``."""
+
+    cdef object pubsub, node, nstats, stats, patterns
+    cdef tuple shards
+    cdef object cls, own  # the last connection class seen, and _Lane.own for it
+
+
+cdef _Plane _plane(ctx):
+    """``ctx.plane``, made at the first call."""
+    plane = ctx.plane
+    if plane is not None:
+        return <_Plane?>plane
+    cdef _Plane made = _Plane()
+    made.pubsub = pubsub = ctx.pubsub
+    made.node = node = pubsub.node
+    made.nstats = node.stats
+    made.stats = ctx.stats
+    made.shards = pubsub._shards
+    made.patterns = pubsub.patterns
+    ctx.plane = made
+    return made
+
+
+cdef inline bint _gate(conn) except -1:
+    """``not conn.quiet and conn.state is NORMAL and conn.authenticated and
+    conn.user.unrestricted``: what execute checks of the connection before
+    it runs PUBLISH as it is; the slots read at their offsets when they
+    hold what they usually do."""
+    cdef PyObject* user
+    if PyObject_TypeCheck(conn, HOT):
+        user = _slot(conn, OFF_USER)
+        if (_slot(conn, OFF_QUIET) == Py_False and _slot(conn, OFF_AUTHENTICATED) == Py_True
+                and _slot(conn, OFF_STATE) == <PyObject*>NORMAL and user != NULL):
+            return bool((<object>user).unrestricted)
+    return bool(not conn.quiet and conn.state is NORMAL and conn.authenticated
+                and conn.user.unrestricted)
+
+
 cdef class _Lane:
     """What the in-line PUBLISH reads and counts of a connection's node.
 
@@ -572,6 +617,7 @@ cdef class _Lane:
     them was a quarter of its instructions (docs/benchmarks.md)."""
 
     cdef bint open  # the connection passes every check of execute for PUBLISH
+    cdef _Plane plane
     cdef object conn, pubsub, node, nstats, stats, patterns, link, tap, ran
     cdef tuple shards
     cdef long long fanout  # commands.publish.FANOUT_BYTES_PER_TURN, read as it reads it
@@ -583,24 +629,29 @@ cdef class _Lane:
     cdef bint dirty  # something above is not the node's yet
 
     cdef int refresh(self, conn, ctx) except -1:
-        self.open = (not conn.quiet and conn.state is NORMAL and conn.authenticated
-                     and conn.user.unrestricted and not ctx.pause.level)
+        self.open = _gate(conn) and not ctx.pause.level
         if self.open:
+            plane = self.plane
+            if plane is None:
+                self.plane = plane = _plane(ctx)
             self.conn = conn
-            self.pubsub = pubsub = ctx.pubsub
-            self.node = node = pubsub.node
-            self.nstats = node.stats
-            self.stats = stats = ctx.stats
+            self.pubsub = plane.pubsub
+            self.node = node = plane.node
+            self.nstats = plane.nstats
+            self.stats = plane.stats
             self.ran = None  # commandstats' defaultdict: made at the first PUBLISH, as execute makes it
-            self.shards = pubsub._shards
-            self.patterns = pubsub.patterns
+            self.shards = plane.shards
+            self.patterns = plane.patterns
             self.link = node.link
             self.tap = node.tap
             self.fanout = _publish_command.FANOUT_BYTES_PER_TURN
-            self.queue_limit = node.context.settings.queue_limit
+            self.queue_limit = ctx.settings.queue_limit
             self.turn_output = node.turn_output
             cls = type(conn)
-            self.own = cls if cls.write is CONNECTION_WRITE and issubclass(cls, _HotFields) else None
+            if cls is not plane.cls:
+                plane.cls = cls
+                plane.own = cls if cls.write is CONNECTION_WRITE and issubclass(cls, _HotFields) else None
+            self.own = plane.own
         return 0
 
     cdef int settle(self) except -1:

@@ -179,6 +179,11 @@ def request(rnd: random.Random) -> list[bytes]:
                 [b"pubsub", b"numsub", ch],
                 [b"acl", b"setuser", b"default", b"-publish"],
                 [b"acl", b"setuser", b"default", b"+publish"],
+                # a password for the default user: connections opened after
+                # it (a QUIT reopens one) start unauthenticated
+                [b"acl", b"setuser", b"default", b"resetpass", b">pw"],
+                [b"acl", b"setuser", b"default", b"nopass"],
+                [b"auth", b"pw"],
                 [b"config", b"set", b"client-output-buffer-limit", b"pubsub 3000 0 0"],
                 [b"config", b"set", b"client-output-buffer-limit", b"pubsub 0 0 0"],
                 [b"quit"],
