@@ -344,9 +344,16 @@ from router.states import (
 )
 from router.stats import share_time as _share_time
 from router.connection import Connection as _Connection, HotFields as _HotFields
+from router.stats import CommandStat as _CommandStat, NodeStats as _NodeStats
 
 from cpython.list cimport PyList_Append, PyList_CheckExact, PyList_GET_SIZE
-from cpython.long cimport PyLong_AsSsize_t, PyLong_CheckExact, PyLong_FromSsize_t
+from cpython.long cimport (
+    PyLong_AsLongLong,
+    PyLong_AsSsize_t,
+    PyLong_CheckExact,
+    PyLong_FromLongLong,
+    PyLong_FromSsize_t,
+)
 from cpython.object cimport PyObject, PyObject_TypeCheck, PyTypeObject
 from cpython.ref cimport Py_INCREF, Py_XDECREF
 
@@ -369,11 +376,11 @@ cdef extern from "Python.h":
 # code reads it as the reference does, by attribute (the same value, or the
 # same AttributeError).
 
-cdef Py_ssize_t _offset(str name) except -1:
+cdef Py_ssize_t _offset(str name, cls=_HotFields) except -1:
     import types
-    descriptor = _HotFields.__dict__[name]
+    descriptor = cls.__dict__[name]
     if type(descriptor) is not types.MemberDescriptorType:
-        raise TypeError(f"HotFields.{name} is not a slot")
+        raise TypeError(f"{cls.__name__}.{name} is not a slot")
     return (<PyMemberDescrObject*><PyObject*>descriptor).d_member.offset
 
 
@@ -381,6 +388,12 @@ cdef PyTypeObject* HOT = <PyTypeObject*>_HotFields
 cdef object CONNECTION_WRITE = _Connection.write
 cdef Py_ssize_t OFF_OUT_BYTES = _offset("_out_bytes")
 cdef Py_ssize_t OFF_QUIET = _offset("quiet")
+cdef Py_ssize_t OFF_LAST_COMMAND = _offset("last_command")
+cdef str PUBLISH = "publish"
+cdef Py_ssize_t OFF_PUBLISH_RECEIVED = _offset("publish_received", _NodeStats)
+cdef Py_ssize_t OFF_MESSAGES_DELIVERED = _offset("messages_delivered", _NodeStats)
+cdef Py_ssize_t OFF_COMMANDS_PROCESSED = _offset("commands_processed", _NodeStats)
+cdef Py_ssize_t OFF_CALLS = _offset("calls", _CommandStat)
 cdef Py_ssize_t OFF_AUTHENTICATED = _offset("authenticated")
 cdef Py_ssize_t OFF_USER = _offset("user")
 cdef Py_ssize_t OFF_OUT = _offset("_out")
@@ -394,6 +407,32 @@ cdef object TWO = 2
 cdef inline PyObject* _slot(object obj, Py_ssize_t offset) noexcept:
     """The slot at ``offset`` of a HotFields object (borrowed; NULL: unset)."""
     return (<PyObject**>((<char*><PyObject*>obj) + offset))[0]
+
+
+cdef inline void _store(obj, Py_ssize_t offset, value) noexcept:
+    """Set the slot at ``offset`` of ``obj`` (a type whose slot it is) to
+    ``value``, as the member descriptor's ``__set__`` does."""
+    cdef PyObject** at = <PyObject**>((<char*><PyObject*>obj) + offset)
+    cdef PyObject* old = at[0]
+    Py_INCREF(value)
+    at[0] = <PyObject*>value
+    Py_XDECREF(old)  # last: the old value's deallocation sees the new one in place
+
+
+cdef int _add(obj, type cls, Py_ssize_t offset, str name, Py_ssize_t n) except -1:
+    """``obj.<name> += n`` for an int counter in a slot of ``cls`` (at
+    ``offset``), in place; by attribute for anything else."""
+    cdef PyObject** at
+    cdef long long value
+    if type(obj) is cls:
+        at = <PyObject**>((<char*><PyObject*>obj) + offset)
+        if at[0] != NULL and PyLong_CheckExact(<object>at[0]):
+            value = PyLong_AsLongLong(<object>at[0])
+            if value < (1LL << 62):  # (-1 on overflow: not taken)
+                _store(obj, offset, PyLong_FromLongLong(value + n))
+                return 0
+    setattr(obj, name, getattr(obj, name) + n)
+    return 0
 
 
 cdef int _write(client, bytes data, long long queue_limit) except -1:
@@ -413,11 +452,7 @@ cdef int _write(client, bytes data, long long queue_limit) except -1:
         client.schedule_flush(client)
     PyList_Append(<object>out, data)
     cdef Py_ssize_t total = PyLong_AsSsize_t(<object>queued) + len(data)
-    cdef PyObject** at = <PyObject**>((<char*><PyObject*>client) + OFF_OUT_BYTES)
-    value = PyLong_FromSsize_t(total)
-    Py_INCREF(value)
-    Py_XDECREF(at[0])
-    at[0] = <PyObject*>value
+    _store(client, OFF_OUT_BYTES, PyLong_FromSsize_t(total))
     if total > queue_limit:
         client.flush()
     return 0
@@ -664,12 +699,16 @@ cdef class _Lane:
         cdef Py_ssize_t delivered = self.delivered
         self.published = self.delivered = 0
         if published:
-            self.nstats.publish_received += published
-            self.stats.commands_processed += published
-            self.ran.calls += published
-            self.conn.last_command = "publish"
+            _add(self.nstats, _NodeStats, OFF_PUBLISH_RECEIVED, "publish_received", published)
+            _add(self.stats, _NodeStats, OFF_COMMANDS_PROCESSED, "commands_processed", published)
+            _add(self.ran, _CommandStat, OFF_CALLS, "calls", published)
+            conn = self.conn
+            if PyObject_TypeCheck(conn, HOT):
+                _store(conn, OFF_LAST_COMMAND, PUBLISH)
+            else:
+                conn.last_command = PUBLISH
         if delivered:
-            self.nstats.messages_delivered += delivered
+            _add(self.nstats, _NodeStats, OFF_MESSAGES_DELIVERED, "messages_delivered", delivered)
         return 0
 
 

@@ -81,6 +81,7 @@ class HotFields:
         "authenticated",
         "blocked",
         "closed",
+        "last_command",
         "quiet",
         "resp",
         "state",
