@@ -327,6 +327,7 @@ cdef class RequestParser:
 from time import perf_counter_ns
 
 from router import client_log as _client_log
+from router import client_output as _client_output
 from router import resp as _resp
 from router.commands import publish as _publish_command
 from router import dispatch as _dispatch
@@ -346,6 +347,7 @@ from router.stats import share_time as _share_time
 from router.connection import Connection as _Connection, HotFields as _HotFields
 from router.stats import CommandStat as _CommandStat, NodeStats as _NodeStats
 
+from cpython.dict cimport PyDict_CheckExact, PyDict_Size
 from cpython.list cimport PyList_Append, PyList_CheckExact, PyList_GET_SIZE
 from cpython.long cimport (
     PyLong_AsLongLong,
@@ -389,6 +391,14 @@ cdef object CONNECTION_WRITE = _Connection.write
 cdef Py_ssize_t OFF_OUT_BYTES = _offset("_out_bytes")
 cdef Py_ssize_t OFF_QUIET = _offset("quiet")
 cdef Py_ssize_t OFF_LAST_COMMAND = _offset("last_command")
+cdef Py_ssize_t OFF_CHANNELS = _offset("channels")
+cdef Py_ssize_t OFF_PATTERNS = _offset("patterns")
+cdef Py_ssize_t OFF_SHARD_CHANNELS = _offset("shard_channels")
+cdef Py_ssize_t OFF_WIRE = _offset("wire")
+cdef Py_ssize_t OFF_WORK_STARTED = _offset("work_started")
+cdef Py_ssize_t OFF_NET_OUTPUT_BYTES = _offset("net_output_bytes", _NodeStats)
+cdef object CONNECTION_FLUSH = _Connection.flush
+cdef object ZERO = 0
 cdef str PUBLISH = "publish"
 cdef Py_ssize_t OFF_PUBLISH_RECEIVED = _offset("publish_received", _NodeStats)
 cdef Py_ssize_t OFF_MESSAGES_DELIVERED = _offset("messages_delivered", _NodeStats)
@@ -432,6 +442,42 @@ cdef int _add(obj, type cls, Py_ssize_t offset, str name, Py_ssize_t n) except -
                 _store(obj, offset, PyLong_FromLongLong(value + n))
                 return 0
     setattr(obj, name, getattr(obj, name) + n)
+    return 0
+
+
+cdef int _flush(conn, stats) except -1:
+    """The twin of :meth:`router.connection.Connection.flush` for a
+    connection of the node's own class (``_Lane.own``; ``stats``: its
+    ``ctx.stats``), authenticated and not closed, with a list for a queue:
+    its fields read and written at their slots. Anything else, and the
+    output limits of a subscribed client, go to the reference."""
+    cdef PyObject* out = _slot(conn, OFF_OUT)
+    cdef PyObject* state = _slot(conn, OFF_STATE)
+    cdef PyObject* wire = _slot(conn, OFF_WIRE)
+    if (out == NULL or not PyList_CheckExact(<object>out) or state == NULL
+            or state == <PyObject*>CLOSED or _slot(conn, OFF_AUTHENTICATED) != Py_True
+            or wire == NULL):
+        conn.flush()
+        return 0
+    _store(conn, OFF_WORK_STARTED, None)
+    cdef Py_ssize_t n = PyList_GET_SIZE(<object>out)
+    if not n:
+        _store(conn, OFF_OUT_BYTES, ZERO)
+        return 0
+    cdef bytes data = <bytes?>(<list>out)[0] if n == 1 else b"".join(<list>out)
+    (<object>wire).write(data)
+    _add(stats, _NodeStats, OFF_NET_OUTPUT_BYTES, "net_output_bytes", len(data))
+    del (<list>out)[:]
+    _store(conn, OFF_OUT_BYTES, ZERO)
+    cdef PyObject* subs
+    for offset in (OFF_CHANNELS, OFF_PATTERNS, OFF_SHARD_CHANNELS):
+        subs = _slot(conn, offset)
+        if subs == NULL or not PyDict_CheckExact(<object>subs) or PyDict_Size(<object>subs):
+            break
+    else:
+        return 0  # a normal client: no limit (the reference's comment)
+    if _client_output.over_limit(conn, (<object>wire).get_write_buffer_size()):
+        conn.cut()
     return 0
 
 
@@ -658,7 +704,7 @@ cdef class _Lane:
     cdef long long fanout  # commands.publish.FANOUT_BYTES_PER_TURN, read as it reads it
     cdef long long queue_limit  # settings.queue_limit (sys.maxsize for none)
     cdef long long turn_output  # node.turn_output, the node's again at settle()
-    cdef object own  # the connection's class when its write() is Connection.write, else None
+    cdef object own  # the connection's class when its write() and flush() are Connection's, else None
     cdef Py_ssize_t published  # PUBLISH run in line since the last settle()
     cdef Py_ssize_t delivered  # their messages_delivered
     cdef bint dirty  # something above is not the node's yet
@@ -685,7 +731,8 @@ cdef class _Lane:
             cls = type(conn)
             if cls is not plane.cls:
                 plane.cls = cls
-                plane.own = cls if cls.write is CONNECTION_WRITE and issubclass(cls, _HotFields) else None
+                plane.own = cls if (cls.write is CONNECTION_WRITE and cls.flush is CONNECTION_FLUSH
+                                    and issubclass(cls, _HotFields)) else None
             self.own = plane.own
         return 0
 
@@ -864,7 +911,10 @@ def process(conn, data=b"", double now=0.0):
     conn._out_bytes += queued
     if deferred and out:
         if done == 1 and started == start and not sliced:
-            conn.flush()
+            if lane.own is not None and type(conn) is lane.own:
+                _flush(conn, stats)
+            else:
+                conn.flush()
         else:
             conn.schedule_flush(conn)
     state = conn.state

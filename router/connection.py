@@ -80,12 +80,17 @@ class HotFields:
         "_out_bytes",
         "authenticated",
         "blocked",
+        "channels",
         "closed",
         "last_command",
+        "patterns",
         "quiet",
         "resp",
+        "shard_channels",
         "state",
         "user",
+        "wire",
+        "work_started",
     )
 
 
