@@ -665,6 +665,16 @@ cdef _Plane _plane(ctx):
     return made
 
 
+cdef object _own(_Plane plane, cls):
+    """``cls`` when its ``write`` and ``flush`` are Connection's (so their
+    twins may stand in for them), else None; kept for the last class seen."""
+    if cls is not plane.cls:
+        plane.cls = cls
+        plane.own = cls if (cls.write is CONNECTION_WRITE and cls.flush is CONNECTION_FLUSH
+                            and issubclass(cls, _HotFields)) else None
+    return plane.own
+
+
 cdef inline bint _gate(conn) except -1:
     """``not conn.quiet and conn.state is NORMAL and conn.authenticated and
     conn.user.unrestricted``: what execute checks of the connection before
@@ -728,12 +738,7 @@ cdef class _Lane:
             self.fanout = _publish_command.FANOUT_BYTES_PER_TURN
             self.queue_limit = ctx.settings.queue_limit
             self.turn_output = node.turn_output
-            cls = type(conn)
-            if cls is not plane.cls:
-                plane.cls = cls
-                plane.own = cls if (cls.write is CONNECTION_WRITE and cls.flush is CONNECTION_FLUSH
-                                    and issubclass(cls, _HotFields)) else None
-            self.own = plane.own
+            self.own = _own(plane, type(conn))
         return 0
 
     cdef int settle(self) except -1:
@@ -928,3 +933,47 @@ def process(conn, data=b"", double now=0.0):
         stats.parse_slices += 1
         return SLICE
     return DONE
+
+
+# ---------------------------------------------------------------------------
+# The node's end of a loop turn: the twin of router.node.Node.flush_all.
+
+from asyncio import get_running_loop as _get_running_loop
+from time import monotonic as _monotonic
+
+
+def flush_all(node):
+    """The twin of :meth:`router.node.Node.flush_all` (bound to a node by
+    :func:`router.dataplane.bind_node`): every queued client's output
+    written, each of the node's own connections by the twin of its
+    ``flush``, then INFO's metrics sampled when a period passed."""
+    dirty = node._dirty
+    node._dirty = []
+    node.turn_output = 0
+    ctx = node.context
+    stats = ctx.stats
+    cdef _Plane plane = _plane(ctx)
+    own = None
+    for client in <list?>dirty:
+        cls = type(client)
+        if own is None or cls is not own:
+            own = _own(plane, cls)
+        if cls is own:
+            _flush(client, stats)
+        else:
+            client.flush()
+    if _monotonic() >= node.metrics.next_sample:  # a 100 ms period passed
+        node.sample_metrics()
+
+
+def schedule_flush(node, client):
+    """The twin of :meth:`router.node.Node.schedule_flush` (bound to a node
+    by :func:`router.dataplane.bind_node`): ``client``'s queued output is
+    written at the end of this loop turn."""
+    dirty = <list?>node._dirty
+    if not dirty:
+        loop = node._loop
+        if loop is None or loop.is_closed():
+            loop = node._loop = _get_running_loop()
+        loop.call_soon(node.flush_all)
+    dirty.append(client)

@@ -8,17 +8,22 @@ does a machine where the extension was not built or does not import, with
 one warning line. INFO ``# Bloomcast`` ``bloomcast_data_plane`` says which.
 The node calls :func:`load` once and hands the classes it picks
 (:func:`parser_class`, :func:`connection_class`) to its connections through
-its ``CommandContext``.
+its ``CommandContext``; :func:`bind_node` gives it the twins of its own
+methods.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-from types import ModuleType
+from types import MethodType, ModuleType
+from typing import TYPE_CHECKING
 
 from router.connection import Connection
 from router.parser import RequestParser
+
+if TYPE_CHECKING:
+    from router.node import Node
 
 log = logging.getLogger("bloomcast.node")
 
@@ -26,7 +31,7 @@ ENV = "BLOOMCAST_NO_EXTENSIONS"
 
 
 #: what a compiled module must have (an older build may lack the later twins)
-TWINS = ("RequestParser", "process")
+TWINS = ("RequestParser", "process", "flush_all", "schedule_flush")
 
 
 def load() -> ModuleType | None:
@@ -78,3 +83,13 @@ def connection_class(module: ModuleType | None) -> type[Connection]:
         (Connection,),
         {"receive": module.process, "__doc__": connection_class.__doc__},
     )
+
+
+def bind_node(module: ModuleType | None, node: Node) -> None:
+    """Give ``node`` the compiled twins of its own methods, before its
+    first client: ``flush_all`` (the end of a loop turn) and
+    ``schedule_flush`` (which each connection is given). With the Python
+    core, the node keeps its methods."""
+    if module is not None:
+        node.flush_all = MethodType(module.flush_all, node)  # type: ignore[method-assign]
+        node.schedule_flush = MethodType(module.schedule_flush, node)  # type: ignore[method-assign]

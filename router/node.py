@@ -115,6 +115,7 @@ class Node:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._servers: list[asyncio.base_events.Server] = []  # one per bind address
         self._tls_servers: list[asyncio.base_events.Server] = []
+        dataplane.bind_node(plane, self)  # the compiled flush_all, or the method below
 
     def set_link(self, link: ClusterLink) -> None:
         """Wire the cluster bus (:mod:`cluster_bus.api`), before clients are

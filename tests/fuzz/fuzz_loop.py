@@ -124,8 +124,11 @@ def nodes() -> tuple[Node, Node]:
     ref, twin = Node(NodeConfig(port=0)), Node(NodeConfig(port=0))
     ref.context.parser_class = RequestParser
     ref.context.connection_class = Connection
+    vars(ref).pop("flush_all", None)  # the reference Node.flush_all
+    vars(ref).pop("schedule_flush", None)  # and Node.schedule_flush
     twin.context.parser_class = module.RequestParser
     twin.context.connection_class = dataplane.connection_class(module)
+    dataplane.bind_node(module, twin)
     return ref, twin
 
 
