@@ -451,23 +451,26 @@ cdef int _flush(conn, stats) except -1:
     ``ctx.stats``), authenticated and not closed, with a list for a queue:
     its fields read and written at their slots. Anything else, and the
     output limits of a subscribed client, go to the reference."""
-    cdef PyObject* out = _slot(conn, OFF_OUT)
+    cdef PyObject* slot = _slot(conn, OFF_OUT)
     cdef PyObject* state = _slot(conn, OFF_STATE)
-    cdef PyObject* wire = _slot(conn, OFF_WIRE)
-    if (out == NULL or not PyList_CheckExact(<object>out) or state == NULL
+    cdef PyObject* wire_slot = _slot(conn, OFF_WIRE)
+    if (slot == NULL or not PyList_CheckExact(<object>slot) or state == NULL
             or state == <PyObject*>CLOSED or _slot(conn, OFF_AUTHENTICATED) != Py_True
-            or wire == NULL):
+            or wire_slot == NULL):
         conn.flush()
         return 0
+    # held as the reference holds them (locals): the write may run Python code
+    cdef list out = <list>slot
+    wire = <object>wire_slot
     _store(conn, OFF_WORK_STARTED, None)
-    cdef Py_ssize_t n = PyList_GET_SIZE(<object>out)
+    cdef Py_ssize_t n = PyList_GET_SIZE(out)
     if not n:
         _store(conn, OFF_OUT_BYTES, ZERO)
         return 0
-    cdef bytes data = <bytes?>(<list>out)[0] if n == 1 else b"".join(<list>out)
-    (<object>wire).write(data)
+    cdef bytes data = <bytes?>out[0] if n == 1 else b"".join(out)
+    wire.write(data)
     _add(stats, _NodeStats, OFF_NET_OUTPUT_BYTES, "net_output_bytes", len(data))
-    del (<list>out)[:]
+    del out[:]
     _store(conn, OFF_OUT_BYTES, ZERO)
     cdef PyObject* subs
     for offset in (OFF_CHANNELS, OFF_PATTERNS, OFF_SHARD_CHANNELS):
@@ -476,7 +479,7 @@ cdef int _flush(conn, stats) except -1:
             break
     else:
         return 0  # a normal client: no limit (the reference's comment)
-    if _client_output.over_limit(conn, (<object>wire).get_write_buffer_size()):
+    if _client_output.over_limit(conn, wire.get_write_buffer_size()):
         conn.cut()
     return 0
 
@@ -487,19 +490,25 @@ cdef int _write(client, bytes data, long long queue_limit) except -1:
     its state, queue and queued bytes read and written at their slots. A
     slot that holds anything unusual sends it to ``client.write``."""
     cdef PyObject* state = _slot(client, OFF_STATE)
-    cdef PyObject* out = _slot(client, OFF_OUT)
-    cdef PyObject* queued = _slot(client, OFF_OUT_BYTES)
+    cdef PyObject* slot = _slot(client, OFF_OUT)
     if (state == NULL or state == <PyObject*>CLOSED or state == <PyObject*>BLOCKED
-            or out == NULL or not PyList_CheckExact(<object>out)
-            or queued == NULL or not PyLong_CheckExact(<object>queued)):
+            or slot == NULL or not PyList_CheckExact(<object>slot)):
         client.write(data)
         return 0
-    if not PyList_GET_SIZE(<object>out):
+    cdef list out = <list>slot  # held, as the reference's local: schedule_flush is Python
+    if not PyList_GET_SIZE(out):
         client.schedule_flush(client)
-    PyList_Append(<object>out, data)
-    cdef Py_ssize_t total = PyLong_AsSsize_t(<object>queued) + len(data)
-    _store(client, OFF_OUT_BYTES, PyLong_FromSsize_t(total))
-    if total > queue_limit:
+    PyList_Append(out, data)
+    cdef PyObject* queued = _slot(client, OFF_OUT_BYTES)  # read after, as the reference
+    cdef Py_ssize_t total
+    if queued != NULL and PyLong_CheckExact(<object>queued):
+        total = PyLong_AsSsize_t(<object>queued) + len(data)
+        _store(client, OFF_OUT_BYTES, PyLong_FromSsize_t(total))
+        if total > queue_limit:
+            client.flush()
+        return 0
+    client._out_bytes += len(data)
+    if client._out_bytes > queue_limit:
         client.flush()
     return 0
 

@@ -4,11 +4,12 @@ fan-out: the loop must not leak a reference (issue 29).
 
 A node in-process (:mod:`bench.hot_path`: transports that only count bytes)
 with 2 channel subscribers (one RESP2, one RESP3: the push frame), and a
-pattern subscriber; a publisher sends batches of 16 PUBLISH, each batch one
-read and one loop turn, the message size varying (so no frame is the same
-object twice). Prints the peak RSS (``ru_maxrss``, KiB) after a warm-up and
-at the end; exit 1 when it grew by more than ``--slack`` KiB or when the
-node is not running the compiled loop.
+pattern subscriber; a publisher sends batches of ``--pipeline`` PUBLISH (16;
+1 takes the lone request's flush twin), each batch one read and one loop
+turn, the message size varying (so no frame is the same object twice).
+Prints the peak RSS (``ru_maxrss``, KiB) after a warm-up and at the end;
+exit 1 when it grew by more than ``--slack`` KiB or when the node is not
+running the compiled loop.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ def _rss_kib() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
 
-async def run(publishes: int) -> tuple[int, int]:
+async def run(publishes: int, pipeline: int = 16) -> tuple[int, int]:
     """(peak RSS after a tenth of the run, at the end), KiB."""
     client, publisher, _ = await publisher_and_subscribers(1)
     assert client.conn is not None
@@ -39,13 +40,13 @@ async def run(publishes: int) -> tuple[int, int]:
         sub.connection_made(CountingTransport())  # type: ignore[arg-type]
         sub.data_received(hello)
     await asyncio.sleep(0)
-    batches = publishes // 16
+    batches = publishes // pipeline
     warm = 0
     for i in range(batches):
         size = b"%d" % (i % 200 + 1)
         request = b"*3\r\n$7\r\nPUBLISH\r\n$8\r\nbench:ch\r\n$" + size + b"\r\n"
         request += b"x" * (i % 200 + 1) + b"\r\n"
-        client.data_received(request * 16)
+        client.data_received(request * pipeline)
         await asyncio.sleep(0)
         if i == batches // 10:
             warm = _rss_kib()
@@ -57,11 +58,15 @@ async def run(publishes: int) -> tuple[int, int]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--publishes", type=int, default=2_000_000)
+    parser.add_argument("--pipeline", type=int, default=16, help="PUBLISH per read")
     parser.add_argument("--slack", type=int, default=2048, help="KiB of growth allowed")
     args = parser.parse_args(argv)
-    warm, end = asyncio.run(run(args.publishes))
+    warm, end = asyncio.run(run(args.publishes, args.pipeline))
     grew = end - warm
-    print(f"rss_loop: {args.publishes} PUBLISH x 3 receivers: peak RSS {warm} -> {end} KiB")
+    print(
+        f"rss_loop: {args.publishes} PUBLISH x 3 receivers, {args.pipeline} per read: "
+        f"peak RSS {warm} -> {end} KiB"
+    )
     return 0 if grew <= args.slack else 1
 
 
