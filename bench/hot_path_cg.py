@@ -96,14 +96,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.one:
         one(args.one[0], int(args.one[1]))
         return 0
-    print("| case (per command) | Python core | compiled parser | change |")
+    print("| case (per command) | Python core | compiled | change |")
     print("|---|---|---|---|")
     for case in args.cases.split(","):
         py = per_command(case, compiled=False)
         cy = per_command(case, compiled=True)
         depth, subs = CASES[case]
         print(
-            f"| PUBLISH, -P {depth}, {subs} subscribers | {py:,.0f} | {cy:,.0f} "
+            f"| PUBLISH, -P {depth}, {subs} subscriber{'' if subs == 1 else 's'} "
+            f"| {py:,.0f} | {cy:,.0f} "
             f"| {(cy - py) / py * 100:+.1f}% |",
             flush=True,
         )
