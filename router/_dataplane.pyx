@@ -388,30 +388,34 @@ cdef Py_ssize_t _offset(str name, cls=_HotFields) except -1:
 
 cdef PyTypeObject* HOT = <PyTypeObject*>_HotFields
 cdef object CONNECTION_WRITE = _Connection.write
-cdef Py_ssize_t OFF_OUT_BYTES = _offset("_out_bytes")
-cdef Py_ssize_t OFF_QUIET = _offset("quiet")
-cdef Py_ssize_t OFF_LAST_COMMAND = _offset("last_command")
-cdef Py_ssize_t OFF_CHANNELS = _offset("channels")
-cdef Py_ssize_t OFF_PATTERNS = _offset("patterns")
-cdef Py_ssize_t OFF_SHARD_CHANNELS = _offset("shard_channels")
-cdef Py_ssize_t OFF_WIRE = _offset("wire")
-cdef Py_ssize_t OFF_WORK_STARTED = _offset("work_started")
-cdef Py_ssize_t OFF_NET_OUTPUT_BYTES = _offset("net_output_bytes", _NodeStats)
 cdef object CONNECTION_FLUSH = _Connection.flush
 cdef object ZERO = 0
-cdef str PUBLISH = "publish"
-cdef Py_ssize_t OFF_PUBLISH_RECEIVED = _offset("publish_received", _NodeStats)
-cdef Py_ssize_t OFF_MESSAGES_DELIVERED = _offset("messages_delivered", _NodeStats)
-cdef Py_ssize_t OFF_COMMANDS_PROCESSED = _offset("commands_processed", _NodeStats)
-cdef Py_ssize_t OFF_CALLS = _offset("calls", _CommandStat)
-cdef Py_ssize_t OFF_AUTHENTICATED = _offset("authenticated")
-cdef Py_ssize_t OFF_USER = _offset("user")
-cdef Py_ssize_t OFF_OUT = _offset("_out")
-cdef Py_ssize_t OFF_BLOCKED = _offset("blocked")
-cdef Py_ssize_t OFF_CLOSED = _offset("closed")
-cdef Py_ssize_t OFF_RESP = _offset("resp")
-cdef Py_ssize_t OFF_STATE = _offset("state")
 cdef object TWO = 2
+cdef str PUBLISH = "publish"
+
+# the offsets of the slots read or written here: a connection's ...
+cdef Py_ssize_t OFF_AUTHENTICATED, OFF_BLOCKED, OFF_CHANNELS, OFF_CLOSED, OFF_LAST_COMMAND
+cdef Py_ssize_t OFF_OUT, OFF_OUT_BYTES, OFF_PATTERNS, OFF_QUIET, OFF_RESP
+cdef Py_ssize_t OFF_SHARD_CHANNELS, OFF_STATE, OFF_USER, OFF_WIRE, OFF_WORK_STARTED
+(OFF_AUTHENTICATED, OFF_BLOCKED, OFF_CHANNELS, OFF_CLOSED, OFF_LAST_COMMAND,
+ OFF_OUT, OFF_OUT_BYTES, OFF_PATTERNS, OFF_QUIET, OFF_RESP,
+ OFF_SHARD_CHANNELS, OFF_STATE, OFF_USER, OFF_WIRE, OFF_WORK_STARTED) = [
+    _offset(name) for name in (
+        "authenticated", "blocked", "channels", "closed", "last_command",
+        "_out", "_out_bytes", "patterns", "quiet", "resp",
+        "shard_channels", "state", "user", "wire", "work_started",
+    )
+]
+# ... and the counters PUBLISH adds to
+cdef Py_ssize_t OFF_PUBLISH_RECEIVED, OFF_MESSAGES_DELIVERED, OFF_COMMANDS_PROCESSED
+cdef Py_ssize_t OFF_NET_OUTPUT_BYTES, OFF_CALLS
+(OFF_PUBLISH_RECEIVED, OFF_MESSAGES_DELIVERED, OFF_COMMANDS_PROCESSED,
+ OFF_NET_OUTPUT_BYTES) = [
+    _offset(name, _NodeStats) for name in (
+        "publish_received", "messages_delivered", "commands_processed", "net_output_bytes",
+    )
+]
+OFF_CALLS = _offset("calls", _CommandStat)
 
 
 cdef inline PyObject* _slot(object obj, Py_ssize_t offset) noexcept:
