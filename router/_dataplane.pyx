@@ -350,13 +350,13 @@ from router.stats import CommandStat as _CommandStat, NodeStats as _NodeStats
 from cpython.dict cimport PyDict_CheckExact, PyDict_Size
 from cpython.list cimport PyList_Append, PyList_CheckExact, PyList_GET_SIZE
 from cpython.long cimport (
-    PyLong_AsLongLong,
+    PyLong_AsLongLongAndOverflow,
     PyLong_AsSsize_t,
     PyLong_CheckExact,
     PyLong_FromLongLong,
     PyLong_FromSsize_t,
 )
-from cpython.object cimport PyObject, PyObject_TypeCheck, PyTypeObject
+from cpython.object cimport PyObject
 from cpython.ref cimport Py_INCREF, Py_XDECREF
 
 cdef extern from "Python.h":
@@ -373,10 +373,12 @@ cdef extern from "Python.h":
 
 
 # A connection's hot fields are slots (router.connection.HotFields): read
-# here at their offsets, each the member descriptor's. A slot may be unset
-# (NULL) or hold a value other than the one a fast path expects: then the
-# code reads it as the reference does, by attribute (the same value, or the
-# same AttributeError).
+# here at their offsets, each the member descriptor's, for a connection of
+# the node's own class only (``_own``: its write and flush are Connection's
+# and each of those slots is HotFields' own). A slot may be unset (NULL) or
+# hold a value other than the one a fast path expects: then the code reads
+# it as the reference does, by attribute (the same value, or the same
+# AttributeError).
 
 cdef Py_ssize_t _offset(str name, cls=_HotFields) except -1:
     import types
@@ -386,7 +388,6 @@ cdef Py_ssize_t _offset(str name, cls=_HotFields) except -1:
     return (<PyMemberDescrObject*><PyObject*>descriptor).d_member.offset
 
 
-cdef PyTypeObject* HOT = <PyTypeObject*>_HotFields
 cdef object CONNECTION_WRITE = _Connection.write
 cdef object CONNECTION_FLUSH = _Connection.flush
 cdef object ZERO = 0
@@ -438,11 +439,12 @@ cdef int _add(obj, type cls, Py_ssize_t offset, str name, Py_ssize_t n) except -
     ``offset``), in place; by attribute for anything else."""
     cdef PyObject** at
     cdef long long value
+    cdef int overflow = 0
     if type(obj) is cls:
         at = <PyObject**>((<char*><PyObject*>obj) + offset)
         if at[0] != NULL and PyLong_CheckExact(<object>at[0]):
-            value = PyLong_AsLongLong(<object>at[0])
-            if value < (1LL << 62):  # (-1 on overflow: not taken)
+            value = PyLong_AsLongLongAndOverflow(<object>at[0], &overflow)
+            if not overflow and value < (1LL << 62):  # else as Python adds
                 _store(obj, offset, PyLong_FromLongLong(value + n))
                 return 0
     setattr(obj, name, getattr(obj, name) + n)
@@ -477,11 +479,16 @@ cdef int _flush(conn, stats) except -1:
     del out[:]
     _store(conn, OFF_OUT_BYTES, ZERO)
     cdef PyObject* subs
+    cdef bint subscribed = False
     for offset in (OFF_CHANNELS, OFF_PATTERNS, OFF_SHARD_CHANNELS):
         subs = _slot(conn, offset)
-        if subs == NULL or not PyDict_CheckExact(<object>subs) or PyDict_Size(<object>subs):
+        if subs == NULL or not PyDict_CheckExact(<object>subs):
+            subscribed = bool(conn.channels or conn.patterns or conn.shard_channels)
             break
-    else:
+        if PyDict_Size(<object>subs):
+            subscribed = True
+            break
+    if not subscribed:
         return 0  # a normal client: no limit (the reference's comment)
     if _client_output.over_limit(conn, wire.get_write_buffer_size()):
         conn.cut()
@@ -600,7 +607,7 @@ cdef Py_ssize_t _write_to_all(_Lane lane, subs, bytes frame2) except -1:
     cdef PyObject* slot
     cdef object own = lane.own  # the node's connection class, or None
     for client in subs:
-        if PyObject_TypeCheck(client, HOT) and _slot(client, OFF_RESP) == <PyObject*>TWO:
+        if type(client) is own and _slot(client, OFF_RESP) == <PyObject*>TWO:
             # the reference's test below, read at the slots' offsets
             slot = _slot(client, OFF_OUT)
             if (slot != NULL and PyList_CheckExact(<object>slot)
@@ -608,10 +615,8 @@ cdef Py_ssize_t _write_to_all(_Lane lane, subs, bytes frame2) except -1:
                     and _slot(client, OFF_BLOCKED) == <PyObject*>None
                     and _slot(client, OFF_CLOSED) == Py_False):
                 PyList_Append(<object>slot, frame2)
-            elif type(client) is own:
-                _write(client, frame2, lane.queue_limit)
             else:
-                client.write(frame2)
+                _write(client, frame2, lane.queue_limit)
             continue
         if client.resp == 2:
             out = client._out
@@ -652,6 +657,12 @@ cdef Py_ssize_t _deliver(_Lane lane, bytes channel, bytes message) except -1:
     return n
 
 
+cdef inline long long _clamp(limit) except? -1:
+    """A byte limit (a Python int) as a C long long: one past it is none a
+    byte count here can reach, so LLONG_MAX compares the same."""
+    return limit if limit < 0x7FFFFFFFFFFFFFFF else 0x7FFFFFFFFFFFFFFF
+
+
 cdef class _Plane:
     """What PUBLISH in line reads of a node that stays for the node's life
     (its pub/sub, stats and subscriber tables, made with it and never
@@ -683,18 +694,23 @@ cdef object _own(_Plane plane, cls):
     twins may stand in for them), else None; kept for the last class seen."""
     if cls is not plane.cls:
         plane.cls = cls
-        plane.own = cls if (cls.write is CONNECTION_WRITE and cls.flush is CONNECTION_FLUSH
-                            and issubclass(cls, _HotFields)) else None
+        plane.own = cls if _is_own(cls) else None
     return plane.own
 
 
-cdef inline bint _gate(conn) except -1:
+def _is_own(cls):
+    return (issubclass(cls, _HotFields) and cls.write is CONNECTION_WRITE
+            and cls.flush is CONNECTION_FLUSH
+            and all(getattr(cls, name) is _HotFields.__dict__[name] for name in _HotFields.__slots__))
+
+
+cdef inline bint _gate(conn, own) except -1:
     """``not conn.quiet and conn.state is NORMAL and conn.authenticated and
     conn.user.unrestricted``: what execute checks of the connection before
     it runs PUBLISH as it is; the slots read at their offsets when they
     hold what they usually do."""
     cdef PyObject* user
-    if PyObject_TypeCheck(conn, HOT):
+    if type(conn) is own:
         user = _slot(conn, OFF_USER)
         if (_slot(conn, OFF_QUIET) == Py_False and _slot(conn, OFF_AUTHENTICATED) == Py_True
                 and _slot(conn, OFF_STATE) == <PyObject*>NORMAL and user != NULL):
@@ -728,16 +744,18 @@ cdef class _Lane:
     cdef long long queue_limit  # settings.queue_limit (sys.maxsize for none)
     cdef long long turn_output  # node.turn_output, the node's again at settle()
     cdef object own  # the connection's class when its write() and flush() are Connection's, else None
-    cdef Py_ssize_t published  # PUBLISH run in line since the last settle()
+    cdef Py_ssize_t received  # PUBLISH begun in line since the last settle() (publish_received)
+    cdef Py_ssize_t published  # and ended (commands_processed, calls: counted after the handler)
     cdef Py_ssize_t delivered  # their messages_delivered
     cdef bint dirty  # something above is not the node's yet
 
     cdef int refresh(self, conn, ctx) except -1:
-        self.open = _gate(conn) and not ctx.pause.level
+        plane = self.plane
+        if plane is None:
+            self.plane = plane = _plane(ctx)
+        self.own = own = _own(plane, type(conn))
+        self.open = _gate(conn, own) and not ctx.pause.level
         if self.open:
-            plane = self.plane
-            if plane is None:
-                self.plane = plane = _plane(ctx)
             self.conn = conn
             self.pubsub = plane.pubsub
             self.node = node = plane.node
@@ -748,10 +766,10 @@ cdef class _Lane:
             self.patterns = plane.patterns
             self.link = node.link
             self.tap = node.tap
-            self.fanout = _publish_command.FANOUT_BYTES_PER_TURN
-            self.queue_limit = ctx.settings.queue_limit
+            # (a limit past a C long long is no limit a byte count reaches)
+            self.fanout = _clamp(_publish_command.FANOUT_BYTES_PER_TURN)
+            self.queue_limit = _clamp(ctx.settings.queue_limit)
             self.turn_output = node.turn_output
-            self.own = _own(plane, type(conn))
         return 0
 
     cdef int settle(self) except -1:
@@ -760,18 +778,15 @@ cdef class _Lane:
             return 0
         self.dirty = False
         self.node.turn_output = self.turn_output
+        cdef Py_ssize_t received = self.received
         cdef Py_ssize_t published = self.published
         cdef Py_ssize_t delivered = self.delivered
-        self.published = self.delivered = 0
+        self.received = self.published = self.delivered = 0
+        if received:
+            _add(self.nstats, _NodeStats, OFF_PUBLISH_RECEIVED, "publish_received", received)
         if published:
-            _add(self.nstats, _NodeStats, OFF_PUBLISH_RECEIVED, "publish_received", published)
             _add(self.stats, _NodeStats, OFF_COMMANDS_PROCESSED, "commands_processed", published)
             _add(self.ran, _CommandStat, OFF_CALLS, "calls", published)
-            conn = self.conn
-            if PyObject_TypeCheck(conn, HOT):
-                _store(conn, OFF_LAST_COMMAND, PUBLISH)
-            else:
-                conn.last_command = PUBLISH
         if delivered:
             _add(self.nstats, _NodeStats, OFF_MESSAGES_DELIVERED, "messages_delivered", delivered)
         return 0
@@ -784,16 +799,23 @@ cdef object _publish(_Lane lane, list args):
     with the counting left to the lane. Returns the reply (bytes, or the
     future of after_turn)."""
     node = lane.node
+    conn = lane.conn
+    # dispatch.execute, before the handler: the command's name (a slot, set
+    # now: a client cut while this PUBLISH runs is logged with it)
+    if type(conn) is lane.own:
+        if _slot(conn, OFF_LAST_COMMAND) != <PyObject*>PUBLISH:
+            _store(conn, OFF_LAST_COMMAND, PUBLISH)
+    else:
+        conn.last_command = PUBLISH
     cdef bytes channel = <bytes?>args[1]
     cdef bytes message = <bytes?>args[2]
-    # Node.publish; publish_received is counted by the lane with
-    # commands_processed, after delivery: a flush_all during it (which samples
-    # commands_processed for INFO's metrics) sees the count the reference has
-    cdef Py_ssize_t receivers = _deliver(lane, channel, message)
-    lane.published += 1
+    # Node.publish (the lane counts publish_received now, commands_processed
+    # and calls when the handler has returned, as execute does: a flush_all
+    # during the delivery, which samples commands_processed, and anything
+    # that raises see the reference's counts)
+    lane.received += 1
     lane.dirty = True
-    if lane.ran is None:
-        lane.ran = lane.stats.commands["publish"]
+    cdef Py_ssize_t receivers = _deliver(lane, channel, message)
     node.publish_seq += 1
     seq = node.publish_seq
     forwarded = lane.link.forward_publish(channel, message, False, seq)
@@ -806,16 +828,20 @@ cdef object _publish(_Lane lane, list args):
     if lane.turn_output > lane.fanout:
         reply = lane.pubsub.after_turn(reply)
     # dispatch.execute, after the handler: commands_processed and PUBLISH's
-    # calls are counted by the lane
+    # calls (the CommandStat made now, as execute makes it)
+    lane.published += 1
+    lane.dirty = True  # (a flush_all during the delivery settled the lane)
+    if lane.ran is None:
+        lane.ran = lane.stats.commands["publish"]
     return reply
 
 
-cdef inline bint _closing(conn) except -1:
+cdef inline bint _closing(conn, own) except -1:
     """``conn.closed or conn.state is CLOSING``, read at the slots' offsets
     when they hold what they usually do."""
     cdef PyObject* closed
     cdef PyObject* state
-    if PyObject_TypeCheck(conn, HOT):
+    if type(conn) is own:
         closed = _slot(conn, OFF_CLOSED)
         state = _slot(conn, OFF_STATE)
         if closed == Py_False and state != NULL:
@@ -894,7 +920,7 @@ def process(conn, data=b"", double now=0.0):
                     conn.schedule_flush(conn)
                 out.append(breply)
                 queued += len(breply)
-                if _closing(conn):
+                if _closing(conn, lane.own):
                     break
                 done += 1
                 if not done & 3 and perf_counter_ns() - started > slice_ns:

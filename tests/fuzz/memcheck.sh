@@ -5,8 +5,9 @@
 #   nice -n 10 sh tests/fuzz/memcheck.sh [FUZZ_INPUTS] [SEED]
 #
 # Prints the error summary, the definite leaks, and the errors that are the
-# extension's (_dataplane): innermost frame in it, or an invalid access or a
-# definite leak through it. That count must be 0.
+# extension's (_dataplane): raised in it or in what it calls directly (before
+# any interpreter frame), or an invalid access or a definite leak through it.
+# That count must be 0.
 # CPython itself, without its Misc/valgrind-python.supp, reports a few
 # "uninitialised value" contexts at start-up and import (`python -c pass`
 # shows them too); PYTHONMALLOC=malloc lets memcheck see every object.
@@ -25,16 +26,21 @@ ours=0
 for l in "$log" "$log.loop"; do
     grep "ERROR SUMMARY" "$l"
     grep "definitely lost:" "$l" || echo "no definite leak"
-    # ours: an error whose innermost frame is in the extension, or an
-    # invalid access or definite leak whose stack passes through it. The
-    # request loop calls back into Python (execute), so CPython's own
-    # start-up style reports (uninitialised values inside the interpreter,
-    # which the reference path's stacks show too) pass through it as well
-    top=$(grep -c " at 0x.*_dataplane" "$l" || true)
+    # ours: an error raised in the extension or in what it calls directly
+    # (its frame comes before any interpreter frame, counted from the
+    # innermost), or an invalid access or definite leak whose stack passes
+    # through it. The request loop calls back into Python (execute), so
+    # CPython's own reports inside interpreted code (uninitialised values
+    # the reference path's stacks show too) pass through it as well: those
+    # are not its own
+    top=$(awk '/^==[0-9]+== $/ { seen = 0; next }
+               / (at|by) 0x/ && !seen { if ($0 ~ /_dataplane/) { n++; seen = 1 }
+                                        else if ($0 ~ /_PyEval_EvalFrameDefault/) seen = 1 }
+               END { print n + 0 }' "$l")
     bad=$(awk '/^==[0-9]+== $/ { if (b ~ /_dataplane/ && b ~ /(Invalid|Mismatched|overlap|definitely lost)/) n++; b = ""; next }
                { b = b "\n" $0 } END { print n + 0 }' "$l")
     through=$(grep -c "_dataplane" "$l" || true)
-    echo "errors in _dataplane: $top; invalid accesses or leaks through it: $bad; frames through it in all: $through (log: $l)"
+    echo "errors of _dataplane: $top; invalid accesses or leaks through it: $bad; frames through it in all: $through (log: $l)"
     ours=$((ours + top + bad))
 done
 [ "$ours" -eq 0 ]

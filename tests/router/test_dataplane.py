@@ -125,6 +125,66 @@ def test_a_blocked_subscribers_message_waits_behind_its_reply_in_both_loops():
     assert twin == reference
 
 
+def _both_loops(steps: list[tuple[int, bytes]]) -> list[list[bytes]]:
+    """Each client's output on the reference node and on the twin node after
+    ``steps`` (client, bytes), a loop turn after each."""
+    import asyncio
+
+    async def run() -> list[list[bytes]]:
+        sides = [fuzz_loop.Side(node) for node in fuzz_loop.nodes()]
+        await asyncio.sleep(0)
+        for client, data in steps:
+            for side in sides:
+                side.send(client, data)
+            await asyncio.sleep(0)
+        for _ in range(3):
+            await asyncio.sleep(0)
+        return [[bytes(wire.out) for wire in side.wires] for side in sides]
+
+    return asyncio.run(run())
+
+
+def _resp(*args: bytes) -> bytes:
+    return b"*%d\r\n" % len(args) + b"".join(b"$%d\r\n%s\r\n" % (len(a), a) for a in args)
+
+
+def test_a_pubsub_limit_past_a_c_long_long_is_no_limit_in_both_loops():
+    """CONFIG SET accepts a pubsub hard limit of 2**63 bytes (no upper bound,
+    as memtoull): the twin's limits are C long longs, and a PUBLISH after it
+    must still run (review of stop 35: it raised OverflowError)."""
+    limit = b"pubsub 9223372036854775808 0 0"
+    reference, twin = _both_loops(
+        [
+            (1, _resp(b"SUBSCRIBE", b"ch")),
+            (0, _resp(b"CONFIG", b"SET", b"client-output-buffer-limit", limit)),
+            (0, _resp(b"PUBLISH", b"ch", b"hi") * 3),
+        ]
+    )
+    assert reference[0] == b"+OK\r\n" + b":1\r\n" * 3
+    assert reference[1].endswith(b"$2\r\nhi\r\n")
+    assert twin == reference
+
+
+def test_a_client_cut_by_its_own_publish_is_logged_with_publish_in_both_loops(caplog):
+    """A RESP3 client stays NORMAL while subscribed, so its PUBLISH runs in
+    line; a message to itself past the pubsub limit cuts it during the
+    PUBLISH, and the log line names the command as Redis's does: cmd=publish
+    (the twin set last_command only after the delivery before review)."""
+    caplog.set_level(logging.INFO, logger="bloomcast")
+    reference, twin = _both_loops(
+        [
+            (0, _resp(b"HELLO", b"3") + _resp(b"SUBSCRIBE", b"ch")),
+            # from another client: a limit over what client 0 has pending
+            (1, _resp(b"CONFIG", b"SET", b"client-output-buffer-limit", b"pubsub 400 0 0")),
+            (0, _resp(b"PUBLISH", b"ch", b"x" * 500)),
+        ]
+    )
+    assert twin == reference
+    cuts = [r.getMessage() for r in caplog.records if "output buffer limits" in r.getMessage()]
+    assert len(cuts) == 2, cuts  # one per node
+    assert all(" cmd=publish " in line for line in cuts), cuts
+
+
 def test_an_extension_that_does_not_import_is_one_warning(monkeypatch, caplog):
     monkeypatch.delenv(dataplane.ENV, raising=False)
     monkeypatch.setitem(sys.modules, "router._dataplane", None)  # import fails
