@@ -204,6 +204,9 @@ def test_peers_that_cannot_be_reached_at_their_address_take_no_slots(tmp_path):
 
     with LocalCluster(2, extra_args=ARGS, log_dir=tmp_path) as cluster:
         ids = {myid(cluster, i) for i in range(2)}
+        # first the map over both real nodes: node 1 gets slots once node 0
+        # verified it, which can follow readiness (CI saw node 0's map alone)
+        assert_slot_map_over(cluster, 0, ids)
         socks = []
         try:
             for k in range(200):
