@@ -690,8 +690,9 @@ cdef _Plane _plane(ctx):
 
 
 cdef object _own(_Plane plane, cls):
-    """``cls`` when its ``write`` and ``flush`` are Connection's (so their
-    twins may stand in for them), else None; kept for the last class seen."""
+    """``cls`` when its ``write`` and ``flush`` are Connection's and its
+    slots HotFields' own (so the twins may stand in), else None; kept for
+    the last class seen."""
     if cls is not plane.cls:
         plane.cls = cls
         plane.own = cls if _is_own(cls) else None
@@ -728,8 +729,8 @@ cdef class _Lane:
 
     Counted here and written to the node by :meth:`settle`: the counters a
     PUBLISH in line adds to (``publish_received``, ``messages_delivered``,
-    ``commands_processed``, PUBLISH's ``calls``), the connection's
-    ``last_command`` and ``node.turn_output``. Nothing reads them while
+    ``commands_processed``, PUBLISH's ``calls``) and ``node.turn_output``
+    (``last_command`` is a slot, set as execute sets it). Nothing reads them while
     PUBLISH runs in line (INFO, CLIENT LIST and the metrics run as commands
     or callbacks of their own), so the loop settles before anything that
     could: ``execute``, ``flush_all`` (which samples the metrics), the tap,
@@ -955,7 +956,7 @@ def process(conn, data=b"", double now=0.0):
     conn._out_bytes += queued
     if deferred and out:
         if done == 1 and started == start and not sliced:
-            if lane.own is not None and type(conn) is lane.own:
+            if type(conn) is lane.own:
                 _flush(conn, stats)
             else:
                 conn.flush()
@@ -992,12 +993,8 @@ def flush_all(node):
     ctx = node.context
     stats = ctx.stats
     cdef _Plane plane = _plane(ctx)
-    own = None
     for client in <list?>dirty:
-        cls = type(client)
-        if own is None or cls is not own:
-            own = _own(plane, cls)
-        if cls is own:
+        if type(client) is _own(plane, type(client)):
             _flush(client, stats)
         else:
             client.flush()
