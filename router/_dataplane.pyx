@@ -23,6 +23,8 @@ from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
 from libc.string cimport memchr, memcpy
 
+cimport cython
+
 from router.inline import split_args
 from router.parser import (
     INLINE_MAX_SIZE as _INLINE_MAX_SIZE,
@@ -654,6 +656,7 @@ cdef Py_ssize_t _deliver(_Lane lane, bytes channel, bytes message) except -1:
         for pattern, psubs in lane.patterns.matches(channel):
             n += _write_to_all(lane, psubs, _resp.pmessage(pattern, channel, message))
     lane.delivered += n
+    lane.dirty = True  # (a flush_all in the fan-out settled the lane)
     return n
 
 
@@ -720,6 +723,7 @@ cdef inline bint _gate(conn, own) except -1:
                 and conn.user.unrestricted)
 
 
+@cython.freelist(4)
 cdef class _Lane:
     """What the in-line PUBLISH reads and counts of a connection's node.
 
@@ -771,6 +775,18 @@ cdef class _Lane:
             self.fanout = _clamp(_publish_command.FANOUT_BYTES_PER_TURN)
             self.queue_limit = _clamp(ctx.settings.queue_limit)
             self.turn_output = node.turn_output
+        return 0
+
+    cdef int for_node(self, _Plane plane, ctx) except -1:
+        """What a delivery without a client (a forwarded PUBLISH) reads."""
+        self.plane = plane
+        self.node = node = plane.node
+        self.nstats = plane.nstats
+        self.shards = plane.shards
+        self.patterns = plane.patterns
+        self.own = _own(plane, ctx.connection_class)
+        self.queue_limit = _clamp(ctx.settings.queue_limit)
+        self.turn_output = node.turn_output
         return 0
 
     cdef int settle(self) except -1:
@@ -1013,3 +1029,30 @@ def schedule_flush(node, client):
             loop = node._loop = _get_running_loop()
         loop.call_soon(node.flush_all)
     dirty.append(client)
+
+
+# ---------------------------------------------------------------------------
+# A PUBLISH a peer forwarded: the twin of router.node.Node.deliver_forwarded.
+
+
+def deliver_forwarded(node, origin, origin_seq, channel, message, shard):
+    """The twin of :meth:`router.node.Node.deliver_forwarded` (bound to a
+    node by :func:`router.dataplane.bind_node`): a forwarded PUBLISH
+    delivered by the twin of the fan-out (:func:`_deliver`), counted by the
+    registry's resize policy, recorded by the tap. A forwarded SPUBLISH
+    takes the reference's path (the class's method)."""
+    if shard is not False or type(channel) is not bytes or type(message) is not bytes:
+        return type(node).deliver_forwarded(node, origin, origin_seq, channel, message, shard)
+    ctx = node.context
+    cdef _Lane lane = _Lane()
+    lane.for_node(_plane(ctx), ctx)
+    cdef Py_ssize_t receivers
+    try:
+        receivers = _deliver(lane, channel, message)
+    finally:
+        lane.settle()
+    changes = node.registry.forward_received(receivers == 0)
+    if changes:
+        node.link.filters_changed(changes)
+    if node.tap is not None:
+        node._record("receiver", origin, origin_seq, channel, message, False, receivers, 0)

@@ -19,6 +19,8 @@ import os
 from types import MethodType, ModuleType
 from typing import TYPE_CHECKING
 
+from cluster_bus import dataplane as bus_plane
+from cluster_bus.dataplane import ENV
 from router.connection import Connection
 from router.parser import RequestParser
 
@@ -27,24 +29,24 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("bloomcast.node")
 
-ENV = "BLOOMCAST_NO_EXTENSIONS"
-
-
 #: what a compiled module must have (an older build may lack the later twins)
-TWINS = ("RequestParser", "process", "flush_all", "schedule_flush")
+TWINS = ("RequestParser", "process", "flush_all", "schedule_flush", "deliver_forwarded")
 
 
 def load() -> ModuleType | None:
     """The compiled module, or None for the Python core (one warning line
-    when it does not import, or is a stale build without every twin)."""
+    when it or the bus's twin, :mod:`cluster_bus.dataplane`, does not
+    import, or is a stale build without every twin)."""
     if os.environ.get(ENV):
         return None
     try:
+        from cluster_bus import _forwarding  # type: ignore[attr-defined]
         from router import _dataplane  # type: ignore[attr-defined]
     except ImportError as exc:
         log.warning("compiled data plane unavailable (%s): running the Python core", exc)
         return None
     missing = [twin for twin in TWINS if not hasattr(_dataplane, twin)]
+    missing += [twin for twin in bus_plane.TWINS if not hasattr(_forwarding, twin)]
     if missing:
         log.warning(
             "compiled data plane is an old build (no %s; rebuild with uv sync): "
@@ -87,9 +89,11 @@ def connection_class(module: ModuleType | None) -> type[Connection]:
 
 def bind_node(module: ModuleType | None, node: Node) -> None:
     """Give ``node`` the compiled twins of its own methods, before its
-    first client: ``flush_all`` (the end of a loop turn) and
-    ``schedule_flush`` (which each connection is given). With the Python
-    core, the node keeps its methods."""
+    first client: ``flush_all`` (the end of a loop turn),
+    ``schedule_flush`` (which each connection is given) and
+    ``deliver_forwarded`` (what the bus calls for each forwarded PUBLISH).
+    With the Python core, the node keeps its methods."""
     if module is not None:
         node.flush_all = MethodType(module.flush_all, node)  # type: ignore[method-assign]
         node.schedule_flush = MethodType(module.schedule_flush, node)  # type: ignore[method-assign]
+        node.deliver_forwarded = MethodType(module.deliver_forwarded, node)  # type: ignore[method-assign]

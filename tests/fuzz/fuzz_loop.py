@@ -10,7 +10,8 @@ same clients and, script by script, the same requests, split at the same
 random points: PUBLISH in every casing and arity, (P|S)(UN)SUBSCRIBE, MULTI /
 EXEC / DISCARD, CLIENT REPLY, HELLO 2/3, RESET, AUTH as a restricted ACL
 user (no PUBLISH, or no channel) and as the default user, CLIENT PAUSE
-WRITE / UNPAUSE (postponed PUBLISH), QUIT, protocol errors. After every
+WRITE / UNPAUSE (postponed PUBLISH), QUIT, protocol errors, and PUBLISH
+and SPUBLISH forwarded by a peer (``Node.deliver_forwarded``). After every
 step, each client's output so far must be the same bytes on both nodes,
 and at the end of a script so must each connection's state, reply mode,
 subscriptions and the node's counters (commandstats calls / failed /
@@ -38,6 +39,7 @@ from router.parser import RequestParser
 CHANNELS = [b"a", b"b", b"news", b"x{1}", b"L" * 1100]
 PATTERNS = [b"a*", b"*", b"n?ws", b"[ab]"]
 CLIENTS = 3
+PEER = "f" * 40  # the origin of forwarded PUBLISH
 
 
 class Wire:
@@ -126,6 +128,7 @@ def nodes() -> tuple[Node, Node]:
     ref.context.connection_class = Connection
     vars(ref).pop("flush_all", None)  # the reference Node.flush_all
     vars(ref).pop("schedule_flush", None)  # and Node.schedule_flush
+    vars(ref).pop("deliver_forwarded", None)  # and Node.deliver_forwarded
     twin.context.parser_class = module.RequestParser
     twin.context.connection_class = dataplane.connection_class(module)
     dataplane.bind_node(module, twin)
@@ -141,10 +144,14 @@ def case(rnd: random.Random, name: bytes) -> bytes:
     return bytes(c ^ 32 if rnd.random() < 0.5 and chr(c).isalpha() else c for c in name)
 
 
+def message(rnd: random.Random) -> bytes:
+    return rnd.choice([b"hi", b"", b"x" * rnd.randint(1, 300), b"-err", b"\r\n", b"y" * 1500])
+
+
 def request(rnd: random.Random) -> list[bytes]:
     """One request's arguments, weighted towards PUBLISH and what gates it."""
     ch, pat = rnd.choice(CHANNELS), rnd.choice(PATTERNS)
-    msg = rnd.choice([b"hi", b"", b"x" * rnd.randint(1, 300), b"-err", b"\r\n", b"y" * 1500])
+    msg = message(rnd)
     r = rnd.random()
     if r < 0.35:
         args = [b"publish", ch, msg]
@@ -244,6 +251,7 @@ def snapshot(side: Side) -> Any:
         stats.net_input_bytes,
         dict(stats.errors),
         node.publish_seq,
+        node.registry.false_positives_received,
     )
     return conns, commands, counters
 
@@ -304,6 +312,10 @@ async def _script(rnd: random.Random, steps: int) -> None:
                 side.send(i, piece)
             if rnd.random() < 0.5:
                 await asyncio.sleep(0)
+        if rnd.random() < 0.2:  # a PUBLISH (or SPUBLISH) a peer forwarded
+            forwarded = (rnd.choice(CHANNELS), message(rnd), rnd.random() < 0.2)
+            for side in sides:
+                side.node.deliver_forwarded(PEER, step, *forwarded)
         if rnd.random() < 0.7:
             await asyncio.sleep(0)
         for side in sides:
