@@ -27,6 +27,7 @@ import argparse
 import asyncio
 import time
 from collections.abc import Callable
+from struct import Struct
 from typing import Any
 
 from router import dataplane
@@ -133,10 +134,9 @@ class CountingLink:
         self.frames += 1
 
 
-def forward_us(forwards: int) -> float:
-    """Microseconds per ``forward_publish`` to one matching peer.
-
-    Raises RuntimeError unless every forward reached the link."""
+def forwarder() -> tuple[Callable[[bytes, bytes, bool, int], int], CountingLink]:
+    """A bus with one peer whose channel filter holds ``bench:ch``, linked by a
+    :class:`CountingLink`: (its ``forward_publish``, that link)."""
     from bloom import CountingBloomFilter
     from cluster_bus.api import BusConfig
     from cluster_bus.bus import ClusterBus
@@ -147,46 +147,57 @@ def forward_us(forwards: int) -> float:
     peer = "ab" * 20
     bus.routing.add_peer(peer)
     theirs = CountingBloomFilter(1024)
-    theirs.add(b"bench:ch")
+    theirs.add(CHANNEL)
     bits = theirs.exported.bits.tobytes()
     bus.routing.set_filter(
         peer, FilterKind.CHANNELS, theirs.m, theirs.k, bits, theirs.fingerprint(), 1
     )
     link = CountingLink()
     bus.mesh.out[peer] = link  # type: ignore[assignment]
-    forward = bus.forward_publish
+    return bus.forward_publish, link
+
+
+def forward_us(forwards: int) -> float:
+    """Microseconds per ``forward_publish`` to one matching peer.
+
+    Raises RuntimeError unless every forward reached the link."""
+    forward, link = forwarder()
     start = time.perf_counter()
     for i in range(forwards):
-        forward(b"bench:ch", b"hello", False, i)
+        forward(CHANNEL, b"hello", False, i)
     elapsed = time.perf_counter() - start
     if link.frames != forwards:
         raise RuntimeError(f"forward path lost frames: {link.frames} of {forwards}")
     return elapsed / forwards * 1e6
 
 
-def publish_frames(peer: str, batches: int) -> list[bytes]:
-    """``batches`` batches of PIPELINE PUBLISH frames from ``peer``, numbered from 1."""
+def publish_frames(peer: str, batches: int, depth: int = PIPELINE) -> list[bytes]:
+    """``batches`` batches of ``depth`` PUBLISH frames from ``peer``, numbered
+    from 1 (one frame encoded, the others its copies with their numbers
+    written in: a few hundred instructions a frame, which the callgrind
+    cases of bench/hot_path_cg.py count with the receive path)."""
     from cluster_bus.codec import encode_publish, short_id
 
-    sender = short_id(peer)
-    return [
-        b"".join(
-            encode_publish(sender, 1 + b * PIPELINE + i, b * PIPELINE + i, False, CHANNEL, b"hello")
-            for i in range(PIPELINE)
-        )
-        for b in range(batches)
-    ]
+    one = encode_publish(short_id(peer), 1, 0, False, CHANNEL, b"hello")
+    numbers = Struct(">IQ").pack_into  # seq at byte 14, origin_seq at 18 (cluster_bus.codec)
+    buf = bytearray(one * (batches * depth))
+    for i in range(batches * depth):
+        numbers(buf, i * len(one) + 14, 1 + i, i)
+    size = depth * len(one)
+    return [bytes(buf[b * size : (b + 1) * size]) for b in range(batches)]
 
 
-async def receive_us(batches: int) -> float:
-    """Microseconds per forwarded PUBLISH received on a bus link and delivered
-    to one subscriber, one loop turn per batch of 16 frames.
+#: the message frame a subscriber of ``bench:ch`` gets for each PUBLISH
+MESSAGE_FRAME = b"*3\r\n$7\r\nmessage\r\n$8\r\nbench:ch\r\n$5\r\nhello\r\n"
 
-    Raises RuntimeError unless every frame was delivered once."""
+
+async def receiver() -> tuple[Any, CountingTransport, str]:
+    """A node with a bus, one client subscribed to ``bench:ch`` and an
+    authenticated bus link from a peer: (the link, the subscriber's
+    transport with the SUBSCRIBE's confirmation already counted, the peer)."""
     from cluster_bus.api import BusConfig
     from cluster_bus.bus import ClusterBus
     from cluster_bus.handshake import Handshake
-    from cluster_bus.link import Link
 
     node = Node(NodeConfig(port=0))
     bus = ClusterBus(node, BusConfig(port=0))
@@ -195,24 +206,37 @@ async def receive_us(batches: int) -> float:
     sub.connection_made(sub_transport)  # type: ignore[arg-type]
     sub.data_received(b"SUBSCRIBE bench:ch\r\n")
     await asyncio.sleep(0)
-    confirmed = sub_transport.written
+    sub_transport.written = 0
     node.set_link(bus)  # after the SUBSCRIBE: the bus is not started, it has no filters to sync
     peer = "ab" * 20
-    link = Link(bus, Handshake(node.node_id, None, outbound=False), None)
+    link = bus.link_class(bus, Handshake(node.node_id, None, outbound=False), None)
     link.connection_made(CountingTransport())  # type: ignore[arg-type]
     link.authenticate(peer, 64 * 1024 * 1024)
-    frames = publish_frames(peer, batches)
+    return link, sub_transport, peer
+
+
+async def receive(batches: int, depth: int) -> float:
+    """Feed ``batches`` reads of ``depth`` forwarded PUBLISH frames to a bus
+    link, one loop turn per read: seconds taken.
+
+    Raises RuntimeError unless every frame was delivered once."""
+    link, sub_transport, peer = await receiver()
+    frames = publish_frames(peer, batches, depth)
     start = time.perf_counter()
     for batch in frames:
         link.data_received(batch)
         await asyncio.sleep(0)  # the loop turn that flushes the subscriber
     elapsed = time.perf_counter() - start
-    forwards = batches * PIPELINE
-    frame = b"*3\r\n$7\r\nmessage\r\n$8\r\nbench:ch\r\n$5\r\nhello\r\n"
-    got = sub_transport.written - confirmed
-    if got != forwards * len(frame) or link.closed:
-        raise RuntimeError(f"receive path lost messages: {got} B of {forwards * len(frame)}")
-    return elapsed / forwards * 1e6
+    expected = batches * depth * len(MESSAGE_FRAME)
+    if sub_transport.written != expected or link.closed:
+        raise RuntimeError(f"receive path lost messages: {sub_transport.written} B of {expected}")
+    return elapsed
+
+
+async def receive_us(batches: int) -> float:
+    """Microseconds per forwarded PUBLISH received on a bus link and delivered
+    to one subscriber, one loop turn per batch of 16 frames."""
+    return await receive(batches, PIPELINE) / (batches * PIPELINE) * 1e6
 
 
 def run(batches: int = 5000, repeats: int = 5) -> dict[str, float]:

@@ -24,8 +24,10 @@ import re
 import subprocess
 import sys
 import tempfile
+from collections.abc import Coroutine
+from typing import Any
 
-#: case -> (pipeline depth, subscribers)
+#: case -> (pipeline depth, subscribers): a client's PUBLISH requests
 CASES = {
     "P16-0": (16, 0),
     "P16-1": (16, 1),
@@ -33,6 +35,13 @@ CASES = {
     "P1-0": (1, 0),
     "P1-1": (1, 1),
     "P1-10": (1, 10),
+    # the bus (issue 29): ``forward_publish`` to one peer whose filter
+    # matches, per forward (one read of ``depth`` forwards a loop turn);
+    # forwarded PUBLISH frames read from a peer's link, ``depth`` a read,
+    # delivered to the one subscriber
+    "fwd": (16, 0),
+    "rx16": (16, 1),
+    "rx1": (1, 1),
 }
 #: pipeline depth -> (long run, short run) in reads
 RUNS = {16: (220, 20), 1: (1200, 200)}
@@ -54,12 +63,35 @@ async def _drive(depth: int, subscribers: int, reads: int) -> None:
         raise RuntimeError(f"lost replies: {publisher.written} B")
 
 
+async def _forward(depth: int, reads: int) -> None:
+    from bench.hot_path import CHANNEL, forwarder
+
+    forward, link = forwarder()
+    seq = 0
+    for _ in range(reads):
+        for _ in range(depth):
+            seq += 1
+            forward(CHANNEL, b"hello", False, seq)
+        await asyncio.sleep(0)
+    if link.frames != seq:
+        raise RuntimeError(f"lost forwards: {link.frames} of {seq}")
+
+
 def one(case: str, reads: int) -> None:
     import uvloop
 
+    from bench.hot_path import receive
+
     depth, subscribers = CASES[case]
+    work: Coroutine[Any, Any, object]
+    if case == "fwd":
+        work = _forward(depth, reads)
+    elif case.startswith("rx"):
+        work = receive(reads, depth)
+    else:
+        work = _drive(depth, subscribers, reads)
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-        runner.run(_drive(depth, subscribers, reads))
+        runner.run(work)
 
 
 def _instructions(case: str, reads: int, compiled: bool) -> int:
@@ -88,6 +120,15 @@ def per_command(case: str, compiled: bool) -> float:
     return diff / ((long_run - short_run) * depth)
 
 
+def label(case: str) -> str:
+    depth, subs = CASES[case]
+    if case == "fwd":
+        return f"forward_publish to 1 peer, {depth} a turn"
+    if case.startswith("rx"):
+        return f"forwarded PUBLISH received, {depth} a read, 1 subscriber"
+    return f"PUBLISH, -P {depth}, {subs} subscriber{'' if subs == 1 else 's'}"
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--one", nargs=2, metavar=("CASE", "READS"), help="one run (for valgrind)")
@@ -101,11 +142,8 @@ def main(argv: list[str] | None = None) -> int:
     for case in args.cases.split(","):
         py = per_command(case, compiled=False)
         cy = per_command(case, compiled=True)
-        depth, subs = CASES[case]
         print(
-            f"| PUBLISH, -P {depth}, {subs} subscriber{'' if subs == 1 else 's'} "
-            f"| {py:,.0f} | {cy:,.0f} "
-            f"| {(cy - py) / py * 100:+.1f}% |",
+            f"| {label(case)} | {py:,.0f} | {cy:,.0f} | {(cy - py) / py * 100:+.1f}% |",
             flush=True,
         )
     return 0

@@ -20,6 +20,7 @@ import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from cluster_bus import dataplane
 from cluster_bus.addresses import announced, learns_own_ip, listen, own_host, parse_bind
 from cluster_bus.announce import Announcer
 from cluster_bus.api import (
@@ -32,7 +33,6 @@ from cluster_bus.api import (
 )
 from cluster_bus.codec import short_id
 from cluster_bus.filter_sync import KIND_OF, NAME_OF, FilterSync
-from cluster_bus.forwarding import Forwarding
 from cluster_bus.frames import (
     MSG_TYPE,
     Ack,
@@ -131,7 +131,9 @@ class ClusterBus:
         self.mesh = Mesh(self._short, self.stats)
         self._links = self.mesh.links
         self.dialer = Dialer(self._links, lambda key: self._new_link(key), self.node_timeout_ms)
-        self.forwarding = Forwarding(
+        plane = dataplane.load()  # the compiled twins, or None for the reference
+        self.link_class = dataplane.link_class(plane)
+        self.forwarding = dataplane.forwarding_class(plane)(
             node,
             self.routing,
             self.mesh,
@@ -194,7 +196,7 @@ class ClusterBus:
         outbound = dial_key is not None
         tls = None if self._tls is None else self._tls[outbound]
         handshake = Handshake(self.node_id, self._secret, outbound, boot=self.boot)
-        return Link(self, handshake, dial_key, tls)
+        return self.link_class(self, handshake, dial_key, tls)
 
     # -- lifecycle -----------------------------------------------------------------
 
