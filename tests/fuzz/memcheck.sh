@@ -1,11 +1,12 @@
 #!/bin/sh
 # valgrind memcheck over the differential fuzzers with the compiled request
-# parser and request loop (the normal -O2 build that uv sync makes), issue 29.
+# parser, request loop and bus forwarding (the normal -O2 build that uv sync
+# makes), issue 29.
 #
 #   nice -n 10 sh tests/fuzz/memcheck.sh [FUZZ_INPUTS] [SEED]
 #
 # Prints the error summary, the definite leaks, and the errors that are the
-# extension's (_dataplane): raised in it or in what it calls directly (before
+# extensions' (_dataplane, _forwarding): raised in them or in what it calls directly (before
 # any interpreter frame), or an invalid access or a definite leak through it.
 # That count must be 0.
 # CPython itself, without its Misc/valgrind-python.supp, reports a few
@@ -22,8 +23,12 @@ PYTHONMALLOC=malloc valgrind --tool=memcheck --leak-check=full --show-leak-kinds
 PYTHONMALLOC=malloc valgrind --tool=memcheck --leak-check=full --show-leak-kinds=definite \
     --errors-for-leak-kinds=definite --num-callers=40 --log-file="$log.loop" \
     .venv/bin/python -m tests.fuzz.fuzz_loop --count "$(( ${1:-3000} / 100 + 1 ))" --seed "${2:-31}"
+# the bus's twins (tests/fuzz/fuzz_forwarding.py): a script per 10 inputs
+PYTHONMALLOC=malloc valgrind --tool=memcheck --leak-check=full --show-leak-kinds=definite \
+    --errors-for-leak-kinds=definite --num-callers=40 --log-file="$log.bus" \
+    .venv/bin/python -m tests.fuzz.fuzz_forwarding --count "$(( ${1:-3000} / 10 + 1 ))" --seed "${2:-31}"
 ours=0
-for l in "$log" "$log.loop"; do
+for l in "$log" "$log.loop" "$log.bus"; do
     grep "ERROR SUMMARY" "$l"
     grep "definitely lost:" "$l" || echo "no definite leak"
     # ours: an error raised in the extension or in what it calls directly
@@ -34,13 +39,13 @@ for l in "$log" "$log.loop"; do
     # the reference path's stacks show too) pass through it as well: those
     # are not its own
     top=$(awk '/^==[0-9]+== $/ { seen = 0; next }
-               / (at|by) 0x/ && !seen { if ($0 ~ /_dataplane/) { n++; seen = 1 }
+               / (at|by) 0x/ && !seen { if ($0 ~ /_dataplane|_forwarding/) { n++; seen = 1 }
                                         else if ($0 ~ /_PyEval_EvalFrameDefault/) seen = 1 }
                END { print n + 0 }' "$l")
-    bad=$(awk '/^==[0-9]+== $/ { if (b ~ /_dataplane/ && b ~ /(Invalid|Mismatched|overlap|definitely lost)/) n++; b = ""; next }
+    bad=$(awk '/^==[0-9]+== $/ { if (b ~ /_dataplane|_forwarding/ && b ~ /(Invalid|Mismatched|overlap|definitely lost)/) n++; b = ""; next }
                { b = b "\n" $0 } END { print n + 0 }' "$l")
-    through=$(grep -c "_dataplane" "$l" || true)
-    echo "errors of _dataplane: $top; invalid accesses or leaks through it: $bad; frames through it in all: $through (log: $l)"
+    through=$(grep -cE "_dataplane|_forwarding" "$l" || true)
+    echo "errors of the extensions: $top; invalid accesses or leaks through them: $bad; frames through them in all: $through (log: $l)"
     ours=$((ours + top + bad))
 done
 [ "$ours" -eq 0 ]

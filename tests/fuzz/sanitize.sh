@@ -1,6 +1,7 @@
 #!/bin/sh
-# The compiled data plane (router/_dataplane.pyx) built with ASan + UBSan, then
-# the router tests and the differential fuzzer run against that build (issue 29).
+# The compiled data plane (router/_dataplane.pyx, cluster_bus/_forwarding.pyx)
+# built with ASan + UBSan, then the router and bus tests and the differential
+# fuzzers run against that build (issue 29).
 #
 #   nice -n 10 sh tests/fuzz/sanitize.sh [FUZZ_INPUTS] [SEED] [PYTEST_PATHS...]
 #
@@ -16,7 +17,7 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 out="$root/build/san"
 inputs="${1:-1000000}"
 seed="${2:-21}"
-if [ $# -gt 2 ]; then shift 2; else set -- tests/router; fi
+if [ $# -gt 2 ]; then shift 2; else set -- tests/router tests/cluster_bus; fi
 rm -rf "$out" && mkdir -p "$out"
 (cd "$root" && git ls-files | tar -cf - -T -) | tar -xf - -C "$out"
 cd "$out"
@@ -24,14 +25,18 @@ CFLAGS="-O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitiz
 LDFLAGS="-fsanitize=address,undefined" \
     uv run --project "$root" --no-sync --with 'cython>=3.1,<3.4' --with 'setuptools>=70' \
     python setup.py -q build_ext --inplace >build.log 2>&1 || { cat build.log; exit 1; }
-so=$(ls router/_dataplane.*.so)
-nm -D "$so" | grep -q __asan_report || { echo "$so is not instrumented" >&2; exit 1; }
+for so in router/_dataplane.*.so cluster_bus/_forwarding.*.so; do
+    nm -D "$so" | grep -q __asan_report || { echo "$so is not instrumented" >&2; exit 1; }
+done
 LD_PRELOAD="$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libubsan.so)"
 export LD_PRELOAD PYTHONMALLOC=malloc PYTHONPATH="$out"
 export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 py="$root/.venv/bin/python"
-"$py" -c "import router._dataplane as d; assert d.__file__.startswith('$out'), d.__file__; print('sanitized:', d.__file__)"
+for m in router._dataplane cluster_bus._forwarding; do
+    "$py" -c "import $m as d; assert d.__file__.startswith('$out'), d.__file__; print('sanitized:', d.__file__)"
+done
 "$py" -m pytest -q -p no:cacheprovider "$@"
 "$py" -m tests.fuzz.fuzz_resp --count "$inputs" --seed "$seed" --require-compiled
 "$py" -m tests.fuzz.fuzz_loop --count "$((inputs / 1000 + 1))" --seed "$seed"
+"$py" -m tests.fuzz.fuzz_forwarding --count "$((inputs / 100 + 1))" --seed "$seed"
