@@ -134,16 +134,19 @@ class CountingLink:
         self.frames += 1
 
 
-def forwarder() -> tuple[Callable[[bytes, bytes, bool, int], int], CountingLink]:
+def forwarder(
+    replay_bytes: int = 64 << 20,
+) -> tuple[Callable[[bytes, bytes, bool, int], int], CountingLink]:
     """A bus with one peer whose channel filter holds ``bench:ch``, linked by a
-    :class:`CountingLink`: (its ``forward_publish``, that link)."""
+    :class:`CountingLink`, keeping ``replay_bytes`` for replay: (its
+    ``forward_publish``, that link)."""
     from bloom import CountingBloomFilter
     from cluster_bus.api import BusConfig
     from cluster_bus.bus import ClusterBus
     from cluster_bus.frames import FilterKind
 
     node = Node(NodeConfig(port=0))
-    bus = ClusterBus(node, BusConfig(port=0))
+    bus = ClusterBus(node, BusConfig(port=0, replay_bytes=replay_bytes))
     peer = "ab" * 20
     bus.routing.add_peer(peer)
     theirs = CountingBloomFilter(1024)
@@ -191,8 +194,9 @@ def publish_frames(peer: str, batches: int, depth: int = PIPELINE) -> list[bytes
 MESSAGE_FRAME = b"*3\r\n$7\r\nmessage\r\n$8\r\nbench:ch\r\n$5\r\nhello\r\n"
 
 
-async def receiver() -> tuple[Any, CountingTransport, str]:
-    """A node with a bus, one client subscribed to ``bench:ch`` and an
+async def receiver(more: tuple[bytes, ...] = ()) -> tuple[Any, CountingTransport, str]:
+    """A node with a bus, one client subscribed to ``bench:ch`` (and a
+    client for each of ``more``, the requests it sends first) and an
     authenticated bus link from a peer: (the link, the subscriber's
     transport with the SUBSCRIBE's confirmation already counted, the peer)."""
     from cluster_bus.api import BusConfig
@@ -205,6 +209,10 @@ async def receiver() -> tuple[Any, CountingTransport, str]:
     sub_transport = CountingTransport()
     sub.connection_made(sub_transport)  # type: ignore[arg-type]
     sub.data_received(b"SUBSCRIBE bench:ch\r\n")
+    for requests in more:
+        other = Client(node)
+        other.connection_made(CountingTransport())  # type: ignore[arg-type]
+        other.data_received(requests)
     await asyncio.sleep(0)
     sub_transport.written = 0
     node.set_link(bus)  # after the SUBSCRIBE: the bus is not started, it has no filters to sync
