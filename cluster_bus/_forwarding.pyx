@@ -31,7 +31,11 @@ keeps the references; ``tests/fuzz/fuzz_forwarding.py`` compares the two):
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
 from cpython.list cimport PyList_Append, PyList_GET_ITEM, PyList_GET_SIZE
-from cpython.long cimport PyLong_FromUnsignedLong, PyLong_FromUnsignedLongLong
+from cpython.long cimport (
+    PyLong_AsLongLongAndOverflow,
+    PyLong_FromUnsignedLong,
+    PyLong_FromUnsignedLongLong,
+)
 from cpython.object cimport PyObject, PyTypeObject
 from cpython.dict cimport PyDict_GetItemWithError
 from cpython.ref cimport Py_INCREF, Py_XDECREF
@@ -134,8 +138,8 @@ def data_received(link, data):
     buf = decoder._buf
     if type(expect) is not int or type(max_body) is not int or type(buf) is not bytearray:
         return LINK_DATA_RECEIVED(link, data)
-    if not 0 <= expect <= 0xFFFFFFFF:
-        return LINK_DATA_RECEIVED(link, data)  # (no header can carry it: the reference says so)
+    if not 0 <= expect <= 0xFFFFFFFF or max_body < 0:
+        return LINK_DATA_RECEIVED(link, data)  # (no header can carry it / no frame fits: its words)
     cdef uint32_t sender = expect
     cdef long long limit = max_body if max_body < 0x7FFFFFFFFFFFFFFF else 0x7FFFFFFFFFFFFFFF
     cdef Py_ssize_t held = len(buf)
@@ -181,37 +185,43 @@ def data_received(link, data):
             owner.bad_frame(link, str(exc), isinstance(exc, _SealError))
 
 
+cdef bint _decoded(list msgs):
+    """Every item is a ``Publish`` tuple whose number is an int, as the
+    decoder makes them (else the reference takes the run)."""
+    cdef Py_ssize_t i
+    cdef PyObject* msg
+    for i in range(PyList_GET_SIZE(msgs)):
+        msg = PyList_GET_ITEM(msgs, i)
+        if type(<object>msg) is not PUBLISH or type(<object>PyTuple_GET_ITEM(<object>msg, 0)) is not int:
+            return False
+    return True
+
+
 cdef Py_ssize_t _in_order(session, list msgs) except -1:
-    """The twin of :meth:`cluster_bus.session.InSession.in_order` for
-    ``Publish`` tuples whose numbers are ints (the decoder's)."""
+    """The twin of :meth:`cluster_bus.session.InSession.in_order` for a run
+    that :func:`_decoded` passed."""
     expected = session.expected
     if type(expected) is not int or not 1 <= expected <= 0xFFFFFFFF:
         return session.in_order(msgs)
     cdef uint64_t want = expected
     cdef Py_ssize_t n = 0, total = PyList_GET_SIZE(msgs)
-    cdef PyObject* msg
-    cdef PyObject* seq
+    cdef int overflow = 0
+    cdef long long seq
     while n < total:
-        msg = PyList_GET_ITEM(msgs, n)
-        if type(<object>msg) is not PUBLISH:
-            break
-        seq = PyTuple_GET_ITEM(<object>msg, 0)
-        if type(<object>seq) is not int or <object>seq != want:
+        number = <object>PyTuple_GET_ITEM(<object>PyList_GET_ITEM(msgs, n), 0)
+        seq = PyLong_AsLongLongAndOverflow(number, &overflow)
+        if overflow or seq < 0 or <uint64_t>seq != want:
             break
         want = want + 1 if want != 0xFFFFFFFF else 1
         n += 1
-    if n < total and type(<object>PyList_GET_ITEM(msgs, n)) is PUBLISH:
-        seq = PyTuple_GET_ITEM(<object>PyList_GET_ITEM(msgs, n), 0)
-        if type(<object>seq) is not int:  # (not the decoder's: the reference judges the rest)
-            session.expected = want
-            return n + session.in_order(msgs[n:])
     session.expected = want
     return n
 
 
 def publishes_received(self, link, msgs):
-    """The twin of :meth:`cluster_bus.forwarding.Forwarding.publishes_received`."""
-    if type(msgs) is not list:
+    """The twin of :meth:`cluster_bus.forwarding.Forwarding.publishes_received`
+    for a run of the decoder's ``Publish`` tuples (any other: the reference)."""
+    if type(msgs) is not list or not _decoded(msgs):
         return PUBLISHES_RECEIVED(self, link, msgs)
     cdef list run = msgs
     received = self.stats.received
@@ -222,17 +232,20 @@ def publishes_received(self, link, msgs):
     cdef Py_ssize_t n = _in_order(session, run) if type(session) is IN_SESSION else session.in_order(run)
     deliver = self.node.deliver_forwarded
     cdef Py_ssize_t i
-    cdef PyObject* msg
-    for i in range(n):
-        msg = PyList_GET_ITEM(run, i)
-        if type(<object>msg) is PUBLISH:
-            deliver(peer, <object>PyTuple_GET_ITEM(<object>msg, 1), <object>PyTuple_GET_ITEM(<object>msg, 3),
-                    <object>PyTuple_GET_ITEM(<object>msg, 4), <object>PyTuple_GET_ITEM(<object>msg, 2))
-        else:
-            _, origin_seq, shard, channel, payload = <object>msg
-            deliver(peer, origin_seq, channel, payload, shard)
+    for i in range(n):  # (the run is the link's alone: each read as the reference's msgs[i])
+        if i >= PyList_GET_SIZE(run):
+            raise IndexError("list index out of range")
+        msg = <object>PyList_GET_ITEM(run, i)  # held: owned, as the fields below
+        origin_seq = <object>PyTuple_GET_ITEM(msg, 1)
+        shard = <object>PyTuple_GET_ITEM(msg, 2)
+        channel = <object>PyTuple_GET_ITEM(msg, 3)
+        payload = <object>PyTuple_GET_ITEM(msg, 4)
+        deliver(peer, origin_seq, channel, payload, shard)
     for i in range(n, PyList_GET_SIZE(run)):
-        self._one_received(link, peer, session, run[i])
+        if i >= PyList_GET_SIZE(run):
+            raise IndexError("list index out of range")
+        msg = <object>PyList_GET_ITEM(run, i)
+        self._one_received(link, peer, session, msg)
 
 
 # ---------------------------------------------------------------------------
@@ -320,34 +333,39 @@ cdef bytes _session_publish(session, sender, origin_seq, shard, channel, payload
     ``OutSession`` whose slots hold what they usually do (else by attribute,
     as the reference reads them)."""
     cdef PyObject* next_seq = _slot(session, OFF_NEXT_SEQ)
-    cdef PyObject* frames = _slot(session, OFF_FRAMES)
-    cdef PyObject* marked = _slot(session, OFF_MARKED)
-    cdef PyObject* held = _slot(session, OFF_BYTES)
-    cdef PyObject* limit = _slot(session, OFF_MAX_BYTES)
-    if (next_seq == NULL or frames == NULL or marked != Py_True or held == NULL or limit == NULL
-            or type(<object>next_seq) is not int or type(<object>frames) is not deque
-            or type(<object>held) is not int or type(<object>limit) is not int):
-        return _session_publish_by_name(session, sender, origin_seq, shard, channel, payload)
-    # marked: this period's mark is made (the common case; else the reference's order below)
-    seq = <object>next_seq
+    if next_seq == NULL or type(<object>next_seq) is not int:
+        seq = session.next_seq  # (the reference's AttributeError)
+    else:
+        seq = <object>next_seq
     _store(session, OFF_NEXT_SEQ, seq + 1 if seq != 0xFFFFFFFF else 1)
     frame = _encode(sender, seq, origin_seq, shard, channel, payload)
+    # the rest reads the slots as the reference does, after the frame is made
+    # (an encode of unusual types runs Python code)
+    cdef PyObject* frames = _slot(session, OFF_FRAMES)
+    cdef PyObject* marked = _slot(session, OFF_MARKED)
+    if (frames == NULL or marked != Py_True or type(<object>frames) is not deque):
+        return _keep_by_name(session, seq, frame)
+    # marked: this period's mark is made (the common case; else the reference's order)
     queue = <object>frames
     if not queue:
         _store(session, OFF_FIRST, seq)
     queue.append(frame)
-    total = <object>held + len(frame)
-    _store(session, OFF_BYTES, total)
-    if total > <object>limit:
+    cdef PyObject* held = _slot(session, OFF_BYTES)
+    if held == NULL or type(<object>held) is not int:
+        session._bytes += len(frame)
+        total = session._bytes
+    else:
+        total = <object>held + len(frame)
+        _store(session, OFF_BYTES, total)
+    cdef PyObject* limit = _slot(session, OFF_MAX_BYTES)
+    if total > (<object>limit if limit != NULL else session.max_bytes):
         session._evict_bytes()
     return frame
 
 
-cdef bytes _session_publish_by_name(session, sender, origin_seq, shard, channel, payload):
-    """:meth:`cluster_bus.session.OutSession.publish`, its fields by name."""
-    seq = session.next_seq
-    session.next_seq = seq + 1 if seq != 0xFFFFFFFF else 1
-    frame = _encode(sender, seq, origin_seq, shard, channel, payload)
+cdef bytes _keep_by_name(session, seq, bytes frame):
+    """The rest of :meth:`cluster_bus.session.OutSession.publish` once the
+    frame is made, the fields by name."""
     frames = session._frames
     if not frames:
         session._first = seq

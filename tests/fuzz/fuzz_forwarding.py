@@ -149,8 +149,11 @@ def stream(rnd: random.Random, sender: int, seq: int) -> bytes:
     return b"".join(parts)
 
 
-async def receiving_side(node: Any, compiled: bool, max_body: int) -> tuple[Side, Link, Recorder]:
+async def receiving_side(
+    node: Any, compiled: bool, max_body: int, limit: bytes
+) -> tuple[Side, Link, Recorder]:
     side = Side(node)
+    side.send(1, b"CONFIG SET client-output-buffer-limit %s\r\n" % limit)
     side.send(0, SUBSCRIBE)
     await asyncio.sleep(0)
     bus = _bus(node, compiled)
@@ -163,6 +166,10 @@ async def receiving_side(node: Any, compiled: bool, max_body: int) -> tuple[Side
     bus.mesh.inbound[PEER] = link
     bus.forwarding._out(PEER).session_id = 7  # (random) what a RESEND's answer names
     return side, link, transport
+
+
+def _in_session(s: Any, gap: bool) -> tuple[Any, ...]:
+    return (s.expected, s.session_id, s.lost, s.session_lost, s._horizon, s._asked, gap)
 
 
 def rx_state(side: Side, link: Link, transport: Recorder) -> Any:
@@ -178,10 +185,12 @@ def rx_state(side: Side, link: Link, transport: Recorder) -> Any:
         decoder._need,
         decoder._broken,
         transport.out,
-        None if session is None else (session.expected, session.session_id, session.lost),
+        None if session is None else _in_session(session, PEER in bus.forwarding._gaps),
         stats,
         node.stats.messages_delivered,
         node.registry.false_positives_received,
+        node.turn_output,
+        [client.conn.closed for client in side.clients if client.conn is not None],
     )
 
 
@@ -194,11 +203,17 @@ def pair() -> tuple[Any, Any]:
 
 async def script_in(rnd: random.Random) -> None:
     ref, twin = pair()
-    max_body = rnd.choice([1 << 20, 200])
-    sides = [await receiving_side(ref, False, max_body), await receiving_side(twin, True, max_body)]
+    max_body = rnd.choice([1 << 20, 200, 40, -1])
+    # a subscriber over a small pubsub limit is closed mid-delivery
+    limit = rnd.choice([b'"pubsub 0 0 0"', b'"pubsub 0 0 0"', b'"pubsub 300 0 0"'])
+    sides = [
+        await receiving_side(ref, False, max_body, limit),
+        await receiving_side(twin, True, max_body, limit),
+    ]
     start = rnd.choice([1, 1, 0xFFFFFFFF - rnd.randint(0, 20)])  # and across the wrap
+    odd = rnd.random() < 0.05  # an expected number no frame has: the reference's in_order
     for _, link, _ in sides:
-        link.owner.forwarding._in(PEER).expected = start  # type: ignore[attr-defined]
+        link.owner.forwarding._in(PEER).expected = 0 if odd else start  # type: ignore[attr-defined]
     data = stream(rnd, short_id(PEER), start)
     cuts = sorted(rnd.sample(range(1, len(data)), max(0, min(len(data) - 1, rnd.randint(0, 8)))))
     for a, b in zip([0, *cuts], [*cuts, len(data)], strict=True):
@@ -226,8 +241,10 @@ def sending_side(node: Any, compiled: bool, setup: random.Random) -> tuple[Clust
     replay = setup.choice([64 << 20, 300])
     bus = _bus(node, compiled, replay_bytes=replay)
     links = {}
-    for peer in OTHERS:
+    for peer in setup.sample(OTHERS, setup.choice([0, 1, 2, 3, 3, 3])):  # 0: a lone node
         bus.routing.add_peer(peer)
+        if setup.random() < 0.3:  # a session about to wrap
+            bus.forwarding._out(peer).next_seq = 0xFFFFFFFF - setup.randint(0, 5)
         if setup.random() < 0.8:
             theirs = CountingBloomFilter(1024)
             for channel in setup.sample(CHANNELS, setup.randint(0, 3)):
@@ -257,6 +274,14 @@ def tx_state(bus: ClusterBus, links: dict) -> Any:
     return {k: v.out for k, v in sorted(links.items())}, sessions, dataclasses.asdict(bus.stats)
 
 
+def same_ids(sides: list[tuple[ClusterBus, dict]]) -> None:
+    """A session's id is random: the twin's sessions take the reference's."""
+    mine, theirs = (bus.forwarding.out_sessions for bus, _ in sides)
+    for peer, session in mine.items():
+        if peer in theirs:
+            theirs[peer].session_id = session.session_id
+
+
 async def script_out(rnd: random.Random) -> None:
     ref, twin = pair()
     seed = rnd.getrandbits(64)
@@ -264,6 +289,7 @@ async def script_out(rnd: random.Random) -> None:
     now = 1_000_000
     for bus, _ in sides:
         bus.forwarding._period.now = now  # the script's clock, not each bus's start
+    same_ids(sides)
     for _ in range(rnd.randint(1, 40)):
         if rnd.random() < 0.1:
             now += rnd.choice([10, 5_000, 20_000])
@@ -280,10 +306,7 @@ async def script_out(rnd: random.Random) -> None:
                 results.append(bus.forward_publish(channel, message, shard, origin_seq))
             except Exception as exc:
                 results.append(repr(exc))
-        mine, theirs = (bus.forwarding.out_sessions for bus, _ in sides)
-        for peer, session in mine.items():  # a session's id is random: the same on both
-            if peer in theirs:
-                theirs[peer].session_id = session.session_id
+        same_ids(sides)
         one, two = (tx_state(*s) for s in sides)
         if results[0] != results[1] or one != two:
             raise AssertionError(
