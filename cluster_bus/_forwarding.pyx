@@ -386,11 +386,11 @@ cdef class Forwarder:
     """The twin of :meth:`cluster_bus.forwarding.Forwarding.forward`, holding
     what it reads of its forwarding for that one's life (the routing table
     and its caches, which are cleared and never replaced, the links, the
-    sessions, the counters); ``forward`` is the forwarding's own
+    sessions, the counters and their per-type dict); ``forward`` is the forwarding's own
     (:func:`cluster_bus.dataplane.forwarding_class`)."""
 
-    cdef object forwarding, routing, stats, out, inbound, sessions, sender
-    cdef dict cache, shard_cache, nodes_cache
+    cdef object forwarding, routing, stats, sender
+    cdef dict cache, shard_cache, nodes_cache, out, inbound, sessions, sent_counts
 
     def __init__(self, forwarding):
         self.forwarding = forwarding
@@ -398,7 +398,8 @@ cdef class Forwarder:
         self.cache = routing._cache
         self.shard_cache = routing._shard_cache
         self.nodes_cache = routing._nodes_cache
-        self.stats = forwarding.stats
+        self.stats = stats = forwarding.stats
+        self.sent_counts = stats.sent  # (BusStats' dicts are filled, never replaced)
         self.out = forwarding.mesh.out
         self.inbound = forwarding.mesh.inbound
         self.sessions = forwarding.out_sessions
@@ -434,6 +435,8 @@ cdef class Forwarder:
                     continue
             link.write(frame)
             sent += 1
-        stats.sent[MSG_PUBLISH] += sent
-        stats.publish_suppressed += peers - len(nodes)
+        self.sent_counts[MSG_PUBLISH] += sent
+        suppressed = peers - len(nodes)
+        if suppressed:  # (the reference adds 0 too: the same value either way)
+            stats.publish_suppressed += suppressed
         return len(nodes)
