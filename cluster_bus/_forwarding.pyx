@@ -105,15 +105,16 @@ cdef inline void _put32(uint8_t* p, uint32_t v) noexcept nogil:
 cdef object _message(bytes view, Py_ssize_t pos, Py_ssize_t stop):
     """The ``Publish`` tuple of the (checked, complete) frame at ``pos``,
     as the reference decoder builds it (``tuple.__new__``: no Python call)."""
-    cdef const uint8_t* h = <const uint8_t*>PyBytes_AS_STRING(view) + pos
+    cdef const char* start = PyBytes_AS_STRING(view)
+    cdef const uint8_t* h = <const uint8_t*>start + pos
     cdef Py_ssize_t clen = _be32(h + 26)
     cdef Py_ssize_t cstart = pos + PUBLISH_HEADER_SIZE
     cdef tuple fields = (
         PyLong_FromUnsignedLong(_be32(h + 14)),
         PyLong_FromUnsignedLongLong(_be64(h + 18)),
         ((h[4] << 8 | h[5]) & FLAG_SHARD) != 0,
-        view[cstart:cstart + clen],
-        view[cstart + clen:stop],
+        PyBytes_FromStringAndSize(start + cstart, clen),  # the reference's slices
+        PyBytes_FromStringAndSize(start + cstart + clen, stop - cstart - clen),
     )
     msg = PyType_GenericAlloc(<PyTypeObject*>PUBLISH, 5)
     cdef Py_ssize_t i
