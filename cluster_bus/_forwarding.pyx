@@ -57,7 +57,8 @@ from cluster_bus.codec import (
 from cluster_bus.decoder import FrameDecoder as _FrameDecoder
 from cluster_bus.forwarding import Forwarding as _Forwarding
 from cluster_bus.frames import FLAG_SHARD as _FLAG_SHARD, MsgType as _MsgType, Publish as _Publish
-from cluster_bus.link import Link as _Link, now_ms as _now_ms
+from cluster_bus.link import Link as _Link
+from time import time as _time
 from cluster_bus.seal import SealError as _SealError
 from cluster_bus.session import InSession as _InSession, OutSession as _OutSession
 
@@ -172,7 +173,7 @@ def data_received(link, data):
         PyList_Append(run, _message(view, pos, stop))
         pos = stop
     # the read is the twin's: the reference's effects, in its order
-    link.last_rx_ms = _now_ms()
+    link.last_rx_ms = int(_time() * 1000)  # cluster_bus.link.now_ms
     if held:
         buf.clear()
     if pos < end:

@@ -145,6 +145,9 @@ class ClusterBus:
         #: ClusterLink.forward_publish, bound straight to the forwarding (one
         #: call less on every client PUBLISH)
         self.forward_publish: Callable[[bytes, bytes, bool, int], int] = self.forwarding.forward
+        #: LinkOwner.publishes_received, bound the same way (one call less on
+        #: every read of forwarded PUBLISH)
+        self.publishes_received = self.forwarding.publishes_received  # type: ignore[method-assign]
         self.heartbeats = Heartbeats(
             self.membership,
             self.mesh,
@@ -310,6 +313,7 @@ class ClusterBus:
             self.mesh.send(link, link.handshake.hello())
 
     def publishes_received(self, link: Link, msgs: list[Publish]) -> None:
+        """(Bound to the forwarding's in ``__init__``.)"""
         self.forwarding.publishes_received(link, msgs)
 
     def message_received(self, link: Link, msg: Message) -> None:
