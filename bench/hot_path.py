@@ -174,20 +174,30 @@ def forward_us(forwards: int) -> float:
     return elapsed / forwards * 1e6
 
 
+#: a PUBLISH frame's seq (u32) at byte 14 and origin_seq (u64) at 18 (cluster_bus.codec)
+_NUMBERS = Struct(">IQ").pack_into
+
+
+def numbered(one: bytes, count: int, first: int) -> bytes:
+    """``count`` copies of the PUBLISH frame ``one``, numbered ``first``,
+    ``first`` + 1, ... (seq and origin_seq alike): a few hundred
+    instructions a frame, against thousands for encoding each."""
+    buf = bytearray(one * count)
+    for i in range(count):
+        _NUMBERS(buf, i * len(one) + 14, first + i, first + i)
+    return bytes(buf)
+
+
 def publish_frames(peer: str, batches: int, depth: int = PIPELINE) -> list[bytes]:
     """``batches`` batches of ``depth`` PUBLISH frames from ``peer``, numbered
-    from 1 (one frame encoded, the others its copies with their numbers
-    written in: a few hundred instructions a frame, which the callgrind
-    cases of bench/hot_path_cg.py count with the receive path)."""
+    from 1 (:func:`numbered`; the callgrind cases of bench/hot_path_cg.py
+    count that with the receive path)."""
     from cluster_bus.codec import encode_publish, short_id
 
     one = encode_publish(short_id(peer), 1, 0, False, CHANNEL, b"hello")
-    numbers = Struct(">IQ").pack_into  # seq at byte 14, origin_seq at 18 (cluster_bus.codec)
-    buf = bytearray(one * (batches * depth))
-    for i in range(batches * depth):
-        numbers(buf, i * len(one) + 14, 1 + i, i)
+    frames = numbered(one, batches * depth, 1)
     size = depth * len(one)
-    return [bytes(buf[b * size : (b + 1) * size]) for b in range(batches)]
+    return [frames[b * size : (b + 1) * size] for b in range(batches)]
 
 
 #: the message frame a subscriber of ``bench:ch`` gets for each PUBLISH

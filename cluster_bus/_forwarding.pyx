@@ -110,20 +110,19 @@ cdef object _message(bytes view, Py_ssize_t pos, Py_ssize_t stop):
     cdef const uint8_t* h = <const uint8_t*>start + pos
     cdef Py_ssize_t clen = _be32(h + 26)
     cdef Py_ssize_t cstart = pos + PUBLISH_HEADER_SIZE
-    cdef tuple fields = (
-        PyLong_FromUnsignedLong(_be32(h + 14)),
-        PyLong_FromUnsignedLongLong(_be64(h + 18)),
-        ((h[4] << 8 | h[5]) & FLAG_SHARD) != 0,
-        PyBytes_FromStringAndSize(start + cstart, clen),  # the reference's slices
-        PyBytes_FromStringAndSize(start + cstart + clen, stop - cstart - clen),
-    )
     msg = PyType_GenericAlloc(<PyTypeObject*>PUBLISH, 5)
-    cdef Py_ssize_t i
-    for i in range(5):
-        item = <object>PyTuple_GET_ITEM(fields, i)
-        Py_INCREF(item)  # PyTuple_SET_ITEM steals it
-        PyTuple_SET_ITEM(msg, i, item)
+    _put(msg, 0, PyLong_FromUnsignedLong(_be32(h + 14)))
+    _put(msg, 1, PyLong_FromUnsignedLongLong(_be64(h + 18)))
+    _put(msg, 2, ((h[4] << 8 | h[5]) & FLAG_SHARD) != 0)
+    _put(msg, 3, PyBytes_FromStringAndSize(start + cstart, clen))  # the reference's slices
+    _put(msg, 4, PyBytes_FromStringAndSize(start + cstart + clen, stop - cstart - clen))
     return msg
+
+
+cdef inline void _put(msg, Py_ssize_t i, item) noexcept:
+    """Fill a new tuple's slot ``i`` (PyTuple_SET_ITEM steals a reference)."""
+    Py_INCREF(item)
+    PyTuple_SET_ITEM(msg, i, item)
 
 
 def data_received(link, data):

@@ -19,14 +19,12 @@ import argparse
 import asyncio
 import resource
 import sys
-from struct import Struct
 
-from bench.hot_path import CHANNEL, forwarder, receiver
+from bench.hot_path import CHANNEL, forwarder, numbered, receiver
 from cluster_bus.codec import encode_publish, short_id
 from cluster_bus.link import Link
 
 BATCH = 16
-_NUMBERS = Struct(">IQ").pack_into  # seq at byte 14, origin_seq at 18 (cluster_bus.codec)
 
 
 def _rss_kib() -> int:
@@ -43,12 +41,8 @@ async def receive(frames: int) -> tuple[int, int]:
     templates = [encode_publish(sender, 1, 0, False, CHANNEL, b"x" * n) for n in range(1, 201)]
     seq, warm = 0, 0
     for i in range(frames // BATCH):
-        one = templates[i % 200]
-        batch = bytearray(one * BATCH)
-        for j in range(BATCH):
-            seq += 1
-            _NUMBERS(batch, j * len(one) + 14, seq, seq)
-        link.data_received(bytes(batch))
+        link.data_received(numbered(templates[i % 200], BATCH, seq + 1))
+        seq += BATCH
         await asyncio.sleep(0)
         if i == frames // BATCH // 10:
             warm = _rss_kib()
