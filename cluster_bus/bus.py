@@ -272,16 +272,17 @@ class ClusterBus:
         return len(self.membership.peers)
 
     def info_fields(self) -> dict[str, int | str]:
+        now = now_ms()
         return cluster_info(
             self.stats,
             self.membership,
-            sync_state(self.membership, self.routing, self.mesh.linked_out),
+            sync_state(self.membership, self.routing, self.mesh.linked_out, now),
             epoch=self.sync.epoch,
             bus_port=self.port,
             links_connected=self.mesh.connected(),
             replay_buffer_bytes=self.forwarding.replay_buffer_bytes(),
             verify_failures=self.sync.verify_failures,
-            now_ms=now_ms(),
+            now_ms=now,
         )
 
     def nodes_lines(self, tls: bool = False) -> list[str]:

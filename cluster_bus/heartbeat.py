@@ -105,17 +105,25 @@ class Heartbeats:
         before = ms.version
         rec = ms.peers.get(peer)
         if rec is None:
-            rec = ms.learn(peer, host, msg.client_port, msg.bus_port, now, direct=True)
+            rec = ms.learn(
+                peer, host, msg.client_port, msg.bus_port, now, direct=True, inferred=not msg.host
+            )
             if rec is None:  # banned (CLUSTER FORGET, replaced): answered, not learned
                 if isinstance(msg, (Ping, Meet)):
                     self.mesh.send_to(peer, self.make(Pong, peer), link)
                 return
         else:
             rec.host, rec.client_port, rec.bus_port = host, msg.client_port, msg.bus_port
+            rec.inferred = not msg.host
         if (rec.tls_port, rec.hostname) != (msg.tls_port, msg.hostname):
             rec.tls_port, rec.hostname = msg.tls_port, msg.hostname
             ms.broadcasts.queue(peer)
         rec.connected = True
+        if isinstance(msg, Meet) and rec.bus_port > 0 and not self.mesh.linked_out(peer):
+            # a node that started after us (our dials there refused, backing
+            # off) reached us first: our own link to it now, not at the
+            # backoff's next dial (up to 2 s at start-up, converged meanwhile 0)
+            self.dialer.listening((rec.host, rec.bus_port), now)
         if ms.heard_from(msg, now, pong=isinstance(msg, Pong)):
             log.info("node %s is reachable again", peer)
         for requester in ms.probes.relays_answered(peer):

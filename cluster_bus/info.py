@@ -73,10 +73,15 @@ class SyncState:
     converged: bool
 
 
-def sync_state(ms: Membership, routing: PeerTable, linked: Callable[[str], bool]) -> SyncState:
-    """Converged: no lost node, and every live peer's filters held and our link up."""
+def sync_state(
+    ms: Membership, routing: PeerTable, linked: Callable[[str], bool], now_ms: int
+) -> SyncState:
+    """Converged: no lost node, no node still in its handshake, and every live
+    peer's filters held and our link up. A node in its handshake (an address
+    being met, shown in CLUSTER NODES and counted in ``cluster_known_nodes``
+    for Redis's handshake timeout) is one whose filters we do not hold."""
     known = 0
-    converged = not ms.lost
+    converged = not ms.lost and not ms.pending_handshakes(now_ms)
     for rec in ms.peers.values():
         ok = routing.holds_filters(rec.node_id)
         known += ok

@@ -170,14 +170,19 @@ class Membership:
         bus_port: int,
         now_ms: int,
         direct: bool = False,
+        inferred: bool = False,
     ) -> NodeRecord | None:
         """Add or update a node; return the record when it is new, else None.
 
         A node with a new id at the bus address of a known or lost one replaces
         it (the node restarted with a new id): the old id is forgotten, its
         life over. ``direct``: the node itself spoke to us (authenticated
-        link), which overrides a forget. A lost node learned again is known
-        again (a new record: its state starts alive)."""
+        link), which overrides a forget. ``inferred``: ``host`` is the
+        address its link came from, as it announced none
+        (:attr:`NodeRecord.inferred`): such an address replaces no node and
+        is replaced by none (behind a NAT or a forwarder, several nodes come
+        from one address). A lost node learned again is known again (a new
+        record: its state starts alive)."""
         me = self.myself
         if node_id == self.my_id or (not direct and (host, bus_port) == (me.host, me.bus_port)):
             return None  # gossip about a former node at our own address
@@ -189,14 +194,15 @@ class Membership:
         if rec is not None:
             rec.host, rec.client_port, rec.bus_port = host, client_port, bus_port
             return None
-        for old in list(self.peers.values()):
-            if old.host == host and old.bus_port == bus_port:
-                self.forget(old.node_id, now_ms, replaced=True)
-        for gone in list(self.lost.values()):
-            if gone.node_id != node_id and (gone.host, gone.bus_port) == (host, bus_port):
-                self.forget(gone.node_id, now_ms, replaced=True)
+        if not inferred:
+            for old in list(self.peers.values()):
+                if old.host == host and old.bus_port == bus_port and not old.inferred:
+                    self.forget(old.node_id, now_ms, replaced=True)
+            for gone in list(self.lost.values()):
+                if gone.node_id != node_id and (gone.host, gone.bus_port) == (host, bus_port):
+                    self.forget(gone.node_id, now_ms, replaced=True)
         self.lost.pop(node_id, None)
-        rec = NodeRecord(node_id, host, client_port, bus_port)
+        rec = NodeRecord(node_id, host, client_port, bus_port, inferred=inferred)
         self.peers[node_id] = rec
         self.version += 1
         self.broadcasts.queue(node_id)

@@ -176,6 +176,15 @@ class Dialer:
     def connected(self, key: Address) -> None:
         self.backoff.pop(key, None)
 
+    def listening(self, key: Address, now: int) -> None:
+        """The node announcing ``key`` just reached us (its MEET): it is up, so
+        the backoff our dials there built while it was starting no longer
+        applies; dial it now. Once per MEET (one per link it makes to us),
+        so an address we cannot reach is not dialled in a loop."""
+        self.backoff.pop(key, None)
+        if self.due(key, now):
+            self.dial(key)
+
     async def _dial(self, key: Address) -> None:
         host, port = key
         loop = asyncio.get_running_loop()

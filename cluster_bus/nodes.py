@@ -35,6 +35,10 @@ class NodeRecord:
     pattern_fp: int = 0
     tls_port: int = 0  # its client TLS port, as announced (0: none)
     hostname: str = ""  # its cluster-announce-hostname, as announced
+    #: ``host`` is the address its link came from, not one it announced (it
+    #: has not learned its own IP yet): behind a NAT or a forwarder, several
+    #: nodes come from one address, so it replaces no other node's record
+    inferred: bool = False
 
     @property
     def failing(self) -> bool:

@@ -4,6 +4,7 @@ import random
 
 from cluster_bus.dissemination import Broadcasts, retransmit_limit
 from cluster_bus.frames import GossipEntry, NodeFlags, Ping
+from cluster_bus.info import sync_state
 from cluster_bus.membership import (
     FORGET_TTL_MS,
     INDIRECT_PROBES,
@@ -12,6 +13,7 @@ from cluster_bus.membership import (
     UPDATES_PER_MESSAGE,
     Membership,
 )
+from cluster_bus.routing import PeerTable
 
 TIMEOUT = 1000
 PERIOD = 100
@@ -253,6 +255,25 @@ def test_new_id_at_same_address_replaces_the_old_one():
     assert m.gossip_received(nid(1), (entry(2),), 20).learned == []  # old id forgotten
 
 
+def test_an_address_taken_from_the_link_replaces_no_node_and_is_replaced_by_none():
+    """tests/integration/test_multihost.py, one run in four: nodes 0 and 1,
+    bound to 0.0.0.0, met node 2 behind a forwarder before they had learned
+    their own IPs; node 2 saw both come from the forwarder's address, and the
+    second banned the first for REPLACED_TTL_MS (10 min): never converged."""
+    m = cluster(1)
+    hub = "10.213.7.254"
+    assert m.learn(nid(1), hub, 7000, 17000, 10, direct=True, inferred=True) is not None
+    assert m.learn(nid(2), hub, 7000, 17000, 11, direct=True, inferred=True) is not None
+    assert sorted(m.peers) == [nid(1), nid(2)] and m.removed == []
+    assert m.peers[nid(1)].inferred
+    # nor does an announced address end a node whose address was taken from its link
+    assert m.learn(nid(3), hub, 7000, 17000, 12, direct=True) is not None
+    assert sorted(m.peers) == [nid(1), nid(2), nid(3)]
+    # an announced address still replaces an announced one (a restart with a new id)
+    assert m.learn(nid(4), hub, 7000, 17000, 13, direct=True) is not None
+    assert nid(3) not in m.peers and nid(4) in m.peers
+
+
 def test_a_replaced_id_stays_out_even_from_its_own_late_frames():
     """Chaos seed 11: a killed node's heartbeat, queued in its orphaned socket
     behind a stalled path, arrived 11 s after its successor joined; read as the
@@ -405,6 +426,23 @@ def test_an_address_being_met_shows_for_the_handshake_timeout():
     assert m.pending_handshakes(1000 + max(TIMEOUT, 1000)) == []
     m.dial_reached(nid(5), ("10.0.0.9", 17009))
     assert m.handshakes == {}
+
+
+def test_a_node_with_an_address_in_its_handshake_is_not_converged():
+    """The seed of a LocalCluster, started first, knew the others only as two
+    addresses in their handshake (cluster_known_nodes 3) and said
+    cluster_filters_converged:1 with no link at all: the cluster was called
+    ready, and /healthz answered 503 right after."""
+    m = cluster(1)
+    routing = PeerTable()
+    assert sync_state(m, routing, lambda _: True, 1000).converged  # alone
+    m.handshakes[("10.0.0.9", 17009)] = ("ab" * 20, 1000, 7009)
+    assert not sync_state(m, routing, lambda _: True, 1000 + TIMEOUT - 1).converged
+    # past Redis's handshake timeout the address is no longer shown (still dialled)
+    assert sync_state(m, routing, lambda _: True, 1000 + max(TIMEOUT, 1000)).converged
+    m.handshakes[("10.0.0.9", 17009)] = ("ab" * 20, 5000, 7009)
+    m.dial_reached(nid(5), ("10.0.0.9", 17009))
+    assert sync_state(m, routing, lambda _: True, 5001).converged
 
 
 def test_an_address_a_known_node_holds_is_not_shown_in_handshake_too():
