@@ -9,7 +9,8 @@ subscribers on raw sockets (:class:`bench.loadgen.SubscriberPool`), runs
 time from ``/proc/<pid>/stat`` before and after: microseconds per request.
 
 The floor is a uvloop server whose ``data_received`` only counts the requests
-in each read and writes ``:0\\r\\n`` for each: every system call and event-loop
+in each read (their ``*`` array headers: no argument sent here holds one)
+and writes ``:0\\r\\n`` for each: every system call and event-loop
 turn a node makes at that load, and almost no Python. What bloomcast spends
 above it is its own Python work per request.
 
@@ -21,8 +22,12 @@ redis-benchmark per node at once), for bloomcast and Redis Cluster
 idle share during the run (near 0: the run is CPU-bound, so throughput
 follows CPU per PUBLISH).
 
+``--command SPUBLISH`` or ``PING``: the same reading for that request on one
+node (no subscribers; the floor answers it as it answers PUBLISH).
+
 ``uv run python -m bench.cpu_cost [--requests-p1 60000] [--requests-p16 300000]
-[--cluster 3,6,12]``: prints Markdown tables. Nothing here asserts a speed.
+[--command PUBLISH] [--cluster 3,6,12]``: prints Markdown tables. Nothing here
+asserts a speed.
 """
 
 from __future__ import annotations
@@ -59,7 +64,7 @@ _FLOOR_SERVER = """
 import asyncio, sys, uvloop
 class Floor(asyncio.Protocol):
     def connection_made(self, transport): self.transport = transport
-    def data_received(self, data): self.transport.write(b":0\\r\\n" * data.count(b"*3\\r\\n"))
+    def data_received(self, data): self.transport.write(b":0\\r\\n" * data.count(b"*"))
 async def main():
     await asyncio.get_running_loop().create_server(Floor, sys.argv[1], int(sys.argv[2]))
     await asyncio.Event().wait()
@@ -94,8 +99,22 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def one_case(server: Server | _FloorServer, pipeline: int, subs: int, requests: int) -> float:
-    """Microseconds of server CPU per PUBLISH."""
+#: ``--command``: the request redis-benchmark sends
+COMMANDS = {
+    "PUBLISH": ["PUBLISH", CHANNEL.decode(), MESSAGE.decode()],
+    "SPUBLISH": ["SPUBLISH", CHANNEL.decode(), MESSAGE.decode()],
+    "PING": ["PING"],
+}
+
+
+def one_case(
+    server: Server | _FloorServer,
+    pipeline: int,
+    subs: int,
+    requests: int,
+    command: str = "PUBLISH",
+) -> float:
+    """Microseconds of server CPU per request (``command`` of :data:`COMMANDS`)."""
     pool = SubscriberPool(server.port, CHANNEL, subs, MESSAGE) if subs else None
     if pool is not None:
         pool.start()
@@ -104,7 +123,7 @@ def one_case(server: Server | _FloorServer, pipeline: int, subs: int, requests: 
         cmd = [
             redis_benchmark_path(), "-h", LOOPBACK, "-p", str(server.port),
             "-c", "50", "-n", str(requests), "-P", str(pipeline), "-q",
-            "PUBLISH", CHANNEL.decode(), MESSAGE.decode(),
+            *COMMANDS[command],
         ]  # fmt: skip
         subprocess.run(
             cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True, timeout=600
@@ -115,7 +134,9 @@ def one_case(server: Server | _FloorServer, pipeline: int, subs: int, requests: 
             pool.stop()
 
 
-def run_cpu_cost(requests: dict[int, int]) -> dict[str, Any]:
+def run_cpu_cost(requests: dict[int, int], command: str = "PUBLISH") -> dict[str, Any]:
+    """PUBLISH with 0, 1 and 10 subscribers (of the channel); another command
+    without any."""
     starts: dict[str, Callable[[], Server | _FloorServer]] = {
         NODE: lambda: start_node(["--no-bus"]),
         REDIS: lambda: start_anchor(REDIS),
@@ -123,7 +144,7 @@ def run_cpu_cost(requests: dict[int, int]) -> dict[str, Any]:
     }
     rows = []
     for pipeline in sorted(requests):
-        for subs in (0, 1, 10):
+        for subs in (0, 1, 10) if command == "PUBLISH" else (0,):
             row: dict[str, Any] = {"pipeline": pipeline, "subscribers": subs}
             for name, start in starts.items():
                 if name == FLOOR and subs:
@@ -131,7 +152,7 @@ def run_cpu_cost(requests: dict[int, int]) -> dict[str, Any]:
                 server = start()
                 try:
                     time.sleep(0.5)
-                    row[name] = one_case(server, pipeline, subs, requests[pipeline])
+                    row[name] = one_case(server, pipeline, subs, requests[pipeline], command)
                 finally:
                     server.stop()
             rows.append(row)
@@ -225,6 +246,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--requests-p1", type=int, default=60_000)
     parser.add_argument("--requests-p16", type=int, default=300_000)
     parser.add_argument(
+        "--command", default="PUBLISH", choices=sorted(COMMANDS), help="the request (one node)"
+    )
+    parser.add_argument(
         "--cluster", default=None, help="cluster sizes (e.g. 3,6,12): the cluster table only"
     )
     args = parser.parse_args(argv)
@@ -233,7 +257,7 @@ def main(argv: list[str] | None = None) -> int:
         sizes = [int(x) for x in args.cluster.split(",")]
         print(cluster_markdown(run_cluster_cpu(sizes, requests)))
     else:
-        print(markdown(run_cpu_cost(requests)))
+        print(markdown(run_cpu_cost(requests, args.command)))
     return 0
 
 

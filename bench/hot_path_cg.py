@@ -42,23 +42,34 @@ CASES = {
     "fwd": (16, 0),
     "rx16": (16, 1),
     "rx1": (1, 1),
+    # the other commands run in line (issue 29): SPUBLISH to no subscriber, PING
+    "SPUB16": (16, 0),
+    "SPUB1": (1, 0),
+    "PING16": (16, 0),
+    "PING1": (1, 0),
+}
+#: the request and its reply of a case that is not PUBLISH's (``_drive``)
+OTHER_REQUESTS = {
+    "SPUB": (b"*3\r\n$8\r\nSPUBLISH\r\n$8\r\nbench:ch\r\n$5\r\nhello\r\n", b":0\r\n"),
+    "PING": (b"*1\r\n$4\r\nPING\r\n", b"+PONG\r\n"),
 }
 #: pipeline depth -> (long run, short run) in reads
 RUNS = {16: (220, 20), 1: (1200, 200)}
 
 
-async def _drive(depth: int, subscribers: int, reads: int) -> None:
-    """``reads`` reads of ``depth`` PUBLISH each, one loop turn per read."""
+async def _drive(depth: int, subscribers: int, reads: int, other: str = "") -> None:
+    """``reads`` reads of ``depth`` PUBLISH each (``other``: the request of
+    :data:`OTHER_REQUESTS`), one loop turn per read."""
     from bench.hot_path import REQUEST, publisher_and_subscribers
     from router import dispatch
 
     dispatch._SLICE_NS = 1 << 62  # no slicing under valgrind (module doc; both loops)
     client, publisher, _ = await publisher_and_subscribers(subscribers)
-    batch = REQUEST * depth
+    request, reply = OTHER_REQUESTS.get(other, (REQUEST, b":%d\r\n" % subscribers))
+    batch = request * depth
     for _ in range(reads):
         client.data_received(batch)
         await asyncio.sleep(0)
-    reply = b":%d\r\n" % subscribers
     if publisher.written != reads * depth * len(reply):
         raise RuntimeError(f"lost replies: {publisher.written} B")
 
@@ -89,7 +100,7 @@ def one(case: str, reads: int) -> None:
     elif case.startswith("rx"):
         work = receive(reads, depth)
     else:
-        work = _drive(depth, subscribers, reads)
+        work = _drive(depth, subscribers, reads, case.rstrip("0123456789"))
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
         runner.run(work)
 
@@ -126,6 +137,10 @@ def label(case: str) -> str:
         return f"forward_publish to 1 peer, {depth} a turn"
     if case.startswith("rx"):
         return f"forwarded PUBLISH received, {depth} a read, 1 subscriber"
+    if case.startswith("SPUB"):
+        return f"SPUBLISH, -P {depth}, 0 subscribers"
+    if case.startswith("PING"):
+        return f"PING, -P {depth}"
     return f"PUBLISH, -P {depth}, {subs} subscriber{'' if subs == 1 else 's'}"
 
 

@@ -3,8 +3,8 @@
 
 :class:`RequestParser`, the twin of :class:`router.parser.RequestParser`
 (the reference, pure Python + hiredis), and :func:`process`, the twin of the
-request loop :func:`router.dispatch.process`, which runs PUBLISH in line
-(the end of this file; ``tests/fuzz/fuzz_loop.py`` checks it).
+request loop :func:`router.dispatch.process`, which runs PUBLISH, SPUBLISH
+and PING in line (the end of this file; ``tests/fuzz/fuzz_loop.py`` checks it).
 
 The parser has the reference's public API, returns the same requests, raises
 the same :class:`router.parser.ProtocolError` with the same text at the same
@@ -322,8 +322,8 @@ cdef class RequestParser:
 
 
 # ---------------------------------------------------------------------------
-# The request loop: the twin of router.dispatch.process, with PUBLISH run in
-# line (the twin of dispatch.execute + commands.publish.publish for a
+# The request loop: the twin of router.dispatch.process, with PUBLISH,
+# SPUBLISH and PING run in line (the twin of dispatch.execute + commands.publish.publish for a
 # connection whose checks all pass; anything else goes through execute).
 
 from time import perf_counter_ns
@@ -395,6 +395,9 @@ cdef object CONNECTION_FLUSH = _Connection.flush
 cdef object ZERO = 0
 cdef object TWO = 2
 cdef str PUBLISH = "publish"
+cdef str SPUBLISH = "spublish"
+cdef str PING = "ping"
+cdef bytes PONG = _resp.PONG
 
 # the offsets of the slots read or written here: a connection's ...
 cdef Py_ssize_t OFF_AUTHENTICATED, OFF_BLOCKED, OFF_CHANNELS, OFF_CLOSED, OFF_LAST_COMMAND
@@ -535,19 +538,43 @@ cdef object SLICE = _SLICE
 cdef Py_hash_t MASK = _MASK
 
 
-cdef inline bint _is_publish(list args):
-    """``args`` is PUBLISH with its two arguments (ASCII case-insensitive)."""
-    cdef bytes name
-    cdef const char* p
-    if len(args) != 3:
-        return False
-    name = <bytes?>args[0]
-    if len(name) != 7:
-        return False
-    p = name
+# what a request may be run in line as (_in_line)
+cdef enum:
+    NOT_IN_LINE = 0
+    IN_LINE_PUBLISH = 1
+    IN_LINE_SPUBLISH = 2
+    IN_LINE_PING = 3
+
+
+cdef inline bint _is_publish_at(const char* p) noexcept nogil:
+    """``publish`` at ``p`` (7 bytes, ASCII case-insensitive)."""
     return ((p[0] | 32) == c'p' and (p[1] | 32) == c'u' and (p[2] | 32) == c'b'
             and (p[3] | 32) == c'l' and (p[4] | 32) == c'i' and (p[5] | 32) == c's'
             and (p[6] | 32) == c'h')
+
+
+cdef inline int _in_line(list args):
+    """Which command ``args`` is, when it is one run in line with a count of
+    arguments its handler accepts (the name ASCII case-insensitive, as the
+    command table's lookup): PUBLISH and SPUBLISH with two, PING with none or
+    one; else NOT_IN_LINE (``execute`` answers, an arity error included)."""
+    cdef Py_ssize_t argc = len(args)
+    if argc == 0 or argc > 3:
+        return NOT_IN_LINE
+    cdef bytes name = <bytes?>args[0]
+    cdef Py_ssize_t n = len(name)
+    cdef const char* p = name
+    if n == 7:
+        if argc == 3 and _is_publish_at(p):
+            return IN_LINE_PUBLISH
+    elif n == 8:
+        if argc == 3 and (p[0] | 32) == c's' and _is_publish_at(p + 1):
+            return IN_LINE_SPUBLISH
+    elif n == 4:
+        if (argc <= 2 and (p[0] | 32) == c'p' and (p[1] | 32) == c'i'
+                and (p[2] | 32) == c'n' and (p[3] | 32) == c'g'):
+            return IN_LINE_PING
+    return NOT_IN_LINE
 
 
 cdef inline char* _bulk_header(char* w, Py_ssize_t n) noexcept nogil:
@@ -583,12 +610,25 @@ cdef inline Py_ssize_t _bulk_header_size(Py_ssize_t n) noexcept nogil:
 cdef bytes _message(bytes channel, bytes payload):
     """The twin of :func:`router.resp.message`: ``[message, channel, payload]``
     (RESP2), built once in a bytes object of the right size."""
+    return _frame3(b"*3\r\n$7\r\nmessage\r\n", 17, channel, payload)
+
+
+cdef bytes _smessage(bytes channel, bytes payload):
+    """The twin of :func:`router.resp.smessage`: ``[smessage, shard channel,
+    payload]`` (RESP2)."""
+    return _frame3(b"*3\r\n$8\r\nsmessage\r\n", 18, channel, payload)
+
+
+cdef bytes _frame3(const char* head, Py_ssize_t nh, bytes channel, bytes payload):
+    """``head`` (a three-element array and its first bulk string, ``nh``
+    bytes), then ``channel`` and ``payload`` as bulk strings: one bytes
+    object of the right size."""
     cdef Py_ssize_t nc = len(channel), nm = len(payload)
-    cdef Py_ssize_t size = 17 + _bulk_header_size(nc) + nc + 2 + _bulk_header_size(nm) + nm + 2
+    cdef Py_ssize_t size = nh + _bulk_header_size(nc) + nc + 2 + _bulk_header_size(nm) + nm + 2
     cdef bytes frame = PyBytes_FromStringAndSize(NULL, size)
     cdef char* w = PyBytes_AS_STRING(frame)
-    memcpy(w, b"*3\r\n$7\r\nmessage\r\n", 17)
-    w = _bulk_header(w + 17, nc)
+    memcpy(w, head, nh)
+    w = _bulk_header(w + nh, nc)
     memcpy(w, PyBytes_AS_STRING(channel), nc)
     w[nc] = c'\r'
     w[nc + 1] = c'\n'
@@ -660,6 +700,19 @@ cdef Py_ssize_t _deliver(_Lane lane, bytes channel, bytes message) except -1:
     return n
 
 
+cdef Py_ssize_t _deliver_shard(_Lane lane, bytes channel, bytes message) except -1:
+    """The twin of :meth:`router.pubsub.PubSub.deliver` for SHARD_CHANNELS
+    (no pattern receives a shard channel's message); as :func:`_deliver`."""
+    cdef Py_hash_t h = hash(channel)
+    subs = (<dict?>(<list?>lane.shards[1])[h & MASK]).get(channel)
+    if subs is None:
+        return 0
+    cdef Py_ssize_t n = _write_to_all(lane, subs, _smessage(channel, message))
+    lane.delivered += n
+    lane.dirty = True
+    return n
+
+
 cdef inline long long _clamp(limit) except? -1:
     """A byte limit (a Python int) as a C long long: one past it is none a
     byte count here can reach, so LLONG_MAX compares the same."""
@@ -667,7 +720,7 @@ cdef inline long long _clamp(limit) except? -1:
 
 
 cdef class _Plane:
-    """What PUBLISH in line reads of a node that stays for the node's life
+    """What the commands in line read of a node that stays for the node's life
     (its pub/sub, stats and subscriber tables, made with it and never
     replaced), read once and kept in ``ctx.plane``."""
 
@@ -725,32 +778,36 @@ cdef inline bint _gate(conn, own) except -1:
 
 @cython.freelist(4)
 cdef class _Lane:
-    """What the in-line PUBLISH reads and counts of a connection's node.
+    """What the commands in line (PUBLISH, SPUBLISH, PING) read and count of
+    a connection's node.
 
-    Read once per run of PUBLISH: refreshed after any request that goes
-    through ``execute`` (only a command changes any of it; a PUBLISH in line
+    Read once per run of them: refreshed after any request that goes
+    through ``execute`` (only a command changes any of it; a command in line
     only writes to clients, which may close them, and the loop checks that).
 
     Counted here and written to the node by :meth:`settle`: the counters a
-    PUBLISH in line adds to (``publish_received``, ``messages_delivered``,
-    ``commands_processed``, PUBLISH's ``calls``) and ``node.turn_output``
+    command in line adds to (``publish_received``, ``messages_delivered``,
+    ``commands_processed``, each command's ``calls``) and ``node.turn_output``
     (``last_command`` is a slot, set as execute sets it). Nothing reads them while
-    PUBLISH runs in line (INFO, CLIENT LIST and the metrics run as commands
+    commands run in line (INFO, CLIENT LIST and the metrics run as commands
     or callbacks of their own), so the loop settles before anything that
     could: ``execute``, ``flush_all`` (which samples the metrics), the tap,
     blocking and the end of the read. What each PUBLISH read and wrote of
     them was a quarter of its instructions (docs/benchmarks.md)."""
 
-    cdef bint open  # the connection passes every check of execute for PUBLISH
+    cdef bint open  # the connection passes every check of execute for the commands in line
     cdef _Plane plane
-    cdef object conn, pubsub, node, nstats, stats, patterns, link, tap, ran
+    cdef object conn, pubsub, node, nstats, stats, patterns, link, tap
+    # the CommandStat of each command run in line (commandstats' defaultdict:
+    # made at its first run, as execute makes it), and its runs not counted yet
+    cdef object ran_publish, ran_spublish, ran_ping
+    cdef Py_ssize_t published, spublished, pinged
     cdef tuple shards
     cdef long long fanout  # commands.publish.FANOUT_BYTES_PER_TURN, read as it reads it
     cdef long long queue_limit  # settings.queue_limit (sys.maxsize for none)
     cdef long long turn_output  # node.turn_output, the node's again at settle()
     cdef object own  # the connection's class when its write() and flush() are Connection's, else None
-    cdef Py_ssize_t received  # PUBLISH begun in line since the last settle() (publish_received)
-    cdef Py_ssize_t published  # and ended (commands_processed, calls: counted after the handler)
+    cdef Py_ssize_t received  # (S)PUBLISH begun in line since the last settle() (publish_received)
     cdef Py_ssize_t delivered  # their messages_delivered
     cdef bint dirty  # something above is not the node's yet
 
@@ -766,7 +823,7 @@ cdef class _Lane:
             self.node = node = plane.node
             self.nstats = plane.nstats
             self.stats = plane.stats
-            self.ran = None  # commandstats' defaultdict: made at the first PUBLISH, as execute makes it
+            self.ran_publish = self.ran_spublish = self.ran_ping = None
             self.shards = plane.shards
             self.patterns = plane.patterns
             self.link = node.link
@@ -797,33 +854,46 @@ cdef class _Lane:
         self.node.turn_output = self.turn_output
         cdef Py_ssize_t received = self.received
         cdef Py_ssize_t published = self.published
+        cdef Py_ssize_t spublished = self.spublished
+        cdef Py_ssize_t pinged = self.pinged
         cdef Py_ssize_t delivered = self.delivered
-        self.received = self.published = self.delivered = 0
+        self.received = self.published = self.spublished = self.pinged = self.delivered = 0
         if received:
             _add(self.nstats, _NodeStats, OFF_PUBLISH_RECEIVED, "publish_received", received)
-        if published:
-            _add(self.stats, _NodeStats, OFF_COMMANDS_PROCESSED, "commands_processed", published)
-            _add(self.ran, _CommandStat, OFF_CALLS, "calls", published)
+        if published or spublished or pinged:
+            _add(self.stats, _NodeStats, OFF_COMMANDS_PROCESSED, "commands_processed",
+                 published + spublished + pinged)
+            if published:
+                _add(self.ran_publish, _CommandStat, OFF_CALLS, "calls", published)
+            if spublished:
+                _add(self.ran_spublish, _CommandStat, OFF_CALLS, "calls", spublished)
+            if pinged:
+                _add(self.ran_ping, _CommandStat, OFF_CALLS, "calls", pinged)
         if delivered:
             _add(self.nstats, _NodeStats, OFF_MESSAGES_DELIVERED, "messages_delivered", delivered)
         return 0
 
 
-cdef object _publish(_Lane lane, list args):
-    """PUBLISH for a connection every check of ``execute`` lets through
-    unchanged (``lane.open``): what ``dispatch.execute``,
-    ``commands.publish.publish`` and ``Node.publish`` do, in their order,
-    with the counting left to the lane. Returns the reply (bytes, or the
-    future of after_turn)."""
-    node = lane.node
+cdef inline int _name_command(_Lane lane, str name) except -1:
+    """dispatch.execute, before the handler: the command's name (a slot, set
+    now: a client cut while the command runs is logged with it)."""
     conn = lane.conn
-    # dispatch.execute, before the handler: the command's name (a slot, set
-    # now: a client cut while this PUBLISH runs is logged with it)
     if type(conn) is lane.own:
-        if _slot(conn, OFF_LAST_COMMAND) != <PyObject*>PUBLISH:
-            _store(conn, OFF_LAST_COMMAND, PUBLISH)
+        if _slot(conn, OFF_LAST_COMMAND) != <PyObject*>name:
+            _store(conn, OFF_LAST_COMMAND, name)
     else:
-        conn.last_command = PUBLISH
+        conn.last_command = name
+    return 0
+
+
+cdef object _publish(_Lane lane, list args, bint shard):
+    """PUBLISH (SPUBLISH: ``shard``) for a connection every check of
+    ``execute`` lets through unchanged (``lane.open``): what
+    ``dispatch.execute``, ``commands.publish.publish`` (``spublish``) and
+    ``Node.publish`` do, in their order, with the counting left to the lane.
+    Returns the reply (bytes, or the future of after_turn)."""
+    node = lane.node
+    _name_command(lane, SPUBLISH if shard else PUBLISH)
     cdef bytes channel = <bytes?>args[1]
     cdef bytes message = <bytes?>args[2]
     # Node.publish (the lane counts publish_received now, commands_processed
@@ -832,24 +902,58 @@ cdef object _publish(_Lane lane, list args):
     # that raises see the reference's counts)
     lane.received += 1
     lane.dirty = True
-    cdef Py_ssize_t receivers = _deliver(lane, channel, message)
+    cdef Py_ssize_t receivers = (
+        _deliver_shard(lane, channel, message) if shard else _deliver(lane, channel, message)
+    )
     node.publish_seq += 1
     seq = node.publish_seq
-    forwarded = lane.link.forward_publish(channel, message, False, seq)
+    forwarded = lane.link.forward_publish(channel, message, shard, seq)
     if lane.tap is not None:
         lane.settle()
-        node._record("origin", node.node_id, seq, channel, message, False, receivers, forwarded)
-    # commands.publish.publish (``client.in_exec`` is False: a connection in
-    # line is NORMAL, and a PUBLISH can only close it)
+        node._record("origin", node.node_id, seq, channel, message, shard, receivers, forwarded)
+    # commands.publish.publish / spublish (``client.in_exec`` is False: a
+    # connection in line is NORMAL, and a PUBLISH can only close it)
     reply = SMALL_INTEGERS[receivers] if receivers < 1024 else _resp.integer(receivers)
     if lane.turn_output > lane.fanout:
         reply = lane.pubsub.after_turn(reply)
-    # dispatch.execute, after the handler: commands_processed and PUBLISH's
-    # calls (the CommandStat made now, as execute makes it)
-    lane.published += 1
+    # dispatch.execute, after the handler: commands_processed and the
+    # command's calls (its CommandStat made now, as execute makes it)
     lane.dirty = True  # (a flush_all during the delivery settled the lane)
-    if lane.ran is None:
-        lane.ran = lane.stats.commands["publish"]
+    if shard:
+        lane.spublished += 1
+        if lane.ran_spublish is None:
+            lane.ran_spublish = lane.stats.commands["spublish"]
+        return reply
+    lane.published += 1
+    if lane.ran_publish is None:
+        lane.ran_publish = lane.stats.commands["publish"]
+    return reply
+
+
+cdef object _ping(_Lane lane, list args):
+    """PING with none or one argument for a connection every check of
+    ``execute`` lets through unchanged (``lane.open``): what
+    ``dispatch.execute`` and ``commands.connection.ping`` do, the counting
+    left to the lane. None for a RESP2 connection with a subscription (its
+    ``[pong, ...]`` reply is the reference's to give; such a connection is
+    SUBSCRIBED, which the lane does not run in line, so this is the
+    reference's test kept for a connection class that differs)."""
+    conn = lane.conn
+    cdef PyObject* slot
+    if type(conn) is not lane.own or _slot(conn, OFF_RESP) != <PyObject*>TWO:
+        if conn.resp == 2:
+            return None
+    else:
+        for offset in (OFF_CHANNELS, OFF_PATTERNS, OFF_SHARD_CHANNELS):
+            slot = _slot(conn, offset)
+            if slot == NULL or not PyDict_CheckExact(<object>slot) or PyDict_Size(<object>slot):
+                return None
+    _name_command(lane, PING)
+    reply = PONG if len(args) == 1 else _resp.bulk(<bytes?>args[1])
+    lane.pinged += 1
+    lane.dirty = True
+    if lane.ran_ping is None:
+        lane.ran_ping = lane.stats.commands["ping"]
     return reply
 
 
@@ -868,9 +972,9 @@ cdef inline bint _closing(conn, own) except -1:
 
 def process(conn, data=b"", double now=0.0):
     """The twin of :func:`router.dispatch.process` (see there): the same
-    loop, the same effects, in the same order; a PUBLISH whose checks all
-    pass runs in line (:func:`_publish`), everything else through
-    :func:`router.dispatch.execute`."""
+    loop, the same effects, in the same order; a PUBLISH or SPUBLISH whose
+    checks all pass runs in line (:func:`_publish`), and a PING (:func:`_ping`),
+    everything else through :func:`router.dispatch.execute`."""
     state = conn.state
     ctx = conn.ctx
     if data:
@@ -906,14 +1010,24 @@ def process(conn, data=b"", double now=0.0):
     last = None
     cdef Py_ssize_t n = 0
     cdef bytes breply
+    cdef int which
     cdef _Lane lane = _Lane()
     lane.refresh(conn, ctx)
     try:
         for args in conn.parser.requests():
-            if lane.open and _is_publish(args):
-                reply = _publish(lane, args)
-                ran = lane.ran
-            else:
+            reply = None
+            if lane.open:
+                which = _in_line(args)
+                if which == IN_LINE_PUBLISH:
+                    reply = _publish(lane, args, False)
+                    ran = lane.ran_publish
+                elif which == IN_LINE_SPUBLISH:
+                    reply = _publish(lane, args, True)
+                    ran = lane.ran_spublish
+                elif which == IN_LINE_PING:
+                    reply = _ping(lane, args)
+                    ran = lane.ran_ping
+            if reply is None:
                 lane.settle()
                 reply = _execute_quietly(conn, args) if conn.quiet else _execute(conn, args)
                 lane.refresh(conn, ctx)
@@ -1039,20 +1153,25 @@ def deliver_forwarded(node, origin, origin_seq, channel, message, shard):
     """The twin of :meth:`router.node.Node.deliver_forwarded` (bound to a
     node by :func:`router.dataplane.bind_node`): a forwarded PUBLISH
     delivered by the twin of the fan-out (:func:`_deliver`), counted by the
-    registry's resize policy, recorded by the tap. A forwarded SPUBLISH
-    takes the reference's path (the class's method)."""
-    if shard is not False or type(channel) is not bytes or type(message) is not bytes:
+    registry's resize policy, recorded by the tap; a forwarded SPUBLISH
+    (``shard`` True) by the twin of the shard channels' fan-out. Any other
+    ``shard`` or argument type takes the reference's path (the class's method)."""
+    if ((shard is not False and shard is not True) or type(channel) is not bytes
+            or type(message) is not bytes):
         return type(node).deliver_forwarded(node, origin, origin_seq, channel, message, shard)
     ctx = node.context
     cdef _Lane lane = _Lane()
     lane.for_node(_plane(ctx), ctx)
     cdef Py_ssize_t receivers
     try:
-        receivers = _deliver(lane, channel, message)
+        if shard:
+            receivers = _deliver_shard(lane, channel, message)
+        else:
+            receivers = _deliver(lane, channel, message)
     finally:
         lane.settle()
     changes = node.registry.forward_received(receivers == 0)
     if changes:
         node.link.filters_changed(changes)
     if node.tap is not None:
-        node._record("receiver", origin, origin_seq, channel, message, False, receivers, 0)
+        node._record("receiver", origin, origin_seq, channel, message, shard, receivers, 0)

@@ -7,7 +7,9 @@ Two in-process nodes on one event loop: the reference (the Python core's
 :func:`router.dispatch.process`, and :class:`router.parser.RequestParser`)
 and the twin (``router._dataplane.process`` and its parser). Each gets the
 same clients and, script by script, the same requests, split at the same
-random points: PUBLISH in every casing and arity, (P|S)(UN)SUBSCRIBE, MULTI /
+random points: PUBLISH, SPUBLISH and PING (the commands the twin runs in
+line) in every casing and arity and with names one letter off, RESP2
+subscribers PINGing, CONFIG RESETSTAT, (P|S)(UN)SUBSCRIBE, MULTI /
 EXEC / DISCARD, CLIENT REPLY, HELLO 2/3, RESET, AUTH as a restricted ACL
 user (no PUBLISH, or no channel) and as the default user, CLIENT PAUSE
 WRITE / UNPAUSE (postponed PUBLISH), QUIT, protocol errors, and PUBLISH
@@ -26,6 +28,7 @@ import importlib
 import random
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 from router import dataplane, dispatch
@@ -148,17 +151,34 @@ def message(rnd: random.Random) -> bytes:
     return rnd.choice([b"hi", b"", b"x" * rnd.randint(1, 300), b"-err", b"\r\n", b"y" * 1500])
 
 
+#: the commands run in line (router/_dataplane.pyx ``_in_line``), PUBLISH weighted most
+IN_LINE: list[Callable[[bytes, bytes], list[bytes]]] = [
+    lambda ch, msg: [b"publish", ch, msg],
+    lambda ch, msg: [b"publish", ch, msg],
+    lambda ch, msg: [b"publish", ch, msg],
+    lambda ch, msg: [b"spublish", ch, msg],
+    lambda ch, msg: [b"ping"],
+    lambda ch, msg: [b"ping", msg],
+]
+NEAR_NAMES = [
+    b"publis", b"publishx", b"pub\x00ish", b"p\xd5blish", b"spublis", b"xpublish",
+    b"spublishx", b"pin", b"pingx", b"p\xc9ng", b"pong", b"ping\x00",
+]  # fmt: skip
+
+
 def request(rnd: random.Random) -> list[bytes]:
     """One request's arguments, weighted towards PUBLISH and what gates it."""
     ch, pat = rnd.choice(CHANNELS), rnd.choice(PATTERNS)
     msg = message(rnd)
     r = rnd.random()
-    if r < 0.35:
-        args = [b"publish", ch, msg]
+    if r < 0.45:
+        # the commands the twin runs in line, at every count of arguments
+        # around theirs and with names one letter off
+        args = rnd.choice(IN_LINE)(ch, msg)
         if rnd.random() < 0.1:
             args = args[: rnd.randint(1, 2)] if rnd.random() < 0.5 else [*args, b"extra"]
         if rnd.random() < 0.03:
-            args[0] = rnd.choice([b"publis", b"publishx", b"pub\x00ish", b"p\xd5blish"])
+            args[0] = rnd.choice(NEAR_NAMES)
     else:
         args = rnd.choice(
             [
@@ -187,6 +207,9 @@ def request(rnd: random.Random) -> list[bytes]:
                 [b"client", b"pause", b"100000", b"write"],
                 [b"client", b"unpause"],
                 [b"pubsub", b"numsub", ch],
+                [b"config", b"resetstat"],
+                [b"acl", b"setuser", b"default", b"-ping"],
+                [b"acl", b"setuser", b"default", b"+ping"],
                 [b"acl", b"setuser", b"default", b"-publish"],
                 [b"acl", b"setuser", b"default", b"+publish"],
                 # a password for the default user: connections opened after
