@@ -4,9 +4,11 @@ fan-out: the loop must not leak a reference (issue 29).
 
 A node in-process (:mod:`bench.hot_path`: transports that only count bytes)
 with 2 channel subscribers (one RESP2, one RESP3: the push frame), and a
-pattern subscriber; a publisher sends batches of ``--pipeline`` PUBLISH (16;
-1 takes the lone request's flush twin), each batch one read and one loop
-turn, the message size varying (so no frame is the same object twice).
+pattern subscriber and a shard channel subscriber; a publisher sends batches
+of ``--pipeline`` PUBLISH (16; 1 takes the lone request's flush twin), then
+one SPUBLISH and one PING with an argument (the other commands run in line),
+each batch one read and one loop turn, the message size varying (so no
+frame is the same object twice).
 Prints the peak RSS (``ru_maxrss``, KiB) after a warm-up and at the end;
 exit 1 when it grew by more than ``--slack`` KiB or when the node is not
 running the compiled loop.
@@ -35,7 +37,12 @@ async def run(publishes: int, pipeline: int = 16) -> tuple[int, int]:
     if type(client.conn).receive is Connection.receive:
         raise RuntimeError("the node runs the Python core: build the extension")
     node = client._node
-    for hello in (b"HELLO 3\r\nSUBSCRIBE bench:ch\r\n", b"PSUBSCRIBE bench:*\r\n"):
+    subscribing = (
+        b"HELLO 3\r\nSUBSCRIBE bench:ch\r\n",
+        b"PSUBSCRIBE bench:*\r\n",
+        b"SSUBSCRIBE s\r\n",
+    )
+    for hello in subscribing:
         sub = Client(node)
         sub.connection_made(CountingTransport())  # type: ignore[arg-type]
         sub.data_received(hello)
@@ -46,7 +53,9 @@ async def run(publishes: int, pipeline: int = 16) -> tuple[int, int]:
         size = b"%d" % (i % 200 + 1)
         request = b"*3\r\n$7\r\nPUBLISH\r\n$8\r\nbench:ch\r\n$" + size + b"\r\n"
         request += b"x" * (i % 200 + 1) + b"\r\n"
-        client.data_received(request * pipeline)
+        tail = b"$" + size + b"\r\n" + b"y" * (i % 200 + 1) + b"\r\n"
+        others = b"*3\r\n$8\r\nSPUBLISH\r\n$1\r\ns\r\n" + tail + b"*2\r\n$4\r\nPING\r\n" + tail
+        client.data_received(request * pipeline + others)
         await asyncio.sleep(0)
         if i == batches // 10:
             warm = _rss_kib()
