@@ -323,8 +323,9 @@ cdef class RequestParser:
 
 # ---------------------------------------------------------------------------
 # The request loop: the twin of router.dispatch.process, with PUBLISH,
-# SPUBLISH and PING run in line (the twin of dispatch.execute + commands.publish.publish for a
-# connection whose checks all pass; anything else goes through execute).
+# SPUBLISH and PING run in line (the twin of dispatch.execute and their
+# handlers for a connection whose checks all pass; anything else goes
+# through execute).
 
 from time import perf_counter_ns
 
