@@ -114,7 +114,10 @@ class Heartbeats:
                 return
         else:
             rec.host, rec.client_port, rec.bus_port = host, msg.client_port, msg.bus_port
-            rec.inferred = not msg.host
+            if rec.inferred and msg.host:
+                ms.announced(rec, now)  # may replace a node there: version moves
+            elif not msg.host:
+                rec.inferred = True
         if (rec.tls_port, rec.hostname) != (msg.tls_port, msg.hostname):
             rec.tls_port, rec.hostname = msg.tls_port, msg.hostname
             ms.broadcasts.queue(peer)

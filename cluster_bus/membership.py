@@ -180,8 +180,9 @@ class Membership:
         link), which overrides a forget. ``inferred``: ``host`` is the
         address its link came from, as it announced none
         (:attr:`NodeRecord.inferred`): such an address replaces no node and
-        is replaced by none (behind a NAT or a forwarder, several nodes come
-        from one address). A lost node learned again is known again (a new
+        no known node is replaced at it (behind a NAT or a forwarder,
+        several nodes come from one address) until the node announces it
+        (:meth:`announced`). A lost node learned again is known again (a new
         record: its state starts alive)."""
         me = self.myself
         if node_id == self.my_id or (not direct and (host, bus_port) == (me.host, me.bus_port)):
@@ -195,18 +196,37 @@ class Membership:
             rec.host, rec.client_port, rec.bus_port = host, client_port, bus_port
             return None
         if not inferred:
-            for old in list(self.peers.values()):
-                if old.host == host and old.bus_port == bus_port and not old.inferred:
-                    self.forget(old.node_id, now_ms, replaced=True)
-            for gone in list(self.lost.values()):
-                if gone.node_id != node_id and (gone.host, gone.bus_port) == (host, bus_port):
-                    self.forget(gone.node_id, now_ms, replaced=True)
+            self._replace_at(node_id, host, bus_port, now_ms)
         self.lost.pop(node_id, None)
         rec = NodeRecord(node_id, host, client_port, bus_port, inferred=inferred)
         self.peers[node_id] = rec
         self.version += 1
         self.broadcasts.queue(node_id)
         return rec
+
+    def announced(self, rec: NodeRecord, now_ms: int) -> None:
+        """``rec``, known at the address its link came from, now announces
+        ``rec.host`` (it learned its own IP): the address rule of
+        :meth:`learn` applies now (a node restarted with a new id, bound to
+        0.0.0.0, first speaks without a host), and gossip may carry it."""
+        rec.inferred = False
+        self._replace_at(rec.node_id, rec.host, rec.bus_port, now_ms)
+        self.broadcasts.queue(rec.node_id)
+
+    def _replace_at(self, node_id: str, host: str, bus_port: int, now_ms: int) -> None:
+        """Forget every other known or lost node at ``host``:``bus_port``
+        whose address was announced: ``node_id`` replaces it there."""
+        for old in list(self.peers.values()):
+            if (
+                old.node_id != node_id
+                and old.host == host
+                and old.bus_port == bus_port
+                and not old.inferred
+            ):
+                self.forget(old.node_id, now_ms, replaced=True)
+        for gone in list(self.lost.values()):
+            if gone.node_id != node_id and (gone.host, gone.bus_port) == (host, bus_port):
+                self.forget(gone.node_id, now_ms, replaced=True)
 
     def forget(
         self,
@@ -458,8 +478,10 @@ class Membership:
         suspect it (so it can refute), queued changes (fewest transmissions
         first), then random entries; ``full``: every node (MEET and its PONG)."""
         peers = self.peers
+        # a node known only at the address its link came from is not
+        # gossiped until it announces one (NodeRecord.inferred)
         if full:
-            chosen = [r for r in peers.values() if r.node_id != to]
+            chosen = [r for r in peers.values() if r.node_id != to and not r.inferred]
             self._rng.shuffle(chosen)
             return tuple(r.entry() for r in chosen[:MEET_ENTRIES])
         entries: list[GossipEntry] = []
@@ -469,14 +491,16 @@ class Membership:
             entries.append(target.entry())
         for node_id in self.broadcasts.take(UPDATES_PER_MESSAGE, len(peers) + 1, skip=to):
             rec = self.myself if node_id == self.my_id else peers.get(node_id)
-            if rec is not None:
+            if rec is not None and not rec.inferred:
                 entries.append(rec.entry())
                 seen.add(node_id)
         if self._ids_version != self.version:
             self._ids, self._ids_version = list(peers), self.version
         ids = self._ids
         sample = self._rng.sample(ids, min(len(ids), RANDOM_ENTRIES + len(seen)))
-        for node_id in [i for i in sample if i not in seen][:RANDOM_ENTRIES]:
+        for node_id in [i for i in sample if i not in seen and not peers[i].inferred][
+            :RANDOM_ENTRIES
+        ]:
             entries.append(peers[node_id].entry())
         return tuple(entries)
 

@@ -37,7 +37,8 @@ class NodeRecord:
     hostname: str = ""  # its cluster-announce-hostname, as announced
     #: ``host`` is the address its link came from, not one it announced (it
     #: has not learned its own IP yet): behind a NAT or a forwarder, several
-    #: nodes come from one address, so it replaces no other node's record
+    #: nodes come from one address, so until it announces one it replaces no
+    #: other node's record, none replaces it, and it is not gossiped
     inferred: bool = False
 
     @property

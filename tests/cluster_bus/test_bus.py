@@ -428,7 +428,12 @@ def test_rebuilt_filter_at_new_m_is_announced_whole():
     run(main())
 
 
-def test_restart_with_new_id_on_same_port_rejoins_with_full_filter_exchange():
+@pytest.mark.parametrize("bind", ["127.0.0.1", "0.0.0.0"])
+def test_restart_with_new_id_on_same_port_rejoins_with_full_filter_exchange(bind):
+    """Bound to 0.0.0.0, the new id first speaks without a host (it learns its
+    IP from the MEETs it receives): it replaces the old id once it announces
+    the address (cluster_bus.membership ``announced``)."""
+
     async def main():
         pairs = await start_cluster(3)
         nodes = [p[0] for p in pairs]
@@ -439,7 +444,9 @@ def test_restart_with_new_id_on_same_port_rejoins_with_full_filter_exchange():
             crash(buses[2])
             node = BusTestNode()
             node.subscribe(b"after.restart")  # subscribed before it rejoins
-            cfg = config(port=port, client_port=1002, join=[f"127.0.0.1:{buses[0].port}"])
+            cfg = config(
+                port=port, client_port=1002, join=[f"127.0.0.1:{buses[0].port}"], bind=bind
+            )
             bus = ClusterBus(node, cfg)
             await bus.start()
             pairs[2] = (node, bus)

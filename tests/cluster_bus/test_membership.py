@@ -272,6 +272,23 @@ def test_an_address_taken_from_the_link_replaces_no_node_and_is_replaced_by_none
     # an announced address still replaces an announced one (a restart with a new id)
     assert m.learn(nid(4), hub, 7000, 17000, 13, direct=True) is not None
     assert nid(3) not in m.peers and nid(4) in m.peers
+    # a node known only at its link's address is not gossiped until it announces one
+    for full in (True, False):
+        for _ in range(20):
+            assert {e.node_id for e in m.gossip_for(nid(9), full=full)} <= {nid(4)}
+
+
+def test_a_new_id_at_a_known_address_replaces_the_old_one_once_it_announces_it():
+    """A node bound to 0.0.0.0 restarted with a new id (no nodes file) first
+    speaks without a host (it learns its IP from the MEETs it receives): its
+    record, at the address its link came from, replaces the old id only when
+    it announces that address, and then as a restart always did."""
+    m = cluster(3)
+    new = m.learn(nid(8), "127.0.0.1", 7002, 17002, 10, direct=True, inferred=True)
+    assert new is not None and nid(2) in m.peers  # not yet: it announced nothing
+    m.announced(new, 20)
+    assert nid(2) not in m.peers and nid(8) in m.peers and not new.inferred
+    assert [e.node_id for e in m.gossip_for(nid(1), full=True)].count(nid(8)) == 1
 
 
 def test_a_replaced_id_stays_out_even_from_its_own_late_frames():
