@@ -18,8 +18,9 @@ keeps the references; ``tests/fuzz/fuzz_forwarding.py`` compares the two):
 - :func:`publishes_received`, of
   :meth:`cluster_bus.forwarding.Forwarding.publishes_received`: the
   session's in-order prefix (:meth:`cluster_bus.session.InSession.in_order`)
-  counted in C and delivered; what follows a gap or a duplicate goes to the
-  reference's ``_one_received``.
+  counted in C and handed to the node as one run
+  (``LocalDelivery.deliver_forwarded_run``); what follows a gap or a
+  duplicate goes to the reference's ``_one_received``.
 - :class:`Forwarder`, whose ``forward`` is the twin of
   :meth:`cluster_bus.forwarding.Forwarding.forward`: the route from the
   routing table's caches (a miss asks the table,
@@ -231,17 +232,9 @@ def publishes_received(self, link, msgs):
     assert peer is not None
     session = self.in_sessions.get(peer) or self._in(peer)
     cdef Py_ssize_t n = _in_order(session, run) if type(session) is IN_SESSION else session.in_order(run)
-    deliver = self.node.deliver_forwarded
+    if n:
+        self.node.deliver_forwarded_run(peer, run, n)
     cdef Py_ssize_t i
-    for i in range(n):  # (the run is the link's alone: each read as the reference's msgs[i])
-        if i >= PyList_GET_SIZE(run):
-            raise IndexError("list index out of range")
-        msg = <object>PyList_GET_ITEM(run, i)  # held: owned, as the fields below
-        origin_seq = <object>PyTuple_GET_ITEM(msg, 1)
-        shard = <object>PyTuple_GET_ITEM(msg, 2)
-        channel = <object>PyTuple_GET_ITEM(msg, 3)
-        payload = <object>PyTuple_GET_ITEM(msg, 4)
-        deliver(peer, origin_seq, channel, payload, shard)
     for i in range(n, PyList_GET_SIZE(run)):
         if i >= PyList_GET_SIZE(run):
             raise IndexError("list index out of range")

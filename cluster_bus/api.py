@@ -21,10 +21,13 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field, replace
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from bloom import CountingBloomFilter, PatternFilter
 from cluster_bus.slots import CLUSTER_SLOTS
+
+if TYPE_CHECKING:
+    from cluster_bus.frames import Publish
 
 FilterName = Literal["channels", "patterns"]
 FILTER_NAMES: tuple[FilterName, ...] = ("channels", "patterns")
@@ -160,6 +163,15 @@ class LocalDelivery(Protocol):
         subscribers (shard channels when ``shard``), never forward it again.
         Counting false positives and recording the traffic event are the
         node's."""
+        ...
+
+    def deliver_forwarded_run(self, origin: str, msgs: list[Publish], count: int) -> None:
+        """The first ``count`` frames of ``msgs`` (PUBLISH frames ``origin``
+        forwarded, read in order on one link: the decoder's ``Publish``
+        tuples), each as :meth:`deliver_forwarded` delivers it, in order: one
+        call per read of them, not per frame (the compiled twin settles its
+        counters once per run). ``count`` <= len(msgs); IndexError otherwise,
+        after the frames before it."""
         ...
 
     def filter_snapshot(self, name: FilterName) -> FilterSnapshot:

@@ -195,10 +195,8 @@ class Forwarding:
         assert peer is not None
         session = self.in_sessions.get(peer) or self._in(peer)
         n = session.in_order(msgs)
-        deliver = self.node.deliver_forwarded
-        for i in range(n):
-            _, origin_seq, shard, channel, payload = msgs[i]
-            deliver(peer, origin_seq, channel, payload, shard)
+        if n:
+            self.node.deliver_forwarded_run(peer, msgs, n)
         for i in range(n, len(msgs)):
             self._one_received(link, peer, session, msgs[i])
 

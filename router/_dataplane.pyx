@@ -351,7 +351,7 @@ from router.connection import Connection as _Connection, HotFields as _HotFields
 from router.stats import CommandStat as _CommandStat, NodeStats as _NodeStats
 
 from cpython.dict cimport PyDict_CheckExact, PyDict_Size
-from cpython.list cimport PyList_Append, PyList_CheckExact, PyList_GET_SIZE
+from cpython.list cimport PyList_Append, PyList_CheckExact, PyList_GET_ITEM, PyList_GET_SIZE
 from cpython.long cimport (
     PyLong_AsLongLongAndOverflow,
     PyLong_AsSsize_t,
@@ -1176,3 +1176,117 @@ def deliver_forwarded(node, origin, origin_seq, channel, message, shard):
         node.link.filters_changed(changes)
     if node.tap is not None:
         node._record("receiver", origin, origin_seq, channel, message, shard, receivers, 0)
+
+
+from router import registry as _registry_module
+from router.registry import Registry as _Registry
+from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE
+from cpython.pyport cimport PY_SSIZE_T_MAX
+
+
+cdef dict REGISTRY_GLOBALS = vars(_registry_module)  # FP_CHECK_EVERY, read as the reference reads it
+cdef Py_ssize_t OFF_WINDOW_RECEIVED = _offset("_window_received", _Registry)
+cdef Py_ssize_t OFF_WINDOW_FALSE = _offset("_window_false", _Registry)
+cdef Py_ssize_t OFF_FALSE_POSITIVES = _offset("false_positives_received", _Registry)
+
+
+cdef int _count_forwards(registry, Py_ssize_t received, Py_ssize_t false) except -1:
+    """What :meth:`router.registry.Registry.forward_received` adds for
+    ``received`` forwards (``false`` of them without a receiver) none of
+    which ends its window."""
+    if received:
+        _add(registry, _Registry, OFF_WINDOW_RECEIVED, "_window_received", received)
+    if false:
+        _add(registry, _Registry, OFF_FALSE_POSITIVES, "false_positives_received", false)
+        _add(registry, _Registry, OFF_WINDOW_FALSE, "_window_false", false)
+    return 0
+
+
+cdef Py_ssize_t _window(registry, Py_ssize_t end) noexcept:
+    """The resize policy's window count when the twin may count it (an int
+    in [0, end)), else -1: each forward then calls ``forward_received``."""
+    cdef PyObject* at = _slot(registry, OFF_WINDOW_RECEIVED)
+    if at == NULL or not PyLong_CheckExact(<object>at):
+        return -1
+    cdef int overflow = 0
+    cdef long long value = PyLong_AsLongLongAndOverflow(<object>at, &overflow)
+    return value if not overflow and 0 <= value < end else -1
+
+
+def deliver_forwarded_run(node, origin, msgs, count):
+    """The twin of :meth:`router.node.Node.deliver_forwarded_run` (bound to a
+    node by :func:`router.dataplane.bind_node`): a read's run of forwarded
+    PUBLISH / SPUBLISH delivered with one lane (its counters settled once
+    per run, as a pipelined read of PUBLISH settles them), and the
+    registry's resize policy counted here while its window is not due: the
+    registry's counters are written at the end of the run, or before any
+    Python call (the window's end, a filter change, the tap). A frame that
+    is not the decoder's (a 5-tuple of bool shard, bytes channel and
+    message) goes to ``node.deliver_forwarded`` as the reference sends it."""
+    if type(msgs) is not list or type(count) is not int:
+        return type(node).deliver_forwarded_run(node, origin, msgs, count)
+    cdef Py_ssize_t n = count if count < PY_SSIZE_T_MAX else PY_SSIZE_T_MAX
+    ctx = node.context
+    cdef _Plane plane = _plane(ctx)
+    cdef _Lane lane = _Lane()
+    lane.for_node(plane, ctx)
+    registry = node.registry
+    every = REGISTRY_GLOBALS.get("FP_CHECK_EVERY")
+    # the window counted here (else every forward calls forward_received)
+    cdef Py_ssize_t end = every if type(every) is int and 0 < every < PY_SSIZE_T_MAX else 0
+    cdef Py_ssize_t w = _window(registry, end) if type(registry) is _Registry and end else -1
+    cdef bint counted = w >= 0
+    cdef Py_ssize_t got = 0, false = 0, receivers, i = 0
+    try:
+        while i < n:
+            if i >= PyList_GET_SIZE(msgs):
+                raise IndexError("list index out of range")
+            msg = <object>PyList_GET_ITEM(msgs, i)  # held: owned, as the fields below
+            i += 1
+            if not isinstance(msg, tuple) or PyTuple_GET_SIZE(msg) != 5:
+                shard = None  # (not the decoder's: the reference's unpacking below)
+            else:
+                origin_seq = <object>PyTuple_GET_ITEM(msg, 1)
+                shard = <object>PyTuple_GET_ITEM(msg, 2)
+                channel = <object>PyTuple_GET_ITEM(msg, 3)
+                message = <object>PyTuple_GET_ITEM(msg, 4)
+            if ((shard is not False and shard is not True) or type(channel) is not bytes
+                    or type(message) is not bytes):
+                lane.settle()
+                _count_forwards(registry, got, false)
+                got = false = 0
+                _, origin_seq, shard, channel, message = msg
+                node.deliver_forwarded(origin, origin_seq, channel, message, shard)
+                lane.for_node(plane, ctx)
+                if counted:
+                    w = _window(registry, end)
+                    counted = w >= 0
+                continue
+            if shard:
+                receivers = _deliver_shard(lane, channel, message)
+            else:
+                receivers = _deliver(lane, channel, message)
+            if counted and w + 1 < end:
+                w += 1
+                got += 1
+                false += receivers == 0
+            else:
+                lane.settle()
+                _count_forwards(registry, got, false)
+                got = false = 0
+                changes = registry.forward_received(receivers == 0)
+                if changes:
+                    node.link.filters_changed(changes)
+                lane.for_node(plane, ctx)
+                if counted:
+                    w = _window(registry, end)
+                    counted = w >= 0
+            if node.tap is not None:
+                lane.settle()
+                _count_forwards(registry, got, false)
+                got = false = 0
+                node._record("receiver", origin, origin_seq, channel, message, shard, receivers, 0)
+                lane.for_node(plane, ctx)
+    finally:
+        lane.settle()
+        _count_forwards(registry, got, false)

@@ -30,7 +30,14 @@ if TYPE_CHECKING:
 log = logging.getLogger("bloomcast.node")
 
 #: what a compiled module must have (an older build may lack the later twins)
-TWINS = ("RequestParser", "process", "flush_all", "schedule_flush", "deliver_forwarded")
+TWINS = (
+    "RequestParser",
+    "process",
+    "flush_all",
+    "schedule_flush",
+    "deliver_forwarded",
+    "deliver_forwarded_run",
+)
 
 
 def load() -> ModuleType | None:
@@ -91,9 +98,11 @@ def bind_node(module: ModuleType | None, node: Node) -> None:
     """Give ``node`` the compiled twins of its own methods, before its
     first client: ``flush_all`` (the end of a loop turn),
     ``schedule_flush`` (which each connection is given) and
-    ``deliver_forwarded`` (what the bus calls for each forwarded PUBLISH).
+    ``deliver_forwarded`` (what the bus calls for a forwarded PUBLISH) and
+    ``deliver_forwarded_run`` (for a read's run of them).
     With the Python core, the node keeps its methods."""
     if module is not None:
         node.flush_all = MethodType(module.flush_all, node)  # type: ignore[method-assign]
         node.schedule_flush = MethodType(module.schedule_flush, node)  # type: ignore[method-assign]
         node.deliver_forwarded = MethodType(module.deliver_forwarded, node)  # type: ignore[method-assign]
+        node.deliver_forwarded_run = MethodType(module.deliver_forwarded_run, node)  # type: ignore[method-assign]

@@ -52,6 +52,7 @@ from router.settings import Settings
 from router.stats import InstantaneousMetrics, NodeStats
 
 if TYPE_CHECKING:
+    from cluster_bus.frames import Publish
     from spark.events import Role, TrafficRecorder
 
 log = logging.getLogger("bloomcast.node")
@@ -260,6 +261,14 @@ class Node:
             self.link.filters_changed(changes)
         if self.tap is not None:
             self._record("receiver", origin, origin_seq, channel, message, shard, receivers, 0)
+
+    def deliver_forwarded_run(self, origin: str, msgs: list[Publish], count: int) -> None:
+        """The first ``count`` of a run of PUBLISH frames ``origin`` forwarded
+        (LocalDelivery), each delivered as :meth:`deliver_forwarded` does."""
+        deliver = self.deliver_forwarded
+        for i in range(count):
+            _, origin_seq, shard, channel, payload = msgs[i]
+            deliver(origin, origin_seq, channel, payload, shard)
 
     def _record(
         self,

@@ -53,6 +53,10 @@ class BusTestNode:
         else:
             self.false_positives += 1
 
+    def deliver_forwarded_run(self, origin: str, msgs: list[Publish], count: int) -> None:
+        for _, origin_seq, shard, channel, payload in msgs[:count]:
+            self.deliver_forwarded(origin, origin_seq, channel, payload, shard)
+
     def forwards_lost(self, origin: str, count: int, from_ms: int, to_ms: int) -> None:
         self.lost.append((origin, count))
         self.lost_bounds = (from_ms, to_ms)

@@ -46,6 +46,7 @@ from cluster_bus.forwarding import Forwarding
 from cluster_bus.frames import FilterKind, Resend, Session
 from cluster_bus.handshake import Handshake
 from cluster_bus.link import Link
+from router import registry as registry_module
 from tests.fuzz.fuzz_loop import Side, nodes
 
 PEER = "ab" * 20
@@ -117,24 +118,27 @@ def _next(seq: int, by: int = 1) -> int:
     return (seq - 1 + by) % 0xFFFFFFFF + 1
 
 
-def stream(rnd: random.Random, sender: int, seq: int) -> bytes:
+def stream(rnd: random.Random, sender: int, seq: int, clean: bool = False) -> bytes:
     """Frames from the peer, numbered from ``seq``: mostly the next PUBLISH,
-    some out of order."""
+    some out of order (``clean``: up to 120 PUBLISH, all in order); now and
+    then mostly to a channel nobody here wants (false positives, which the
+    resize policy counts)."""
     parts = []
+    channels = CHANNELS if rnd.random() < 0.7 else [b"b"] * 9 + [b"a"]
     session = rnd.getrandbits(64) or 1
-    for _ in range(rnd.randint(1, 40)):
-        r = rnd.random()
+    for _ in range(rnd.randint(20, 120) if clean else rnd.randint(1, 40)):
+        r = 0.0 if clean else rnd.random()
         if r < 0.8:
-            shift = rnd.choice([0] * 12 + [-1, -3, 1, 2])
+            shift = 0 if clean else rnd.choice([0] * 12 + [-1, -3, 1, 2])
             number = _next(seq, shift)
             payload = rnd.choice([b"hi", b"", b"p" * rnd.randint(1, 400)])
             frame = encode_publish(
                 sender, number, rnd.getrandbits(rnd.choice([8, 64])),
-                rnd.random() < 0.15, rnd.choice(CHANNELS), payload,
+                rnd.random() < 0.15, rnd.choice(channels), payload,
             )  # fmt: skip
             if number == seq:
                 seq = _next(seq)
-            if rnd.random() < 0.03:
+            if not clean and rnd.random() < 0.03:
                 frame = _corrupt(rnd, bytearray(frame))
             parts.append(frame)
         elif r < 0.88:
@@ -188,9 +192,22 @@ def rx_state(side: Side, link: Link, transport: Recorder) -> Any:
         None if session is None else _in_session(session, PEER in bus.forwarding._gaps),
         stats,
         node.stats.messages_delivered,
-        node.registry.false_positives_received,
+        _registry(node.registry),
         node.turn_output,
         [client.conn.closed for client in side.clients if client.conn is not None],
+    )
+
+
+def _registry(registry: Any) -> tuple[Any, ...]:
+    """The resize policy's state: its counters, window and channel filter."""
+    cf = registry.channel_filter
+    return (
+        registry.false_positives_received,
+        registry._window_received,
+        registry._window_false,
+        registry.filter_epoch,
+        cf.m,
+        cf.fingerprint(),
     )
 
 
@@ -202,8 +219,23 @@ def pair() -> tuple[Any, Any]:
 
 
 async def script_in(rnd: random.Random) -> None:
+    # the resize policy's window: its end falls inside the runs of a read, and
+    # a small filter on the receivers makes a window of false positives resize it
+    every = rnd.choice([registry_module.FP_CHECK_EVERY, 3, 20])
+    saved, registry_module.FP_CHECK_EVERY = registry_module.FP_CHECK_EVERY, every
+    try:
+        await _script_in(rnd)
+    finally:
+        registry_module.FP_CHECK_EVERY = saved
+
+
+async def _script_in(rnd: random.Random) -> None:
     ref, twin = pair()
-    max_body = rnd.choice([1 << 20, 200, 40, -1])
+    if rnd.random() < 0.3:
+        for node in (ref, twin):
+            node.registry.rebuild_channel_filter(64)
+    clean = rnd.random() < 0.25  # long runs in order: the resize policy's windows end in them
+    max_body = 1 << 20 if clean else rnd.choice([1 << 20, 200, 40, -1])
     # a subscriber over a small pubsub limit is closed mid-delivery
     limit = rnd.choice([b'"pubsub 0 0 0"', b'"pubsub 0 0 0"', b'"pubsub 300 0 0"'])
     sides = [
@@ -211,10 +243,12 @@ async def script_in(rnd: random.Random) -> None:
         await receiving_side(twin, True, max_body, limit),
     ]
     start = rnd.choice([1, 1, 0xFFFFFFFF - rnd.randint(0, 20)])  # and across the wrap
-    odd = rnd.random() < 0.05  # an expected number no frame has: the reference's in_order
+    odd = (
+        not clean and rnd.random() < 0.05
+    )  # an expected number no frame has: the reference's in_order
     for _, link, _ in sides:
         link.owner.forwarding._in(PEER).expected = 0 if odd else start  # type: ignore[attr-defined]
-    data = stream(rnd, short_id(PEER), start)
+    data = stream(rnd, short_id(PEER), start, clean)
     cuts = sorted(rnd.sample(range(1, len(data)), max(0, min(len(data) - 1, rnd.randint(0, 8)))))
     for a, b in zip([0, *cuts], [*cuts, len(data)], strict=True):
         results = []

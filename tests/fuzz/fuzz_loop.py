@@ -31,6 +31,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from cluster_bus.frames import Publish
 from router import dataplane, dispatch
 from router.client import Client
 from router.commands import publish as publish_command
@@ -122,6 +123,17 @@ class Side:
                 client.data_received(data)
 
 
+def forwarded_run(rnd: random.Random, step: int) -> tuple[list[Publish], int]:
+    """The decoder's ``Publish`` tuples of a read, and how many of them are
+    in order (now and then one more than the run: IndexError after the run);
+    one in 20 has ``shard`` 0 (not a bool: the reference's own path)."""
+    run = []
+    for i in range(rnd.randint(1, 6)):
+        shard: Any = rnd.random() < 0.2 if rnd.random() < 0.95 else 0
+        run.append(Publish(step, step * 100 + i, shard, rnd.choice(CHANNELS), message(rnd)))
+    return run, rnd.choice([len(run), len(run), rnd.randint(0, len(run) + 1)])
+
+
 def nodes() -> tuple[Node, Node]:
     """(reference, twin), whatever ``BLOOMCAST_NO_EXTENSIONS`` says; ImportError
     if the extension is not built."""
@@ -132,6 +144,7 @@ def nodes() -> tuple[Node, Node]:
     vars(ref).pop("flush_all", None)  # the reference Node.flush_all
     vars(ref).pop("schedule_flush", None)  # and Node.schedule_flush
     vars(ref).pop("deliver_forwarded", None)  # and Node.deliver_forwarded
+    vars(ref).pop("deliver_forwarded_run", None)  # and Node.deliver_forwarded_run
     twin.context.parser_class = module.RequestParser
     twin.context.connection_class = dataplane.connection_class(module)
     dataplane.bind_node(module, twin)
@@ -339,6 +352,17 @@ async def _script(rnd: random.Random, steps: int) -> None:
             forwarded = (rnd.choice(CHANNELS), message(rnd), rnd.random() < 0.2)
             for side in sides:
                 side.node.deliver_forwarded(PEER, step, *forwarded)
+        elif rnd.random() < 0.1:  # a read's run of them
+            run, count = forwarded_run(rnd, step)
+            errors = []
+            for side in sides:
+                try:
+                    side.node.deliver_forwarded_run(PEER, list(run), count)
+                    errors.append(None)
+                except IndexError as exc:
+                    errors.append(repr(exc))
+            if errors[0] != errors[1]:
+                raise AssertionError(f"step {step}, a forwarded run: {errors}")
         if rnd.random() < 0.7:
             await asyncio.sleep(0)
         for side in sides:

@@ -11,7 +11,11 @@ import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
+import pytest
+
 from bloom import CountingBloomFilter
+from cluster_bus.frames import Publish
+from router import registry as registry_module
 from router.config import NodeConfig
 from router.info import info_sections
 from router.kinds import CHANNELS
@@ -157,6 +161,36 @@ def test_node_hands_a_rebuilt_filter_to_its_link():
             for i in range(FP_CHECK_EVERY):
                 node.deliver_forwarded(ORIGIN, i, b"other%d" % i, b"x", False)
             assert [[c.m for c in call] for call in link.calls] == [[128]]
+
+    asyncio.run(scenario())
+
+
+def test_a_run_of_forwards_is_delivered_counted_and_recorded_as_each_forward(monkeypatch):
+    # the run the bus hands over for a read (Node.deliver_forwarded_run; its
+    # compiled twin counts the resize policy's window itself until it ends)
+    monkeypatch.setattr(registry_module, "FP_CHECK_EVERY", 4)
+
+    async def scenario() -> None:
+        async with wired_node() as (node, link, tap):
+            r, w = await subscribed(node.port, b"news")
+            channels = [b"news", b"nobody", b"nobody", b"news", b"x", b"y", b"news", b"z"]
+            run = [Publish(i, 10 + i, False, ch, b"m%d" % i) for i, ch in enumerate(channels)]
+            node.deliver_forwarded_run(ORIGIN, run, 7)  # the eighth is not in order
+            frames = [b"*3\r\n$7\r\nmessage\r\n$4\r\nnews\r\n$2\r\nm%d\r\n" % i for i in (0, 3, 6)]
+            got = await asyncio.wait_for(r.readexactly(sum(map(len, frames))), 5)
+            assert got == b"".join(frames)
+            assert [(e.event_id, e.receivers) for e in tap.events] == [
+                (f"{ORIGIN}-{10 + i}", int(ch == b"news")) for i, ch in enumerate(channels[:7])
+            ]
+            registry = node.registry
+            assert registry.false_positives_received == 4
+            assert (registry._window_received, registry._window_false) == (7 % 4, 2)
+            assert node.stats.messages_delivered == 3
+            with pytest.raises(IndexError):  # one past the run: after its frames
+                node.deliver_forwarded_run(ORIGIN, run[7:], 2)
+            assert registry.false_positives_received == 5 and len(tap.events) == 8
+            assert len(link.calls) == 1  # the SUBSCRIBE's change only
+            w.close()
 
     asyncio.run(scenario())
 
