@@ -810,6 +810,8 @@ cdef class _Lane:
     cdef object own  # the connection's class when its write() and flush() are Connection's, else None
     cdef Py_ssize_t received  # (S)PUBLISH begun in line since the last settle() (publish_received)
     cdef Py_ssize_t delivered  # their messages_delivered
+    cdef object registry  # a run of forwards' (deliver_forwarded_run), else None
+    cdef Py_ssize_t forwards, false_forwards  # forwards it counted for the registry, and without receiver
     cdef bint dirty  # something above is not the node's yet
 
     cdef int refresh(self, conn, ctx) except -1:
@@ -872,6 +874,11 @@ cdef class _Lane:
                 _add(self.ran_ping, _CommandStat, OFF_CALLS, "calls", pinged)
         if delivered:
             _add(self.nstats, _NodeStats, OFF_MESSAGES_DELIVERED, "messages_delivered", delivered)
+        cdef Py_ssize_t forwards = self.forwards
+        cdef Py_ssize_t false_forwards = self.false_forwards
+        if forwards:
+            self.forwards = self.false_forwards = 0
+            _count_forwards(self.registry, forwards, false_forwards)
         return 0
 
 
@@ -1180,8 +1187,12 @@ def deliver_forwarded(node, origin, origin_seq, channel, message, shard):
 
 from router import registry as _registry_module
 from router.registry import Registry as _Registry
+from cluster_bus.frames import Publish as _Publish
+from cpython.method cimport PyMethod_Check, PyMethod_GET_FUNCTION
 from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE
 from cpython.pyport cimport PY_SSIZE_T_MAX
+
+cdef object PUBLISH_FRAME = _Publish  # the bus decoder's tuple
 
 
 cdef dict REGISTRY_GLOBALS = vars(_registry_module)  # FP_CHECK_EVERY, read as the reference reads it
@@ -1218,13 +1229,19 @@ def deliver_forwarded_run(node, origin, msgs, count):
     node by :func:`router.dataplane.bind_node`): a read's run of forwarded
     PUBLISH / SPUBLISH delivered with one lane (its counters settled once
     per run, as a pipelined read of PUBLISH settles them), and the
-    registry's resize policy counted here while its window is not due: the
-    registry's counters are written at the end of the run, or before any
-    Python call (the window's end, a filter change, the tap). A frame that
-    is not the decoder's (a 5-tuple of bool shard, bytes channel and
-    message) goes to ``node.deliver_forwarded`` as the reference sends it."""
-    if type(msgs) is not list or type(count) is not int:
+    registry's resize policy counted in the lane while its window is not
+    due (``_Lane.forwards``: written to the registry by ``settle``, which
+    runs before any Python call: the window's end, a filter change, the
+    tap, the fan-out's ``flush_all``). A frame that is not the decoder's (a
+    ``Publish`` or 5-tuple of bool shard, bytes channel and message) takes
+    the reference's path, as does a node whose ``deliver_forwarded`` is not
+    this module's twin."""
+    bound = node.deliver_forwarded
+    if (type(msgs) is not list or type(count) is not int or not PyMethod_Check(bound)
+            or PyMethod_GET_FUNCTION(bound) != <PyObject*>DELIVER_FORWARDED):
         return type(node).deliver_forwarded_run(node, origin, msgs, count)
+    if count <= 0:
+        return None
     cdef Py_ssize_t n = count if count < PY_SSIZE_T_MAX else PY_SSIZE_T_MAX
     ctx = node.context
     cdef _Plane plane = _plane(ctx)
@@ -1232,61 +1249,54 @@ def deliver_forwarded_run(node, origin, msgs, count):
     lane.for_node(plane, ctx)
     registry = node.registry
     every = REGISTRY_GLOBALS.get("FP_CHECK_EVERY")
-    # the window counted here (else every forward calls forward_received)
+    # the window counted in the lane (else every forward calls forward_received)
     cdef Py_ssize_t end = every if type(every) is int and 0 < every < PY_SSIZE_T_MAX else 0
     cdef Py_ssize_t w = _window(registry, end) if type(registry) is _Registry and end else -1
-    cdef bint counted = w >= 0
-    cdef Py_ssize_t got = 0, false = 0, receivers, i = 0
+    lane.registry = registry
+    cdef Py_ssize_t receivers, i = 0
     try:
         while i < n:
             if i >= PyList_GET_SIZE(msgs):
                 raise IndexError("list index out of range")
             msg = <object>PyList_GET_ITEM(msgs, i)  # held: owned, as the fields below
             i += 1
-            if not isinstance(msg, tuple) or PyTuple_GET_SIZE(msg) != 5:
-                shard = None  # (not the decoder's: the reference's unpacking below)
-            else:
+            if (type(msg) is PUBLISH_FRAME or type(msg) is tuple) and PyTuple_GET_SIZE(msg) == 5:
                 origin_seq = <object>PyTuple_GET_ITEM(msg, 1)
                 shard = <object>PyTuple_GET_ITEM(msg, 2)
                 channel = <object>PyTuple_GET_ITEM(msg, 3)
                 message = <object>PyTuple_GET_ITEM(msg, 4)
+            else:
+                shard = None
             if ((shard is not False and shard is not True) or type(channel) is not bytes
                     or type(message) is not bytes):
-                lane.settle()
-                _count_forwards(registry, got, false)
-                got = false = 0
-                _, origin_seq, shard, channel, message = msg
-                node.deliver_forwarded(origin, origin_seq, channel, message, shard)
+                lane.settle()  # the reference's unpacking (its errors) and deliver_forwarded
+                type(node).deliver_forwarded_run(node, origin, [msg], 1)
                 lane.for_node(plane, ctx)
-                if counted:
-                    w = _window(registry, end)
-                    counted = w >= 0
+                w = _window(registry, end) if w >= 0 else -1
                 continue
             if shard:
                 receivers = _deliver_shard(lane, channel, message)
             else:
                 receivers = _deliver(lane, channel, message)
-            if counted and w + 1 < end:
+            if w >= 0 and w + 1 < end:
                 w += 1
-                got += 1
-                false += receivers == 0
+                lane.forwards += 1
+                lane.false_forwards += receivers == 0
+                lane.dirty = True
             else:
                 lane.settle()
-                _count_forwards(registry, got, false)
-                got = false = 0
                 changes = registry.forward_received(receivers == 0)
                 if changes:
                     node.link.filters_changed(changes)
                 lane.for_node(plane, ctx)
-                if counted:
-                    w = _window(registry, end)
-                    counted = w >= 0
+                w = _window(registry, end) if w >= 0 else -1
             if node.tap is not None:
                 lane.settle()
-                _count_forwards(registry, got, false)
-                got = false = 0
                 node._record("receiver", origin, origin_seq, channel, message, shard, receivers, 0)
                 lane.for_node(plane, ctx)
+                w = _window(registry, end) if w >= 0 else -1
     finally:
         lane.settle()
-        _count_forwards(registry, got, false)
+
+
+cdef object DELIVER_FORWARDED = deliver_forwarded

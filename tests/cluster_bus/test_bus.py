@@ -54,7 +54,8 @@ class BusTestNode:
             self.false_positives += 1
 
     def deliver_forwarded_run(self, origin: str, msgs: list[Publish], count: int) -> None:
-        for _, origin_seq, shard, channel, payload in msgs[:count]:
+        for i in range(count):  # (IndexError past the run, as LocalDelivery says)
+            _, origin_seq, shard, channel, payload = msgs[i]
             self.deliver_forwarded(origin, origin_seq, channel, payload, shard)
 
     def forwards_lost(self, origin: str, count: int, from_ms: int, to_ms: int) -> None:

@@ -33,6 +33,7 @@ from typing import Any
 
 from cluster_bus.frames import Publish
 from router import dataplane, dispatch
+from router import registry as registry_module
 from router.client import Client
 from router.commands import publish as publish_command
 from router.config import NodeConfig
@@ -288,6 +289,9 @@ def snapshot(side: Side) -> Any:
         dict(stats.errors),
         node.publish_seq,
         node.registry.false_positives_received,
+        node.registry._window_received,  # the resize policy's window (FP_CHECK_EVERY)
+        node.registry._window_false,
+        node.registry.filter_epoch,
     )
     return conns, commands, counters
 
@@ -384,8 +388,15 @@ async def _script(rnd: random.Random, steps: int) -> None:
 
 def run(count: int, seed: int, steps: int = 40) -> int:
     rnd = random.Random(seed)
-    for _ in range(count):
-        asyncio.run(script(random.Random(rnd.getrandbits(64)), steps))
+    saved = registry_module.FP_CHECK_EVERY
+    try:
+        for _ in range(count):
+            one = random.Random(rnd.getrandbits(64))
+            # the resize policy's window ends within a script's forwards too
+            registry_module.FP_CHECK_EVERY = one.choice([saved, 3, 7])
+            asyncio.run(script(one, steps))
+    finally:
+        registry_module.FP_CHECK_EVERY = saved
     return count
 
 

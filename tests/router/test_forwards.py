@@ -165,13 +165,17 @@ def test_node_hands_a_rebuilt_filter_to_its_link():
     asyncio.run(scenario())
 
 
-def test_a_run_of_forwards_is_delivered_counted_and_recorded_as_each_forward(monkeypatch):
+@pytest.mark.parametrize("tapped", [True, False], ids=["tap", "no-tap"])
+def test_a_run_of_forwards_is_delivered_counted_and_recorded_as_each_forward(monkeypatch, tapped):
     # the run the bus hands over for a read (Node.deliver_forwarded_run; its
-    # compiled twin counts the resize policy's window itself until it ends)
+    # compiled twin counts the resize policy's window itself until it ends,
+    # settling before each event the tap records)
     monkeypatch.setattr(registry_module, "FP_CHECK_EVERY", 4)
 
     async def scenario() -> None:
         async with wired_node() as (node, link, tap):
+            if not tapped:
+                node.tap = None
             r, w = await subscribed(node.port, b"news")
             channels = [b"news", b"nobody", b"nobody", b"news", b"x", b"y", b"news", b"z"]
             run = [Publish(i, 10 + i, False, ch, b"m%d" % i) for i, ch in enumerate(channels)]
@@ -181,16 +185,44 @@ def test_a_run_of_forwards_is_delivered_counted_and_recorded_as_each_forward(mon
             assert got == b"".join(frames)
             assert [(e.event_id, e.receivers) for e in tap.events] == [
                 (f"{ORIGIN}-{10 + i}", int(ch == b"news")) for i, ch in enumerate(channels[:7])
-            ]
+            ] * tapped
             registry = node.registry
             assert registry.false_positives_received == 4
             assert (registry._window_received, registry._window_false) == (7 % 4, 2)
             assert node.stats.messages_delivered == 3
             with pytest.raises(IndexError):  # one past the run: after its frames
                 node.deliver_forwarded_run(ORIGIN, run[7:], 2)
-            assert registry.false_positives_received == 5 and len(tap.events) == 8
+            assert registry.false_positives_received == 5 and len(tap.events) == 8 * tapped
             assert len(link.calls) == 1  # the SUBSCRIBE's change only
             w.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_run_goes_through_a_replaced_deliver_forwarded():
+    # the reference hands each frame to self.deliver_forwarded: whatever stands there
+    async def scenario() -> None:
+        async with wired_node() as (node, _, _):
+            seen: list[tuple[str, int, bytes, bytes, bool]] = []
+            node.deliver_forwarded = lambda *args: seen.append(args)  # type: ignore[method-assign]
+            run = [Publish(1, 7, False, b"a", b"x"), Publish(2, 8, True, b"b", b"y")]
+            node.deliver_forwarded_run(ORIGIN, run, 2)
+            assert seen == [(ORIGIN, 7, b"a", b"x", False), (ORIGIN, 8, b"b", b"y", True)]
+            assert node.registry._window_received == 0  # not counted: not delivered here
+
+    asyncio.run(scenario())
+
+
+def test_a_frame_of_a_run_that_does_not_unpack_fails_as_the_reference_fails():
+    async def scenario() -> None:
+        async with wired_node() as (node, _, tap):
+            run: list[Any] = [Publish(1, 7, False, b"a", b"x"), (1, 8, False, b"b")]
+            with pytest.raises(
+                ValueError, match=r"not enough values to unpack \(expected 5, got 4\)"
+            ):
+                node.deliver_forwarded_run(ORIGIN, run, 2)
+            assert [e.event_id for e in tap.events] == [f"{ORIGIN}-7"]  # the first, then the error
+            assert node.registry.false_positives_received == 1
 
     asyncio.run(scenario())
 
