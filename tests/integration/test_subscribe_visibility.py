@@ -38,8 +38,14 @@ def test_publish_right_after_a_remote_subscribe_is_delivered_by_default(default_
 def test_a_stopped_peer_bounds_the_wait_counted_and_logged(tmp_path):
     """A SIGSTOPped peer never acks: each SUBSCRIBE waits at most the default
     1000 ms until the peer is suspected (then it is not waited for at all);
-    each timeout is counted and the first is logged naming the peer."""
-    with LocalCluster(3, extra_args=["--node-timeout-ms", "4000"], log_dir=tmp_path) as c:
+    each timeout is counted and the first is logged naming the peer.
+
+    A node timeout of 10 s makes the probe period 1000 ms, so the stopped peer
+    is suspected no sooner than two periods after its last unanswered PING,
+    well after the first SUBSCRIBE's 1000 ms timeout. (At 4 s the period was
+    400 ms: a suspicion could end the first wait at 900-1000 ms, uncounted as
+    a timeout, about one run in ten.)"""
+    with LocalCluster(3, extra_args=["--node-timeout-ms", "10000"], log_dir=tmp_path) as c:
         with c.client(2) as r:
             stopped = r.execute_command("CLUSTER", "MYID").decode()
         pause(c, 2)
