@@ -90,11 +90,11 @@ async def publisher_and_subscribers(
     node = Node(NodeConfig(port=0))
     sub_transports = [CountingTransport() for _ in range(subscribers)]
     for transport in sub_transports:
-        sub = Client(node)
+        sub = node.client_class(node)
         sub.connection_made(transport)  # type: ignore[arg-type]
         sub.data_received(b"SUBSCRIBE bench:ch\r\n")
     await asyncio.sleep(0)
-    client = Client(node)
+    client = node.client_class(node)
     publisher = CountingTransport()
     client.connection_made(publisher)  # type: ignore[arg-type]
     return client, publisher, sub_transports
@@ -215,12 +215,12 @@ async def receiver(more: tuple[bytes, ...] = ()) -> tuple[Any, CountingTransport
 
     node = Node(NodeConfig(port=0))
     bus = ClusterBus(node, BusConfig(port=0))
-    sub = Client(node)
+    sub = node.client_class(node)
     sub_transport = CountingTransport()
     sub.connection_made(sub_transport)  # type: ignore[arg-type]
     sub.data_received(b"SUBSCRIBE bench:ch\r\n")
     for requests in more:
-        other = Client(node)
+        other = node.client_class(node)
         other.connection_made(CountingTransport())  # type: ignore[arg-type]
         other.data_received(requests)
     await asyncio.sleep(0)

@@ -125,6 +125,9 @@ cdef class RequestParser:
     def feed(self, data):
         """Append ``data`` (bytes-like); the parsed head of the buffer is
         dropped as the reference does (so ``query_buffer`` agrees)."""
+        self._feed(data)
+
+    cdef int _feed(self, data) except -1:
         cdef bytearray buf = self._buf
         cdef Py_ssize_t pos = self._pos
         if pos and pos == PyByteArray_GET_SIZE(buf):
@@ -135,6 +138,7 @@ cdef class RequestParser:
             self._pos = pos = 0
         self._read_start = pos
         buf += data
+        return 0
 
     def release(self):
         """Hand over the arguments of a request still being read (a closed
@@ -327,7 +331,7 @@ cdef class RequestParser:
 # handlers for a connection whose checks all pass; anything else goes
 # through execute).
 
-from time import perf_counter_ns
+from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
 
 from router import client_log as _client_log
 from router import client_output as _client_output
@@ -348,9 +352,15 @@ from router.states import (
 )
 from router.stats import share_time as _share_time
 from router.connection import Connection as _Connection, HotFields as _HotFields
+from router.context import CommandContext as _CommandContext
+from cluster_bus.api import NoPeers as _NoPeers
+from router.node import Node as _Node, NodeHotFields as _NodeHotFields
+from router.pause import ClientPause as _ClientPause
+from router.settings import Settings as _Settings
 from router.stats import CommandStat as _CommandStat, NodeStats as _NodeStats
 
-from cpython.dict cimport PyDict_CheckExact, PyDict_Size
+from cpython.dict cimport PyDict_CheckExact, PyDict_GetItemWithError, PyDict_Size
+import sys as _sys
 from cpython.list cimport PyList_Append, PyList_CheckExact, PyList_GET_ITEM, PyList_GET_SIZE
 from cpython.long cimport (
     PyLong_AsLongLongAndOverflow,
@@ -373,6 +383,9 @@ cdef extern from "Python.h":
 
     PyObject* Py_False  # (<PyObject*>False is a C 0 in Cython)
     PyObject* Py_True
+    Py_ssize_t PyDict_GET_SIZE(object)
+    object PyObject_GenericGetDict(object, void*)
+    int _list_set_slice "PyList_SetSlice" (object, Py_ssize_t, Py_ssize_t, PyObject*) except -1
 
 
 # A connection's hot fields are slots (router.connection.HotFields): read
@@ -394,6 +407,18 @@ cdef Py_ssize_t _offset(str name, cls=_HotFields) except -1:
 cdef object CONNECTION_WRITE = _Connection.write
 cdef object CONNECTION_FLUSH = _Connection.flush
 cdef object ZERO = 0
+cdef object NO_PEERS = _NoPeers
+cdef object NO_PEERS_FORWARD = _NoPeers.forward_publish  # the class's: returns 0
+cdef object END = object()  # the end of a parser's requests() that is not this module's
+
+
+cdef inline long long _perf_counter_ns() noexcept nogil:
+    """``time.perf_counter_ns()``: CPython reads CLOCK_MONOTONIC on Linux
+    (``Python/pytime.c``, ``py_get_monotonic_clock``); the same clock, read
+    without a Python call."""
+    cdef timespec ts
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return ts.tv_sec * 1000000000LL + ts.tv_nsec
 cdef object TWO = 2
 cdef str PUBLISH = "publish"
 cdef str SPUBLISH = "spublish"
@@ -401,28 +426,55 @@ cdef str PING = "ping"
 cdef bytes PONG = _resp.PONG
 
 # the offsets of the slots read or written here: a connection's ...
-cdef Py_ssize_t OFF_AUTHENTICATED, OFF_BLOCKED, OFF_CHANNELS, OFF_CLOSED, OFF_LAST_COMMAND
-cdef Py_ssize_t OFF_OUT, OFF_OUT_BYTES, OFF_PATTERNS, OFF_QUIET, OFF_RESP
+cdef Py_ssize_t OFF_AUTHENTICATED, OFF_BLOCKED, OFF_CHANNELS, OFF_CLOSED, OFF_CTX
+cdef Py_ssize_t OFF_LAST_COMMAND, OFF_LAST_INTERACTION, OFF_OUT, OFF_OUT_BYTES, OFF_PARSER
+cdef Py_ssize_t OFF_PATTERNS, OFF_QUIET, OFF_RESP
 cdef Py_ssize_t OFF_SHARD_CHANNELS, OFF_STATE, OFF_USER, OFF_WIRE, OFF_WORK_STARTED
-(OFF_AUTHENTICATED, OFF_BLOCKED, OFF_CHANNELS, OFF_CLOSED, OFF_LAST_COMMAND,
- OFF_OUT, OFF_OUT_BYTES, OFF_PATTERNS, OFF_QUIET, OFF_RESP,
+(OFF_AUTHENTICATED, OFF_BLOCKED, OFF_CHANNELS, OFF_CLOSED, OFF_CTX,
+ OFF_LAST_COMMAND, OFF_LAST_INTERACTION, OFF_OUT, OFF_OUT_BYTES, OFF_PARSER,
+ OFF_PATTERNS, OFF_QUIET, OFF_RESP,
  OFF_SHARD_CHANNELS, OFF_STATE, OFF_USER, OFF_WIRE, OFF_WORK_STARTED) = [
     _offset(name) for name in (
-        "authenticated", "blocked", "channels", "closed", "last_command",
-        "_out", "_out_bytes", "patterns", "quiet", "resp",
+        "authenticated", "blocked", "channels", "closed", "ctx",
+        "last_command", "last_interaction", "_out", "_out_bytes", "parser",
+        "patterns", "quiet", "resp",
         "shard_channels", "state", "user", "wire", "work_started",
     )
 ]
-# ... and the counters PUBLISH adds to
+# ... the counters PUBLISH adds to
 cdef Py_ssize_t OFF_PUBLISH_RECEIVED, OFF_MESSAGES_DELIVERED, OFF_COMMANDS_PROCESSED
-cdef Py_ssize_t OFF_NET_OUTPUT_BYTES, OFF_CALLS
+cdef Py_ssize_t OFF_NET_INPUT_BYTES, OFF_NET_OUTPUT_BYTES, OFF_PARSE_SLICES, OFF_CALLS
+cdef Py_ssize_t OFF_NANOSECONDS
 (OFF_PUBLISH_RECEIVED, OFF_MESSAGES_DELIVERED, OFF_COMMANDS_PROCESSED,
- OFF_NET_OUTPUT_BYTES) = [
+ OFF_NET_INPUT_BYTES, OFF_NET_OUTPUT_BYTES, OFF_PARSE_SLICES) = [
     _offset(name, _NodeStats) for name in (
-        "publish_received", "messages_delivered", "commands_processed", "net_output_bytes",
+        "publish_received", "messages_delivered", "commands_processed",
+        "net_input_bytes", "net_output_bytes", "parse_slices",
     )
 ]
 OFF_CALLS = _offset("calls", _CommandStat)
+OFF_NANOSECONDS = _offset("nanoseconds", _CommandStat)
+# ... and what the loop reads of the node's context (each a slot of its
+# class: router.context.CommandContext, router.settings.Settings,
+# router.pause.ClientPause, router.node.NodeHotFields), by _field
+cdef Py_ssize_t OFF_CTX_CONNECTION_CLASS = _offset("connection_class", _CommandContext)
+cdef Py_ssize_t OFF_CTX_PAUSE = _offset("pause", _CommandContext)
+cdef Py_ssize_t OFF_CTX_PLANE = _offset("plane", _CommandContext)
+cdef Py_ssize_t OFF_CTX_SETTINGS = _offset("settings", _CommandContext)
+cdef Py_ssize_t OFF_CTX_STATS = _offset("stats", _CommandContext)
+cdef Py_ssize_t OFF_QUEUE_LIMIT = _offset("queue_limit", _Settings)
+cdef Py_ssize_t OFF_PAUSE_LEVEL = _offset("level", _ClientPause)
+cdef Py_ssize_t OFF_NODE_LINK, OFF_NODE_PUBLISH_SEQ, OFF_NODE_TAP, OFF_NODE_TURN_OUTPUT
+(OFF_NODE_LINK, OFF_NODE_PUBLISH_SEQ, OFF_NODE_TAP, OFF_NODE_TURN_OUTPUT) = [
+    _offset(name, _NodeHotFields) for name in ("link", "publish_seq", "tap", "turn_output")
+]
+if any(getattr(_Node, name) is not _NodeHotFields.__dict__[name]
+       for name in _NodeHotFields.__slots__):
+    raise TypeError("Node shadows a slot of NodeHotFields")
+# the module globals the reference reads at each use, read here from the
+# module's dict (as module attribute access reads them)
+cdef dict DISPATCH_GLOBALS = vars(_dispatch)  # _SLICE_NS
+cdef dict PUBLISH_GLOBALS = vars(_publish_command)  # FANOUT_BYTES_PER_TURN
 
 
 cdef inline PyObject* _slot(object obj, Py_ssize_t offset) noexcept:
@@ -440,6 +492,53 @@ cdef inline void _store(obj, Py_ssize_t offset, value) noexcept:
     Py_XDECREF(old)  # last: the old value's deallocation sees the new one in place
 
 
+cdef inline object _field(obj, type cls, Py_ssize_t offset, str name):
+    """``obj.<name>``, read at ``offset`` when ``obj`` is exactly ``cls``
+    (whose slot it is) and the slot is set; else by attribute (the same
+    value, or the same AttributeError)."""
+    cdef PyObject* value
+    if type(obj) is cls:
+        value = _slot(obj, offset)
+        if value != NULL:
+            return <object>value
+    return getattr(obj, name)
+
+
+cdef inline int _set_field(obj, type cls, Py_ssize_t offset, str name, value) except -1:
+    """``obj.<name> = value``, at ``offset`` when ``obj`` is exactly ``cls``."""
+    if type(obj) is cls:
+        _store(obj, offset, value)
+    else:
+        setattr(obj, name, value)
+    return 0
+
+
+cdef inline object _queue_limit(ctx):
+    """``ctx.settings.queue_limit``."""
+    settings = _field(ctx, _CommandContext, OFF_CTX_SETTINGS, "settings")
+    return _field(settings, _Settings, OFF_QUEUE_LIMIT, "queue_limit")
+
+
+cdef inline object _conn_field(conn, bint own, Py_ssize_t offset, str name):
+    """``conn.<name>`` for a HotFields slot: at ``offset`` for a connection of
+    an own class (``_own``) whose slot is set; else by attribute."""
+    cdef PyObject* value
+    if own:
+        value = _slot(conn, offset)
+        if value != NULL:
+            return <object>value
+    return getattr(conn, name)
+
+
+cdef object _global(dict module_globals, str name):
+    """A module global read as ``module.<name>`` reads it (a missing one
+    raises the module's own AttributeError)."""
+    cdef PyObject* value = PyDict_GetItemWithError(module_globals, name)
+    if value == NULL:
+        return getattr(_sys.modules[module_globals["__name__"]], name)
+    return <object>value
+
+
 cdef int _add(obj, type cls, Py_ssize_t offset, str name, Py_ssize_t n) except -1:
     """``obj.<name> += n`` for an int counter in a slot of ``cls`` (at
     ``offset``), in place; by attribute for anything else."""
@@ -455,6 +554,21 @@ cdef int _add(obj, type cls, Py_ssize_t offset, str name, Py_ssize_t n) except -
                 return 0
     setattr(obj, name, getattr(obj, name) + n)
     return 0
+
+
+cdef inline int _subscribed(conn) noexcept:
+    """Whether a connection of an own class has a channel, pattern or shard
+    channel (1 or 0), its three dicts read at their slots; -1 when a slot
+    holds anything but a dict (the caller then asks as the reference does)."""
+    cdef PyObject* channels = _slot(conn, OFF_CHANNELS)
+    cdef PyObject* patterns = _slot(conn, OFF_PATTERNS)
+    cdef PyObject* shard_channels = _slot(conn, OFF_SHARD_CHANNELS)
+    if (channels == NULL or patterns == NULL or shard_channels == NULL
+            or not PyDict_CheckExact(<object>channels) or not PyDict_CheckExact(<object>patterns)
+            or not PyDict_CheckExact(<object>shard_channels)):
+        return -1
+    return (PyDict_GET_SIZE(<object>channels) or PyDict_GET_SIZE(<object>patterns)
+            or PyDict_GET_SIZE(<object>shard_channels)) != 0
 
 
 cdef int _flush(conn, stats) except -1:
@@ -482,18 +596,11 @@ cdef int _flush(conn, stats) except -1:
     cdef bytes data = <bytes?>out[0] if n == 1 else b"".join(out)
     wire.write(data)
     _add(stats, _NodeStats, OFF_NET_OUTPUT_BYTES, "net_output_bytes", len(data))
-    del out[:]
+    _list_set_slice(out, 0, PY_SSIZE_T_MAX, NULL)  # del out[:]
     _store(conn, OFF_OUT_BYTES, ZERO)
-    cdef PyObject* subs
-    cdef bint subscribed = False
-    for offset in (OFF_CHANNELS, OFF_PATTERNS, OFF_SHARD_CHANNELS):
-        subs = _slot(conn, offset)
-        if subs == NULL or not PyDict_CheckExact(<object>subs):
-            subscribed = bool(conn.channels or conn.patterns or conn.shard_channels)
-            break
-        if PyDict_Size(<object>subs):
-            subscribed = True
-            break
+    cdef int subscribed = _subscribed(conn)
+    if subscribed < 0:
+        subscribed = bool(conn.channels or conn.patterns or conn.shard_channels)
     if not subscribed:
         return 0  # a normal client: no limit (the reference's comment)
     if _client_output.over_limit(conn, wire.get_write_buffer_size()):
@@ -680,7 +787,7 @@ cdef Py_ssize_t _write_to_all(_Lane lane, subs, bytes frame2) except -1:
     if lane.turn_output > lane.queue_limit:
         lane.settle()  # flush_all samples INFO's metrics: counts as the reference's
         lane.node.flush_all()
-        lane.turn_output = lane.node.turn_output
+        lane.turn_output = _field(lane.node, _Node, OFF_NODE_TURN_OUTPUT, "turn_output")
     return n
 
 
@@ -727,12 +834,11 @@ cdef class _Plane:
 
     cdef object pubsub, node, nstats, stats, patterns
     cdef tuple shards
-    cdef object cls, own  # the last connection class seen, and _Lane.own for it
 
 
 cdef _Plane _plane(ctx):
     """``ctx.plane``, made at the first call."""
-    plane = ctx.plane
+    plane = _field(ctx, _CommandContext, OFF_CTX_PLANE, "plane")
     if plane is not None:
         return <_Plane?>plane
     cdef _Plane made = _Plane()
@@ -746,14 +852,34 @@ cdef _Plane _plane(ctx):
     return made
 
 
-cdef object _own(_Plane plane, cls):
+# the last connection class _own checked, and its answers (a node has one
+# class; a process running several nodes, as the tests do, checks again
+# when the class changes)
+cdef object OWN_CHECKED = None
+cdef object OWN_ANSWER = None
+cdef bint OWN_RECEIVES = False
+
+
+cdef inline int _check(cls) except -1:
+    global OWN_CHECKED, OWN_ANSWER, OWN_RECEIVES
+    if cls is not OWN_CHECKED:
+        OWN_ANSWER = cls if _is_own(cls) else None
+        OWN_RECEIVES = getattr(cls, "receive", None) is PROCESS
+        OWN_CHECKED = cls
+    return 0
+
+
+cdef inline object _own(cls):
     """``cls`` when its ``write`` and ``flush`` are Connection's and its
-    slots HotFields' own (so the twins may stand in), else None; kept for
-    the last class seen."""
-    if cls is not plane.cls:
-        plane.cls = cls
-        plane.own = cls if _is_own(cls) else None
-    return plane.own
+    slots HotFields' own (so the twins may stand in), else None."""
+    _check(cls)
+    return OWN_ANSWER
+
+
+cdef inline bint _receives(cls) except -1:
+    """Whether ``cls.receive`` is this module's :func:`process`."""
+    _check(cls)
+    return OWN_RECEIVES
 
 
 def _is_own(cls):
@@ -813,13 +939,16 @@ cdef class _Lane:
     cdef object registry  # a run of forwards' (deliver_forwarded_run), else None
     cdef Py_ssize_t forwards, false_forwards  # forwards it counted for the registry, and without receiver
     cdef bint dirty  # something above is not the node's yet
+    cdef bint lone  # link is an exact NoPeers: its forward_publish returns 0, and nothing else
 
     cdef int refresh(self, conn, ctx) except -1:
         plane = self.plane
         if plane is None:
             self.plane = plane = _plane(ctx)
-        self.own = own = _own(plane, type(conn))
-        self.open = _gate(conn, own) and not ctx.pause.level
+        self.own = own = _own(type(conn))
+        self.open = _gate(conn, own) and not _field(
+            _field(ctx, _CommandContext, OFF_CTX_PAUSE, "pause"), _ClientPause, OFF_PAUSE_LEVEL, "level"
+        )
         if self.open:
             self.conn = conn
             self.pubsub = plane.pubsub
@@ -829,12 +958,14 @@ cdef class _Lane:
             self.ran_publish = self.ran_spublish = self.ran_ping = None
             self.shards = plane.shards
             self.patterns = plane.patterns
-            self.link = node.link
-            self.tap = node.tap
+            self.link = link = _field(node, _Node, OFF_NODE_LINK, "link")
+            self.lone = (type(link) is NO_PEERS and NO_PEERS.forward_publish is NO_PEERS_FORWARD
+                         and "forward_publish" not in <dict?>PyObject_GenericGetDict(link, NULL))
+            self.tap = _field(node, _Node, OFF_NODE_TAP, "tap")
             # (a limit past a C long long is no limit a byte count reaches)
-            self.fanout = _clamp(_publish_command.FANOUT_BYTES_PER_TURN)
-            self.queue_limit = _clamp(ctx.settings.queue_limit)
-            self.turn_output = node.turn_output
+            self.fanout = _clamp(_global(PUBLISH_GLOBALS, "FANOUT_BYTES_PER_TURN"))
+            self.queue_limit = _clamp(_queue_limit(ctx))
+            self.turn_output = _field(node, _Node, OFF_NODE_TURN_OUTPUT, "turn_output")
         return 0
 
     cdef int for_node(self, _Plane plane, ctx) except -1:
@@ -844,9 +975,9 @@ cdef class _Lane:
         self.nstats = plane.nstats
         self.shards = plane.shards
         self.patterns = plane.patterns
-        self.own = _own(plane, ctx.connection_class)
-        self.queue_limit = _clamp(ctx.settings.queue_limit)
-        self.turn_output = node.turn_output
+        self.own = _own(_field(ctx, _CommandContext, OFF_CTX_CONNECTION_CLASS, "connection_class"))
+        self.queue_limit = _clamp(_queue_limit(ctx))
+        self.turn_output = _field(node, _Node, OFF_NODE_TURN_OUTPUT, "turn_output")
         return 0
 
     cdef int settle(self) except -1:
@@ -854,7 +985,7 @@ cdef class _Lane:
         if not self.dirty:
             return 0
         self.dirty = False
-        self.node.turn_output = self.turn_output
+        _set_field(self.node, _Node, OFF_NODE_TURN_OUTPUT, "turn_output", self.turn_output)
         cdef Py_ssize_t received = self.received
         cdef Py_ssize_t published = self.published
         cdef Py_ssize_t spublished = self.spublished
@@ -913,9 +1044,13 @@ cdef object _publish(_Lane lane, list args, bint shard):
     cdef Py_ssize_t receivers = (
         _deliver_shard(lane, channel, message) if shard else _deliver(lane, channel, message)
     )
-    node.publish_seq += 1
-    seq = node.publish_seq
-    forwarded = lane.link.forward_publish(channel, message, shard, seq)
+    if type(node) is _Node and _slot(node, OFF_NODE_PUBLISH_SEQ) != NULL:
+        seq = <object>_slot(node, OFF_NODE_PUBLISH_SEQ) + 1
+        _store(node, OFF_NODE_PUBLISH_SEQ, seq)
+    else:
+        node.publish_seq += 1
+        seq = node.publish_seq
+    forwarded = 0 if lane.lone else lane.link.forward_publish(channel, message, shard, seq)
     if lane.tap is not None:
         lane.settle()
         node._record("origin", node.node_id, seq, channel, message, shard, receivers, forwarded)
@@ -952,10 +1087,8 @@ cdef object _ping(_Lane lane, list args):
         if conn.resp == 2:
             return None
     else:
-        for offset in (OFF_CHANNELS, OFF_PATTERNS, OFF_SHARD_CHANNELS):
-            slot = _slot(conn, offset)
-            if slot == NULL or not PyDict_CheckExact(<object>slot) or PyDict_Size(<object>slot):
-                return None
+        if _subscribed(conn) != 0:
+            return None
     _name_command(lane, PING)
     reply = PONG if len(args) == 1 else _resp.bulk(<bytes?>args[1])
     lane.pinged += 1
@@ -982,35 +1115,56 @@ def process(conn, data=b"", double now=0.0):
     """The twin of :func:`router.dispatch.process` (see there): the same
     loop, the same effects, in the same order; a PUBLISH or SPUBLISH whose
     checks all pass runs in line (:func:`_publish`), and a PING (:func:`_ping`),
-    everything else through :func:`router.dispatch.execute`."""
-    state = conn.state
-    ctx = conn.ctx
+    everything else through :func:`router.dispatch.execute`. A connection
+    of an own class (``_own``) has its fields read and written at their
+    slots, the node's context at its classes' slots (:func:`_field`), and
+    the compiled parser is called in C."""
+    return _process(conn, data, now)
+
+
+cdef object _process(conn, data, double now):
+    own_cls = _own(type(conn))
+    cdef bint own = own_cls is not None
+    state = _conn_field(conn, own, OFF_STATE, "state")
+    ctx = _conn_field(conn, own, OFF_CTX, "ctx")
+    cdef RequestParser rp
     if data:
         if state is CLOSED:
             return DONE
-        stats = ctx.stats
-        stats.net_input_bytes += len(data)
-        conn.parser.feed(data)
-        conn.last_interaction = now
+        stats = _field(ctx, _CommandContext, OFF_CTX_STATS, "stats")
+        _add(stats, _NodeStats, OFF_NET_INPUT_BYTES, "net_input_bytes", len(data))
+        parser = _conn_field(conn, own, OFF_PARSER, "parser")
+        if type(parser) is RequestParser:
+            (<RequestParser>parser)._feed(data)
+        else:
+            parser.feed(data)
+        if own:
+            _store(conn, OFF_LAST_INTERACTION, now)
+        else:
+            conn.last_interaction = now
         if state is BLOCKED:
             return DONE
     if state is CLOSING:
         return DONE
-    cdef list out = conn._out
+    cdef list out = _conn_field(conn, own, OFF_OUT, "_out")
     cdef bint deferred = not out
-    stats = ctx.stats
+    stats = _field(ctx, _CommandContext, OFF_CTX_STATS, "stats")
     cdef Py_ssize_t queued = 0
-    cdef long long slice_ns = _dispatch._SLICE_NS  # the reference's budget, read as it reads it
-    cdef long long start = perf_counter_ns()
-    started_obj = conn.work_started
+    # the reference's budget, read as it reads it
+    cdef long long slice_ns = _global(DISPATCH_GLOBALS, "_SLICE_NS")
+    cdef long long start = _perf_counter_ns()
+    started_obj = _conn_field(conn, own, OFF_WORK_STARTED, "work_started")
     cdef long long started
     if started_obj is None:
         started = start
-        conn.work_started = start
+        if own:
+            _store(conn, OFF_WORK_STARTED, start)
+        else:
+            conn.work_started = start
     else:
         started = started_obj
         if start - started > slice_ns:
-            stats.parse_slices += 1
+            _add(stats, _NodeStats, OFF_PARSE_SLICES, "parse_slices", 1)
             return SLICE
     cdef bint sliced = False
     cdef Py_ssize_t done = 0
@@ -1021,8 +1175,24 @@ def process(conn, data=b"", double now=0.0):
     cdef int which
     cdef _Lane lane = _Lane()
     lane.refresh(conn, ctx)
+    rp = None
     try:
-        for args in conn.parser.requests():
+        # ``for args in conn.parser.requests()``: the compiled parser's
+        # requests() is the parser itself, its next step _next()
+        parser = _conn_field(conn, own, OFF_PARSER, "parser")
+        if type(parser) is RequestParser:
+            rp = <RequestParser>parser
+        else:
+            requests = iter(parser.requests())
+        while True:
+            if rp is not None:
+                args = rp._next()
+                if args is None:
+                    break
+            else:
+                args = next(requests, END)
+                if args is END:
+                    break
             reply = None
             if lane.open:
                 which = _in_line(args)
@@ -1037,7 +1207,10 @@ def process(conn, data=b"", double now=0.0):
                     ran = lane.ran_ping
             if reply is None:
                 lane.settle()
-                reply = _execute_quietly(conn, args) if conn.quiet else _execute(conn, args)
+                if _conn_field(conn, own, OFF_QUIET, "quiet"):
+                    reply = _execute_quietly(conn, args)
+                else:
+                    reply = _execute(conn, args)
                 lane.refresh(conn, ctx)
                 ran = conn.ran
                 if ran is not None:
@@ -1062,21 +1235,21 @@ def process(conn, data=b"", double now=0.0):
                 if _closing(conn, lane.own):
                     break
                 done += 1
-                if not done & 3 and perf_counter_ns() - started > slice_ns:
+                if not done & 3 and _perf_counter_ns() - started > slice_ns:
                     sliced = True
                     break
                 continue
             lane.settle()
-            conn._out_bytes += queued
+            _add(conn, own_cls, OFF_OUT_BYTES, "_out_bytes", queued)
             if last is not None:
                 runs.append((last, n))
-                _share_time(runs, perf_counter_ns() - start)
+                _share_time(runs, _perf_counter_ns() - start)
             if deferred and out:
                 conn.schedule_flush(conn)
             return conn.block(reply)
     except ProtocolError as exc:
         lane.settle()
-        conn._out_bytes += queued
+        _add(conn, own_cls, OFF_OUT_BYTES, "_out_bytes", queued)
         queued = 0
         error = _resp.error(str(exc))
         _client_log.protocol_error(conn, str(exc))
@@ -1088,10 +1261,10 @@ def process(conn, data=b"", double now=0.0):
     if last is not None:
         if runs:
             runs.append((last, n))
-            _share_time(runs, perf_counter_ns() - start)
+            _share_time(runs, _perf_counter_ns() - start)
         else:
-            last.nanoseconds += perf_counter_ns() - start
-    conn._out_bytes += queued
+            _add(last, _CommandStat, OFF_NANOSECONDS, "nanoseconds", _perf_counter_ns() - start)
+    _add(conn, own_cls, OFF_OUT_BYTES, "_out_bytes", queued)
     if deferred and out:
         if done == 1 and started == start and not sliced:
             if type(conn) is lane.own:
@@ -1100,15 +1273,19 @@ def process(conn, data=b"", double now=0.0):
                 conn.flush()
         else:
             conn.schedule_flush(conn)
-    state = conn.state
+    state = _conn_field(conn, own, OFF_STATE, "state")
     if state is CLOSING:
         conn.flush()
         conn.wire.close()
         return DONE
-    if conn._out_bytes > ctx.settings.queue_limit:
+    if _conn_field(conn, own, OFF_OUT_BYTES, "_out_bytes") > _queue_limit(ctx):
         conn.flush()
-    if (sliced or conn.parser.backlog) and state is not CLOSED:
-        stats.parse_slices += 1
+    cdef bint more = sliced
+    if not more:
+        parser = _conn_field(conn, own, OFF_PARSER, "parser")
+        more = (<RequestParser>parser).backlog if type(parser) is RequestParser else parser.backlog
+    if more and state is not CLOSED:
+        _add(stats, _NodeStats, OFF_PARSE_SLICES, "parse_slices", 1)
         return SLICE
     return DONE
 
@@ -1127,12 +1304,12 @@ def flush_all(node):
     ``flush``, then INFO's metrics sampled when a period passed."""
     dirty = node._dirty
     node._dirty = []
-    node.turn_output = 0
+    _set_field(node, _Node, OFF_NODE_TURN_OUTPUT, "turn_output", ZERO)
     ctx = node.context
-    stats = ctx.stats
+    stats = _field(ctx, _CommandContext, OFF_CTX_STATS, "stats")
     cdef _Plane plane = _plane(ctx)
     for client in <list?>dirty:
-        if type(client) is _own(plane, type(client)):
+        if type(client) is _own(type(client)):
             _flush(client, stats)
         else:
             client.flush()
@@ -1180,8 +1357,8 @@ def deliver_forwarded(node, origin, origin_seq, channel, message, shard):
         lane.settle()
     changes = node.registry.forward_received(receivers == 0)
     if changes:
-        node.link.filters_changed(changes)
-    if node.tap is not None:
+        _field(node, _Node, OFF_NODE_LINK, "link").filters_changed(changes)
+    if _field(node, _Node, OFF_NODE_TAP, "tap") is not None:
         node._record("receiver", origin, origin_seq, channel, message, shard, receivers, 0)
 
 
@@ -1287,10 +1464,10 @@ def deliver_forwarded_run(node, origin, msgs, count):
                 lane.settle()
                 changes = registry.forward_received(receivers == 0)
                 if changes:
-                    node.link.filters_changed(changes)
+                    _field(node, _Node, OFF_NODE_LINK, "link").filters_changed(changes)
                 lane.for_node(plane, ctx)
                 w = _window(registry, end) if w >= 0 else -1
-            if node.tap is not None:
+            if _field(node, _Node, OFF_NODE_TAP, "tap") is not None:
                 lane.settle()
                 node._record("receiver", origin, origin_seq, channel, message, shard, receivers, 0)
                 lane.for_node(plane, ctx)
@@ -1300,3 +1477,39 @@ def deliver_forwarded_run(node, origin, msgs, count):
 
 
 cdef object DELIVER_FORWARDED = deliver_forwarded
+
+
+# ---------------------------------------------------------------------------
+# A client's read: the twin of router.client.Client.data_received.
+
+from router.client import Client as _Client
+
+cdef Py_ssize_t OFF_CLIENT_CONN = _offset("conn", _Client)
+cdef object PROCESS = process
+
+
+def data_received(client, data):
+    """The twin of :meth:`router.client.Client.data_received`, the method of
+    :class:`CompiledClient`: the connection's request loop called in C when
+    its ``receive`` is this module's :func:`process`."""
+    conn = _field(client, COMPILED_CLIENT, OFF_CLIENT_CONN, "conn")
+    if conn is not None:
+        now = _monotonic()
+        if _receives(type(conn)):
+            action = _process(conn, data, now)
+        else:
+            action = conn.receive(data, now)
+        if action:
+            client._wait(action, conn)
+
+
+class CompiledClient(_Client):
+    """:class:`router.client.Client` with the twin of its ``data_received``
+    (the node's protocol class on the compiled data plane,
+    :func:`router.dataplane.client_class`)."""
+
+    __slots__ = ()
+    data_received = data_received
+
+
+cdef type COMPILED_CLIENT = CompiledClient

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from cluster_bus import dataplane as bus_plane
 from cluster_bus.dataplane import ENV
+from router.client import Client
 from router.connection import Connection
 from router.parser import RequestParser
 
@@ -37,6 +38,7 @@ TWINS = (
     "schedule_flush",
     "deliver_forwarded",
     "deliver_forwarded_run",
+    "CompiledClient",
 )
 
 
@@ -92,6 +94,17 @@ def connection_class(module: ModuleType | None) -> type[Connection]:
         (Connection,),
         {"receive": module.process, "__doc__": connection_class.__doc__},
     )
+
+
+def client_class(module: ModuleType | None) -> type[Client]:
+    """The asyncio protocol of a node's client connections: the reference
+    (:class:`router.client.Client`) or its subclass whose ``data_received``
+    is the compiled twin (``router._dataplane.CompiledClient``, which calls
+    the compiled request loop in C); same API, same behaviour."""
+    if module is None:
+        return Client
+    cls: type[Client] = module.CompiledClient
+    return cls
 
 
 def bind_node(module: ModuleType | None, node: Node) -> None:

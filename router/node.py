@@ -38,7 +38,6 @@ from cluster_bus.api import (
 )
 from router import dataplane
 from router.acl import Acl
-from router.client import Client
 from router.collector import Pauses
 from router.config import NodeConfig
 from router.connection import Connection
@@ -61,7 +60,17 @@ log = logging.getLogger("bloomcast.node")
 LOSS_CHANNEL = b"__bloomcast__:loss"
 
 
-class Node:
+class NodeHotFields:
+    """The fields of a node that the compiled request loop reads or writes
+    per read (router/_dataplane.pyx), as slots, as
+    :class:`router.connection.HotFields` is for a connection: read at
+    their offsets instead of by a generic attribute lookup. A :class:`Node`
+    keeps a dict for the rest."""
+
+    __slots__ = ("link", "publish_seq", "tap", "turn_output")
+
+
+class Node(NodeHotFields):
     """One node agent (client side). Not thread-safe: one asyncio loop."""
 
     def __init__(self, config: NodeConfig, node_id: str | None = None) -> None:
@@ -100,6 +109,8 @@ class Node:
             connection_class=dataplane.connection_class(plane),
             data_plane=dataplane.name(plane),
         )
+        #: the protocol of its client connections (the compiled twin's or the reference)
+        self.client_class = dataplane.client_class(plane)
         #: the cluster bus seam: ``NoPeers`` until :meth:`set_link`
         self.link: ClusterLink = self.context.link
         self.port = config.port
@@ -140,7 +151,11 @@ class Node:
                 raise AclFileError(error)
         backlog = self.config.tcp_backlog
         self._servers, self.port = await listen(
-            lambda: Client(self), self.config.bind, self.config.port, serve=serve, backlog=backlog
+            lambda: self.client_class(self),
+            self.config.bind,
+            self.config.port,
+            serve=serve,
+            backlog=backlog,
         )
         self.context.port = self.port
         if self.config.tls_port:
@@ -148,7 +163,7 @@ class Node:
 
             context = server_context(self.config)
             self._tls_servers, _ = await listen(
-                lambda: TlsClientProtocol(context, Client(self), self._tls_failed),
+                lambda: TlsClientProtocol(context, self.client_class(self), self._tls_failed),
                 self.config.bind,
                 self.config.tls_port,
                 serve=serve,

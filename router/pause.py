@@ -36,7 +36,10 @@ WRITE_COMMANDS = frozenset({"publish", "spublish", "flushall", "flushdb", "funct
 
 
 class ClientPause:
-    """The node's pause state and its postponed commands."""
+    """The node's pause state and its postponed commands (slots: the
+    compiled request loop reads ``level`` at its offset, router/_dataplane.pyx)."""
+
+    __slots__ = ("_timer", "_waiting", "end", "level")
 
     def __init__(self) -> None:
         self.level = OFF

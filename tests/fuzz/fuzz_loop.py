@@ -98,7 +98,7 @@ class Side:
             self.open()
 
     def open(self, at: int | None = None) -> None:
-        client, wire = Client(self.node), Wire()
+        client, wire = self.node.client_class(self.node), Wire()
         client.connection_made(wire)  # type: ignore[arg-type]
         want = self.node.context.connection_class.receive
         assert client.conn is not None and type(client.conn).receive is want
@@ -142,12 +142,14 @@ def nodes() -> tuple[Node, Node]:
     ref, twin = Node(NodeConfig(port=0)), Node(NodeConfig(port=0))
     ref.context.parser_class = RequestParser
     ref.context.connection_class = Connection
+    ref.client_class = Client
     vars(ref).pop("flush_all", None)  # the reference Node.flush_all
     vars(ref).pop("schedule_flush", None)  # and Node.schedule_flush
     vars(ref).pop("deliver_forwarded", None)  # and Node.deliver_forwarded
     vars(ref).pop("deliver_forwarded_run", None)  # and Node.deliver_forwarded_run
     twin.context.parser_class = module.RequestParser
     twin.context.connection_class = dataplane.connection_class(module)
+    twin.client_class = dataplane.client_class(module)
     dataplane.bind_node(module, twin)
     return ref, twin
 

@@ -22,7 +22,6 @@ import resource
 import sys
 
 from bench.hot_path import CountingTransport, publisher_and_subscribers
-from router.client import Client
 from router.connection import Connection
 
 
@@ -43,7 +42,7 @@ async def run(publishes: int, pipeline: int = 16) -> tuple[int, int]:
         b"SSUBSCRIBE s\r\n",
     )
     for hello in subscribing:
-        sub = Client(node)
+        sub = node.client_class(node)
         sub.connection_made(CountingTransport())  # type: ignore[arg-type]
         sub.data_received(hello)
     await asyncio.sleep(0)

@@ -18,7 +18,9 @@ import types
 import pytest
 
 import router
+from cluster_bus.api import NoPeers
 from router import dataplane
+from router.client import Client
 from router.config import NodeConfig
 from router.connection import Connection
 from router.info import info_sections
@@ -75,6 +77,7 @@ def test_the_node_builds_its_connections_parser_and_loop_from_the_switch(monkeyp
     node = Node(NodeConfig(port=0))
     assert node.context.parser_class is RequestParser
     assert node.context.connection_class is Connection
+    assert node.client_class is Client
     assert info_sections(node)["bloomcast"] == {"bloomcast_data_plane": "python"}
     monkeypatch.delenv(dataplane.ENV)
     node = Node(NodeConfig(port=0))
@@ -84,6 +87,8 @@ def test_the_node_builds_its_connections_parser_and_loop_from_the_switch(monkeyp
         assert node.context.parser_class is _compiled.RequestParser
         cls = node.context.connection_class
         assert issubclass(cls, Connection) and cls.receive is _compiled.process
+        assert issubclass(node.client_class, Client)
+        assert node.client_class.data_received is _compiled.data_received
 
 
 @needs_compiled
@@ -183,6 +188,37 @@ def test_a_client_cut_by_its_own_publish_is_logged_with_publish_in_both_loops(ca
     cuts = [r.getMessage() for r in caplog.records if "output buffer limits" in r.getMessage()]
     assert len(cuts) == 2, cuts  # one per node
     assert all(" cmd=publish " in line for line in cuts), cuts
+
+
+@needs_compiled
+def test_a_lone_nodes_replaced_forward_publish_is_called_by_both_loops():
+    """On a node without a bus (``NoPeers``) the twin skips the call of
+    ``forward_publish``, whose answer is always 0; a method replaced on the
+    link (as tests do with ``filters_changed``) is still called, in order."""
+    import asyncio
+
+    async def run() -> list[list[tuple[bytes, bytes, bool, int]]]:
+        nodes = fuzz_loop.nodes()
+        calls: list[list[tuple[bytes, bytes, bool, int]]] = [[], []]
+        sides = []
+        for node, seen in zip(nodes, calls, strict=True):
+            assert type(node.link) is NoPeers
+
+            def forward(channel, message, shard, seq, seen=seen):
+                seen.append((channel, message, shard, seq))
+                return 1
+
+            node.link.forward_publish = forward  # type: ignore[method-assign]
+            sides.append(fuzz_loop.Side(node))
+        await asyncio.sleep(0)
+        for side in sides:
+            side.send(0, _resp(b"PUBLISH", b"a", b"1") + _resp(b"SPUBLISH", b"b", b"2"))
+        await asyncio.sleep(0)
+        return calls
+
+    reference, twin = asyncio.run(run())
+    assert reference == [(b"a", b"1", False, 1), (b"b", b"2", True, 2)]
+    assert twin == reference
 
 
 def test_an_extension_that_does_not_import_is_one_warning(monkeypatch, caplog):
