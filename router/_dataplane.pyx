@@ -19,8 +19,8 @@ Python call left is :func:`router.inline.split_args` (Redis's ``sdssplitargs``:
 quotes and escapes) on an inline request's line, which is rare traffic.
 """
 
-from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE
-from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
+from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE, PyByteArray_Resize
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from libc.string cimport memchr, memcpy
 
 cimport cython
@@ -130,14 +130,23 @@ cdef class RequestParser:
     cdef int _feed(self, data) except -1:
         cdef bytearray buf = self._buf
         cdef Py_ssize_t pos = self._pos
-        if pos and pos == PyByteArray_GET_SIZE(buf):
-            buf.clear()
-            self._pos = pos = 0
+        cdef Py_ssize_t size = PyByteArray_GET_SIZE(buf)
+        if pos and pos == size:
+            PyByteArray_Resize(buf, 0)  # buf.clear()
+            self._pos = pos = size = 0
         elif pos > 65536:
             del buf[:pos]
             self._pos = pos = 0
         self._read_start = pos
-        buf += data
+        cdef Py_ssize_t n
+        if type(data) is bytes:  # buf += data, as bytearray's += does it for bytes
+            n = PyBytes_GET_SIZE(data)
+            if n:
+                size = PyByteArray_GET_SIZE(buf)
+                PyByteArray_Resize(buf, size + n)
+                memcpy(PyByteArray_AS_STRING(buf) + size, PyBytes_AS_STRING(data), n)
+        else:
+            buf += data
         return 0
 
     def release(self):
