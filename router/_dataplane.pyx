@@ -473,9 +473,13 @@ cdef Py_ssize_t OFF_CTX_SETTINGS = _offset("settings", _CommandContext)
 cdef Py_ssize_t OFF_CTX_STATS = _offset("stats", _CommandContext)
 cdef Py_ssize_t OFF_QUEUE_LIMIT = _offset("queue_limit", _Settings)
 cdef Py_ssize_t OFF_PAUSE_LEVEL = _offset("level", _ClientPause)
-cdef Py_ssize_t OFF_NODE_LINK, OFF_NODE_PUBLISH_SEQ, OFF_NODE_TAP, OFF_NODE_TURN_OUTPUT
-(OFF_NODE_LINK, OFF_NODE_PUBLISH_SEQ, OFF_NODE_TAP, OFF_NODE_TURN_OUTPUT) = [
-    _offset(name, _NodeHotFields) for name in ("link", "publish_seq", "tap", "turn_output")
+cdef Py_ssize_t OFF_NODE_DIRTY, OFF_NODE_LOOP, OFF_NODE_CONTEXT, OFF_NODE_LINK
+cdef Py_ssize_t OFF_NODE_METRICS, OFF_NODE_PUBLISH_SEQ, OFF_NODE_TAP, OFF_NODE_TURN_OUTPUT
+(OFF_NODE_DIRTY, OFF_NODE_LOOP, OFF_NODE_CONTEXT, OFF_NODE_LINK,
+ OFF_NODE_METRICS, OFF_NODE_PUBLISH_SEQ, OFF_NODE_TAP, OFF_NODE_TURN_OUTPUT) = [
+    _offset(name, _NodeHotFields) for name in (
+        "_dirty", "_loop", "context", "link", "metrics", "publish_seq", "tap", "turn_output",
+    )
 ]
 if any(getattr(_Node, name) is not _NodeHotFields.__dict__[name]
        for name in _NodeHotFields.__slots__):
@@ -1311,10 +1315,10 @@ def flush_all(node):
     :func:`router.dataplane.bind_node`): every queued client's output
     written, each of the node's own connections by the twin of its
     ``flush``, then INFO's metrics sampled when a period passed."""
-    dirty = node._dirty
-    node._dirty = []
+    dirty = _field(node, _Node, OFF_NODE_DIRTY, "_dirty")
+    _set_field(node, _Node, OFF_NODE_DIRTY, "_dirty", [])
     _set_field(node, _Node, OFF_NODE_TURN_OUTPUT, "turn_output", ZERO)
-    ctx = node.context
+    ctx = _field(node, _Node, OFF_NODE_CONTEXT, "context")
     stats = _field(ctx, _CommandContext, OFF_CTX_STATS, "stats")
     cdef _Plane plane = _plane(ctx)
     for client in <list?>dirty:
@@ -1322,7 +1326,7 @@ def flush_all(node):
             _flush(client, stats)
         else:
             client.flush()
-    if _monotonic() >= node.metrics.next_sample:  # a 100 ms period passed
+    if _monotonic() >= _field(node, _Node, OFF_NODE_METRICS, "metrics").next_sample:  # a 100 ms period passed
         node.sample_metrics()
 
 
@@ -1330,11 +1334,12 @@ def schedule_flush(node, client):
     """The twin of :meth:`router.node.Node.schedule_flush` (bound to a node
     by :func:`router.dataplane.bind_node`): ``client``'s queued output is
     written at the end of this loop turn."""
-    dirty = <list?>node._dirty
+    dirty = <list?>_field(node, _Node, OFF_NODE_DIRTY, "_dirty")
     if not dirty:
-        loop = node._loop
+        loop = _field(node, _Node, OFF_NODE_LOOP, "_loop")
         if loop is None or loop.is_closed():
-            loop = node._loop = _get_running_loop()
+            loop = _get_running_loop()
+            _set_field(node, _Node, OFF_NODE_LOOP, "_loop", loop)
         loop.call_soon(node.flush_all)
     dirty.append(client)
 
@@ -1353,7 +1358,7 @@ def deliver_forwarded(node, origin, origin_seq, channel, message, shard):
     if ((shard is not False and shard is not True) or type(channel) is not bytes
             or type(message) is not bytes):
         return type(node).deliver_forwarded(node, origin, origin_seq, channel, message, shard)
-    ctx = node.context
+    ctx = _field(node, _Node, OFF_NODE_CONTEXT, "context")
     cdef _Lane lane = _Lane()
     lane.for_node(_plane(ctx), ctx)
     cdef Py_ssize_t receivers
@@ -1429,7 +1434,7 @@ def deliver_forwarded_run(node, origin, msgs, count):
     if count <= 0:
         return None
     cdef Py_ssize_t n = count if count < PY_SSIZE_T_MAX else PY_SSIZE_T_MAX
-    ctx = node.context
+    ctx = _field(node, _Node, OFF_NODE_CONTEXT, "context")
     cdef _Plane plane = _plane(ctx)
     cdef _Lane lane = _Lane()
     lane.for_node(plane, ctx)

@@ -67,7 +67,16 @@ class NodeHotFields:
     their offsets instead of by a generic attribute lookup. A :class:`Node`
     keeps a dict for the rest."""
 
-    __slots__ = ("link", "publish_seq", "tap", "turn_output")
+    __slots__ = (
+        "_dirty",
+        "_loop",
+        "context",
+        "link",
+        "metrics",
+        "publish_seq",
+        "tap",
+        "turn_output",
+    )
 
 
 class Node(NodeHotFields):
