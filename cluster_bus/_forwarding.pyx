@@ -56,9 +56,10 @@ from cluster_bus.codec import (
     encode_publish as _encode_publish,
 )
 from cluster_bus.decoder import FrameDecoder as _FrameDecoder
-from cluster_bus.forwarding import Forwarding as _Forwarding
+from cluster_bus.forwarding import Forwarding as _Forwarding, ForwardingHotFields as _ForwardingHotFields
+from cluster_bus.info import BusStats as _BusStats
 from cluster_bus.frames import FLAG_SHARD as _FLAG_SHARD, MsgType as _MsgType, Publish as _Publish
-from cluster_bus.link import Link as _Link
+from cluster_bus.link import Link as _Link, LinkHotFields as _LinkHotFields
 from time import time as _time
 from cluster_bus.seal import SealError as _SealError
 from cluster_bus.session import InSession as _InSession, OutSession as _OutSession
@@ -80,6 +81,7 @@ cdef object PUBLISH = _Publish
 cdef object MSG_PUBLISH = _MsgType.PUBLISH
 cdef object FRAME_DECODER = _FrameDecoder
 cdef object IN_SESSION = _InSession
+cdef object BUS_STATS = _BusStats
 cdef object OUT_SESSION = _OutSession
 cdef object LINK_DATA_RECEIVED = _Link.data_received
 cdef object PUBLISHES_RECEIVED = _Forwarding.publishes_received
@@ -129,15 +131,30 @@ cdef inline void _put(msg, Py_ssize_t i, item) noexcept:
 def data_received(link, data):
     """The twin of :meth:`cluster_bus.link.Link.data_received` (the module
     doc says when it stands in; otherwise it calls the reference)."""
-    if (type(data) is not bytes or link._tls is not None or link.authenticated is not True
-            or link.closed is not False or not link.first_bytes):
+    cdef bint hot = _hot_link(type(link))
+    if (type(data) is not bytes or _field(link, hot, OFF_LINK_TLS, "_tls") is not None
+            or _field(link, hot, OFF_LINK_AUTHENTICATED, "authenticated") is not True
+            or _field(link, hot, OFF_LINK_CLOSED, "closed") is not False
+            or not _field(link, hot, OFF_LINK_FIRST_BYTES, "first_bytes")):
         return LINK_DATA_RECEIVED(link, data)
-    decoder = link.decoder
-    if type(decoder) is not FRAME_DECODER or decoder._broken or decoder._fast is not True:
+    decoder = _field(link, hot, OFF_LINK_DECODER, "decoder")
+    if type(decoder) is not FRAME_DECODER:
         return LINK_DATA_RECEIVED(link, data)
-    expect = decoder.expect_sender
-    max_body = decoder.max_body
-    buf = decoder._buf
+    # the decoder's slots (an unset one: the reference's read raises)
+    cdef PyObject* broken = _slot(decoder, OFF_DEC_BROKEN)
+    cdef PyObject* fast = _slot(decoder, OFF_DEC_FAST)
+    cdef PyObject* expect_slot = _slot(decoder, OFF_DEC_EXPECT_SENDER)
+    cdef PyObject* max_body_slot = _slot(decoder, OFF_DEC_MAX_BODY)
+    cdef PyObject* buf_slot = _slot(decoder, OFF_DEC_BUF)
+    cdef PyObject* need_slot
+    if (broken == NULL or fast == NULL or expect_slot == NULL or max_body_slot == NULL
+            or buf_slot == NULL):
+        return LINK_DATA_RECEIVED(link, data)
+    if <object>broken or fast != Py_True:
+        return LINK_DATA_RECEIVED(link, data)
+    expect = <object>expect_slot
+    max_body = <object>max_body_slot
+    buf = <object>buf_slot
     if type(expect) is not int or type(max_body) is not int or type(buf) is not bytearray:
         return LINK_DATA_RECEIVED(link, data)
     if not 0 <= expect <= 0xFFFFFFFF or max_body < 0:
@@ -147,7 +164,8 @@ def data_received(link, data):
     cdef Py_ssize_t held = len(buf)
     cdef bytes view
     if held:
-        if held + len(<bytes>data) < decoder._need:
+        need_slot = _slot(decoder, OFF_DEC_NEED)
+        if need_slot == NULL or held + len(<bytes>data) < <object>need_slot:
             return LINK_DATA_RECEIVED(link, data)  # the reference keeps it for later
         view = bytes(buf) + data  # what the reference's feed parses
     else:
@@ -173,14 +191,18 @@ def data_received(link, data):
         PyList_Append(run, _message(view, pos, stop))
         pos = stop
     # the read is the twin's: the reference's effects, in its order
-    link.last_rx_ms = int(_time() * 1000)  # cluster_bus.link.now_ms
+    now = int(_time() * 1000)  # cluster_bus.link.now_ms
+    if hot:
+        _store(link, OFF_LINK_LAST_RX_MS, now)
+    else:
+        link.last_rx_ms = now
     if held:
         buf.clear()
     if pos < end:
         buf += view[pos:]
-    decoder._need = need
-    if PyList_GET_SIZE(run) and link.closed is False:
-        owner = link.owner
+    _store(decoder, OFF_DEC_NEED, need)
+    if PyList_GET_SIZE(run) and _field(link, hot, OFF_LINK_CLOSED, "closed") is False:
+        owner = _field(link, hot, OFF_LINK_OWNER, "owner")
         try:
             owner.publishes_received(link, run)
         except _BusProtocolError as exc:
@@ -226,14 +248,16 @@ def publishes_received(self, link, msgs):
     if type(msgs) is not list or not _decoded(msgs):
         return PUBLISHES_RECEIVED(self, link, msgs)
     cdef list run = msgs
-    received = self.stats.received
+    cdef bint hot = _hot_forwarding(type(self))
+    stats = _field(self, hot, OFF_FWD_STATS, "stats")
+    received = _field(stats, type(stats) is BUS_STATS, OFF_STATS_RECEIVED, "received")
     received[MSG_PUBLISH] += PyList_GET_SIZE(run)
-    peer = link.peer_id
+    peer = _field(link, _hot_link(type(link)), OFF_LINK_PEER_ID, "peer_id")
     assert peer is not None
-    session = self.in_sessions.get(peer) or self._in(peer)
+    session = _field(self, hot, OFF_FWD_IN_SESSIONS, "in_sessions").get(peer) or self._in(peer)
     cdef Py_ssize_t n = _in_order(session, run) if type(session) is IN_SESSION else session.in_order(run)
     if n:
-        self.node.deliver_forwarded_run(peer, run, n)
+        _field(self, hot, OFF_FWD_NODE, "node").deliver_forwarded_run(peer, run, n)
     cdef Py_ssize_t i
     for i in range(n, PyList_GET_SIZE(run)):
         if i >= PyList_GET_SIZE(run):
@@ -292,11 +316,11 @@ cdef extern from "Python.h":
         PyMemberDef* d_member
 
 
-cdef Py_ssize_t _offset(str name) except -1:
+cdef Py_ssize_t _offset(str name, cls=_OutSession) except -1:
     import types
-    descriptor = _OutSession.__dict__[name]
+    descriptor = cls.__dict__[name]
     if type(descriptor) is not types.MemberDescriptorType:
-        raise TypeError(f"OutSession.{name} is not a slot")
+        raise TypeError(f"{cls.__name__}.{name} is not a slot")
     return (<PyMemberDescrObject*><PyObject*>descriptor).d_member.offset
 
 
@@ -320,6 +344,74 @@ cdef inline void _store(obj, Py_ssize_t offset, value) noexcept:
     Py_INCREF(value)
     at[0] = <PyObject*>value
     Py_XDECREF(old)
+
+
+# The read path's fields are slots too: a link's (cluster_bus.link.
+# LinkHotFields), the forwarding's (cluster_bus.forwarding.
+# ForwardingHotFields), the decoder's (FrameDecoder) and the bus's counters
+# (BusStats). A link's and a forwarding's class is made per bus
+# (cluster_bus.dataplane), so each is read at the offsets only when its
+# class reads those slots by the base's own member descriptors (_hot).
+
+cdef Py_ssize_t OFF_LINK_TLS = _offset("_tls", _LinkHotFields)
+cdef Py_ssize_t OFF_LINK_AUTHENTICATED = _offset("authenticated", _LinkHotFields)
+cdef Py_ssize_t OFF_LINK_CLOSED = _offset("closed", _LinkHotFields)
+cdef Py_ssize_t OFF_LINK_DECODER = _offset("decoder", _LinkHotFields)
+cdef Py_ssize_t OFF_LINK_FIRST_BYTES = _offset("first_bytes", _LinkHotFields)
+cdef Py_ssize_t OFF_LINK_LAST_RX_MS = _offset("last_rx_ms", _LinkHotFields)
+cdef Py_ssize_t OFF_LINK_OWNER = _offset("owner", _LinkHotFields)
+cdef Py_ssize_t OFF_LINK_PEER_ID = _offset("peer_id", _LinkHotFields)
+cdef Py_ssize_t OFF_FWD_IN_SESSIONS = _offset("in_sessions", _ForwardingHotFields)
+cdef Py_ssize_t OFF_FWD_NODE = _offset("node", _ForwardingHotFields)
+cdef Py_ssize_t OFF_FWD_STATS = _offset("stats", _ForwardingHotFields)
+cdef Py_ssize_t OFF_DEC_BROKEN = _offset("_broken", _FrameDecoder)
+cdef Py_ssize_t OFF_DEC_BUF = _offset("_buf", _FrameDecoder)
+cdef Py_ssize_t OFF_DEC_FAST = _offset("_fast", _FrameDecoder)
+cdef Py_ssize_t OFF_DEC_NEED = _offset("_need", _FrameDecoder)
+cdef Py_ssize_t OFF_DEC_EXPECT_SENDER = _offset("expect_sender", _FrameDecoder)
+cdef Py_ssize_t OFF_DEC_MAX_BODY = _offset("max_body", _FrameDecoder)
+cdef Py_ssize_t OFF_STATS_RECEIVED = _offset("received", _BusStats)
+
+# the last link class and forwarding class _hot checked, and the answers
+cdef object LINK_CHECKED = None
+cdef bint LINK_HOT = False
+cdef object FWD_CHECKED = None
+cdef bint FWD_HOT = False
+
+
+def _reads_slots(cls, base):
+    """Whether ``cls`` reads each of ``base``'s slots by ``base``'s own
+    member descriptor (no subclass shadows one)."""
+    return issubclass(cls, base) and all(
+        getattr(cls, name) is base.__dict__[name] for name in base.__slots__
+    )
+
+
+cdef inline bint _hot_link(cls) except -1:
+    global LINK_CHECKED, LINK_HOT
+    if cls is not LINK_CHECKED:
+        LINK_HOT = _reads_slots(cls, _LinkHotFields)
+        LINK_CHECKED = cls
+    return LINK_HOT
+
+
+cdef inline bint _hot_forwarding(cls) except -1:
+    global FWD_CHECKED, FWD_HOT
+    if cls is not FWD_CHECKED:
+        FWD_HOT = _reads_slots(cls, _ForwardingHotFields)
+        FWD_CHECKED = cls
+    return FWD_HOT
+
+
+cdef inline object _field(obj, bint hot, Py_ssize_t offset, str name):
+    """``obj.<name>``: at ``offset`` when ``hot`` and the slot is set, else by
+    attribute (the same value, or the same AttributeError)."""
+    cdef PyObject* value
+    if hot:
+        value = _slot(obj, offset)
+        if value != NULL:
+            return <object>value
+    return getattr(obj, name)
 
 
 cdef bytes _session_publish(session, sender, origin_seq, shard, channel, payload):

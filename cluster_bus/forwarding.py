@@ -40,7 +40,15 @@ _PUBLISH = MsgType.PUBLISH
 MAX_RETAINED = 1024
 
 
-class Forwarding:
+class ForwardingHotFields:
+    """The fields of the forwarding that the compiled receive path reads per
+    read (cluster_bus/_forwarding.pyx), as slots (read there at their
+    offsets); a :class:`Forwarding` keeps a dict for the rest."""
+
+    __slots__ = ("in_sessions", "node", "stats")
+
+
+class Forwarding(ForwardingHotFields):
     """The forwarding sessions of one bus, with every peer, both ways."""
 
     def __init__(

@@ -60,7 +60,26 @@ class LinkOwner(Protocol):
     def link_closed(self, link: Link) -> None: ...
 
 
-class Link(asyncio.Protocol):
+class LinkHotFields(asyncio.Protocol):
+    """The fields of a link that the compiled read of PUBLISH frames reads per
+    read (cluster_bus/_forwarding.pyx), as slots: read there at their
+    offsets instead of by a generic attribute lookup, as
+    :class:`router.connection.HotFields` is for a client connection. A
+    :class:`Link` keeps a dict for the rest."""
+
+    __slots__ = (
+        "_tls",
+        "authenticated",
+        "closed",
+        "decoder",
+        "first_bytes",
+        "last_rx_ms",
+        "owner",
+        "peer_id",
+    )
+
+
+class Link(LinkHotFields):
     """One TCP connection of the bus, either direction (``outbound``: we dialled
     ``dial_key``). ``peer_id`` is set once the handshake authenticated it."""
 

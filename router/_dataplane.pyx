@@ -419,6 +419,11 @@ cdef object ZERO = 0
 cdef object NO_PEERS = _NoPeers
 cdef object NO_PEERS_FORWARD = _NoPeers.forward_publish  # the class's: returns 0
 cdef object END = object()  # the end of a parser's requests() that is not this module's
+cdef object TWO = 2
+cdef str PUBLISH = "publish"
+cdef str SPUBLISH = "spublish"
+cdef str PING = "ping"
+cdef bytes PONG = _resp.PONG
 
 
 cdef inline long long _perf_counter_ns() noexcept nogil:
@@ -428,11 +433,7 @@ cdef inline long long _perf_counter_ns() noexcept nogil:
     cdef timespec ts
     clock_gettime(CLOCK_MONOTONIC, &ts)
     return ts.tv_sec * 1000000000LL + ts.tv_nsec
-cdef object TWO = 2
-cdef str PUBLISH = "publish"
-cdef str SPUBLISH = "spublish"
-cdef str PING = "ping"
-cdef bytes PONG = _resp.PONG
+
 
 # the offsets of the slots read or written here: a connection's ...
 cdef Py_ssize_t OFF_AUTHENTICATED, OFF_BLOCKED, OFF_CHANNELS, OFF_CLOSED, OFF_CTX
