@@ -67,6 +67,7 @@ from cluster_bus.session import InSession as _InSession, OutSession as _OutSessi
 cdef extern from "Python.h":
     object PyType_GenericAlloc(PyTypeObject* t, Py_ssize_t n)
     PyObject* Py_True  # (<PyObject*>True is a C 1 in Cython)
+    PyObject* Py_False
 
 from collections import deque
 
@@ -150,7 +151,7 @@ def data_received(link, data):
     if (broken == NULL or fast == NULL or expect_slot == NULL or max_body_slot == NULL
             or buf_slot == NULL):
         return LINK_DATA_RECEIVED(link, data)
-    if <object>broken or fast != Py_True:
+    if broken != Py_False or fast != Py_True:  # (anything else: the reference judges it)
         return LINK_DATA_RECEIVED(link, data)
     expect = <object>expect_slot
     max_body = <object>max_body_slot
@@ -389,16 +390,20 @@ def _reads_slots(cls, base):
 
 cdef inline bint _hot_link(cls) except -1:
     global LINK_CHECKED, LINK_HOT
+    cdef bint hot
     if cls is not LINK_CHECKED:
-        LINK_HOT = _reads_slots(cls, _LinkHotFields)
+        hot = _reads_slots(cls, _LinkHotFields)  # (may run Python: both set after it)
+        LINK_HOT = hot
         LINK_CHECKED = cls
     return LINK_HOT
 
 
 cdef inline bint _hot_forwarding(cls) except -1:
     global FWD_CHECKED, FWD_HOT
+    cdef bint hot
     if cls is not FWD_CHECKED:
-        FWD_HOT = _reads_slots(cls, _ForwardingHotFields)
+        hot = _reads_slots(cls, _ForwardingHotFields)
+        FWD_HOT = hot
         FWD_CHECKED = cls
     return FWD_HOT
 

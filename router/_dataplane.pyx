@@ -378,6 +378,7 @@ from cpython.long cimport (
     PyLong_FromLongLong,
     PyLong_FromSsize_t,
 )
+from cpython.method cimport PyMethod_Check, PyMethod_GET_FUNCTION, PyMethod_GET_SELF
 from cpython.object cimport PyObject
 from cpython.ref cimport Py_INCREF, Py_XDECREF
 
@@ -393,7 +394,6 @@ cdef extern from "Python.h":
     PyObject* Py_False  # (<PyObject*>False is a C 0 in Cython)
     PyObject* Py_True
     Py_ssize_t PyDict_GET_SIZE(object)
-    object PyObject_GenericGetDict(object, void*)
     int _list_set_slice "PyList_SetSlice" (object, Py_ssize_t, Py_ssize_t, PyObject*) except -1
 
 
@@ -418,6 +418,13 @@ cdef object CONNECTION_FLUSH = _Connection.flush
 cdef object ZERO = 0
 cdef object NO_PEERS = _NoPeers
 cdef object NO_PEERS_FORWARD = _NoPeers.forward_publish  # the class's: returns 0
+
+
+cdef inline bint _is_method(bound, function, self) noexcept:
+    """Whether ``bound`` is ``function`` bound to ``self`` (what an attribute
+    lookup gives when neither the instance nor a subclass replaced it)."""
+    return (PyMethod_Check(bound) and PyMethod_GET_FUNCTION(bound) == <PyObject*>function
+            and PyMethod_GET_SELF(bound) == <PyObject*>self)
 cdef object END = object()  # the end of a parser's requests() that is not this module's
 cdef object TWO = 2
 cdef str PUBLISH = "publish"
@@ -484,7 +491,7 @@ cdef Py_ssize_t OFF_NODE_METRICS, OFF_NODE_PUBLISH_SEQ, OFF_NODE_TAP, OFF_NODE_T
 ]
 if any(getattr(_Node, name) is not _NodeHotFields.__dict__[name]
        for name in _NodeHotFields.__slots__):
-    raise TypeError("Node shadows a slot of NodeHotFields")
+    raise ImportError("Node shadows a slot of NodeHotFields")  # dataplane.load: the Python core
 # the module globals the reference reads at each use, read here from the
 # module's dict (as module attribute access reads them)
 cdef dict DISPATCH_GLOBALS = vars(_dispatch)  # _SLICE_NS
@@ -866,34 +873,22 @@ cdef _Plane _plane(ctx):
     return made
 
 
-# the last connection class _own checked, and its answers (a node has one
+# the last connection class _own checked, and its answer (a node has one
 # class; a process running several nodes, as the tests do, checks again
 # when the class changes)
 cdef object OWN_CHECKED = None
 cdef object OWN_ANSWER = None
-cdef bint OWN_RECEIVES = False
-
-
-cdef inline int _check(cls) except -1:
-    global OWN_CHECKED, OWN_ANSWER, OWN_RECEIVES
-    if cls is not OWN_CHECKED:
-        OWN_ANSWER = cls if _is_own(cls) else None
-        OWN_RECEIVES = getattr(cls, "receive", None) is PROCESS
-        OWN_CHECKED = cls
-    return 0
 
 
 cdef inline object _own(cls):
     """``cls`` when its ``write`` and ``flush`` are Connection's and its
     slots HotFields' own (so the twins may stand in), else None."""
-    _check(cls)
+    global OWN_CHECKED, OWN_ANSWER
+    if cls is not OWN_CHECKED:
+        answer = cls if _is_own(cls) else None  # (may run Python: both set after it)
+        OWN_ANSWER = answer
+        OWN_CHECKED = cls
     return OWN_ANSWER
-
-
-cdef inline bint _receives(cls) except -1:
-    """Whether ``cls.receive`` is this module's :func:`process`."""
-    _check(cls)
-    return OWN_RECEIVES
 
 
 def _is_own(cls):
@@ -973,8 +968,7 @@ cdef class _Lane:
             self.shards = plane.shards
             self.patterns = plane.patterns
             self.link = link = _field(node, _Node, OFF_NODE_LINK, "link")
-            self.lone = (type(link) is NO_PEERS and NO_PEERS.forward_publish is NO_PEERS_FORWARD
-                         and "forward_publish" not in <dict?>PyObject_GenericGetDict(link, NULL))
+            self.lone = type(link) is NO_PEERS and _is_method(link.forward_publish, NO_PEERS_FORWARD, link)
             self.tap = _field(node, _Node, OFF_NODE_TAP, "tap")
             # (a limit past a C long long is no limit a byte count reaches)
             self.fanout = _clamp(_global(PUBLISH_GLOBALS, "FANOUT_BYTES_PER_TURN"))
@@ -1380,7 +1374,6 @@ def deliver_forwarded(node, origin, origin_seq, channel, message, shard):
 from router import registry as _registry_module
 from router.registry import Registry as _Registry
 from cluster_bus.frames import Publish as _Publish
-from cpython.method cimport PyMethod_Check, PyMethod_GET_FUNCTION
 from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE
 from cpython.pyport cimport PY_SSIZE_T_MAX
 
@@ -1497,7 +1490,10 @@ cdef object DELIVER_FORWARDED = deliver_forwarded
 # ---------------------------------------------------------------------------
 # A client's read: the twin of router.client.Client.data_received.
 
+from router import client as _client_module
 from router.client import Client as _Client
+
+cdef dict CLIENT_GLOBALS = vars(_client_module)  # monotonic, read as the reference reads it
 
 cdef Py_ssize_t OFF_CLIENT_CONN = _offset("conn", _Client)
 cdef object PROCESS = process
@@ -1509,11 +1505,12 @@ def data_received(client, data):
     its ``receive`` is this module's :func:`process`."""
     conn = _field(client, COMPILED_CLIENT, OFF_CLIENT_CONN, "conn")
     if conn is not None:
-        now = _monotonic()
-        if _receives(type(conn)):
+        receive = conn.receive  # looked up as the reference looks it up
+        now = _global(CLIENT_GLOBALS, "monotonic")()
+        if _is_method(receive, PROCESS, conn):
             action = _process(conn, data, now)
         else:
-            action = conn.receive(data, now)
+            action = receive(data, now)
         if action:
             client._wait(action, conn)
 

@@ -191,6 +191,39 @@ def test_a_client_cut_by_its_own_publish_is_logged_with_publish_in_both_loops(ca
 
 
 @needs_compiled
+def test_a_connections_replaced_receive_is_called_by_both_clients():
+    """``CompiledClient.data_received`` runs the compiled loop in C only when
+    ``conn.receive`` is that loop bound to the connection; a ``receive``
+    replaced on the instance is called, as the reference client calls it
+    (review of this round: the twin decided from the class alone)."""
+    import asyncio
+
+    async def run() -> list[list[bytes]]:
+        sides = [fuzz_loop.Side(node) for node in fuzz_loop.nodes()]
+        seen: list[list[bytes]] = [[], []]
+        for side, got in zip(sides, seen, strict=True):
+            conn = side.clients[0].conn
+            assert conn is not None
+            original = conn.receive
+
+            def spy(data=b"", now=0.0, got=got, original=original):
+                got.append(data)
+                return original(data, now)
+
+            conn.receive = spy  # type: ignore[method-assign]
+        await asyncio.sleep(0)
+        for side in sides:
+            side.send(0, _resp(b"PING"))
+        await asyncio.sleep(0)
+        assert [bytes(side.wires[0].out) for side in sides] == [b"+PONG\r\n"] * 2
+        return seen
+
+    reference, twin = asyncio.run(run())
+    assert reference == [b"*1\r\n$4\r\nPING\r\n"]
+    assert twin == reference
+
+
+@needs_compiled
 def test_a_lone_nodes_replaced_forward_publish_is_called_by_both_loops():
     """On a node without a bus (``NoPeers``) the twin skips the call of
     ``forward_publish``, whose answer is always 0; a method replaced on the
