@@ -368,7 +368,7 @@ from router.pause import ClientPause as _ClientPause
 from router.settings import Settings as _Settings
 from router.stats import CommandStat as _CommandStat, NodeStats as _NodeStats
 
-from cpython.dict cimport PyDict_CheckExact, PyDict_GetItemWithError, PyDict_Size
+from cpython.dict cimport PyDict_CheckExact, PyDict_Contains, PyDict_GetItemWithError, PyDict_Size
 import sys as _sys
 from cpython.list cimport PyList_Append, PyList_CheckExact, PyList_GET_ITEM, PyList_GET_SIZE
 from cpython.long cimport (
@@ -378,8 +378,8 @@ from cpython.long cimport (
     PyLong_FromLongLong,
     PyLong_FromSsize_t,
 )
-from cpython.method cimport PyMethod_Check, PyMethod_GET_FUNCTION, PyMethod_GET_SELF
-from cpython.object cimport PyObject
+from cpython.method cimport PyMethod_Check, PyMethod_GET_FUNCTION
+from cpython.object cimport Py_TYPE, PyObject, PyTypeObject
 from cpython.ref cimport Py_INCREF, Py_XDECREF
 
 cdef extern from "Python.h":
@@ -394,6 +394,14 @@ cdef extern from "Python.h":
     PyObject* Py_False  # (<PyObject*>False is a C 0 in Cython)
     PyObject* Py_True
     Py_ssize_t PyDict_GET_SIZE(object)
+    PyObject* _PyType_Lookup(PyTypeObject*, object)  # borrowed, no error set
+    PyObject** _PyObject_GetDictPtr(object)
+
+cdef extern from *:
+    """
+    #define __bloomcast_generic_getattro(tp) ((tp)->tp_getattro == PyObject_GenericGetAttr)
+    """
+    bint _generic_getattro "__bloomcast_generic_getattro" (PyTypeObject*) noexcept
     int _list_set_slice "PyList_SetSlice" (object, Py_ssize_t, Py_ssize_t, PyObject*) except -1
 
 
@@ -418,13 +426,24 @@ cdef object CONNECTION_FLUSH = _Connection.flush
 cdef object ZERO = 0
 cdef object NO_PEERS = _NoPeers
 cdef object NO_PEERS_FORWARD = _NoPeers.forward_publish  # the class's: returns 0
+cdef str FORWARD_PUBLISH = "forward_publish"
+cdef str RECEIVE = "receive"
 
 
-cdef inline bint _is_method(bound, function, self) noexcept:
-    """Whether ``bound`` is ``function`` bound to ``self`` (what an attribute
-    lookup gives when neither the instance nor a subclass replaced it)."""
-    return (PyMethod_Check(bound) and PyMethod_GET_FUNCTION(bound) == <PyObject*>function
-            and PyMethod_GET_SELF(bound) == <PyObject*>self)
+cdef inline bint _method_is(obj, str name, function) except -1:
+    """Whether ``obj.<name>`` would be ``function`` bound to ``obj``, without
+    the lookup and the bound method: the generic attribute lookup of
+    ``obj``'s type finds ``function`` (a function: no data descriptor) in
+    its class, and ``obj`` has no instance attribute of that name."""
+    cdef PyTypeObject* tp = Py_TYPE(obj)
+    if not _generic_getattro(tp):
+        return False
+    if _PyType_Lookup(tp, name) != <PyObject*>function:
+        return False
+    cdef PyObject** dictptr = _PyObject_GetDictPtr(obj)
+    if dictptr == NULL or dictptr[0] == NULL:
+        return True
+    return not PyDict_Contains(<object>dictptr[0], name)
 cdef object END = object()  # the end of a parser's requests() that is not this module's
 cdef object TWO = 2
 cdef str PUBLISH = "publish"
@@ -968,7 +987,7 @@ cdef class _Lane:
             self.shards = plane.shards
             self.patterns = plane.patterns
             self.link = link = _field(node, _Node, OFF_NODE_LINK, "link")
-            self.lone = type(link) is NO_PEERS and _is_method(link.forward_publish, NO_PEERS_FORWARD, link)
+            self.lone = type(link) is NO_PEERS and _method_is(link, FORWARD_PUBLISH, NO_PEERS_FORWARD)
             self.tap = _field(node, _Node, OFF_NODE_TAP, "tap")
             # (a limit past a C long long is no limit a byte count reaches)
             self.fanout = _clamp(_global(PUBLISH_GLOBALS, "FANOUT_BYTES_PER_TURN"))
@@ -1505,12 +1524,10 @@ def data_received(client, data):
     its ``receive`` is this module's :func:`process`."""
     conn = _field(client, COMPILED_CLIENT, OFF_CLIENT_CONN, "conn")
     if conn is not None:
-        receive = conn.receive  # looked up as the reference looks it up
-        now = _global(CLIENT_GLOBALS, "monotonic")()
-        if _is_method(receive, PROCESS, conn):
-            action = _process(conn, data, now)
+        if _method_is(conn, RECEIVE, PROCESS):  # conn.receive is process bound to conn
+            action = _process(conn, data, _global(CLIENT_GLOBALS, "monotonic")())
         else:
-            action = receive(data, now)
+            action = conn.receive(data, _global(CLIENT_GLOBALS, "monotonic")())
         if action:
             client._wait(action, conn)
 
