@@ -368,7 +368,7 @@ from router.pause import ClientPause as _ClientPause
 from router.settings import Settings as _Settings
 from router.stats import CommandStat as _CommandStat, NodeStats as _NodeStats
 
-from cpython.dict cimport PyDict_CheckExact, PyDict_Contains, PyDict_GetItemWithError, PyDict_Size
+from cpython.dict cimport PyDict_CheckExact, PyDict_Contains, PyDict_GetItemWithError
 import sys as _sys
 from cpython.list cimport PyList_Append, PyList_CheckExact, PyList_GET_ITEM, PyList_GET_SIZE
 from cpython.long cimport (
