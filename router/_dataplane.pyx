@@ -402,6 +402,37 @@ cdef extern from *:
     #define __bloomcast_generic_getattro(tp) ((tp)->tp_getattro == PyObject_GenericGetAttr)
     """
     bint _generic_getattro "__bloomcast_generic_getattro" (PyTypeObject*) noexcept
+
+cdef extern from *:
+    """
+    /* A counter's int rewritten in place: only when nothing but the slot
+       holds it (refcount 1, so no reader can see it change), it is an exact
+       int of one or two 30-bit digits (CPython 3.11's layout,
+       Include/cpython/longintrepr.h) and the sum needs as many digits and
+       is past the small ints (-5..256, shared objects that
+       Objects/longobject.c's get_small_int hands out). 0 when not done:
+       the caller then stores a new int. */
+    static int __bloomcast_long_add_in_place(PyObject *v, long long n) {
+    #if PY_VERSION_HEX < 0x030C0000 && PyLong_SHIFT == 30 && !defined(Py_LIMITED_API)
+        PyLongObject *l = (PyLongObject *)v;
+        Py_ssize_t size = Py_SIZE(v);
+        unsigned long long old, sum;
+        if (Py_REFCNT(v) != 1 || !PyLong_CheckExact(v) || size < 1 || size > 2) return 0;
+        old = (unsigned long long)l->ob_digit[0];
+        if (size == 2) old |= (unsigned long long)l->ob_digit[1] << PyLong_SHIFT;
+        if (n < 0 ? old < (unsigned long long)(-(n + 1)) + 1ULL : old + (unsigned long long)n >= (1ULL << (2 * PyLong_SHIFT))) return 0;
+        sum = n < 0 ? old - ((unsigned long long)(-(n + 1)) + 1ULL) : old + (unsigned long long)n;
+        if (sum <= 256 || (sum >> PyLong_SHIFT ? 2 : 1) != size) return 0;
+        l->ob_digit[0] = (digit)(sum & PyLong_MASK);
+        if (size == 2) l->ob_digit[1] = (digit)(sum >> PyLong_SHIFT);
+        return 1;
+    #else
+        (void)v; (void)n;
+        return 0;
+    #endif
+    }
+    """
+    bint _long_add_in_place "__bloomcast_long_add_in_place" (PyObject*, long long) noexcept
     int _list_set_slice "PyList_SetSlice" (object, Py_ssize_t, Py_ssize_t, PyObject*) except -1
 
 
@@ -570,6 +601,44 @@ cdef inline object _conn_field(conn, bint own, Py_ssize_t offset, str name):
     return getattr(conn, name)
 
 
+cdef extern from *:
+    """
+    /* A dict's version (PEP 509): CPython 3.11 gives every dict a new,
+       interpreter-wide unique one at each change; later versions deprecate
+       the field, so there 0 (no cache). */
+    #if PY_VERSION_HEX < 0x030C0000
+    #define __bloomcast_dict_version(d) (((PyDictObject *)(d))->ma_version_tag)
+    #else
+    #define __bloomcast_dict_version(d) (0ULL)
+    #endif
+    """
+    unsigned long long _dict_version "__bloomcast_dict_version" (object) noexcept
+
+
+cdef struct _GlobalCache:
+    unsigned long long version  # of the module's dict when value was read, 0 for none
+    PyObject* value  # borrowed: the dict holds it as long as its version is the same
+
+
+cdef _GlobalCache SLICE_NS_CACHE, FANOUT_CACHE, MONOTONIC_CACHE
+
+
+cdef inline object _global_cached(dict module_globals, str name, _GlobalCache* cache):
+    """:func:`_global`, the value kept while the module's dict has the same
+    version (PEP 509: any change to the dict gives it a new one, so no
+    assignment to the global is missed)."""
+    cdef unsigned long long version = _dict_version(module_globals)
+    if version and cache.version == version:
+        return <object>cache.value
+    cdef PyObject* value = PyDict_GetItemWithError(module_globals, name)
+    if value == NULL:
+        cache.version = 0
+        return _global(module_globals, name)
+    cache.version = version
+    cache.value = value
+    return <object>value
+
+
 cdef object _global(dict module_globals, str name):
     """A module global read as ``module.<name>`` reads it (a missing one
     raises the module's own AttributeError)."""
@@ -581,12 +650,16 @@ cdef object _global(dict module_globals, str name):
 
 cdef int _add(obj, type cls, Py_ssize_t offset, str name, Py_ssize_t n) except -1:
     """``obj.<name> += n`` for an int counter in a slot of ``cls`` (at
-    ``offset``), in place; by attribute for anything else."""
+    ``offset``), at the slot: the int itself rewritten when nothing else
+    holds it (``_long_add_in_place``), else a new int stored; by attribute
+    for anything else."""
     cdef PyObject** at
     cdef long long value
     cdef int overflow = 0
     if type(obj) is cls:
         at = <PyObject**>((<char*><PyObject*>obj) + offset)
+        if at[0] != NULL and _long_add_in_place(at[0], n):
+            return 0
         if at[0] != NULL and PyLong_CheckExact(<object>at[0]):
             value = PyLong_AsLongLongAndOverflow(<object>at[0], &overflow)
             if not overflow and value < (1LL << 62):  # else as Python adds
@@ -874,6 +947,9 @@ cdef class _Plane:
 
     cdef object pubsub, node, nstats, stats, patterns
     cdef tuple shards
+    # a lane a read of a client's borrows (made once, not once a read); None
+    # while one is out, so a read begun inside another's makes its own
+    cdef _Lane spare
 
 
 cdef _Plane _plane(ctx):
@@ -990,7 +1066,7 @@ cdef class _Lane:
             self.lone = type(link) is NO_PEERS and _method_is(link, FORWARD_PUBLISH, NO_PEERS_FORWARD)
             self.tap = _field(node, _Node, OFF_NODE_TAP, "tap")
             # (a limit past a C long long is no limit a byte count reaches)
-            self.fanout = _clamp(_global(PUBLISH_GLOBALS, "FANOUT_BYTES_PER_TURN"))
+            self.fanout = _clamp(_global_cached(PUBLISH_GLOBALS, "FANOUT_BYTES_PER_TURN", &FANOUT_CACHE))
             self.queue_limit = _clamp(_queue_limit(ctx))
             self.turn_output = _field(node, _Node, OFF_NODE_TURN_OUTPUT, "turn_output")
         return 0
@@ -1178,7 +1254,7 @@ cdef object _process(conn, data, double now):
     stats = _field(ctx, _CommandContext, OFF_CTX_STATS, "stats")
     cdef Py_ssize_t queued = 0
     # the reference's budget, read as it reads it
-    cdef long long slice_ns = _global(DISPATCH_GLOBALS, "_SLICE_NS")
+    cdef long long slice_ns = _global_cached(DISPATCH_GLOBALS, "_SLICE_NS", &SLICE_NS_CACHE)
     cdef long long start = _perf_counter_ns()
     started_obj = _conn_field(conn, own, OFF_WORK_STARTED, "work_started")
     cdef long long started
@@ -1195,12 +1271,18 @@ cdef object _process(conn, data, double now):
             return SLICE
     cdef bint sliced = False
     cdef Py_ssize_t done = 0
-    cdef list runs = []
+    cdef list runs = None  # made when a second command's run begins
     last = None
     cdef Py_ssize_t n = 0
     cdef bytes breply
     cdef int which
-    cdef _Lane lane = _Lane()
+    cdef _Plane plane = _plane(ctx)
+    cdef _Lane lane = plane.spare
+    if lane is None:
+        lane = _Lane()
+        lane.plane = plane
+    else:
+        plane.spare = None
     lane.refresh(conn, ctx)
     rp = None
     try:
@@ -1247,6 +1329,8 @@ cdef object _process(conn, data, double now):
                     n += 1
                 else:
                     if last is not None:
+                        if runs is None:
+                            runs = []
                         runs.append((last, n))
                     last, n = ran, 1
             if type(reply) is bytes:
@@ -1269,6 +1353,8 @@ cdef object _process(conn, data, double now):
             lane.settle()
             _add(conn, own_cls, OFF_OUT_BYTES, "_out_bytes", queued)
             if last is not None:
+                if runs is None:
+                    runs = []
                 runs.append((last, n))
                 _share_time(runs, _perf_counter_ns() - start)
             if deferred and out:
@@ -1285,8 +1371,10 @@ cdef object _process(conn, data, double now):
         conn.close_after_reply()
     finally:
         lane.settle()
+        lane.conn = None
+        plane.spare = lane
     if last is not None:
-        if runs:
+        if runs is not None:
             runs.append((last, n))
             _share_time(runs, _perf_counter_ns() - start)
         else:
@@ -1525,9 +1613,9 @@ def data_received(client, data):
     conn = _field(client, COMPILED_CLIENT, OFF_CLIENT_CONN, "conn")
     if conn is not None:
         if _method_is(conn, RECEIVE, PROCESS):  # conn.receive is process bound to conn
-            action = _process(conn, data, _global(CLIENT_GLOBALS, "monotonic")())
+            action = _process(conn, data, _global_cached(CLIENT_GLOBALS, "monotonic", &MONOTONIC_CACHE)())
         else:
-            action = conn.receive(data, _global(CLIENT_GLOBALS, "monotonic")())
+            action = conn.receive(data, _global_cached(CLIENT_GLOBALS, "monotonic", &MONOTONIC_CACHE)())
         if action:
             client._wait(action, conn)
 

@@ -191,6 +191,57 @@ def test_a_client_cut_by_its_own_publish_is_logged_with_publish_in_both_loops(ca
 
 
 @needs_compiled
+def test_a_counter_held_elsewhere_keeps_its_value_and_one_past_a_digit_is_exact():
+    """The twin adds to a counter's int in place when only its slot holds it
+    (``_long_add_in_place``): an int read out of the stats before a PUBLISH
+    must keep its value, and sums across the small ints' end (256) and a
+    30-bit digit (2**30) must be exact, in both loops."""
+    import asyncio
+
+    request = _resp(b"PUBLISH", b"ch", b"x" * 5)
+
+    async def run() -> tuple[list[list[tuple[int, ...]]], list[bool]]:
+        sides = [fuzz_loop.Side(node) for node in fuzz_loop.nodes()]
+        for side in sides:
+            # ints made here, held by the slot alone once assigned
+            side.node.stats.net_input_bytes = int("1073741800")  # 2**30 - 24
+            side.node.stats.publish_received = int("254")
+        await asyncio.sleep(0)
+        seen: list[list[tuple[int, ...]]] = [[], []]
+        same_int: list[bool] = []  # the twin's counter kept its object (added in place)
+        for _ in range(3):
+            # unheld: the twin may add in place
+            ids = [id(s.node.stats.net_input_bytes) for s in sides]
+            for side in sides:
+                side.send(0, request)
+            await asyncio.sleep(0)
+            same_int.append(id(sides[1].node.stats.net_input_bytes) == ids[1])
+            # held: the ints read here must not change
+            held = [(s.node.stats.net_input_bytes, s.node.stats.publish_received) for s in sides]
+            for side in sides:
+                side.send(0, request)
+            await asyncio.sleep(0)
+            for side, got, (bytes_before, published_before) in zip(sides, seen, held, strict=True):
+                stats = side.node.stats
+                # copies: the list must not hold the counters' own ints
+                now = (int(str(stats.net_input_bytes)), int(str(stats.publish_received)))
+                got.append((bytes_before, published_before, *now))
+            del held
+        return seen, same_int
+
+    (reference, twin), same_int = asyncio.run(run())
+    n, start = len(request), 2**30 - 24
+    expected = [
+        (start + (2 * i + 1) * n, 255 + 2 * i, start + (2 * i + 2) * n, 256 + 2 * i)
+        for i in range(3)
+    ]
+    assert reference == expected
+    assert twin == reference
+    # the first add crosses 2**30 (a new int); the later unheld ones are in place
+    assert same_int == [False, True, True]
+
+
+@needs_compiled
 def test_a_connections_replaced_receive_is_called_by_both_clients():
     """``CompiledClient.data_received`` runs the compiled loop in C only when
     ``conn.receive`` is that loop bound to the connection; a ``receive``
