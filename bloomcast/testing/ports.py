@@ -14,6 +14,11 @@ A port is free when picked, but nothing holds it until its server binds it:
 two picks in a row (a client port, then a bus port) could name the same
 port. So this process never hands out a port it handed out among its last
 :data:`RECENT` picks (seen: two nodes of one test cluster given one port).
+
+Under pytest-xdist (``pytest -n N``: ``PYTEST_XDIST_WORKER`` gwI and
+``PYTEST_XDIST_WORKER_COUNT`` N set in each worker) worker I picks only the
+ports p with p % N == I, so two workers never hand out one port; a node's
+default bus port (port + 10000) stays its worker's when N divides 10000.
 """
 
 from __future__ import annotations
@@ -46,6 +51,16 @@ def ephemeral_range() -> tuple[int, int]:
         return 32768, 60999
 
 
+def _worker_share() -> tuple[int, int] | None:
+    """(I, N) in pytest-xdist's worker I of N (module doc), else None."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    count = os.environ.get("PYTEST_XDIST_WORKER_COUNT", "")
+    if not worker.startswith("gw") or not worker[2:].isdigit() or not count.isdigit():
+        return None
+    index, n = int(worker[2:]), int(count)
+    return (index, n) if 0 <= index < n else None
+
+
 def free_port(host: str = LOOPBACK) -> int:
     """A TCP port free on ``host`` a moment ago, outside the ephemeral range."""
     return free_ports(1, host)[0]
@@ -58,6 +73,10 @@ def free_ports(n: int, host: str = LOOPBACK) -> list[int]:
     low, high = ephemeral_range()
     # below the range only: a default bus port (port + 10000) stays <= 65535
     pool = list(range(LOWEST_PORT, max(low, LOWEST_PORT + 1024)))
+    share = _worker_share()
+    if share is not None:
+        index, count = share
+        pool = [port for port in pool if port % count == index]
     rng = random.Random(os.getpid() * 1_000_003 + time.monotonic_ns())
     socks: list[socket.socket] = []
     try:

@@ -12,7 +12,7 @@ from collections import Counter
 import pytest
 
 from router.commands import COMMANDS
-from tests.differential.oracle import HELLO3, exchange, redis_only, split_frames
+from tests.differential.oracle import HELLO3, exchange_pair, redis_only, split_frames
 
 pytestmark = [pytest.mark.timeout(120), redis_only]
 
@@ -40,9 +40,15 @@ def _node_names(containers: bool) -> list[str]:
     return sorted(names)
 
 
-def _reply(port: int, resp3: bool, command: bytes) -> bytes:
-    out, _ = exchange(port, (HELLO3 if resp3 else b"") + command)
-    return b"".join(split_frames(out)[1:]) if resp3 else out
+def _replies(servers: tuple[int, int], resp3: bool, command: bytes) -> tuple[bytes, bytes]:
+    """(the oracle's reply, the node's) to ``command``, after HELLO 3 when
+    ``resp3`` (its reply left out): both asked at once."""
+    oracle, node = servers
+    payload = (HELLO3 if resp3 else b"") + command
+    (theirs, _), (ours, _) = exchange_pair(oracle, node, payload)
+    if resp3:
+        return b"".join(split_frames(theirs)[1:]), b"".join(split_frames(ours)[1:])
+    return theirs, ours
 
 
 def _split_subcommands(data: bytes, header: bytes) -> tuple[bytes, Counter[bytes]]:
@@ -59,32 +65,34 @@ def _split_subcommands(data: bytes, header: bytes) -> tuple[bytes, Counter[bytes
 @pytest.mark.parametrize("kind", [b"INFO", b"DOCS"])
 @pytest.mark.parametrize("name", _node_names(containers=False))
 def test_command_entry_same_bytes_as_redis(servers, resp3, kind, name):
-    oracle, node = servers
-    for shown in (name, name.upper()):
-        command = b"COMMAND %b %b\r\n" % (kind, shown.encode())
-        assert _reply(node, resp3, command) == _reply(oracle, resp3, command)
+    # the name as listed and in capitals, one reply frame each, in order
+    command = b"".join(
+        b"COMMAND %b %b\r\n" % (kind, shown.encode()) for shown in (name, name.upper())
+    )
+    theirs, ours = _replies(servers, resp3, command)
+    assert len(split_frames(theirs)) == 2
+    assert ours == theirs
 
 
 @pytest.mark.parametrize("resp3", [False, True], ids=["resp2", "resp3"])
 def test_pubsub_container_entries_like_redis(servers, resp3):
-    oracle, node = servers
     docs_header = b"$11\r\nsubcommands\r\n" + (b"%6\r\n" if resp3 else b"*12\r\n")
     for command, header in (
         (b"COMMAND INFO pubsub\r\n", b"*6\r\n"),
         (b"COMMAND DOCS PUBSUB\r\n", docs_header),
     ):
-        want = _split_subcommands(_reply(oracle, resp3, command), header)
-        assert _split_subcommands(_reply(node, resp3, command), header) == want
+        theirs, ours = _replies(servers, resp3, command)
+        assert _split_subcommands(ours, header) == _split_subcommands(theirs, header)
 
 
 @pytest.mark.parametrize("resp3", [False, True], ids=["resp2", "resp3"])
 def test_unknown_and_subcommand_names_like_redis(servers, resp3):
-    oracle, node = servers
     for kind in (b"INFO", b"DOCS"):
         command = b"COMMAND %b nosuch SUBSCRIBE pubsub|nosuch PUBSUB|NUMSUB a|b|c spublish"
         command += b" subscribe ping|x ssubscribe\r\n"
         command %= kind
-        assert _reply(node, resp3, command) == _reply(oracle, resp3, command)
+        theirs, ours = _replies(servers, resp3, command)
+        assert ours == theirs
 
 
 def _container_parts(data: bytes, docs: bool) -> tuple[list[bytes], Counter[bytes]]:
@@ -104,11 +112,11 @@ def _container_parts(data: bytes, docs: bool) -> tuple[list[bytes], Counter[byte
 @pytest.mark.parametrize("resp3", [False, True], ids=["resp2", "resp3"])
 @pytest.mark.parametrize("name", _node_names(containers=True))
 def test_container_entries_are_redis_with_the_subcommands_the_node_has(servers, resp3, name):
-    oracle, node = servers
     for kind in (b"INFO", b"DOCS"):
         command = b"COMMAND %b %b\r\n" % (kind, name.encode())
-        ours = _container_parts(_reply(node, resp3, command), kind == b"DOCS")
-        theirs = _container_parts(_reply(oracle, resp3, command), kind == b"DOCS")
+        their_reply, our_reply = _replies(servers, resp3, command)
+        ours = _container_parts(our_reply, kind == b"DOCS")
+        theirs = _container_parts(their_reply, kind == b"DOCS")
         assert ours[0] == theirs[0]
         extra = ours[1] - theirs[1]
         assert [e for e in extra if not any(n.encode() in e for n in NOT_IN_7_0)] == []

@@ -23,6 +23,7 @@ from tests.differential.oracle import (
     HELLO3,
     ORACLE,
     exchange,
+    exchange_pair,
     hello_masked,
     redis_only,
     split_frames,
@@ -156,8 +157,7 @@ def _mask(frame: bytes) -> tuple[bytes, bytes]:
 
 
 def _compare(oracle: int, node: int, payload: bytes, unordered: bool, skip: int) -> None:
-    want, want_closed = exchange(oracle, payload)
-    got, got_closed = exchange(node, payload)
+    (want, want_closed), (got, got_closed) = exchange_pair(oracle, node, payload)
     wf, gf = split_frames(want)[skip:], split_frames(got)[skip:]
     if unordered:
         # the order of names is the server's hash order; the counts still go
@@ -189,8 +189,7 @@ def test_same_bytes_as_the_oracle(servers, name):
 @pytest.mark.parametrize("name", list(PROTOCOL_ERRORS))
 def test_protocol_errors_reply_and_close(servers, name):
     oracle, node = servers
-    want, want_closed = exchange(oracle, PROTOCOL_ERRORS[name])
-    got, got_closed = exchange(node, PROTOCOL_ERRORS[name])
+    (want, want_closed), (got, got_closed) = exchange_pair(oracle, node, PROTOCOL_ERRORS[name])
     assert got == want
     assert want_closed and got_closed
 
@@ -297,8 +296,7 @@ SELF_PUBLISH = {
 @pytest.mark.parametrize("name", list(SELF_PUBLISH))
 def test_self_publish_in_command_order(servers, name):
     oracle, node = servers
-    want, _ = exchange(oracle, SELF_PUBLISH[name])
-    got, _ = exchange(node, SELF_PUBLISH[name])
+    (want, _), (got, _) = exchange_pair(oracle, node, SELF_PUBLISH[name])
     assert hello_masked(got) == hello_masked(want)
     assert b"message" in got
 

@@ -86,11 +86,17 @@ def _id(s: socket.socket) -> int:
 
 
 def _send(s: socket.socket, payload: bytes, ids: dict[int, bytes]) -> bytes:
-    """Send; the reply with each known client id replaced by its placeholder."""
+    """Send; the reply with each known client id replaced by its placeholder
+    (not an integer that is no id: HELLO's ``proto`` and a subscribe count,
+    which an id of 1-3 would equal on one server only)."""
     s.sendall(payload)
     out = read_quiet(s)[0]
     for cid, name in ids.items():
-        out = re.sub(rb"(:|redir=|id=)%d(\r\n| )" % cid, rb"\1" + name + rb"\2", out)
+        out = re.sub(
+            rb"((?<!proto\r\n)(?<!\$1\r\nx\r\n):|redir=|id=)%d(\r\n| )" % cid,
+            rb"\1" + name + rb"\2",
+            out,
+        )
     return re.sub(rb"=\d+\r\ntxt:|\$\d+\r\nid=", b"<text>", out)
 
 
