@@ -133,6 +133,8 @@ class CountingLink:
     def write(self, data: bytes) -> None:
         self.frames += 1
 
+    write_forward = write  # Link.write_forward: a forwarded PUBLISH frame
+
 
 def forwarder(
     replay_bytes: int = 64 << 20,

@@ -95,6 +95,7 @@ class ClusterBus:
         self.client_port = config.client_port
         self.port = config.port  # the actual port after start() when 0
         self.sendbuf_limit = config.sendbuf_limit
+        self.forward_linger = config.forward_linger_us / 1e6  # seconds (LinkOwner)
         self.node_timeout_ms = config.node_timeout_ms
         self.ping_interval_ms = config.heartbeat_ms
         self._secret = config.cluster_secret.encode() if config.cluster_secret else None

@@ -63,6 +63,10 @@ class BusStats:
     links_dropped: int = 0
     visibility_waits: int = 0
     visibility_timeouts: int = 0
+    #: cluster-forward-linger-us: batches of forwards sent when their linger
+    #: ended, and those another frame, the send-buffer limit or a close sent first
+    forward_linger_batches: int = 0
+    forward_linger_cut: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,6 +193,8 @@ def cluster_info(
             "cluster_stats_links_dropped": stats.links_dropped,
             "cluster_subscribe_visibility_waits": stats.visibility_waits,
             "cluster_subscribe_visibility_timeouts": stats.visibility_timeouts,
+            "cluster_stats_forward_linger_batches": stats.forward_linger_batches,
+            "cluster_stats_forward_linger_cut": stats.forward_linger_cut,
         }
     )
     return fields

@@ -20,7 +20,7 @@ import asyncio
 import logging
 import ssl
 import time
-from typing import Protocol, cast
+from typing import TYPE_CHECKING, Protocol, cast
 
 from cluster_bus.codec import BusProtocolError, short_id
 from cluster_bus.decoder import FrameDecoder
@@ -28,6 +28,9 @@ from cluster_bus.frames import Message, Publish
 from cluster_bus.handshake import Handshake
 from cluster_bus.seal import SealedDecoder, Sealer, SealError
 from cluster_bus.tls import TlsSession
+
+if TYPE_CHECKING:
+    from cluster_bus.info import BusStats
 
 log = logging.getLogger("bloomcast.bus")
 
@@ -44,6 +47,10 @@ class LinkOwner(Protocol):
     """What a link reports to (the bus)."""
 
     sendbuf_limit: int
+    #: cluster-forward-linger-us in seconds: how long a batch of forwarded
+    #: PUBLISH frames may wait for more before it is sent (0: the next loop turn)
+    forward_linger: float
+    stats: BusStats
 
     def link_made(self, link: Link) -> None: ...
 
@@ -111,6 +118,8 @@ class Link(LinkHotFields):
         self.last_rx_ms = self.created_ms
         self._pending: list[bytes] | None = None
         self._pending_bytes = 0  # counted only with a send-buffer limit
+        #: the linger timer of the queued frames, when only forwards are queued
+        self._linger: asyncio.TimerHandle | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
     def authenticate(
@@ -227,15 +236,62 @@ class Link(LinkHotFields):
             self._loop.call_soon(self.flush)
         else:
             pending.append(data)
+            if self._linger is not None:  # forwards were lingering: this frame does not wait
+                self._cut_linger()
+                self._loop.call_soon(self.flush)  # type: ignore[union-attr]
         limit = self.owner.sendbuf_limit
         if limit:
             self._pending_bytes += len(data)
             if self._pending_bytes + self.transport.get_write_buffer_size() > limit:  # type: ignore[union-attr]
                 self.flush()  # writes and applies the limit now
 
+    def write_forward(self, data: bytes) -> None:
+        """Queue a forwarded PUBLISH frame. With ``cluster-forward-linger-us``
+        0 (the default) this is :meth:`write`. Else a batch that holds only
+        forwards waits that long for more before it leaves (Kafka's producer
+        ``linger.ms``: fewer, larger writes, and fewer wake-ups of the peer,
+        for that much added latency); any other frame, the send-buffer limit
+        or a close sends the batch at once (counted:
+        ``cluster_stats_forward_linger_cut``, and the batches that waited it
+        out ``cluster_stats_forward_linger_batches``)."""
+        linger = self.owner.forward_linger
+        pending = self._pending
+        if not linger or (pending is not None and self._linger is None):
+            self.write(data)  # no linger, or a batch that leaves at the next loop turn
+            return
+        if pending is None:
+            if self.closed or self.transport is None or self._loop is None:
+                return
+            self._pending = [data]
+            self._linger = self._loop.call_later(linger, self._linger_ended)
+        else:
+            pending.append(data)  # the lingering batch
+        limit = self.owner.sendbuf_limit
+        if limit:
+            self._pending_bytes += len(data)
+            if self._pending_bytes + self.transport.get_write_buffer_size() > limit:  # type: ignore[union-attr]
+                self.flush()  # writes and applies the limit now (a cut linger)
+
+    def _linger_ended(self) -> None:
+        self._linger = None
+        if self._pending:
+            self.owner.stats.forward_linger_batches += 1
+        self.flush()
+
+    def _cut_linger(self) -> None:
+        """The queued forwards leave before their linger ended (counted)."""
+        handle = self._linger
+        if handle is not None:
+            handle.cancel()
+            self._linger = None
+            if self._pending:
+                self.owner.stats.forward_linger_cut += 1
+
     def flush(self) -> None:
         if self._tls_wait:
             return  # sent once the TLS handshake is done
+        if self._linger is not None:
+            self._cut_linger()
         pending = self._pending
         self._pending = None
         self._pending_bytes = 0
@@ -261,6 +317,9 @@ class Link(LinkHotFields):
             return
         if not abort:
             self.flush()
+        elif self._linger is not None:
+            self._linger.cancel()  # the frames go with the link (kept for replay)
+            self._linger = None
         self.closed = True
         if self.transport is not None:
             if abort:

@@ -83,6 +83,9 @@ class NodeConfig:
     node_timeout_ms: int = 15000  # redis.conf cluster-node-timeout
     cluster_fail_forget_ms: int | None = None  # None: 5 x node timeout; 0 = never
     cluster_link_sendbuf_limit: int = 0  # bytes; 0 = no limit, as Redis
+    #: microseconds a batch of forwarded PUBLISH may wait for more before it
+    #: leaves (Kafka's linger.ms); 0 = the next loop turn, Redis Cluster's latency
+    cluster_forward_linger_us: int = 0
     #: on by default (issue 27): a (P|S)SUBSCRIBE is confirmed once every live
     #: peer routes it, so a PUBLISH anywhere after the reply reaches it, as in
     #: Redis Cluster; 0 = off (confirm at once; a remote PUBLISH right after
@@ -127,6 +130,7 @@ class NodeConfig:
             node_timeout_ms=self.node_timeout_ms,
             fail_forget_ms=self.cluster_fail_forget_ms,
             sendbuf_limit=self.cluster_link_sendbuf_limit,
+            forward_linger_us=self.cluster_forward_linger_us,
             max_body=2 * self.proto_max_bulk_len + 64 * 1024,
             visibility_timeout_ms=self.subscribe_visibility_timeout_ms,
             replay_bytes=self.cluster_replay_buffer_bytes,
@@ -265,6 +269,13 @@ def add_node_arguments(parser: argparse.ArgumentParser) -> None:
         "replay buffer time; 0: never)",
     )
     add("--cluster-link-sendbuf-limit", type=int, help="per-link send buffer limit, bytes")
+    add(
+        "--cluster-forward-linger-us",
+        type=int,
+        metavar="US",
+        help="let forwarded PUBLISH frames wait up to US microseconds for more before they "
+        "are sent: fewer bus writes and wake-ups for that much latency (default 0: none)",
+    )
     add(
         "--subscribe-visibility-timeout",
         dest="subscribe_visibility_timeout_ms",

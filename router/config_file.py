@@ -149,6 +149,7 @@ def check(config: NodeConfig) -> None:
             raise ConfigError(f"--{name.replace('_', '-')} {getattr(config, name)}: must be > 0")
     not_negative = ["pubsub_hard_limit", "pubsub_soft_limit", "pubsub_soft_seconds"]
     not_negative += ["cluster_link_sendbuf_limit", "cluster_replay_buffer_bytes"]
+    not_negative.append("cluster_forward_linger_us")
     not_negative += ["cluster_replay_buffer_ms", "timeout", "tcp_keepalive", "tcp_backlog"]
     for name in not_negative:
         if getattr(config, name) < 0:

@@ -501,6 +501,72 @@ def test_link_reset_heals_and_counts_no_gap():
     run(main())
 
 
+async def _routed(buses, nodes, channel: bytes) -> None:
+    """Node 1 subscribed to ``channel`` and node 0 routes it there (nothing forwarded yet)."""
+    await until(lambda: converged(buses))
+    buses[1].filters_changed([nodes[1].subscribe(channel)])
+    await until(
+        lambda: (
+            buses[0].routing.fingerprint(nodes[1].node_id, FilterKind.CHANNELS)
+            == nodes[1].chan.fingerprint()
+        ),
+        what="delta applied",
+    )
+
+
+def test_forwards_linger_then_leave_together_in_order():
+    """cluster-forward-linger-us: forwards wait for more until the linger
+    ends, then leave as one batch (counted), in order. Heartbeats every 2 s
+    (node timeout 20 s), so no other frame ends the 300 ms linger."""
+
+    async def main():
+        pairs = await start_cluster(2, node_timeout_ms=20_000, forward_linger_us=300_000)
+        nodes = [p[0] for p in pairs]
+        buses = [p[1] for p in pairs]
+        try:
+            await _routed(buses, nodes, b"c")
+            start = time.monotonic()
+            for i in range(5):
+                assert buses[0].forward_publish(b"c", b"%d" % i, False, i + 1) == 1
+            await asyncio.sleep(0.1)
+            assert nodes[1].delivered == []  # still lingering
+            await until(lambda: len(nodes[1].delivered) == 5, what="the batch")
+            assert time.monotonic() - start >= 0.25
+            assert [m for _, m, _ in nodes[1].delivered] == [b"0", b"1", b"2", b"3", b"4"]
+            assert stat(buses[0], "cluster_stats_forward_linger_batches") == 1
+            assert stat(buses[0], "cluster_stats_forward_linger_cut") == 0
+            assert stat(buses[1], "cluster_stats_publish_lost") == 0
+        finally:
+            await stop_all(pairs)
+
+    run(main())
+
+
+def test_another_frame_sends_lingering_forwards_at_once():
+    """A frame that is not a forward (here a filter delta) does not wait: the
+    forwards queued before it leave with it, in order, long before their 10 s
+    linger ends, and the cut is counted."""
+
+    async def main():
+        pairs = await start_cluster(2, node_timeout_ms=20_000, forward_linger_us=10_000_000)
+        nodes = [p[0] for p in pairs]
+        buses = [p[1] for p in pairs]
+        try:
+            await _routed(buses, nodes, b"c")
+            assert buses[0].forward_publish(b"c", b"first", False, 1) == 1
+            await asyncio.sleep(0.05)
+            assert nodes[1].delivered == []
+            buses[0].filters_changed([nodes[0].subscribe(b"z")])
+            await until(lambda: nodes[1].delivered, timeout=2.0, what="the cut batch")
+            assert nodes[1].delivered == [(b"c", b"first", False)]
+            assert stat(buses[0], "cluster_stats_forward_linger_cut") == 1
+            assert stat(buses[0], "cluster_stats_forward_linger_batches") == 0
+        finally:
+            await stop_all(pairs)
+
+    run(main())
+
+
 def test_unauthenticated_peer_cannot_announce_a_large_frame():
     async def main():
         node = BusTestNode()

@@ -66,6 +66,10 @@ class Recorder:
     def write(self, data: bytes) -> None:
         self.out.append(bytes(data))
 
+    def write_forward(self, data: bytes) -> None:
+        """A forwarded PUBLISH frame (Link.write_forward): kept in order with the rest."""
+        self.out.append(bytes(data))
+
     def get_extra_info(self, name: str) -> Any:
         return None
 

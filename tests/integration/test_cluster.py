@@ -453,6 +453,41 @@ def test_link_cut_by_proxy_heals(tmp_path):
 # -- cluster secret -------------------------------------------------------------------
 
 
+def test_forwards_that_linger_all_arrive_in_order_and_subscribe_stays_visible(tmp_path):
+    """--cluster-forward-linger-us on real processes: a pipelined burst of
+    PUBLISH forwarded to another node all arrive, in order; the batches are
+    counted on the sender; a PUBLISH right after a remote SUBSCRIBE's reply
+    still reaches it (the linger delays a forward, never drops it)."""
+    cluster = LocalCluster(
+        2,
+        extra_args=[*FLAGS, "--cluster-forward-linger-us", "20000"],
+        log_dir=tmp_path,
+    )
+    try:
+        cluster.start_node(0)
+        cluster.start_node(1)
+        cluster.wait_ready(30, nodes=2)
+        with cluster.client(0) as pub, cluster.client(1) as r:
+            ps = r.pubsub()
+            ps.subscribe("linger")
+            assert ps.get_message(timeout=5)["type"] == "subscribe"
+            # right after the reply; 0: node 0's own subscribers (Redis Cluster's count)
+            assert pub.publish("linger", "first") == 0
+            with pub.pipeline(transaction=False) as pipe:
+                for i in range(200):
+                    pipe.publish("linger", str(i))
+                assert pipe.execute() == [0] * 200
+            got = drain(ps, 201, timeout=10)
+            assert [m["data"] for m in got] == [b"first"] + [str(i).encode() for i in range(200)]
+            ps.close()
+        sent = info(cluster, 0)
+        batches = sent["cluster_stats_forward_linger_batches"]
+        assert batches + sent["cluster_stats_forward_linger_cut"] >= 1
+        assert info(cluster, 1)["cluster_stats_publish_lost"] == 0
+    finally:
+        cluster.stop()
+
+
 def test_node_without_the_secret_cannot_join(tmp_path):
     cluster = LocalCluster(
         3,

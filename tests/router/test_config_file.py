@@ -8,7 +8,7 @@ import argparse
 import pytest
 
 from router.config import NodeConfig
-from router.config_file import ConfigError, merge_toml, settings_from_toml
+from router.config_file import ConfigError, check, merge_toml, settings_from_toml
 
 
 def parser() -> argparse.ArgumentParser:
@@ -65,3 +65,21 @@ def test_fail_forget_default_is_five_node_timeouts_and_at_least_the_replay_windo
     assert short.bus_config(6379).fail_forget_after_ms == 10_000
     never = NodeConfig(cluster_fail_forget_ms=0)
     assert never.bus_config(6379).fail_forget_after_ms == 0
+
+
+def test_forward_linger_reaches_the_bus_from_a_flag_or_the_file_and_is_not_negative(tmp_path):
+    """--cluster-forward-linger-us (key cluster-forward-linger-us): microseconds
+    in NodeConfig and in the bus's settings; a negative value is one line."""
+    from router.config import add_node_arguments, config_from_args
+
+    p = argparse.ArgumentParser()
+    add_node_arguments(p)
+    path = tmp_path / "node.toml"
+    path.write_text("cluster-forward-linger-us = 5000\n")
+    config = config_from_args(p.parse_args(["--config", str(path)]), p)
+    assert config.cluster_forward_linger_us == 5000
+    assert config.bus_config(6379).forward_linger_us == 5000
+    assert NodeConfig().bus_config(6379).forward_linger_us == 0
+    with pytest.raises(ConfigError) as exc:
+        check(NodeConfig(cluster_forward_linger_us=-1))
+    assert str(exc.value) == "--cluster-forward-linger-us -1: must be >= 0"
