@@ -25,9 +25,12 @@ follows CPU per PUBLISH).
 ``--command SPUBLISH`` or ``PING``: the same reading for that request on one
 node (no subscribers; the floor answers it as it answers PUBLISH).
 
+``--forward-linger-us 0,5000`` (with ``--cluster``): bloomcast once per
+``--cluster-forward-linger-us`` value, each beside the same Redis Cluster run.
+
 ``uv run python -m bench.cpu_cost [--requests-p1 60000] [--requests-p16 300000]
-[--command PUBLISH] [--cluster 3,6,12]``: prints Markdown tables. Nothing here
-asserts a speed.
+[--command PUBLISH] [--cluster 3,6,12] [--forward-linger-us 0]``: prints
+Markdown tables. Nothing here asserts a speed.
 """
 
 from __future__ import annotations
@@ -166,11 +169,15 @@ def _machine_idle() -> tuple[int, int]:
     return values[3] + values[4], sum(values)
 
 
-def cluster_case(system: str, n: int, pipeline: int, requests: int) -> dict[str, float]:
-    """CPU microseconds per PUBLISH summed over the cluster's server processes."""
+def cluster_case(
+    system: str, n: int, pipeline: int, requests: int, linger_us: int = 0
+) -> dict[str, float]:
+    """CPU microseconds per PUBLISH summed over the cluster's server processes
+    (``linger_us``: bloomcast's ``--cluster-forward-linger-us``)."""
     plan = ClusterPlan()
     channels = [channel_name(j) for j in range(n * plan.channels_per_node)]
-    with start_cluster(system, n) as cluster, contextlib.ExitStack() as stack:
+    extra = ["--cluster-forward-linger-us", str(linger_us)] if system == NODE and linger_us else []
+    with start_cluster(system, n, extra) as cluster, contextlib.ExitStack() as stack:
         for i in range(n):
             mine = [ch for j, ch in enumerate(channels) if j % n == i]
             stack.enter_context(SubscriberPool(cluster.ports[i], mine, 1, MESSAGE))
@@ -194,27 +201,35 @@ def _server_pids(cluster: Any) -> list[int]:
     return [node.proc.pid for node in cluster.nodes]  # bench.redis_cluster.RedisCluster
 
 
-def run_cluster_cpu(sizes: list[int], requests: dict[int, int]) -> dict[str, Any]:
+def run_cluster_cpu(
+    sizes: list[int],
+    requests: dict[int, int],
+    lingers: list[int] = [0],  # noqa: B006
+) -> dict[str, Any]:
+    """One row per (N, -P, linger): bloomcast at each ``--cluster-forward-linger-us``
+    of ``lingers`` beside the Redis Cluster run of that (N, -P), run just before."""
     rows = []
     for n in sizes:
         for pipeline in sorted(requests):
-            row: dict[str, Any] = {"n": n, "pipeline": pipeline}
-            for system in (NODE, REDIS):
-                row[system] = cluster_case(system, n, pipeline, requests[pipeline])
-            rows.append(row)
+            redis = cluster_case(REDIS, n, pipeline, requests[pipeline])
+            for linger in lingers:
+                node = cluster_case(NODE, n, pipeline, requests[pipeline], linger)
+                rows.append(
+                    {"n": n, "pipeline": pipeline, "linger_us": linger, NODE: node, REDIS: redis}
+                )
     return {"rows": rows}
 
 
 def cluster_markdown(result: dict[str, Any]) -> str:
     header = [
-        "N", "-P", f"{NODE} us/PUBLISH (all nodes)", "Redis Cluster us/PUBLISH",
+        "N", "-P", "linger us", f"{NODE} us/PUBLISH (all nodes)", "Redis Cluster us/PUBLISH",
         f"{NODE} / Redis", f"{NODE} PUBLISH/s", "Redis PUBLISH/s", "machine idle",
     ]  # fmt: skip
     rows = []
     for row in result["rows"]:
         b, r = row[NODE], row[REDIS]
         rows.append([
-            str(row["n"]), str(row["pipeline"]),
+            str(row["n"]), str(row["pipeline"]), str(row.get("linger_us", 0)),
             f"{b['us_per_publish']:.1f}", f"{r['us_per_publish']:.1f}",
             fmt_ratio(b["us_per_publish"] / r["us_per_publish"]),
             fmt_num(b["publish_per_s"]), fmt_num(r["publish_per_s"]),
@@ -251,11 +266,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--cluster", default=None, help="cluster sizes (e.g. 3,6,12): the cluster table only"
     )
+    parser.add_argument(
+        "--forward-linger-us",
+        default="0",
+        help="with --cluster: bloomcast's --cluster-forward-linger-us values, e.g. 0,5000",
+    )
     args = parser.parse_args(argv)
     requests = {1: args.requests_p1, 16: args.requests_p16}
     if args.cluster:
         sizes = [int(x) for x in args.cluster.split(",")]
-        print(cluster_markdown(run_cluster_cpu(sizes, requests)))
+        lingers = [int(x) for x in args.forward_linger_us.split(",")]
+        print(cluster_markdown(run_cluster_cpu(sizes, requests, lingers)))
     else:
         print(markdown(run_cpu_cost(requests, args.command)))
     return 0
