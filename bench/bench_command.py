@@ -110,6 +110,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--profile-seconds", type=float, default=10.0, help="single: py-spy sampling time, seconds"
     )
+    parser.add_argument(
+        "--forward-linger-us",
+        type=int,
+        default=0,
+        metavar="US",
+        help="cluster (uniform): bloomcast nodes run with --cluster-forward-linger-us US",
+    )
 
 
 def parse_sizes(text: str | None, default: tuple[int, ...]) -> tuple[int, ...]:
@@ -168,6 +175,8 @@ def run_parts(
 
         cplan = ClusterPlan.quick() if args.quick else ClusterPlan()
         cplan.sizes = parse_sizes(sizes_arg, cplan.sizes)
+        if args.forward_linger_us:
+            cplan.node_args = ("--cluster-forward-linger-us", str(args.forward_linger_us))
         print(f"bench: cluster {cplan.sizes} ...", flush=True)
         results["cluster"] = run_cluster(cplan)
     if "cluster" in parts and args.workload in ("zipf", "both"):

@@ -78,6 +78,8 @@ class ClusterPlan:
     clients: int = 50
     pipelines: tuple[int, ...] = (1, 16)
     throughput_requests: dict[int, int] = field(default_factory=lambda: {1: 60_000, 16: 240_000})
+    #: flags for every bloomcast node (e.g. ``--cluster-forward-linger-us 5000``)
+    node_args: tuple[str, ...] = ()
 
     @classmethod
     def quick(cls) -> Self:
@@ -291,7 +293,7 @@ def run_systems(
     for n in plan.sizes:
         results: dict[str, Any] = {}
         for system in systems:
-            with start_cluster(system, n) as cluster:
+            with start_cluster(system, n, plan.node_args) as cluster:
                 results[system] = measure(cluster, system)
         extra = describe(n) if describe is not None else {}
         rows.append({"nodes": n, **extra, "results": results, "ratios": cluster_ratios(results)})

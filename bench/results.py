@@ -273,7 +273,12 @@ def cluster_markdown(result: dict[str, Any]) -> str:
             f"every node publishes {plan['publishes_per_node']} times round-robin over all "
             "channels. Bus messages: `cluster_stats_messages_publish_sent` summed over nodes; "
             "bus bytes: kernel `tcp_info` bytes_sent on every bus socket, idle PING/PONG rate "
-            "subtracted.",
+            "subtracted."
+            + (
+                f" bloomcast nodes ran with `{' '.join(plan['node_args'])}`."
+                if plan.get("node_args")
+                else ""
+            ),
             "",
             table(
                 [

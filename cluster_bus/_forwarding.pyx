@@ -524,7 +524,7 @@ cdef class Forwarder:
                 if link is None or not link.authenticated:
                     stats.publish_held_no_link += 1
                     continue
-            link.write_forward(frame)
+            link.write(frame, True)  # a forward: may linger
             sent += 1
         self.sent_counts[MSG_PUBLISH] += sent
         suppressed = peers - len(nodes)

@@ -120,7 +120,7 @@ class Forwarding(ForwardingHotFields):
                 if link is None or not link.authenticated:
                     stats.publish_held_no_link += 1
                     continue
-            link.write_forward(frame)
+            link.write(frame, True)  # a forward: may linger
             sent += 1
         stats.sent[_PUBLISH] += sent
         stats.publish_suppressed += peers - len(nodes)

@@ -224,19 +224,32 @@ class Link(LinkHotFields):
 
     # -- sending -----------------------------------------------------------------------
 
-    def write(self, data: bytes) -> None:
+    def write(self, data: bytes, forward: bool = False) -> None:
         """Queue a frame. Frames queued while one loop callback runs (e.g. the
         forwards of a pipelined batch of PUBLISH) leave in one ``transport.write``
-        at the next loop turn: one send syscall for the batch, order kept."""
+        at the next loop turn: one send syscall for the batch, order kept.
+
+        ``forward``: a forwarded PUBLISH frame. With ``cluster-forward-linger-us``
+        set, a batch that holds only forwards waits that long for more
+        before it leaves (Kafka's producer ``linger.ms``: fewer, larger
+        writes and fewer wake-ups of the peer, for that much added latency);
+        any other frame, the send-buffer limit or a close sends the batch at
+        once (counted: ``cluster_stats_forward_linger_cut``; the batches that
+        waited it out: ``cluster_stats_forward_linger_batches``)."""
         pending = self._pending
         if pending is None:
             if self.closed or self.transport is None or self._loop is None:
                 return
             self._pending = [data]
-            self._loop.call_soon(self.flush)
+            linger = self.owner.forward_linger if forward else 0.0
+            if linger:
+                self._linger = self._loop.call_later(linger, self._linger_ended)
+            else:
+                self._loop.call_soon(self.flush)
         else:
             pending.append(data)
-            if self._linger is not None:  # forwards were lingering: this frame does not wait
+            if not forward and self._linger is not None:
+                # forwards were lingering: this frame does not wait, nor do they
                 self._cut_linger()
                 self._loop.call_soon(self.flush)  # type: ignore[union-attr]
         limit = self.owner.sendbuf_limit
@@ -244,33 +257,6 @@ class Link(LinkHotFields):
             self._pending_bytes += len(data)
             if self._pending_bytes + self.transport.get_write_buffer_size() > limit:  # type: ignore[union-attr]
                 self.flush()  # writes and applies the limit now
-
-    def write_forward(self, data: bytes) -> None:
-        """Queue a forwarded PUBLISH frame. With ``cluster-forward-linger-us``
-        0 (the default) this is :meth:`write`. Else a batch that holds only
-        forwards waits that long for more before it leaves (Kafka's producer
-        ``linger.ms``: fewer, larger writes, and fewer wake-ups of the peer,
-        for that much added latency); any other frame, the send-buffer limit
-        or a close sends the batch at once (counted:
-        ``cluster_stats_forward_linger_cut``, and the batches that waited it
-        out ``cluster_stats_forward_linger_batches``)."""
-        linger = self.owner.forward_linger
-        pending = self._pending
-        if not linger or (pending is not None and self._linger is None):
-            self.write(data)  # no linger, or a batch that leaves at the next loop turn
-            return
-        if pending is None:
-            if self.closed or self.transport is None or self._loop is None:
-                return
-            self._pending = [data]
-            self._linger = self._loop.call_later(linger, self._linger_ended)
-        else:
-            pending.append(data)  # the lingering batch
-        limit = self.owner.sendbuf_limit
-        if limit:
-            self._pending_bytes += len(data)
-            if self._pending_bytes + self.transport.get_write_buffer_size() > limit:  # type: ignore[union-attr]
-                self.flush()  # writes and applies the limit now (a cut linger)
 
     def _linger_ended(self) -> None:
         self._linger = None

@@ -63,12 +63,8 @@ class Recorder:
         self.authenticated = authenticated
         self.closed = False
 
-    def write(self, data: bytes) -> None:
-        self.out.append(bytes(data))
-
-    def write_forward(self, data: bytes) -> None:
-        """A forwarded PUBLISH frame (Link.write_forward): kept in order with the rest."""
-        self.out.append(bytes(data))
+    def write(self, data: bytes, forward: bool = False) -> None:
+        self.out.append(bytes(data))  # a forward (Link.write's flag) in order with the rest
 
     def get_extra_info(self, name: str) -> Any:
         return None
