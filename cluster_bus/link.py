@@ -217,6 +217,7 @@ class Link(LinkHotFields):
             owner.publishes_received(self, run)
 
     def connection_lost(self, exc: Exception | None) -> None:
+        self._drop_linger()  # what lingered goes with the link (kept for replay)
         if not self.closed:
             self.closed = True
             self.closed_by_peer = True
@@ -245,24 +246,37 @@ class Link(LinkHotFields):
             if linger:
                 self._linger = self._loop.call_later(linger, self._linger_ended)
             else:
-                self._loop.call_soon(self.flush)
+                self._loop.call_soon(self._turn_flush)
         else:
             pending.append(data)
             if not forward and self._linger is not None:
                 # forwards were lingering: this frame does not wait, nor do they
                 self._cut_linger()
-                self._loop.call_soon(self.flush)  # type: ignore[union-attr]
+                self._loop.call_soon(self._turn_flush)  # type: ignore[union-attr]
         limit = self.owner.sendbuf_limit
         if limit:
             self._pending_bytes += len(data)
             if self._pending_bytes + self.transport.get_write_buffer_size() > limit:  # type: ignore[union-attr]
                 self.flush()  # writes and applies the limit now
 
+    def _turn_flush(self) -> None:
+        """The loop turn's flush. A batch of forwards begun after it was
+        scheduled (an earlier flush, e.g. the send-buffer limit's, sent the
+        batch it was for) lingers on instead."""
+        if self._linger is None:
+            self.flush()
+
     def _linger_ended(self) -> None:
         self._linger = None
-        if self._pending:
+        if self._pending and not self.closed and not self._tls_wait:
             self.owner.stats.forward_linger_batches += 1
         self.flush()
+
+    def _drop_linger(self) -> None:
+        """Cancel the linger timer of a link that closes without sending."""
+        if self._linger is not None:
+            self._linger.cancel()
+            self._linger = None
 
     def _cut_linger(self) -> None:
         """The queued forwards leave before their linger ended (counted)."""
@@ -303,9 +317,7 @@ class Link(LinkHotFields):
             return
         if not abort:
             self.flush()
-        elif self._linger is not None:
-            self._linger.cancel()  # the frames go with the link (kept for replay)
-            self._linger = None
+        self._drop_linger()  # (abort, or a flush that waits for TLS) the frames go with the link
         self.closed = True
         if self.transport is not None:
             if abort:

@@ -567,6 +567,35 @@ def test_another_frame_sends_lingering_forwards_at_once():
     run(main())
 
 
+def test_a_batch_the_send_buffer_limit_sent_does_not_cut_the_next_linger():
+    """A frame's flush scheduled for the loop turn, then the send-buffer
+    limit sending that batch at once: a batch of forwards begun after it
+    lingers on, and no cut is counted for it (review: the turn's flush sent
+    it early and counted a cut)."""
+
+    async def main():
+        pairs = await start_cluster(
+            2, node_timeout_ms=20_000, forward_linger_us=300_000, sendbuf_limit=64 * 1024
+        )
+        nodes = [p[0] for p in pairs]
+        buses = [p[1] for p in pairs]
+        try:
+            await _routed(buses, nodes, b"c")
+            buses[0].filters_changed([nodes[0].subscribe(b"z")])  # a flush for the turn
+            assert buses[0].forward_publish(b"c", b"x" * 100_000, False, 1) == 1  # over the limit
+            assert buses[0].forward_publish(b"c", b"late", False, 2) == 1  # a new batch
+            await asyncio.sleep(0.1)
+            assert [m for _, m, _ in nodes[1].delivered] == [b"x" * 100_000]
+            await until(lambda: len(nodes[1].delivered) == 2, what="the lingering batch")
+            assert nodes[1].delivered[1] == (b"c", b"late", False)
+            assert stat(buses[0], "cluster_stats_forward_linger_cut") == 0
+            assert stat(buses[0], "cluster_stats_forward_linger_batches") == 1
+        finally:
+            await stop_all(pairs)
+
+    run(main())
+
+
 def test_unauthenticated_peer_cannot_announce_a_large_frame():
     async def main():
         node = BusTestNode()
