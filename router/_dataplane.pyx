@@ -1283,9 +1283,10 @@ cdef object _process(conn, data, double now):
         lane.plane = plane
     else:
         plane.spare = None
-    lane.refresh(conn, ctx)
     rp = None
+    lane_own = None  # lane.own at the read's end (the lane goes back to the plane)
     try:
+        lane.refresh(conn, ctx)
         # ``for args in conn.parser.requests()``: the compiled parser's
         # requests() is the parser itself, its next step _next()
         parser = _conn_field(conn, own, OFF_PARSER, "parser")
@@ -1370,6 +1371,7 @@ cdef object _process(conn, data, double now):
         conn.write(error)
         conn.close_after_reply()
     finally:
+        lane_own = lane.own
         lane.settle()
         lane.conn = None
         plane.spare = lane
@@ -1382,7 +1384,7 @@ cdef object _process(conn, data, double now):
     _add(conn, own_cls, OFF_OUT_BYTES, "_out_bytes", queued)
     if deferred and out:
         if done == 1 and started == start and not sliced:
-            if type(conn) is lane.own:
+            if type(conn) is lane_own:
                 _flush(conn, stats)
             else:
                 conn.flush()
