@@ -204,7 +204,7 @@ def _server_pids(cluster: Any) -> list[int]:
 def run_cluster_cpu(
     sizes: list[int],
     requests: dict[int, int],
-    lingers: list[int] = [0],  # noqa: B006
+    lingers: tuple[int, ...] = (0,),
 ) -> dict[str, Any]:
     """One row per (N, -P, linger): bloomcast at each ``--cluster-forward-linger-us``
     of ``lingers`` beside the Redis Cluster run of that (N, -P), run just before."""
@@ -275,7 +275,7 @@ def main(argv: list[str] | None = None) -> int:
     requests = {1: args.requests_p1, 16: args.requests_p16}
     if args.cluster:
         sizes = [int(x) for x in args.cluster.split(",")]
-        lingers = [int(x) for x in args.forward_linger_us.split(",")]
+        lingers = tuple(int(x) for x in args.forward_linger_us.split(","))
         print(cluster_markdown(run_cluster_cpu(sizes, requests, lingers)))
     else:
         print(markdown(run_cpu_cost(requests, args.command)))
