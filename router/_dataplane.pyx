@@ -497,6 +497,7 @@ cdef Py_ssize_t OFF_AUTHENTICATED, OFF_BLOCKED, OFF_CHANNELS, OFF_CLOSED, OFF_CT
 cdef Py_ssize_t OFF_LAST_COMMAND, OFF_LAST_INTERACTION, OFF_OUT, OFF_OUT_BYTES, OFF_PARSER
 cdef Py_ssize_t OFF_PATTERNS, OFF_QUIET, OFF_RESP
 cdef Py_ssize_t OFF_SHARD_CHANNELS, OFF_STATE, OFF_USER, OFF_WIRE, OFF_WORK_STARTED
+cdef Py_ssize_t OFF_SOFT_LIMIT_SINCE = _offset("_soft_limit_since")
 (OFF_AUTHENTICATED, OFF_BLOCKED, OFF_CHANNELS, OFF_CLOSED, OFF_CTX,
  OFF_LAST_COMMAND, OFF_LAST_INTERACTION, OFF_OUT, OFF_OUT_BYTES, OFF_PARSER,
  OFF_PATTERNS, OFF_QUIET, OFF_RESP,
@@ -716,7 +717,12 @@ cdef int _flush(conn, stats) except -1:
         subscribed = bool(conn.channels or conn.patterns or conn.shard_channels)
     if not subscribed:
         return 0  # a normal client: no limit (the reference's comment)
-    if _client_output.over_limit(conn, wire.get_write_buffer_size()):
+    pending = wire.get_write_buffer_size()
+    if type(pending) is int and not pending:
+        # over_limit's first case, its effect in line: the socket took it all
+        _store(conn, OFF_SOFT_LIMIT_SINCE, None)
+        return 0
+    if _client_output.over_limit(conn, pending):
         conn.cut()
     return 0
 

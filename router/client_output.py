@@ -41,7 +41,8 @@ def over_limit(conn: Connection, pending: int) -> bool:
     not take, is past the ``client-output-buffer-limit pubsub`` class (Redis's
     ``checkClientOutputBufferLimits``): over the hard limit, or over the soft
     limit for longer than its seconds. Other authenticated clients, like
-    Redis's ``normal`` class, have no limit."""
+    Redis's ``normal`` class, have no limit. (The compiled twin's flush
+    does the first case, ``pending`` 0, in line: keep them alike.)"""
     if not pending:  # the socket took it all: under every limit
         conn._soft_limit_since = None
         return False

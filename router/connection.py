@@ -78,6 +78,7 @@ class HotFields:
     __slots__ = (
         "_out",
         "_out_bytes",
+        "_soft_limit_since",
         "authenticated",
         "blocked",
         "channels",

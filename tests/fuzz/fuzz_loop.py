@@ -52,20 +52,25 @@ class Wire:
 
     def __init__(self) -> None:
         self.out = bytearray()
+        self.taken = 0  # how much of out the socket took
+        self.drains = False  # the socket takes each write (the client reads; a step sets it)
         self.reading = True
         self.closed = False
 
     def write(self, data: bytes) -> None:
         if not self.closed:
             self.out += data
+            if self.drains:
+                self.taken = len(self.out)
 
     def get_extra_info(self, name: str) -> Any:
         return None
 
     def get_write_buffer_size(self) -> int:
-        """A client that never reads: everything written is still buffered
-        (so a small pubsub limit, set by some scripts, cuts it)."""
-        return len(self.out)
+        """What the socket did not take: a client that does not read keeps
+        everything written buffered (so a small pubsub limit, set by some
+        scripts, cuts it); one that reads has 0 (the limits' first case)."""
+        return len(self.out) - self.taken
 
     def pause_reading(self) -> None:
         self.reading = False
@@ -235,6 +240,8 @@ def request(rnd: random.Random) -> list[bytes]:
                 [b"auth", b"pw"],
                 [b"config", b"set", b"client-output-buffer-limit", b"pubsub 3000 0 0"],
                 [b"config", b"set", b"client-output-buffer-limit", b"pubsub 0 0 0"],
+                # a soft limit: its start is kept until a flush finds nothing pending
+                [b"config", b"set", b"client-output-buffer-limit", b"pubsub 0 2000 60"],
                 [b"quit"],
                 [b"get", b"k"],
                 [b"nosuchcommand", ch],
@@ -278,6 +285,7 @@ def snapshot(side: Side) -> Any:
                 sorted(conn.patterns),
                 sorted(conn.shard_channels),
                 conn.parser.buffered,
+                conn._soft_limit_since is None,  # (a time: only whether one is set)
             )
         )
     commands = {
@@ -371,6 +379,12 @@ async def _script(rnd: random.Random, steps: int) -> None:
                 raise AssertionError(f"step {step}, a forwarded run: {errors}")
         if rnd.random() < 0.7:
             await asyncio.sleep(0)
+        if rnd.random() < 0.3:  # a client starts or stops reading its socket
+            k = rnd.randrange(CLIENTS)
+            for side in sides:
+                wire = side.wires[k]
+                wire.drains = not wire.drains
+                wire.taken = len(wire.out) if wire.drains else wire.taken
         for side in sides:
             side.pump()
         for k in range(CLIENTS):
