@@ -63,8 +63,9 @@ class BusStats:
     links_dropped: int = 0
     visibility_waits: int = 0
     visibility_timeouts: int = 0
-    #: cluster-forward-linger-us: batches of forwards sent when their linger
-    #: ended, and those another frame, the send-buffer limit or a close sent first
+    #: cluster-forward-linger-us: batches of forwards that waited for their
+    #: linger (sent when it ended), and those another frame, the send-buffer
+    #: limit or a close sent first
     forward_linger_batches: int = 0
     forward_linger_cut: int = 0
 

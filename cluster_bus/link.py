@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import ssl
 import time
 from typing import TYPE_CHECKING, Protocol, cast
@@ -47,8 +48,9 @@ class LinkOwner(Protocol):
     """What a link reports to (the bus)."""
 
     sendbuf_limit: int
-    #: cluster-forward-linger-us in seconds: how long a batch of forwarded
-    #: PUBLISH frames may wait for more before it is sent (0: the next loop turn)
+    #: cluster-forward-linger-us in seconds: the least time between a link's
+    #: writes that a batch of forwarded PUBLISH frames waits for (0: none, the
+    #: next loop turn)
     forward_linger: float
     stats: BusStats
 
@@ -120,6 +122,8 @@ class Link(LinkHotFields):
         self._pending_bytes = 0  # counted only with a send-buffer limit
         #: the linger timer of the queued frames, when only forwards are queued
         self._linger: asyncio.TimerHandle | None = None
+        #: loop time of the last write, kept while a linger is set (Link.write)
+        self._last_write = -math.inf
         self._loop: asyncio.AbstractEventLoop | None = None
 
     def authenticate(
@@ -231,11 +235,16 @@ class Link(LinkHotFields):
         at the next loop turn: one send syscall for the batch, order kept.
 
         ``forward``: a forwarded PUBLISH frame. With ``cluster-forward-linger-us``
-        set, a batch that holds only forwards waits that long for more
-        before it leaves (Kafka's producer ``linger.ms``: fewer, larger
-        writes and fewer wake-ups of the peer, for that much added latency);
-        any other frame, the send-buffer limit or a close sends the batch at
-        once (counted: ``cluster_stats_forward_linger_cut``; the batches that
+        set, a batch that holds only forwards leaves no sooner than that long
+        after the link's last write, gathering the forwards queued meanwhile
+        (Kafka's producer ``linger.ms``, counted from the last send rather
+        than the batch's first frame, as Nagle's algorithm holds small
+        segments only while data is in flight): a link written to less often
+        than that sends each forward at the next loop turn, as at 0, and a
+        busy one writes at most once per linger, fewer and larger writes and
+        fewer wake-ups of the peer for at most that much added latency. Any
+        other frame, the send-buffer limit or a close sends the batch at once
+        (counted: ``cluster_stats_forward_linger_cut``; the batches that
         waited it out: ``cluster_stats_forward_linger_batches``)."""
         pending = self._pending
         if pending is None:
@@ -243,8 +252,9 @@ class Link(LinkHotFields):
                 return
             self._pending = [data]
             linger = self.owner.forward_linger if forward else 0.0
-            if linger:
-                self._linger = self._loop.call_later(linger, self._linger_ended)
+            wait = self._last_write + linger - self._loop.time() if linger else 0.0
+            if wait > 0:
+                self._linger = self._loop.call_later(wait, self._linger_ended)
             else:
                 self._loop.call_soon(self._turn_flush)
         else:
@@ -302,6 +312,8 @@ class Link(LinkHotFields):
         if self.sealer is not None:
             data = self.sealer.seal(data)
         transport.write(data if self._tls is None else self._tls.encrypt(data))
+        if self.owner.forward_linger and self._loop is not None:
+            self._last_write = self._loop.time()
         limit = self.owner.sendbuf_limit
         if limit and transport.get_write_buffer_size() > limit:
             self.owner.buffer_exceeded(self)

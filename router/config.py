@@ -83,8 +83,9 @@ class NodeConfig:
     node_timeout_ms: int = 15000  # redis.conf cluster-node-timeout
     cluster_fail_forget_ms: int | None = None  # None: 5 x node timeout; 0 = never
     cluster_link_sendbuf_limit: int = 0  # bytes; 0 = no limit, as Redis
-    #: microseconds a batch of forwarded PUBLISH may wait for more before it
-    #: leaves (Kafka's linger.ms); 0 = the next loop turn, Redis Cluster's latency
+    #: microseconds a link leaves between its writes of forwarded PUBLISH: a
+    #: batch begun sooner after its last write waits (Kafka's linger.ms, from
+    #: the last write); 0 = the next loop turn, Redis Cluster's latency
     cluster_forward_linger_us: int = 0
     #: on by default (issue 27): a (P|S)SUBSCRIBE is confirmed once every live
     #: peer routes it, so a PUBLISH anywhere after the reply reaches it, as in
@@ -273,8 +274,9 @@ def add_node_arguments(parser: argparse.ArgumentParser) -> None:
         "--cluster-forward-linger-us",
         type=int,
         metavar="US",
-        help="let forwarded PUBLISH frames wait up to US microseconds for more before they "
-        "are sent: fewer bus writes and wake-ups for that much latency (default 0: none)",
+        help="write forwarded PUBLISH frames on a link at most once per US microseconds "
+        "(those sooner after its last write wait for it): fewer bus writes and wake-ups "
+        "under load for up to that much latency (default 0: none)",
     )
     add(
         "--subscribe-visibility-timeout",

@@ -18,6 +18,7 @@ from cluster_bus.api import BusConfig, FilterChange, FilterName, FilterSnapshot
 from cluster_bus.bus import ClusterBus
 from cluster_bus.codec import encode, short_id
 from cluster_bus.frames import FilterKind, Leave, NodeFlags, Publish
+from cluster_bus.handshake import Handshake
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -515,9 +516,10 @@ async def _routed(buses, nodes, channel: bytes) -> None:
 
 
 def test_forwards_linger_then_leave_together_in_order():
-    """cluster-forward-linger-us: forwards wait for more until the linger
-    ends, then leave as one batch (counted), in order. Heartbeats every 2 s
-    (node timeout 20 s), so no other frame ends the 300 ms linger."""
+    """cluster-forward-linger-us: forwards queued within the linger of the
+    link's last write (here the forward of "w") wait for more until it ends,
+    then leave as one batch (counted), in order. Heartbeats every 1 s (node
+    timeout 20 s), so another frame rarely ends the 300 ms linger."""
 
     async def main():
         pairs = await start_cluster(2, node_timeout_ms=20_000, forward_linger_us=300_000)
@@ -525,15 +527,18 @@ def test_forwards_linger_then_leave_together_in_order():
         buses = [p[1] for p in pairs]
         try:
             await _routed(buses, nodes, b"c")
+            assert buses[0].forward_publish(b"c", b"w", False, 1) == 1
+            await until(lambda: nodes[1].delivered, what="the first forward")
+            batches = stat(buses[0], "cluster_stats_forward_linger_batches")
             start = time.monotonic()
             for i in range(5):
-                assert buses[0].forward_publish(b"c", b"%d" % i, False, i + 1) == 1
+                assert buses[0].forward_publish(b"c", b"%d" % i, False, i + 2) == 1
             await asyncio.sleep(0.1)
-            assert nodes[1].delivered == []  # still lingering
-            await until(lambda: len(nodes[1].delivered) == 5, what="the batch")
-            assert time.monotonic() - start >= 0.25
-            assert [m for _, m, _ in nodes[1].delivered] == [b"0", b"1", b"2", b"3", b"4"]
-            assert stat(buses[0], "cluster_stats_forward_linger_batches") == 1
+            assert len(nodes[1].delivered) == 1  # still lingering
+            await until(lambda: len(nodes[1].delivered) == 6, what="the batch")
+            assert time.monotonic() - start >= 0.2
+            assert [m for _, m, _ in nodes[1].delivered] == [b"w", b"0", b"1", b"2", b"3", b"4"]
+            assert stat(buses[0], "cluster_stats_forward_linger_batches") == batches + 1
             assert stat(buses[0], "cluster_stats_forward_linger_cut") == 0
             assert stat(buses[1], "cluster_stats_publish_lost") == 0
         finally:
@@ -592,6 +597,54 @@ def test_a_batch_the_send_buffer_limit_sent_does_not_cut_the_next_linger():
             assert stat(buses[0], "cluster_stats_forward_linger_batches") == 1
         finally:
             await stop_all(pairs)
+
+    run(main())
+
+
+class WriteTimes:
+    """A link's transport that records each write and the loop time it came."""
+
+    def __init__(self) -> None:
+        self.writes: list[tuple[float, bytes]] = []
+
+    def write(self, data: bytes) -> None:
+        self.writes.append((asyncio.get_running_loop().time(), data))
+
+    def get_extra_info(self, name: str) -> None:
+        return None
+
+    def get_write_buffer_size(self) -> int:
+        return 0
+
+
+def test_the_linger_counts_from_the_links_last_write():
+    """cluster-forward-linger-us paces a link's writes: a forward on a link
+    idle longer than the linger leaves at the next loop turn, as at 0;
+    forwards queued within the linger of a write leave together one linger
+    after it (counted). The bus is not started: nothing else writes."""
+
+    async def main():
+        bus = ClusterBus(BusTestNode(), config(forward_linger_us=200_000))
+        link = bus.link_class(bus, Handshake(bus.node_id, None, outbound=False), None)
+        transport = WriteTimes()
+        link.connection_made(transport)  # type: ignore[arg-type]
+        link.write(b"a", True)  # a link that never wrote
+        await asyncio.sleep(0)
+        assert [d for _, d in transport.writes] == [b"a"]
+        link.write(b"b", True)
+        link.write(b"c", True)
+        await asyncio.sleep(0.1)
+        assert len(transport.writes) == 1  # within the linger of the write of "a"
+        await until(lambda: len(transport.writes) == 2, what="the paced batch")
+        assert transport.writes[1][1] == b"bc"
+        assert transport.writes[1][0] - transport.writes[0][0] >= 0.19
+        assert stat(bus, "cluster_stats_forward_linger_batches") == 1
+        await asyncio.sleep(0.25)  # idle past the linger
+        link.write(b"d", True)
+        await asyncio.sleep(0)
+        assert [d for _, d in transport.writes] == [b"a", b"bc", b"d"]
+        assert stat(bus, "cluster_stats_forward_linger_batches") == 1
+        assert stat(bus, "cluster_stats_forward_linger_cut") == 0
 
     run(main())
 
