@@ -280,9 +280,9 @@ class BusConfig:
     tls_ca_cert_file: str | None = None
     node_timeout_ms: int = 15000  # redis.conf cluster-node-timeout
     sendbuf_limit: int = 0  # cluster-link-sendbuf-limit; 0 = no limit, as Redis
-    #: cluster-forward-linger-us: the least time between a link's writes that
-    #: forwarded PUBLISH frames wait for (Link.write with forward=True); 0 = the
-    #: next loop turn
+    #: cluster-forward-linger-us: the least time between a link's writes of
+    #: forwarded PUBLISH frames that they wait for (Link.write with
+    #: forward=True); 0 = the next loop turn
     forward_linger_us: int = 0
     max_body: int = 2 * 512 * 1024 * 1024 + 64 * 1024
     visibility_timeout_ms: int = 0  # subscribe visibility; 0 = off

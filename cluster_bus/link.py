@@ -49,8 +49,8 @@ class LinkOwner(Protocol):
 
     sendbuf_limit: int
     #: cluster-forward-linger-us in seconds: the least time between a link's
-    #: writes that a batch of forwarded PUBLISH frames waits for (0: none, the
-    #: next loop turn)
+    #: writes of forwarded PUBLISH frames that a batch of them waits for (0:
+    #: none, the next loop turn)
     forward_linger: float
     stats: BusStats
 
@@ -122,8 +122,10 @@ class Link(LinkHotFields):
         self._pending_bytes = 0  # counted only with a send-buffer limit
         #: the linger timer of the queued frames, when only forwards are queued
         self._linger: asyncio.TimerHandle | None = None
-        #: loop time of the last write, kept while a linger is set (Link.write)
-        self._last_write = -math.inf
+        #: whether the queued frames hold a forward, and the loop time of the
+        #: last write that held one (kept while a linger is set: Link.write)
+        self._forwards = False
+        self._last_forward_write = -math.inf
         self._loop: asyncio.AbstractEventLoop | None = None
 
     def authenticate(
@@ -236,30 +238,35 @@ class Link(LinkHotFields):
 
         ``forward``: a forwarded PUBLISH frame. With ``cluster-forward-linger-us``
         set, a batch that holds only forwards leaves no sooner than that long
-        after the link's last write, gathering the forwards queued meanwhile
-        (Kafka's producer ``linger.ms``, counted from the last send rather
-        than the batch's first frame, as Nagle's algorithm holds small
-        segments only while data is in flight): a link written to less often
-        than that sends each forward at the next loop turn, as at 0, and a
-        busy one writes at most once per linger, fewer and larger writes and
-        fewer wake-ups of the peer for at most that much added latency. Any
-        other frame, the send-buffer limit or a close sends the batch at once
-        (counted: ``cluster_stats_forward_linger_cut``; the batches that
-        waited it out: ``cluster_stats_forward_linger_batches``)."""
+        after the link's last write of forwards, gathering the forwards
+        queued meanwhile (Kafka's producer ``linger.ms``, counted from the
+        last send of forwards rather than the batch's first frame, as Nagle's
+        algorithm holds small segments only while data is in flight): a link
+        that forwards less often than that sends each forward at the next
+        loop turn, as at 0 (a heartbeat or a filter delta sent meanwhile does
+        not make it wait), and a busy one writes forwards at most once per
+        linger, fewer and larger writes and fewer wake-ups of the peer for at
+        most that much added latency. Any other frame, the send-buffer limit
+        or a close sends the batch at once (counted:
+        ``cluster_stats_forward_linger_cut``; the batches that waited it out:
+        ``cluster_stats_forward_linger_batches``)."""
         pending = self._pending
         if pending is None:
             if self.closed or self.transport is None or self._loop is None:
                 return
             self._pending = [data]
+            self._forwards = forward
             linger = self.owner.forward_linger if forward else 0.0
-            wait = self._last_write + linger - self._loop.time() if linger else 0.0
+            wait = self._last_forward_write + linger - self._loop.time() if linger else 0.0
             if wait > 0:
                 self._linger = self._loop.call_later(wait, self._linger_ended)
             else:
                 self._loop.call_soon(self._turn_flush)
         else:
             pending.append(data)
-            if not forward and self._linger is not None:
+            if forward:
+                self._forwards = True
+            elif self._linger is not None:
                 # forwards were lingering: this frame does not wait, nor do they
                 self._cut_linger()
                 self._loop.call_soon(self._turn_flush)  # type: ignore[union-attr]
@@ -312,8 +319,10 @@ class Link(LinkHotFields):
         if self.sealer is not None:
             data = self.sealer.seal(data)
         transport.write(data if self._tls is None else self._tls.encrypt(data))
-        if self.owner.forward_linger and self._loop is not None:
-            self._last_write = self._loop.time()
+        if self._forwards:
+            self._forwards = False
+            if self.owner.forward_linger and self._loop is not None:
+                self._last_forward_write = self._loop.time()
         limit = self.owner.sendbuf_limit
         if limit and transport.get_write_buffer_size() > limit:
             self.owner.buffer_exceeded(self)

@@ -84,8 +84,8 @@ class NodeConfig:
     cluster_fail_forget_ms: int | None = None  # None: 5 x node timeout; 0 = never
     cluster_link_sendbuf_limit: int = 0  # bytes; 0 = no limit, as Redis
     #: microseconds a link leaves between its writes of forwarded PUBLISH: a
-    #: batch begun sooner after its last write waits (Kafka's linger.ms, from
-    #: the last write); 0 = the next loop turn, Redis Cluster's latency
+    #: batch begun sooner after the last one waits (Kafka's linger.ms, from
+    #: the last send); 0 = the next loop turn, Redis Cluster's latency
     cluster_forward_linger_us: int = 0
     #: on by default (issue 27): a (P|S)SUBSCRIBE is confirmed once every live
     #: peer routes it, so a PUBLISH anywhere after the reply reaches it, as in
@@ -275,7 +275,7 @@ def add_node_arguments(parser: argparse.ArgumentParser) -> None:
         type=int,
         metavar="US",
         help="write forwarded PUBLISH frames on a link at most once per US microseconds "
-        "(those sooner after its last write wait for it): fewer bus writes and wake-ups "
+        "(those sooner after the last wait for it): fewer bus writes and wake-ups "
         "under load for up to that much latency (default 0: none)",
     )
     add(

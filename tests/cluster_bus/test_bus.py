@@ -550,7 +550,7 @@ def test_forwards_linger_then_leave_together_in_order():
 def test_another_frame_sends_lingering_forwards_at_once():
     """A frame that is not a forward (here a filter delta) does not wait: the
     forwards queued before it leave with it, in order, long before their 10 s
-    linger ends, and the cut is counted."""
+    linger (from the forward of "w") ends, and the cut is counted."""
 
     async def main():
         pairs = await start_cluster(2, node_timeout_ms=20_000, forward_linger_us=10_000_000)
@@ -558,12 +558,14 @@ def test_another_frame_sends_lingering_forwards_at_once():
         buses = [p[1] for p in pairs]
         try:
             await _routed(buses, nodes, b"c")
-            assert buses[0].forward_publish(b"c", b"first", False, 1) == 1
+            assert buses[0].forward_publish(b"c", b"w", False, 1) == 1  # the link's first
+            await until(lambda: nodes[1].delivered, what="the first forward")
+            assert buses[0].forward_publish(b"c", b"first", False, 2) == 1
             await asyncio.sleep(0.05)
-            assert nodes[1].delivered == []
+            assert len(nodes[1].delivered) == 1
             buses[0].filters_changed([nodes[0].subscribe(b"z")])
-            await until(lambda: nodes[1].delivered, timeout=2.0, what="the cut batch")
-            assert nodes[1].delivered == [(b"c", b"first", False)]
+            await until(lambda: len(nodes[1].delivered) == 2, timeout=2.0, what="the cut batch")
+            assert nodes[1].delivered[1] == (b"c", b"first", False)
             assert stat(buses[0], "cluster_stats_forward_linger_cut") == 1
             assert stat(buses[0], "cluster_stats_forward_linger_batches") == 0
         finally:
@@ -618,10 +620,11 @@ class WriteTimes:
 
 
 def test_the_linger_counts_from_the_links_last_write():
-    """cluster-forward-linger-us paces a link's writes: a forward on a link
-    idle longer than the linger leaves at the next loop turn, as at 0;
-    forwards queued within the linger of a write leave together one linger
-    after it (counted). The bus is not started: nothing else writes."""
+    """cluster-forward-linger-us paces a link's writes of forwards: a forward
+    on a link that forwarded nothing for longer than the linger leaves at the
+    next loop turn, as at 0, even right after another frame (a heartbeat);
+    forwards queued within the linger of a write of forwards leave together
+    one linger after it (counted). The bus is not started: nothing else writes."""
 
     async def main():
         bus = ClusterBus(BusTestNode(), config(forward_linger_us=200_000))
@@ -639,10 +642,12 @@ def test_the_linger_counts_from_the_links_last_write():
         assert transport.writes[1][1] == b"bc"
         assert transport.writes[1][0] - transport.writes[0][0] >= 0.19
         assert stat(bus, "cluster_stats_forward_linger_batches") == 1
-        await asyncio.sleep(0.25)  # idle past the linger
+        await asyncio.sleep(0.25)  # no forward for longer than the linger
+        link.write(b"h")  # not a forward: the next turn
+        await asyncio.sleep(0)
         link.write(b"d", True)
         await asyncio.sleep(0)
-        assert [d for _, d in transport.writes] == [b"a", b"bc", b"d"]
+        assert [d for _, d in transport.writes] == [b"a", b"bc", b"h", b"d"]
         assert stat(bus, "cluster_stats_forward_linger_batches") == 1
         assert stat(bus, "cluster_stats_forward_linger_cut") == 0
 
