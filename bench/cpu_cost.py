@@ -26,10 +26,13 @@ follows CPU per PUBLISH).
 node (no subscribers; the floor answers it as it answers PUBLISH).
 
 ``--forward-linger-us 0,5000`` (with ``--cluster``): bloomcast once per
-``--cluster-forward-linger-us`` value, each beside the same Redis Cluster run.
+``--cluster-forward-linger-us`` value, each beside the same Redis Cluster run;
+``--runs R`` repeats the set R times, alternating. The cluster table splits
+the CPU into user and system time and gives the servers' read and write
+system calls per PUBLISH (``/proc/<pid>/io``).
 
 ``uv run python -m bench.cpu_cost [--requests-p1 60000] [--requests-p16 300000]
-[--command PUBLISH] [--cluster 3,6,12] [--forward-linger-us 0]``: prints
+[--command PUBLISH] [--cluster 3,6,12] [--forward-linger-us 0] [--runs 1]``: prints
 Markdown tables. Nothing here asserts a speed.
 """
 
@@ -97,9 +100,25 @@ class _FloorServer:
 
 def cpu_seconds(pid: int) -> float:
     """User + system CPU time of ``pid`` (``/proc/<pid>/stat`` fields 14, 15)."""
+    user, system, _, _ = process_counts(pid)
+    return user + system
+
+
+def process_counts(pid: int) -> tuple[float, float, int, int]:
+    """(user seconds, system seconds, read system calls, write system calls)
+    of ``pid``: ``/proc/<pid>/stat`` fields 14 and 15, ``/proc/<pid>/io``'s
+    ``syscr`` and ``syscw`` (0 where /proc/<pid>/io cannot be read)."""
     with open(f"/proc/{pid}/stat") as fh:
         fields = fh.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    tick = os.sysconf("SC_CLK_TCK")
+    reads = writes = 0
+    try:
+        with open(f"/proc/{pid}/io") as fh:
+            io = dict(line.split(": ") for line in fh.read().splitlines())
+        reads, writes = int(io["syscr"]), int(io["syscw"])
+    except (OSError, KeyError, ValueError):
+        pass
+    return int(fields[11]) / tick, int(fields[12]) / tick, reads, writes
 
 
 #: ``--command``: the request redis-benchmark sends
@@ -173,7 +192,8 @@ def cluster_case(
     system: str, n: int, pipeline: int, requests: int, linger_us: int = 0
 ) -> dict[str, float]:
     """CPU microseconds per PUBLISH summed over the cluster's server processes
-    (``linger_us``: bloomcast's ``--cluster-forward-linger-us``)."""
+    (``linger_us``: bloomcast's ``--cluster-forward-linger-us``), split into
+    user and system time, with their read and write system calls per PUBLISH."""
     plan = ClusterPlan()
     channels = [channel_name(j) for j in range(n * plan.channels_per_node)]
     extra = ["--cluster-forward-linger-us", str(linger_us)] if system == NODE and linger_us else []
@@ -183,13 +203,21 @@ def cluster_case(
             stack.enter_context(SubscriberPool(cluster.ports[i], mine, 1, MESSAGE))
         wait_interest_known(cluster, system)
         pids = _server_pids(cluster)
-        before = sum(cpu_seconds(pid) for pid in pids)
+        before = [process_counts(pid) for pid in pids]
         idle0, total0 = _machine_idle()
         run = aggregate_throughput(cluster, pipeline, requests, plan.clients, len(channels))
         idle1, total1 = _machine_idle()
-        used = sum(cpu_seconds(pid) for pid in pids) - before
+        after = [process_counts(pid) for pid in pids]
+    user_s, system_s, reads, writes = (
+        sum(a[i] - b[i] for a, b in zip(after, before, strict=True)) for i in range(4)
+    )
+    count = run["requests"]
     return {
-        "us_per_publish": used / run["requests"] * 1e6,
+        "us_per_publish": (user_s + system_s) / count * 1e6,
+        "user_us": user_s / count * 1e6,
+        "system_us": system_s / count * 1e6,
+        "reads": reads / count,
+        "writes": writes / count,
         "publish_per_s": run["rps"],
         "machine_idle": (idle1 - idle0) / max(1, total1 - total0),
     }
@@ -205,33 +233,42 @@ def run_cluster_cpu(
     sizes: list[int],
     requests: dict[int, int],
     lingers: tuple[int, ...] = (0,),
+    runs: int = 1,
 ) -> dict[str, Any]:
-    """One row per (N, -P, linger): bloomcast at each ``--cluster-forward-linger-us``
-    of ``lingers`` beside the Redis Cluster run of that (N, -P), run just before."""
+    """One row per (run, N, -P, linger): bloomcast at each
+    ``--cluster-forward-linger-us`` of ``lingers`` beside the Redis Cluster
+    run of that (N, -P), run just before; ``runs`` times over, alternating."""
     rows = []
-    for n in sizes:
-        for pipeline in sorted(requests):
-            redis = cluster_case(REDIS, n, pipeline, requests[pipeline])
-            for linger in lingers:
-                node = cluster_case(NODE, n, pipeline, requests[pipeline], linger)
-                rows.append(
-                    {"n": n, "pipeline": pipeline, "linger_us": linger, NODE: node, REDIS: redis}
-                )
+    for run in range(1, runs + 1):
+        for n in sizes:
+            for pipeline in sorted(requests):
+                redis = cluster_case(REDIS, n, pipeline, requests[pipeline])
+                for linger in lingers:
+                    node = cluster_case(NODE, n, pipeline, requests[pipeline], linger)
+                    rows.append(
+                        {"run": run, "n": n, "pipeline": pipeline, "linger_us": linger,
+                         NODE: node, REDIS: redis}
+                    )  # fmt: skip
     return {"rows": rows}
 
 
 def cluster_markdown(result: dict[str, Any]) -> str:
     header = [
-        "N", "-P", "linger us", f"{NODE} us/PUBLISH (all nodes)", "Redis Cluster us/PUBLISH",
-        f"{NODE} / Redis", f"{NODE} PUBLISH/s", "Redis PUBLISH/s", "machine idle",
+        "run", "N", "-P", "linger us", f"{NODE} us/PUBLISH (all nodes)",
+        "Redis Cluster us/PUBLISH", f"{NODE} / Redis", "user / system us (both)",
+        "reads / writes per PUBLISH (both)", f"{NODE} PUBLISH/s", "Redis PUBLISH/s",
+        "machine idle",
     ]  # fmt: skip
     rows = []
     for row in result["rows"]:
         b, r = row[NODE], row[REDIS]
         rows.append([
-            str(row["n"]), str(row["pipeline"]), str(row.get("linger_us", 0)),
+            str(row.get("run", 1)), str(row["n"]), str(row["pipeline"]),
+            str(row.get("linger_us", 0)),
             f"{b['us_per_publish']:.1f}", f"{r['us_per_publish']:.1f}",
             fmt_ratio(b["us_per_publish"] / r["us_per_publish"]),
+            f"{b['user_us']:.1f} / {b['system_us']:.1f}, {r['user_us']:.1f} / {r['system_us']:.1f}",
+            f"{b['reads']:.2f} / {b['writes']:.2f}, {r['reads']:.2f} / {r['writes']:.2f}",
             fmt_num(b["publish_per_s"]), fmt_num(r["publish_per_s"]),
             f"{b['machine_idle']:.0%} / {r['machine_idle']:.0%}",
         ])  # fmt: skip
@@ -271,12 +308,15 @@ def main(argv: list[str] | None = None) -> int:
         default="0",
         help="with --cluster: bloomcast's --cluster-forward-linger-us values, e.g. 0,5000",
     )
+    parser.add_argument(
+        "--runs", type=int, default=1, help="with --cluster: repeat the whole set, alternating"
+    )
     args = parser.parse_args(argv)
     requests = {1: args.requests_p1, 16: args.requests_p16}
     if args.cluster:
         sizes = [int(x) for x in args.cluster.split(",")]
         lingers = tuple(int(x) for x in args.forward_linger_us.split(","))
-        print(cluster_markdown(run_cluster_cpu(sizes, requests, lingers)))
+        print(cluster_markdown(run_cluster_cpu(sizes, requests, lingers, args.runs)))
     else:
         print(markdown(run_cpu_cost(requests, args.command)))
     return 0

@@ -5,16 +5,17 @@ One publisher on node 0 sends ``PUBLISH lat <send time>`` at a fixed rate
 and waits for each reply (``-P 1``); one subscriber of ``lat`` on node 1
 reads on its own thread and takes each message's arrival time: latency =
 arrival - send, both ``time.perf_counter_ns`` of this process. A 2-node
-bloomcast cluster per linger value, beside Redis Cluster 7.0.15 (3
-masters, the smallest it builds; publisher on the first, subscriber on
-the second), each rate for ``seconds`` after a warm-up second.
+bloomcast cluster per linger value, beside Redis Cluster 7.0.15 and
+Valkey 9.1 (3 masters, the smallest they build; publisher on the first,
+subscriber on the second), each rate for ``seconds`` after a warm-up
+second.
 
 The linger counts from the link's last write: at a rate below one forward
 per linger each forward leaves at the next loop turn, as at 0; above it
 the link writes once per linger and a forward waits up to that long.
 
 ``uv run python -m bench.forward_latency [--linger-us 0,5000] [--rates
-50,500,2000] [--seconds 3]``: prints a Markdown table (p50 / p99 / max in
+50,500,2000] [--seconds 3] [--no-anchors]``: prints a Markdown table (p50 / p99 / max in
 microseconds). Nothing here asserts a speed.
 """
 
@@ -32,7 +33,7 @@ from bench.cluster_bench import start_cluster, wait_interest_known
 from bench.results import table
 from bench.servers import NODE
 from bloomcast.testing import LOOPBACK
-from bloomcast.testing.servers import REDIS
+from bloomcast.testing.servers import REDIS, VALKEY
 
 CHANNEL = b"lat"
 
@@ -142,12 +143,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--linger-us", default="0,5000", help="bloomcast's values, comma-separated")
     ap.add_argument("--rates", default="50,500,2000", help="PUBLISH/s, comma-separated")
     ap.add_argument("--seconds", type=float, default=3.0)
-    ap.add_argument("--no-redis", action="store_true", help="bloomcast only")
+    ap.add_argument("--no-anchors", action="store_true", help="bloomcast only")
     args = ap.parse_args(argv)
     rates = [float(x) for x in args.rates.split(",")]
     runs: list[tuple[str, list[dict[str, Any]]]] = []
-    if not args.no_redis:
+    if not args.no_anchors:
         runs.append(("Redis Cluster 7.0.15", measure(REDIS, 0, rates, args.seconds)))
+        runs.append(("Valkey 9.1", measure(VALKEY, 0, rates, args.seconds)))
     for linger in (int(x) for x in args.linger_us.split(",")):
         runs.append((f"bloomcast, linger {linger}", measure(NODE, linger, rates, args.seconds)))
     header = ["system", "PUBLISH/s", "received / sent", "p50 us", "p99 us", "max us"]
