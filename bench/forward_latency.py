@@ -10,9 +10,12 @@ Valkey 9.1 (3 masters, the smallest they build; publisher on the first,
 subscriber on the second), each rate for ``seconds`` after a warm-up
 second.
 
-The linger counts from the link's last write: at a rate below one forward
-per linger each forward leaves at the next loop turn, as at 0; above it
-the link writes once per linger and a forward waits up to that long.
+The linger counts from the link's last write of forwards: at a steady
+rate below one forward per linger each forward leaves at the next loop
+turn, as at 0; above it the link writes about once per linger and a
+forward waits up to that long. The publisher here is steady (evenly
+spaced PUBLISH); at random arrivals of rate r a share 1 - exp(-r * linger)
+of the forwards comes within a linger of the last and waits.
 
 ``uv run python -m bench.forward_latency [--linger-us 0,5000] [--rates
 50,500,2000] [--seconds 3] [--no-anchors]``: prints a Markdown table (p50 / p99 / max in

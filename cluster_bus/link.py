@@ -241,12 +241,14 @@ class Link(LinkHotFields):
         after the link's last write of forwards, gathering the forwards
         queued meanwhile (Kafka's producer ``linger.ms``, counted from the
         last send of forwards rather than the batch's first frame, as Nagle's
-        algorithm holds small segments only while data is in flight): a link
-        that forwards less often than that sends each forward at the next
-        loop turn, as at 0 (a heartbeat or a filter delta sent meanwhile does
-        not make it wait), and a busy one writes forwards at most once per
-        linger, fewer and larger writes and fewer wake-ups of the peer for at
-        most that much added latency. Any other frame, the send-buffer limit
+        algorithm holds small segments only while data is in flight): a
+        forward that comes longer than that after the last write of forwards
+        leaves at the next loop turn, as at 0 (a heartbeat or a filter delta
+        sent meanwhile does not make it wait; at random arrivals of rate r a
+        share 1 - exp(-r * linger) waits), and a busy link writes forwards
+        about once per linger (other frames and the send-buffer limit send
+        sooner), fewer and larger writes and fewer wake-ups of the peer for
+        at most that much added latency. Any other frame, the send-buffer limit
         or a close sends the batch at once (counted:
         ``cluster_stats_forward_linger_cut``; the batches that waited it out:
         ``cluster_stats_forward_linger_batches``)."""
@@ -318,11 +320,10 @@ class Link(LinkHotFields):
         data = pending[0] if len(pending) == 1 else b"".join(pending)
         if self.sealer is not None:
             data = self.sealer.seal(data)
+        forwards, self._forwards = self._forwards, False  # (before a write that may re-enter)
         transport.write(data if self._tls is None else self._tls.encrypt(data))
-        if self._forwards:
-            self._forwards = False
-            if self.owner.forward_linger and self._loop is not None:
-                self._last_forward_write = self._loop.time()
+        if forwards and self.owner.forward_linger and self._loop is not None:
+            self._last_forward_write = self._loop.time()
         limit = self.owner.sendbuf_limit
         if limit and transport.get_write_buffer_size() > limit:
             self.owner.buffer_exceeded(self)
