@@ -274,9 +274,9 @@ def add_node_arguments(parser: argparse.ArgumentParser) -> None:
         "--cluster-forward-linger-us",
         type=int,
         metavar="US",
-        help="write forwarded PUBLISH frames on a link at most once per US microseconds "
-        "(those sooner after the last wait for it): fewer bus writes and wake-ups "
-        "under load for up to that much latency (default 0: none)",
+        help="a forwarded PUBLISH that comes within US microseconds of its link's last "
+        "write of forwards waits until then, so a busy link writes them about once per US: "
+        "fewer bus writes and wake-ups for up to that much latency (default 0: none)",
     )
     add(
         "--subscribe-visibility-timeout",
