@@ -516,7 +516,10 @@ def test_node_without_the_secret_cannot_join(tmp_path):
             timeout=3 * TIMEOUT_MS / 1000,
             what="node 2 past the handshake timeout of its seeds",
         )
-        # a raw client that sends HELLO and then frames without HELLO_AUTH is cut
+        # a raw client that sends HELLO and then frames without HELLO_AUTH is cut;
+        # node 2 first stops (it redials its seed, each try a failure counted)
+        cluster.stop_node(2)
+        time.sleep(0.5)  # a try in flight when it stopped is counted by now
         failures = info(cluster, 0)["cluster_stats_auth_failures"]
         with socket.create_connection(("127.0.0.1", cluster.bus_ports[0]), timeout=5) as s:
             s.sendall(
