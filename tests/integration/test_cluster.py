@@ -203,6 +203,8 @@ def test_unsubscribe_stops_traffic_to_that_node(cluster):
     r3 = cluster.client(3)
     ps = r3.pubsub()
     ps.subscribe("only.on.three")
+    # the reply first: only a PUBLISH after it must reach the subscriber (Redis's rule)
+    assert ps.get_message(timeout=5)["type"] == "subscribe"
     pub = cluster.client(0)
     pub.publish("only.on.three", "a")
     assert [m["data"] for m in drain(ps, 1)] == [b"a"]
