@@ -246,10 +246,9 @@ class Link(LinkHotFields):
         leaves at the next loop turn, as at 0 (a heartbeat or a filter delta
         sent meanwhile does not make it wait; at random arrivals of rate r a
         share 1 - exp(-r * linger) waits), and a busy link writes forwards
-        about once per linger (other frames and the send-buffer limit send
-        sooner), fewer and larger writes and fewer wake-ups of the peer for
-        at most that much added latency. Any other frame, the send-buffer limit
-        or a close sends the batch at once (counted:
+        about once per linger: fewer and larger writes and fewer wake-ups of
+        the peer for at most that much added latency. Any other frame, the
+        send-buffer limit or a close sends the batch at once (counted:
         ``cluster_stats_forward_linger_cut``; the batches that waited it out:
         ``cluster_stats_forward_linger_batches``)."""
         pending = self._pending

@@ -515,16 +515,21 @@ async def _routed(buses, nodes, channel: bytes) -> None:
     )
 
 
+async def _linger_cluster(linger_us: int, **kw: Any) -> list[tuple[BusTestNode, ClusterBus]]:
+    """Two nodes at ``cluster-forward-linger-us`` ``linger_us``, with a 60 s
+    protocol period: no PING or PONG within a test cuts a linger."""
+    return await start_cluster(
+        2, node_timeout_ms=20_000, forward_linger_us=linger_us, ping_interval_ms=60_000, **kw
+    )
+
+
 def test_forwards_linger_then_leave_together_in_order():
     """cluster-forward-linger-us: forwards queued within the linger of the
     link's last write (here the forward of "w") wait for more until it ends,
-    then leave as one batch (counted), in order. No heartbeat within the
-    test (a 60 s protocol period), so no PING or PONG ends the linger."""
+    then leave as one batch (counted), in order."""
 
     async def main():
-        pairs = await start_cluster(
-            2, node_timeout_ms=20_000, forward_linger_us=300_000, ping_interval_ms=60_000
-        )
+        pairs = await _linger_cluster(300_000)
         nodes = [p[0] for p in pairs]
         buses = [p[1] for p in pairs]
         try:
@@ -555,9 +560,7 @@ def test_another_frame_sends_lingering_forwards_at_once():
     linger (from the forward of "w") ends, and the cut is counted."""
 
     async def main():
-        pairs = await start_cluster(
-            2, node_timeout_ms=20_000, forward_linger_us=10_000_000, ping_interval_ms=60_000
-        )
+        pairs = await _linger_cluster(10_000_000)
         nodes = [p[0] for p in pairs]
         buses = [p[1] for p in pairs]
         try:
@@ -585,13 +588,7 @@ def test_a_batch_the_send_buffer_limit_sent_does_not_cut_the_next_linger():
     it early and counted a cut)."""
 
     async def main():
-        pairs = await start_cluster(
-            2,
-            node_timeout_ms=20_000,
-            forward_linger_us=300_000,
-            sendbuf_limit=64 * 1024,
-            ping_interval_ms=60_000,
-        )
+        pairs = await _linger_cluster(300_000, sendbuf_limit=64 * 1024)
         nodes = [p[0] for p in pairs]
         buses = [p[1] for p in pairs]
         try:
