@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import urllib.request
+from fnmatch import fnmatchcase
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -214,6 +217,121 @@ def test_dockerignore_keeps_the_venv_git_and_caches_out():
     copies = [line.split() for line in dockerfile.splitlines() if line.startswith("COPY ")]
     copied = {word for words in copies for word in words[1:]}
     assert not copied & ignored, "the Dockerfile copies something .dockerignore drops"
+
+
+def _dockerignore() -> list[str]:
+    """.dockerignore's patterns, each without its trailing slash (none negates)."""
+    patterns = [
+        line.strip().rstrip("/")
+        for line in (ROOT / ".dockerignore").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
+    assert not [p for p in patterns if p.startswith("!")], "the matcher below has no negation"
+    return patterns
+
+
+def _matches(parts: list[str], pattern: list[str]) -> bool:
+    """Docker's pattern match of a path's parts (``**``: any number of them;
+    else ``fnmatch`` per part, ``*`` never crossing a slash)."""
+    if not pattern:
+        return not parts
+    if pattern[0] == "**":
+        return any(_matches(parts[i:], pattern[1:]) for i in range(len(parts) + 1))
+    return bool(parts) and fnmatchcase(parts[0], pattern[0]) and _matches(parts[1:], pattern[1:])
+
+
+def _ignored(path: str, patterns: list[str]) -> bool:
+    """Whether the build context leaves ``path`` (relative, with slashes)
+    out: a pattern matches it or one of its parent folders."""
+    parts = path.split("/")
+    return any(
+        _matches(parts[:n], pattern.split("/"))
+        for pattern in patterns
+        for n in range(1, len(parts) + 1)
+    )
+
+
+def _node_stage() -> tuple[list[list[str]], str]:
+    """compose/Dockerfile's node stage: its COPY lines (sources, then the
+    destination) before its ``uv sync``, and that RUN line's command."""
+    stage = (ROOT / "compose" / "Dockerfile").read_text().split("\nFROM ")[1]
+    copies = [line.split()[1:] for line in stage.splitlines() if line.startswith("COPY ")]
+    sync = next(line for line in stage.splitlines() if line.startswith("RUN uv sync"))
+    return copies, sync.removeprefix("RUN ")
+
+
+def test_dockerignore_keeps_the_in_place_build_out():
+    # `uv sync` builds the compiled data plane in place (setup.py's MODULES:
+    # the generated C next to each .pyx, the .so beside it). The image
+    # generates and compiles its own from the sources, so the context must not
+    # carry a checkout's (another Cython, compiler or Python may have made them)
+    patterns = _dockerignore()
+    modules = re.findall(r'"([\w/]+)\.pyx"', (ROOT / "setup.py").read_text())
+    assert modules, "setup.py's MODULES"
+    for module in modules:
+        assert _ignored(f"{module}.c", patterns), module
+        assert _ignored(f"{module}.cpython-311-x86_64-linux-gnu.so", patterns), module
+        assert not _ignored(f"{module}.pyx", patterns), module
+    # and whatever else this checkout's build left in the copied folders
+    copies, _ = _node_stage()
+    folders = [src for words in copies for src in words[:-1] if (ROOT / src).is_dir()]
+    untracked = subprocess.run(
+        ["git", "ls-files", "--others", "--ignored", "--exclude-standard", "--", *folders],
+        cwd=ROOT, capture_output=True, text=True, check=True,
+    ).stdout.split()  # fmt: skip
+    assert not [path for path in untracked if not _ignored(path, patterns)]
+
+
+@pytest.mark.slow
+def test_the_node_stage_replayed_builds_the_compiled_data_plane(tmp_path):
+    # No Docker engine runs here: the node stage's COPY lines are replayed
+    # from this checkout as the build context (less .dockerignore's paths),
+    # then its `uv sync` line runs in the copy. It must build the compiled data
+    # plane from the copied sources alone, with none of the checkout's build
+    # in the context, and without the dev group. The base image and its apt
+    # packages are this machine's: gcc and the Python headers, as there
+    patterns = _dockerignore()
+    app = tmp_path / "app"
+    app.mkdir()
+    copies, sync = _node_stage()
+    for *sources, dest in copies:
+        for source in sources:
+            files = [ROOT / source] if (ROOT / source).is_file() else [
+                f for f in (ROOT / source).rglob("*") if f.is_file()
+            ]  # fmt: skip
+            for f in files:
+                rel = f.relative_to(ROOT).as_posix()
+                if _ignored(rel, patterns):
+                    continue
+                inside = f.name if f == ROOT / source else f.relative_to(ROOT / source).as_posix()
+                target = app / dest / inside  # a folder's content goes into dest, as COPY does
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(f, target)
+    assert not list(app.rglob("*.so")) and not list(app.rglob("_dataplane.c"))
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("VIRTUAL_ENV", "BLOOMCAST_", "UV_PROJECT"))
+    }
+    uv = os.environ.get("UV") or shutil.which("uv")
+    assert uv, "uv runs this project's tests (README); it is not on PATH"
+    argv = shlex.split(sync)
+    assert argv[0] == "uv", sync
+    built = subprocess.run([uv, *argv[1:]], cwd=app, env=env, capture_output=True, text=True)
+    assert built.returncode == 0, built.stderr[-2000:]
+    python = app / ".venv" / "bin" / "python"
+    probe = (
+        "from router import dataplane; m = dataplane.load(); "
+        "print(dataplane.name(m), m.__file__ if m else '')"
+    )
+    out = subprocess.run(
+        [python, "-c", probe], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stderr
+    plane, _, path = out.stdout.strip().partition(" ")
+    assert plane == "compiled" and Path(path).is_relative_to(app), out.stdout + out.stderr
+    dev = subprocess.run([python, "-c", "import pytest"], env=env, capture_output=True, text=True)
+    assert dev.returncode != 0, "the node image has no dev group"
 
 
 def test_every_service_restarts_and_startup_is_health_gated(services, capsys):
