@@ -260,26 +260,37 @@ def _node_stage() -> tuple[list[list[str]], str]:
     return copies, sync.removeprefix("RUN ")
 
 
+def _modules() -> list[str]:
+    """setup.py's MODULES, each without ``.pyx`` (setup.py runs setup() when imported)."""
+    modules = re.findall(r'"([\w/]+)\.pyx"', (ROOT / "setup.py").read_text())
+    assert modules, "setup.py's MODULES"
+    return modules
+
+
+#: what setup.py's build leaves beside the sources (the generated C, the
+#: extension, an object file)
+BUILD_OUTPUTS = (".c", ".so", ".o")
+
+
 def test_dockerignore_keeps_the_in_place_build_out():
     # `uv sync` builds the compiled data plane in place (setup.py's MODULES:
     # the generated C next to each .pyx, the .so beside it). The image
     # generates and compiles its own from the sources, so the context must not
     # carry a checkout's (another Cython, compiler or Python may have made them)
     patterns = _dockerignore()
-    modules = re.findall(r'"([\w/]+)\.pyx"', (ROOT / "setup.py").read_text())
-    assert modules, "setup.py's MODULES"
-    for module in modules:
+    for module in _modules():
         assert _ignored(f"{module}.c", patterns), module
         assert _ignored(f"{module}.cpython-311-x86_64-linux-gnu.so", patterns), module
         assert not _ignored(f"{module}.pyx", patterns), module
-    # and whatever else this checkout's build left in the copied folders
+    # and any other build output this checkout holds in the copied folders
     copies, _ = _node_stage()
     folders = [src for words in copies for src in words[:-1] if (ROOT / src).is_dir()]
     untracked = subprocess.run(
-        ["git", "ls-files", "--others", "--ignored", "--exclude-standard", "--", *folders],
+        ["git", "ls-files", "-z", "--others", "--ignored", "--exclude-standard", "--", *folders],
         cwd=ROOT, capture_output=True, text=True, check=True,
-    ).stdout.split()  # fmt: skip
-    assert not [path for path in untracked if not _ignored(path, patterns)]
+    ).stdout.split("\0")  # fmt: skip
+    outputs = [path for path in untracked if path.endswith(BUILD_OUTPUTS)]
+    assert not [path for path in outputs if not _ignored(path, patterns)]
 
 
 @pytest.mark.slow
@@ -288,8 +299,12 @@ def test_the_node_stage_replayed_builds_the_compiled_data_plane(tmp_path):
     # from this checkout as the build context (less .dockerignore's paths),
     # then its `uv sync` line runs in the copy. It must build the compiled data
     # plane from the copied sources alone, with none of the checkout's build
-    # in the context, and without the dev group. The base image and its apt
-    # packages are this machine's: gcc and the Python headers, as there
+    # in the context, and without the dev group. What is this machine's and not
+    # the image's: the base system (gcc and the Python headers, as there), the
+    # interpreter (this one's version, as the image's 3.11), uv, its cache and
+    # the network it fetches the build requirements from (setuptools, Cython:
+    # pyproject's build-system, not in the lock). Without gcc this fails, as
+    # the image would build a node running the Python core
     patterns = _dockerignore()
     app = tmp_path / "app"
     app.mkdir()
@@ -306,13 +321,19 @@ def test_the_node_stage_replayed_builds_the_compiled_data_plane(tmp_path):
                 inside = f.name if f == ROOT / source else f.relative_to(ROOT / source).as_posix()
                 target = app / dest / inside  # a folder's content goes into dest, as COPY does
                 target.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy2(f, target)
-    assert not list(app.rglob("*.so")) and not list(app.rglob("_dataplane.c"))
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("VIRTUAL_ENV", "BLOOMCAST_", "UV_PROJECT"))
-    }
+                # (new times: uv keys its cache of a path's build by the path
+                # and its files' times, and a tmp path can repeat)
+                shutil.copy(f, target)
+    copied = [f.relative_to(app).as_posix() for f in app.rglob("*") if f.is_file()]
+    assert not [path for path in copied if path.endswith(BUILD_OUTPUTS)]
+    assert all((app / f"{module}.pyx").is_file() for module in _modules())
+    # as a build in the image: none of this run's uv settings (but its cache),
+    # venv, compiler flags, Python path or bloomcast settings, and no uv config
+    # file; the network's (proxy, CA certificates) kept
+    dropped = ("UV_", "VIRTUAL_ENV", "BLOOMCAST_", "PYTHON", "CC", "CFLAGS", "CPPFLAGS", "LDFLAGS")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(dropped) or k == "UV_CACHE_DIR"}
+    env["UV_NO_CONFIG"] = "1"
+    env["UV_PYTHON"] = f"{sys.version_info.major}.{sys.version_info.minor}"
     uv = os.environ.get("UV") or shutil.which("uv")
     assert uv, "uv runs this project's tests (README); it is not on PATH"
     argv = shlex.split(sync)
