@@ -27,7 +27,8 @@ node (no subscribers; the floor answers it as it answers PUBLISH).
 
 ``--forward-linger-us 0,5000`` (with ``--cluster``): bloomcast once per
 ``--cluster-forward-linger-us`` value, each beside the same Redis Cluster run;
-``--runs R`` repeats the set R times, alternating. The cluster table splits
+``--runs R`` repeats the set R times (each run starts Redis Cluster, then
+each linger value, in that order). The cluster table splits
 the CPU into user and system time and gives the servers' read and write
 system calls per PUBLISH (``/proc/<pid>/io``).
 
@@ -237,7 +238,7 @@ def run_cluster_cpu(
 ) -> dict[str, Any]:
     """One row per (run, N, -P, linger): bloomcast at each
     ``--cluster-forward-linger-us`` of ``lingers`` beside the Redis Cluster
-    run of that (N, -P), run just before; ``runs`` times over, alternating."""
+    run of that (N, -P), run just before; ``runs`` times over."""
     rows = []
     for run in range(1, runs + 1):
         for n in sizes:
@@ -309,7 +310,10 @@ def main(argv: list[str] | None = None) -> int:
         help="with --cluster: bloomcast's --cluster-forward-linger-us values, e.g. 0,5000",
     )
     parser.add_argument(
-        "--runs", type=int, default=1, help="with --cluster: repeat the whole set, alternating"
+        "--runs",
+        type=int,
+        default=1,
+        help="with --cluster: repeat the whole set, in the same order",
     )
     args = parser.parse_args(argv)
     requests = {1: args.requests_p1, 16: args.requests_p16}
