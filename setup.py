@@ -15,7 +15,7 @@ import sys
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
-MODULES = ["router/_dataplane.pyx", "cluster_bus/_forwarding.pyx"]
+MODULES = ["router/_parser.pyx", "cluster_bus/_forwarding.pyx"]
 
 
 class OptionalBuildExt(build_ext):

@@ -270,9 +270,9 @@ def run(batches: int = 5000, repeats: int = 5) -> dict[str, float]:
         "parse, reference (pure Python)": min(parser_us(False, batches) for _ in range(repeats)),
         "parse, hiredis fast path": min(parser_us(True, batches) for _ in range(repeats)),
     }
-    compiled = dataplane.load()
-    if compiled is not None:  # the compiled twin (issue 29)
-        cls = dataplane.parser_class(compiled)
+    plane = dataplane.load()
+    if plane is not dataplane.PYTHON:  # the compiled twin (issue 29)
+        cls = plane.parser_class
         out["parse, compiled twin"] = min(parser_us(True, batches, cls) for _ in range(repeats))
     for subs in (0, 1, 10):
         with asyncio.Runner(loop_factory=new_loop) as runner:

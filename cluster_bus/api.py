@@ -308,9 +308,7 @@ class BusConfig:
 
 
 class NoPeers:
-    """The ClusterLink of a node with no cluster bus: nothing to forward to
-    (the compiled request loop skips the call of ``forward_publish`` on an
-    exact ``NoPeers`` whose method is this one, router/_dataplane.pyx)."""
+    """The ClusterLink of a node with no cluster bus: nothing to forward to."""
 
     def __init__(self, node_id: str, host: str, port: int) -> None:
         self._node_id = node_id

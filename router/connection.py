@@ -65,40 +65,7 @@ class Wire(Protocol):
     def is_reading(self) -> bool: ...
 
 
-class HotFields:
-    """The fields of a connection that the request loop reads per request and
-    the fan-out loop per receiver, as slots: at a fixed offset in the object,
-    not in its dict. Python reads a slot as fast as an instance attribute
-    (CPython 3.11's ``LOAD_ATTR_SLOT``); the compiled twin
-    (``router/_dataplane.pyx``) reads it at its offset instead of by a
-    generic attribute lookup, which cost it ~160 instructions a field
-    (issue 29, docs/benchmarks.md). Nothing else differs: a
-    :class:`Connection` keeps a dict for the rest."""
-
-    __slots__ = (
-        "_out",
-        "_out_bytes",
-        "_soft_limit_since",
-        "authenticated",
-        "blocked",
-        "channels",
-        "closed",
-        "ctx",
-        "last_command",
-        "last_interaction",
-        "parser",
-        "patterns",
-        "quiet",
-        "resp",
-        "shard_channels",
-        "state",
-        "user",
-        "wire",
-        "work_started",
-    )
-
-
-class Connection(HotFields):
+class Connection:
     """One client connection of a node (module doc)."""
 
     def __init__(
@@ -258,8 +225,7 @@ class Connection(HotFields):
     #: ``receive(data, now) -> Action``: bytes read from the client at ``now``
     #: (monotonic seconds); the buffered requests run (the request loop,
     #: :func:`router.dispatch.process`, is the method itself: one call per
-    #: read; the compiled core's subclass has its twin,
-    #: :func:`router.dataplane.connection_class`)
+    #: read)
     receive = process
 
     def resume(self) -> Action:

@@ -62,7 +62,6 @@ class CommandContext:
         "on_settings",
         "parser_class",
         "pause",
-        "plane",
         "port",
         "pubsub",
         "settings",
@@ -105,9 +104,6 @@ class CommandContext:
         self.parser_class = parser_class
         self.connection_class = connection_class
         self.data_plane = data_plane
-        #: the compiled request loop's per-node cache (router/_dataplane.pyx
-        #: ``_Plane``), made at its first PUBLISH; unused by the Python core
-        self.plane: object = None
 
     @property
     def cluster_enabled(self) -> bool:

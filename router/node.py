@@ -38,6 +38,7 @@ from cluster_bus.api import (
 )
 from router import dataplane
 from router.acl import Acl
+from router.client import Client
 from router.collector import Pauses
 from router.config import NodeConfig
 from router.connection import Connection
@@ -60,29 +61,17 @@ log = logging.getLogger("bloomcast.node")
 LOSS_CHANNEL = b"__bloomcast__:loss"
 
 
-class NodeHotFields:
-    """The fields of a node that the compiled request loop reads or writes
-    per read (router/_dataplane.pyx), as slots, as
-    :class:`router.connection.HotFields` is for a connection: read at
-    their offsets instead of by a generic attribute lookup. A :class:`Node`
-    keeps a dict for the rest."""
-
-    __slots__ = (
-        "_dirty",
-        "_loop",
-        "context",
-        "link",
-        "metrics",
-        "publish_seq",
-        "tap",
-        "turn_output",
-    )
-
-
-class Node(NodeHotFields):
+class Node:
     """One node agent (client side). Not thread-safe: one asyncio loop."""
 
-    def __init__(self, config: NodeConfig, node_id: str | None = None) -> None:
+    def __init__(
+        self,
+        config: NodeConfig,
+        node_id: str | None = None,
+        plane: dataplane.Plane | None = None,
+    ) -> None:
+        """``plane``: the data plane to build from (:func:`router.dataplane.load`
+        when None: the compiled one unless switched off)."""
         self.config = config
         #: 40 hex digits; given when --cluster-config-file kept it from a former run
         self.node_id = node_id or os.urandom(20).hex()
@@ -101,7 +90,9 @@ class Node(NodeHotFields):
         #: what command handlers reach (router/context.py); its ``settings``
         #: are the live ones, swapped whole by CONFIG SET
         # the compiled data plane or the Python core, chosen once (issue 29)
-        plane = dataplane.load()
+        if plane is None:
+            plane = dataplane.load()
+        self.plane = plane
         self.context = CommandContext(
             node_id=self.node_id,
             config=config,
@@ -114,12 +105,12 @@ class Node(NodeHotFields):
             link=NoPeers(self.node_id, first_host(config.bind), config.port),
             view=self,
             on_settings=self.idle.settings_changed,
-            parser_class=dataplane.parser_class(plane),
-            connection_class=dataplane.connection_class(plane),
-            data_plane=dataplane.name(plane),
+            parser_class=plane.parser_class,
+            connection_class=Connection,
+            data_plane=plane.name,
         )
-        #: the protocol of its client connections (the compiled twin's or the reference)
-        self.client_class = dataplane.client_class(plane)
+        #: the protocol of its client connections
+        self.client_class = Client
         #: the cluster bus seam: ``NoPeers`` until :meth:`set_link`
         self.link: ClusterLink = self.context.link
         self.port = config.port
@@ -136,7 +127,6 @@ class Node(NodeHotFields):
         self._loop: asyncio.AbstractEventLoop | None = None
         self._servers: list[asyncio.base_events.Server] = []  # one per bind address
         self._tls_servers: list[asyncio.base_events.Server] = []
-        dataplane.bind_node(plane, self)  # the compiled flush_all, or the method below
 
     def set_link(self, link: ClusterLink) -> None:
         """Wire the cluster bus (:mod:`cluster_bus.api`), before clients are

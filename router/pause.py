@@ -36,8 +36,7 @@ WRITE_COMMANDS = frozenset({"publish", "spublish", "flushall", "flushdb", "funct
 
 
 class ClientPause:
-    """The node's pause state and its postponed commands (slots: the
-    compiled request loop reads ``level`` at its offset, router/_dataplane.pyx)."""
+    """The node's pause state and its postponed commands."""
 
     __slots__ = ("_timer", "_waiting", "end", "level")
 

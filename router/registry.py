@@ -36,9 +36,7 @@ FP_CHECK_EVERY = 256
 
 
 class Registry:
-    """The filters of one node; not thread-safe (one asyncio loop). Slots:
-    the compiled twin of ``Node.deliver_forwarded_run`` adds to the resize
-    policy's counters at their offsets (router/_dataplane.pyx)."""
+    """The filters of one node; not thread-safe (one asyncio loop)."""
 
     __slots__ = (
         "_window_false",

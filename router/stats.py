@@ -29,8 +29,7 @@ PERIOD = 0.1
 
 @dataclass(slots=True)
 class CommandStat:
-    """One ``cmdstat_<name>`` line (slots: the compiled request loop adds to
-    ``calls`` at its offset, router/_dataplane.pyx)."""
+    """One ``cmdstat_<name>`` line."""
 
     calls: int = 0
     nanoseconds: int = 0
@@ -48,9 +47,7 @@ class CommandStat:
 
 @dataclass(slots=True)
 class NodeStats:
-    """Counters shown in INFO (Redis's names); a new one is CONFIG RESETSTAT.
-    Slots: the compiled request loop adds to the PUBLISH counters at their
-    offsets (router/_dataplane.pyx)."""
+    """Counters shown in INFO (Redis's names); a new one is CONFIG RESETSTAT."""
 
     connections_received: int = 0
     commands_processed: int = 0

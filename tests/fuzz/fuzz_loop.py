@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib
 import random
 import sys
 import time
@@ -37,9 +36,7 @@ from router import registry as registry_module
 from router.client import Client
 from router.commands import publish as publish_command
 from router.config import NodeConfig
-from router.connection import Connection
 from router.node import Node
-from router.parser import RequestParser
 
 CHANNELS = [b"a", b"b", b"news", b"x{1}", b"L" * 1100]
 PATTERNS = [b"a*", b"*", b"n?ws", b"[ab]"]
@@ -105,8 +102,6 @@ class Side:
     def open(self, at: int | None = None) -> None:
         client, wire = self.node.client_class(self.node), Wire()
         client.connection_made(wire)  # type: ignore[arg-type]
-        want = self.node.context.connection_class.receive
-        assert client.conn is not None and type(client.conn).receive is want
         if at is None:
             self.clients.append(client)
             self.wires.append(wire)
@@ -141,22 +136,11 @@ def forwarded_run(rnd: random.Random, step: int) -> tuple[list[Publish], int]:
 
 
 def nodes() -> tuple[Node, Node]:
-    """(reference, twin), whatever ``BLOOMCAST_NO_EXTENSIONS`` says; ImportError
-    if the extension is not built."""
-    module = importlib.import_module("router._dataplane")
-    ref, twin = Node(NodeConfig(port=0)), Node(NodeConfig(port=0))
-    ref.context.parser_class = RequestParser
-    ref.context.connection_class = Connection
-    ref.client_class = Client
-    vars(ref).pop("flush_all", None)  # the reference Node.flush_all
-    vars(ref).pop("schedule_flush", None)  # and Node.schedule_flush
-    vars(ref).pop("deliver_forwarded", None)  # and Node.deliver_forwarded
-    vars(ref).pop("deliver_forwarded_run", None)  # and Node.deliver_forwarded_run
-    twin.context.parser_class = module.RequestParser
-    twin.context.connection_class = dataplane.connection_class(module)
-    twin.client_class = dataplane.client_class(module)
-    dataplane.bind_node(module, twin)
-    return ref, twin
+    """(reference, twin): a node on the Python core and one on the compiled
+    data plane, whatever ``BLOOMCAST_NO_EXTENSIONS`` says; ImportError if the
+    extension is not built."""
+    twin = dataplane.compiled()
+    return Node(NodeConfig(port=0), plane=dataplane.PYTHON), Node(NodeConfig(port=0), plane=twin)
 
 
 def case(rnd: random.Random, name: bytes) -> bytes:

@@ -6,7 +6,7 @@
 #   nice -n 10 sh tests/fuzz/memcheck.sh [FUZZ_INPUTS] [SEED]
 #
 # Prints the error summary, the definite leaks, and the errors that are the
-# extensions' (_dataplane, _forwarding): raised in them or in what it calls directly (before
+# extensions' (_parser, _forwarding): raised in them or in what it calls directly (before
 # any interpreter frame), or an invalid access or a definite leak through it.
 # That count must be 0.
 # CPython itself, without its Misc/valgrind-python.supp, reports a few
@@ -39,12 +39,12 @@ for l in "$log" "$log.loop" "$log.bus"; do
     # the reference path's stacks show too) pass through it as well: those
     # are not its own
     top=$(awk '/^==[0-9]+== $/ { seen = 0; next }
-               / (at|by) 0x/ && !seen { if ($0 ~ /_dataplane|_forwarding/) { n++; seen = 1 }
+               / (at|by) 0x/ && !seen { if ($0 ~ /_parser|_forwarding/) { n++; seen = 1 }
                                         else if ($0 ~ /_PyEval_EvalFrameDefault/) seen = 1 }
                END { print n + 0 }' "$l")
-    bad=$(awk '/^==[0-9]+== $/ { if (b ~ /_dataplane|_forwarding/ && b ~ /(Invalid|Mismatched|overlap|definitely lost)/) n++; b = ""; next }
+    bad=$(awk '/^==[0-9]+== $/ { if (b ~ /_parser|_forwarding/ && b ~ /(Invalid|Mismatched|overlap|definitely lost)/) n++; b = ""; next }
                { b = b "\n" $0 } END { print n + 0 }' "$l")
-    through=$(grep -cE "_dataplane|_forwarding" "$l" || true)
+    through=$(grep -cE "_parser|_forwarding" "$l" || true)
     echo "errors of the extensions: $top; invalid accesses or leaks through them: $bad; frames through them in all: $through (log: $l)"
     ours=$((ours + top + bad))
 done

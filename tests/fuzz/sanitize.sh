@@ -1,5 +1,5 @@
 #!/bin/sh
-# The compiled data plane (router/_dataplane.pyx, cluster_bus/_forwarding.pyx)
+# The compiled data plane (router/_parser.pyx, cluster_bus/_forwarding.pyx)
 # built with ASan + UBSan, then the router and bus tests and the differential
 # fuzzers run against that build (issue 29).
 #
@@ -25,7 +25,7 @@ CFLAGS="-O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitiz
 LDFLAGS="-fsanitize=address,undefined" \
     uv run --project "$root" --no-sync --with 'cython>=3.1,<3.4' --with 'setuptools>=70' \
     python setup.py -q build_ext --inplace >build.log 2>&1 || { cat build.log; exit 1; }
-for so in router/_dataplane.*.so cluster_bus/_forwarding.*.so; do
+for so in router/_parser.*.so cluster_bus/_forwarding.*.so; do
     nm -D "$so" | grep -q __asan_report || { echo "$so is not instrumented" >&2; exit 1; }
 done
 LD_PRELOAD="$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libubsan.so)"
@@ -33,7 +33,7 @@ export LD_PRELOAD PYTHONMALLOC=malloc PYTHONPATH="$out"
 export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 py="$root/.venv/bin/python"
-for m in router._dataplane cluster_bus._forwarding; do
+for m in router._parser cluster_bus._forwarding; do
     "$py" -c "import $m as d; assert d.__file__.startswith('$out'), d.__file__; print('sanitized:', d.__file__)"
 done
 "$py" -m pytest -q -p no:cacheprovider "$@"

@@ -18,11 +18,8 @@ import types
 import pytest
 
 import router
-from cluster_bus.api import NoPeers
 from router import dataplane
-from router.client import Client
 from router.config import NodeConfig
-from router.connection import Connection
 from router.info import info_sections
 from router.node import Node
 from router.parser import SLICE_BULKS, ProtocolError, RequestParser
@@ -30,7 +27,7 @@ from tests.fuzz import fuzz_loop
 from tests.procs import bloomcast_node, connect, read_quiet
 
 try:
-    _compiled = importlib.import_module("router._dataplane")
+    _compiled = importlib.import_module("router._parser")
 except ImportError:
     _compiled = None
 
@@ -56,7 +53,7 @@ def _info_plane(env: dict[str, str]) -> bytes:
 def test_the_extension_is_built():
     """This machine kind has gcc and the Python headers: `uv sync` builds the
     compiled data plane, so its absence is a broken build, not a skip."""
-    assert _compiled is not None, "router._dataplane was not built (see `uv sync`'s output)"
+    assert _compiled is not None, "router._parser was not built (see `uv sync`'s output)"
 
 
 def test_a_node_started_with_no_extensions_reports_python():
@@ -75,9 +72,8 @@ def test_a_node_started_without_the_switch_reports_compiled():
 def test_the_node_builds_its_connections_parser_and_loop_from_the_switch(monkeypatch):
     monkeypatch.setenv(dataplane.ENV, "1")
     node = Node(NodeConfig(port=0))
+    assert node.plane is dataplane.PYTHON
     assert node.context.parser_class is RequestParser
-    assert node.context.connection_class is Connection
-    assert node.client_class is Client
     assert info_sections(node)["bloomcast"] == {"bloomcast_data_plane": "python"}
     monkeypatch.delenv(dataplane.ENV)
     node = Node(NodeConfig(port=0))
@@ -85,10 +81,6 @@ def test_the_node_builds_its_connections_parser_and_loop_from_the_switch(monkeyp
     assert info_sections(node)["bloomcast"] == {"bloomcast_data_plane": want}
     if _compiled is not None:
         assert node.context.parser_class is _compiled.RequestParser
-        cls = node.context.connection_class
-        assert issubclass(cls, Connection) and cls.receive is _compiled.process
-        assert issubclass(node.client_class, Client)
-        assert node.client_class.data_received is _compiled.data_received
 
 
 @needs_compiled
@@ -190,142 +182,26 @@ def test_a_client_cut_by_its_own_publish_is_logged_with_publish_in_both_loops(ca
     assert all(" cmd=publish " in line for line in cuts), cuts
 
 
-@needs_compiled
-def test_a_counter_held_elsewhere_keeps_its_value_and_one_past_a_digit_is_exact():
-    """The twin adds to a counter's int in place when only its slot holds it
-    (``_long_add_in_place``): an int read out of the stats before a PUBLISH
-    must keep its value, and sums across the small ints' end (256) and a
-    30-bit digit (2**30) must be exact, in both loops."""
-    import asyncio
-
-    request = _resp(b"PUBLISH", b"ch", b"x" * 5)
-
-    async def run() -> tuple[list[list[tuple[int, ...]]], list[bool]]:
-        sides = [fuzz_loop.Side(node) for node in fuzz_loop.nodes()]
-        for side in sides:
-            # ints made here, held by the slot alone once assigned
-            side.node.stats.net_input_bytes = int("1073741800")  # 2**30 - 24
-            side.node.stats.publish_received = int("254")
-        await asyncio.sleep(0)
-        seen: list[list[tuple[int, ...]]] = [[], []]
-        same_int: list[bool] = []  # the twin's counter kept its object (added in place)
-        for _ in range(3):
-            # unheld: the twin may add in place
-            ids = [id(s.node.stats.net_input_bytes) for s in sides]
-            for side in sides:
-                side.send(0, request)
-            await asyncio.sleep(0)
-            same_int.append(id(sides[1].node.stats.net_input_bytes) == ids[1])
-            # held: the ints read here must not change
-            held = [(s.node.stats.net_input_bytes, s.node.stats.publish_received) for s in sides]
-            for side in sides:
-                side.send(0, request)
-            await asyncio.sleep(0)
-            for side, got, (bytes_before, published_before) in zip(sides, seen, held, strict=True):
-                stats = side.node.stats
-                # copies: the list must not hold the counters' own ints
-                now = (int(str(stats.net_input_bytes)), int(str(stats.publish_received)))
-                got.append((bytes_before, published_before, *now))
-            del held
-        return seen, same_int
-
-    (reference, twin), same_int = asyncio.run(run())
-    n, start = len(request), 2**30 - 24
-    expected = [
-        (start + (2 * i + 1) * n, 255 + 2 * i, start + (2 * i + 2) * n, 256 + 2 * i)
-        for i in range(3)
-    ]
-    assert reference == expected
-    assert twin == reference
-    # the first add crosses 2**30 (a new int); the later unheld ones are in place
-    assert same_int == [False, True, True]
-
-
-@needs_compiled
-def test_a_connections_replaced_receive_is_called_by_both_clients():
-    """``CompiledClient.data_received`` runs the compiled loop in C only when
-    ``conn.receive`` is that loop bound to the connection; a ``receive``
-    replaced on the instance is called, as the reference client calls it
-    (review of this round: the twin decided from the class alone)."""
-    import asyncio
-
-    async def run() -> list[list[bytes]]:
-        sides = [fuzz_loop.Side(node) for node in fuzz_loop.nodes()]
-        seen: list[list[bytes]] = [[], []]
-        for side, got in zip(sides, seen, strict=True):
-            conn = side.clients[0].conn
-            assert conn is not None
-            original = conn.receive
-
-            def spy(data=b"", now=0.0, got=got, original=original):
-                got.append(data)
-                return original(data, now)
-
-            conn.receive = spy  # type: ignore[method-assign]
-        await asyncio.sleep(0)
-        for side in sides:
-            side.send(0, _resp(b"PING"))
-        await asyncio.sleep(0)
-        assert [bytes(side.wires[0].out) for side in sides] == [b"+PONG\r\n"] * 2
-        return seen
-
-    reference, twin = asyncio.run(run())
-    assert reference == [b"*1\r\n$4\r\nPING\r\n"]
-    assert twin == reference
-
-
-@needs_compiled
-def test_a_lone_nodes_replaced_forward_publish_is_called_by_both_loops():
-    """On a node without a bus (``NoPeers``) the twin skips the call of
-    ``forward_publish``, whose answer is always 0; a method replaced on the
-    link (as tests do with ``filters_changed``) is still called, in order."""
-    import asyncio
-
-    async def run() -> list[list[tuple[bytes, bytes, bool, int]]]:
-        nodes = fuzz_loop.nodes()
-        calls: list[list[tuple[bytes, bytes, bool, int]]] = [[], []]
-        sides = []
-        for node, seen in zip(nodes, calls, strict=True):
-            assert type(node.link) is NoPeers
-
-            def forward(channel, message, shard, seq, seen=seen):
-                seen.append((channel, message, shard, seq))
-                return 1
-
-            node.link.forward_publish = forward  # type: ignore[method-assign]
-            sides.append(fuzz_loop.Side(node))
-        await asyncio.sleep(0)
-        for side in sides:
-            side.send(0, _resp(b"PUBLISH", b"a", b"1") + _resp(b"SPUBLISH", b"b", b"2"))
-        await asyncio.sleep(0)
-        return calls
-
-    reference, twin = asyncio.run(run())
-    assert reference == [(b"a", b"1", False, 1), (b"b", b"2", True, 2)]
-    assert twin == reference
-
-
 def test_an_extension_that_does_not_import_is_one_warning(monkeypatch, caplog):
     monkeypatch.delenv(dataplane.ENV, raising=False)
-    monkeypatch.setitem(sys.modules, "router._dataplane", None)  # import fails
-    monkeypatch.delattr(router, "_dataplane", raising=False)
+    monkeypatch.setitem(sys.modules, "router._parser", None)  # import fails
+    monkeypatch.delattr(router, "_parser", raising=False)
     with caplog.at_level(logging.WARNING, logger="bloomcast.node"):
-        assert dataplane.load() is None
+        assert dataplane.load() is dataplane.PYTHON
     assert len(caplog.records) == 1
     assert "running the Python core" in caplog.records[0].getMessage()
-    assert dataplane.parser_class(None) is RequestParser
+    assert dataplane.PYTHON.parser_class is RequestParser
 
 
 def test_a_stale_build_without_every_twin_is_one_warning(monkeypatch, caplog):
-    stale = types.ModuleType("router._dataplane")
-    stale.RequestParser = RequestParser  # type: ignore[attr-defined]  # no `process`
+    stale = types.ModuleType("router._parser")  # no RequestParser
     monkeypatch.delenv(dataplane.ENV, raising=False)
-    monkeypatch.setitem(sys.modules, "router._dataplane", stale)
-    monkeypatch.setattr(router, "_dataplane", stale, raising=False)
+    monkeypatch.setitem(sys.modules, "router._parser", stale)
+    monkeypatch.setattr(router, "_parser", stale, raising=False)
     with caplog.at_level(logging.WARNING, logger="bloomcast.node"):
-        assert dataplane.load() is None
+        assert dataplane.load() is dataplane.PYTHON
     assert len(caplog.records) == 1
-    assert "old build (no process" in caplog.records[0].getMessage()
+    assert "old build (no RequestParser" in caplog.records[0].getMessage()
 
 
 def _outcome(cls: type, data: bytes, step: int, **kw: object) -> list[object]:
