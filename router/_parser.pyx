@@ -100,16 +100,6 @@ cdef class RequestParser:
     one path here.
     """
 
-    cdef bytearray _buf
-    cdef Py_ssize_t _pos
-    cdef Py_ssize_t _read_start
-    cdef list _args
-    cdef long long _pending
-    cdef public long long max_bulk
-    cdef public long long max_multibulk
-    cdef public bint authenticated
-    cdef public bint backlog
-
     def __init__(self, max_bulk, max_multibulk, *, fast=True):
         self._buf = bytearray()
         self._pos = 0
@@ -188,7 +178,7 @@ cdef class RequestParser:
             req = self._next()
         return req
 
-    def requests(self):
+    cpdef requests(self):
         """Every complete request buffered, in order, parsed one per step
         (the caller may stop early: the rest stays buffered). Raises
         ProtocolError after the requests that precede the bad one."""

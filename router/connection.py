@@ -1,37 +1,42 @@
-"""Connection: one client connection as a sans-IO state machine (h11's model).
+"""Connection: one client connection as a sans-IO state machine with its
+output (h11's model).
 
-Bytes in (:meth:`Connection.receive`, which returns what the event loop must
-do: :class:`router.states.Action`), replies and messages out through one
-output queue written once per event-loop turn. The connection owns the
-request parser, the request loop (:mod:`router.dispatch`: Redis's
-``processInputBuffer`` and ``processCommand``), MULTI, CLIENT REPLY, the
-output queue and its limits (:mod:`router.client_output`), admission and
-closing. It touches no socket and no event loop: its output goes to a
-:class:`Wire` (a transport's byte sink) and the node's ``schedule_flush``,
-given to its constructor; :class:`router.client.Client` is the thin asyncio
-protocol around it. A reply that is a future blocks it (Redis's blocked
-client: later requests stay buffered, messages wait behind the reply).
-Its states and every change between them: :mod:`router.states`, each
-change through :meth:`Connection._to`.
+Bytes in go to its request parser (:attr:`Connection.parser`), replies and
+messages out through one output queue written once per event-loop turn
+(:meth:`Connection.write`, :meth:`Connection.flush`, the output limits of
+:mod:`router.client_output`). The connection knows its state and every change
+between them (:mod:`router.states`, each change through
+:meth:`Connection._to`), MULTI's queue (not what is in it), CLIENT REPLY's
+mode, admission and closing; it knows nothing of commands: the request loop
+that reads its requests and runs them is :mod:`router.dispatch`, which
+changes its state only through its methods. It touches no socket and no
+event loop: its output goes to a :class:`Wire` (a transport's byte sink) and
+the node's ``schedule_flush``, given to its constructor;
+:class:`router.client.Client` is the thin asyncio protocol around it. A reply
+that is a future blocks it (Redis's blocked client: later requests stay
+buffered, messages wait behind the reply).
+
+Compiled on the compiled data plane (``router._connection``, its fields
+declared in ``router/_connection.pxd``): the request loop and the fan-out
+read and write them in C.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Protocol, cast
+from typing import TYPE_CHECKING, Any, Protocol
+
+import cython
 
 from router import client_log, client_output, resp
 from router.client_extras import ClientExtras
-from router.commands.base import Transaction
-from router.dispatch import execute_counted, process
 from router.protected import DENIED, denies
 from router.states import (
     BLOCK,
     BLOCKED,
     CLOSED,
     CLOSING,
-    DONE,
     EXECUTING,
     IN_MULTI,
     NORMAL,
@@ -42,10 +47,13 @@ from router.states import (
     ReplyMode,
     State,
 )
-from router.stats import CommandStat
+
+if not cython.compiled:  # (compiled: router/_connection.pxd cimports it)
+    from router.parser import RequestParser
 
 if TYPE_CHECKING:
-    from router.commands.base import Reply
+    from router.stats import CommandStat
+if not cython.compiled and TYPE_CHECKING:  # (compiled: the .pxd cimports it)
     from router.context import CommandContext
 
 
@@ -65,6 +73,8 @@ class Wire(Protocol):
     def is_reading(self) -> bool: ...
 
 
+@cython.final
+@cython.cclass
 class Connection:
     """One client connection of a node (module doc)."""
 
@@ -85,8 +95,8 @@ class Connection:
         self.addr = addr
         self.state = NORMAL
         self.reply_mode = ReplyMode.ON
-        #: requests take :meth:`execute_quietly`: CLIENT REPLY OFF / SKIP, or a
-        #: CLIENT CACHING flag to clear after the next command (update_quiet)
+        #: requests take ``dispatch.execute_quietly``: CLIENT REPLY OFF / SKIP, or
+        #: a CLIENT CACHING flag to clear after the next command (update_quiet)
         self.quiet = False
         self.closed = False  # state is CLOSED, kept by _to() for the fan-out loop
         self.name = b""
@@ -99,12 +109,12 @@ class Connection:
         self.patterns: dict[bytes, None] = {}
         self.shard_channels: dict[bytes, None] = {}
         config = ctx.config
-        # the node's parser class: the compiled twin or the reference (issue 29)
-        self.parser = ctx.parser_class(config.proto_max_bulk_len, config.max_multibulk_len)
+        # this plane's parser: router._parser's compiled, or router.parser's
+        self.parser = RequestParser(config.proto_max_bulk_len, config.max_multibulk_len)
         self.parser.authenticated = self.authenticated
         self.last_interaction = self.extras.created
         self.last_command = "NULL"  # Redis's cmd= before the first command
-        self.multi: Transaction | None = None  # MULTI's queue, None outside one
+        self.multi: Any = None  # MULTI's queue (commands' Transaction), None outside one
         self.blocked: asyncio.Future[bytes] | None = None  # BLOCKED: the reply awaited
         self._held: list[bytes] = []  # messages that came while BLOCKED
         self.ran: CommandStat | None = None  # the stat of the command that just ran
@@ -112,7 +122,9 @@ class Connection:
         self._out: list[bytes] = []
         self._out_bytes = 0
         self._soft_limit_since: float | None = None
-        self.work_started: int | None = None  # this loop turn's first request (ns)
+        #: when this loop turn's first request ran (perf_counter_ns), 0 before
+        #: it: the turn's budget (router.dispatch)
+        self.work_started = 0
 
     # ------------------------------------------------------------ transitions
 
@@ -147,21 +159,22 @@ class Connection:
         if self.state in RESTING:
             self._to(self._rest())
 
-    def begin_multi(self) -> None:
-        self.multi = Transaction()
+    def begin_multi(self, queue: Any) -> None:
+        """MULTI: ``queue`` collects the commands (IN_MULTI)."""
+        self.multi = queue
         self.settle()
 
-    def end_multi(self) -> Transaction | None:
+    def end_multi(self) -> Any:
         """DISCARD, RESET, an aborted EXEC: the queue, now dropped."""
         queued, self.multi = self.multi, None
         self.settle()
         return queued
 
-    def start_exec(self, saved: list[bytes]) -> Transaction:
+    def start_exec(self, saved: list[bytes]) -> Any:
         """EXEC: takes the queue; ``saved`` is the output queued before it
         (CLIENT LIST shows both while EXEC runs, as Redis keeps CLIENT_MULTI
         and the reply buffer until EXEC ends)."""
-        queued = cast(Transaction, self.multi)
+        queued = self.multi
         self.multi = None
         self.extras.executing = (queued, saved)
         self._to(EXECUTING)
@@ -220,47 +233,32 @@ class Connection:
         caching = self.extras.tracking is not None and self.extras.tracking.caching
         self.quiet = self.reply_mode is not ReplyMode.ON or caching
 
-    # ------------------------------------------------------------ requests
-
-    #: ``receive(data, now) -> Action``: bytes read from the client at ``now``
-    #: (monotonic seconds); the buffered requests run (the request loop,
-    #: :func:`router.dispatch.process`, is the method itself: one call per
-    #: read)
-    receive = process
-
-    def resume(self) -> Action:
-        """The next loop turn after :data:`SLICE`: the turn's budget restarts."""
-        self.work_started = None
-        if self.state is CLOSED or self.state is BLOCKED:
-            return DONE
-        return self.receive()
+    # ------------------------------------------------------------ blocking
 
     def block(self, future: asyncio.Future[bytes]) -> Action:
+        """A reply that waits (``future``): BLOCKED until it is done."""
         self._to(BLOCKED)
         self.blocked = future
         return BLOCK
 
-    def unblock(self) -> Action:
+    def finish_block(self) -> bool:
         """The awaited reply is ready (``blocked`` is done): write it and the
-        messages held behind it, then run the buffered requests."""
+        messages held behind it; whether to read on (the request loop then
+        runs what was buffered, :func:`router.dispatch.unblock`)."""
         future, self.blocked = self.blocked, None
         held, self._held = self._held, []
         if self.state is BLOCKED:
             self._to(self._rest())
         if self.state is CLOSED or future is None or future.cancelled():
-            return DONE
+            return False
         self.write(future.result())
         for frame in held:
             self.write(frame)
         if self.state is CLOSING:  # a QUIT that CLIENT PAUSE postponed
             self.flush()
             self.wire.close()
-            return DONE
-        return self.receive()
-
-    def run_postponed(self, args: list[bytes]) -> Reply:
-        """A command CLIENT PAUSE postponed, run when the pause ends."""
-        return execute_counted(self, args)
+            return False
+        return True
 
     # ------------------------------------------------------------ output
 
@@ -288,7 +286,7 @@ class Connection:
             self.schedule_flush(self)
         out.append(data)
         self._out_bytes += len(data)
-        if self._out_bytes > self.ctx.settings.queue_limit:
+        if self._out_bytes > self.ctx.queue_limit:
             self.flush()
 
     def flush(self) -> None:
@@ -297,7 +295,7 @@ class Connection:
         write: Redis drops it all); subscribed,
         :func:`router.client_output.over_limit` (after it)."""
         out = self._out
-        self.work_started = None
+        self.work_started = 0
         if not out or self.state is CLOSED:
             out.clear()
             self._out_bytes = 0
@@ -313,7 +311,10 @@ class Connection:
         self._out_bytes = 0
         if not (self.channels or self.patterns or self.shard_channels):
             return  # a normal client: no limit (Redis's normal class is 0 0 0)
-        if client_output.over_limit(self, wire.get_write_buffer_size()):
+        pending = wire.get_write_buffer_size()
+        if not pending:  # the socket took it all: under every limit (over_limit's first case)
+            self._soft_limit_since = None
+        elif client_output.over_limit(self, pending):
             self.cut()
 
     def swap_output(self, out: list[bytes]) -> list[bytes]:
@@ -323,7 +324,16 @@ class Connection:
         return saved
 
     def output_buffer_size(self) -> int:
+        """Bytes made for the client and not yet taken by its socket."""
         return self.wire.get_write_buffer_size()
+
+    def queued_bytes(self) -> int:
+        """Bytes queued this loop turn, not yet written (CLIENT LIST's ``obl``)."""
+        return sum(len(frame) for frame in self._out)
+
+    def is_reading(self) -> bool:
+        """Whether its socket is read (CLIENT LIST's ``events=r``)."""
+        return not self.closed and self.wire.is_reading()
 
     # ------------------------------------------------------------ opening, closing
 

@@ -1,60 +1,130 @@
-"""Which data plane a node runs: the compiled one (built by ``uv sync`` from
-``setup.py``'s modules) or the Python core it is checked against (issue 29;
-aiohttp's ``AIOHTTP_NO_EXTENSIONS`` and msgpack's fallback are the model).
+"""Which data plane a node runs: the compiled one or the Python core it is
+checked against (issue 29, issue 42; aiohttp's ``AIOHTTP_NO_EXTENSIONS`` and
+msgpack's fallback are the model). The one place that decides it.
+
+The data plane's modules are written once, in Cython's pure-Python mode:
+``router/connection.py``, ``dispatch.py``, ``pubsub.py``, ``client.py``,
+``context.py`` and ``stats.py`` run as plain Python (the Python core) and
+are compiled by ``setup.py`` into ``router._connection``, ``router._dispatch``,
+... (the compiled plane; their C declarations in ``router/_*.pxd``), beside
+the two ``.pyx`` modules that only C can do: ``router._parser`` (the RESP
+framing) and ``router._resp`` (a message frame). A compiled module reaches
+the other compiled ones by ``cimport``, never the Python ones, so a
+:class:`Plane` is one set or the other, whole.
 
 ``BLOOMCAST_NO_EXTENSIONS=1`` in the environment selects the Python core; so
 does a machine where the extension was not built or does not import, with
-one warning line. INFO ``# Bloomcast`` ``bloomcast_data_plane`` says which.
-The node calls :func:`load` once and builds its connections from the
-:class:`Plane` it gets.
+one warning line (the bus's half, :mod:`cluster_bus.dataplane`, is checked
+with it, so the line speaks for both). INFO ``# Bloomcast``
+``bloomcast_data_plane`` says which. The node calls :func:`load` once (or is
+given a plane: a test builds one node per plane in one process).
 """
 
 from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
 
 from cluster_bus import dataplane as bus_plane
 from cluster_bus.dataplane import ENV
-from router.parser import RequestParser
+from router import client, connection, context, dispatch, parser, pubsub, stats
 
 log = logging.getLogger("bloomcast.node")
+
+__all__ = ["ENV", "PYTHON", "Plane", "compiled", "load"]
 
 
 @dataclass(frozen=True, slots=True)
 class Plane:
-    """What a node builds from: ``name`` (INFO ``bloomcast_data_plane``) and
-    the request parser class its connections use (the compiled
-    ``router._parser.RequestParser`` or the reference
-    :class:`router.parser.RequestParser`; same API, same behaviour)."""
+    """The classes a node builds from, all of one plane: ``name`` (INFO
+    ``bloomcast_data_plane``), its connections' request parser, connection
+    and protocol classes, its pub/sub, its command context and counters, and
+    the run of a postponed command (:func:`router.dispatch.execute_counted`)."""
 
     name: str
-    parser_class: type[RequestParser]
+    RequestParser: type[parser.RequestParser]
+    Connection: type[connection.Connection]
+    Client: type[client.Client]
+    PubSub: type[pubsub.PubSub]
+    CommandContext: type[context.CommandContext]
+    NodeStats: type[stats.NodeStats]
+    execute_counted: Callable[..., Any]
+    #: the request loop (router.dispatch): a read, the next slice, an unblock
+    process: Callable[..., Any]
+    resume: Callable[..., Any]
+    unblock: Callable[..., Any]
+
+
+def _plane(name: str, modules: dict[str, ModuleType]) -> Plane:
+    return Plane(
+        name,
+        RequestParser=modules["parser"].RequestParser,
+        Connection=modules["connection"].Connection,
+        Client=modules["client"].Client,
+        PubSub=modules["pubsub"].PubSub,
+        CommandContext=modules["context"].CommandContext,
+        NodeStats=modules["stats"].NodeStats,
+        execute_counted=modules["dispatch"].execute_counted,
+        process=modules["dispatch"].process,
+        resume=modules["dispatch"].resume,
+        unblock=modules["dispatch"].unblock,
+    )
 
 
 #: the Python core: the reference of every compiled module
-PYTHON = Plane("python", RequestParser)
+PYTHON = _plane(
+    "python",
+    {
+        "parser": parser,
+        "connection": connection,
+        "client": client,
+        "pubsub": pubsub,
+        "context": context,
+        "stats": stats,
+        "dispatch": dispatch,
+    },
+)
 
 
 def compiled() -> Plane:
-    """The compiled plane; ImportError when it was not built (or is stale)."""
+    """The compiled plane; ImportError when it was not built (or is an old
+    build: a module missing)."""
     from cluster_bus import _forwarding  # type: ignore[attr-defined]
-    from router import _parser  # type: ignore[attr-defined]
+    from router import (  # type: ignore[attr-defined]
+        _client,
+        _connection,
+        _context,
+        _dispatch,
+        _parser,
+        _pubsub,
+        _resp,
+        _stats,
+    )
 
     missing = [twin for twin in bus_plane.TWINS if not hasattr(_forwarding, twin)]
-    if not hasattr(_parser, "RequestParser"):
-        missing.append("RequestParser")
     if missing:
         raise ImportError(f"an old build (no {', '.join(missing)}; rebuild with uv sync)")
-    return Plane("compiled", _parser.RequestParser)
+    del _resp
+    modules = {
+        "parser": _parser,
+        "connection": _connection,
+        "client": _client,
+        "pubsub": _pubsub,
+        "context": _context,
+        "stats": _stats,
+        "dispatch": _dispatch,
+    }
+    return _plane("compiled", modules)
 
 
 def load() -> Plane:
     """The compiled plane, or the Python core (:data:`PYTHON`) when
     ``BLOOMCAST_NO_EXTENSIONS`` is set or the compiled one does not import
-    (one warning line; the bus's half, :mod:`cluster_bus.dataplane`, is
-    checked with it, so the line and INFO speak for both)."""
+    (one warning line)."""
     if os.environ.get(ENV):
         return PYTHON
     try:

@@ -46,11 +46,11 @@ def test_the_bus_twin_is_built():
 
 def test_the_bus_builds_its_links_and_forwarding_from_the_switch(monkeypatch):
     monkeypatch.setenv(dataplane.ENV, "1")
-    bus = ClusterBus(Node(NodeConfig(port=0)), BusConfig(port=0))
+    bus = ClusterBus(Node(NodeConfig(port=0)).pubsub, BusConfig(port=0))
     assert bus.link_class is Link and type(bus.forwarding) is Forwarding
     assert bus.forward_publish == bus.forwarding.forward  # the reference's method
     monkeypatch.delenv(dataplane.ENV)
-    bus = ClusterBus(Node(NodeConfig(port=0)), BusConfig(port=0))
+    bus = ClusterBus(Node(NodeConfig(port=0)).pubsub, BusConfig(port=0))
     if _compiled is None:
         assert bus.link_class is Link
         return

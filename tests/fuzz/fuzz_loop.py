@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import random
 import sys
 import time
@@ -31,10 +32,9 @@ from collections.abc import Callable
 from typing import Any
 
 from cluster_bus.frames import Publish
-from router import dataplane, dispatch
+from router import dataplane
 from router import registry as registry_module
 from router.client import Client
-from router.commands import publish as publish_command
 from router.config import NodeConfig
 from router.node import Node
 
@@ -137,10 +137,14 @@ def forwarded_run(rnd: random.Random, step: int) -> tuple[list[Publish], int]:
 
 def nodes() -> tuple[Node, Node]:
     """(reference, twin): a node on the Python core and one on the compiled
-    data plane, whatever ``BLOOMCAST_NO_EXTENSIONS`` says; ImportError if the
-    extension is not built."""
+    data plane, with one node id, whatever ``BLOOMCAST_NO_EXTENSIONS`` says;
+    ImportError if the extension is not built."""
     twin = dataplane.compiled()
-    return Node(NodeConfig(port=0), plane=dataplane.PYTHON), Node(NodeConfig(port=0), plane=twin)
+    node_id = os.urandom(20).hex()  # one id: traffic events and bus frames carry it
+    return (
+        Node(NodeConfig(port=0), node_id, plane=dataplane.PYTHON),
+        Node(NodeConfig(port=0), node_id, plane=twin),
+    )
 
 
 def case(rnd: random.Random, name: bytes) -> bytes:
@@ -281,7 +285,7 @@ def snapshot(side: Side) -> Any:
         stats.messages_delivered,
         stats.net_input_bytes,
         dict(stats.errors),
-        node.publish_seq,
+        node.pubsub.publish_seq,
         node.registry.false_positives_received,
         node.registry._window_received,  # the resize policy's window (FP_CHECK_EVERY)
         node.registry._window_false,
@@ -308,28 +312,27 @@ async def script(rnd: random.Random, steps: int) -> None:
     spent at once (every fourth request and every later read of a turn
     slices), the same in both loops; a wall-clock budget would slice where
     the machine happened to be slow."""
-    saved = dispatch._SLICE_NS, publish_command.FANOUT_BYTES_PER_TURN
-    dispatch._SLICE_NS = rnd.choice([1 << 62, 0])  # both loops read it
-    # a small turn's fan-out budget: PUBLISH answers on the next turn
-    publish_command.FANOUT_BYTES_PER_TURN = rnd.choice([8 << 20, 600])
     loop = asyncio.get_running_loop()
     failures: list[object] = []
     loop.set_exception_handler(lambda _loop, context: failures.append(context))
-    try:
-        await _script(rnd, steps)
-    finally:
-        dispatch._SLICE_NS, publish_command.FANOUT_BYTES_PER_TURN = saved
+    await _script(rnd, steps)
     if failures:  # an exception in a loop callback (a flush, an unblock)
         raise AssertionError(f"a loop callback raised: {failures[0]!r}")
 
 
 async def _script(rnd: random.Random, steps: int) -> None:
     ref, twin = nodes()
+    slice_ns = rnd.choice([1 << 62, 0])
+    # a small turn's fan-out budget: PUBLISH answers on the next turn
+    fanout = rnd.choice([8 << 20, 600])
+    for node in (ref, twin):
+        node.context.slice_ns = slice_ns
+        node.pubsub.fanout_limit = fanout
     # a pub/sub work budget of one operation a turn: a SUBSCRIBE of two
     # names waits, its client blocked, while others publish to it
     if rnd.random() < 0.3:
         for node in (ref, twin):
-            node.pubsub.budget.ops = node.pubsub.budget.left = 1
+            node.subscriptions.budget.ops = node.subscriptions.budget.left = 1
     sides = [Side(ref), Side(twin)]
     for args in SETUP:
         data = encode(random.Random(0), args)
@@ -349,13 +352,13 @@ async def _script(rnd: random.Random, steps: int) -> None:
         if rnd.random() < 0.2:  # a PUBLISH (or SPUBLISH) a peer forwarded
             forwarded = (rnd.choice(CHANNELS), message(rnd), rnd.random() < 0.2)
             for side in sides:
-                side.node.deliver_forwarded(PEER, step, *forwarded)
+                side.node.pubsub.deliver_forwarded(PEER, step, *forwarded)
         elif rnd.random() < 0.1:  # a read's run of them
             run, count = forwarded_run(rnd, step)
             errors = []
             for side in sides:
                 try:
-                    side.node.deliver_forwarded_run(PEER, list(run), count)
+                    side.node.pubsub.deliver_forwarded_run(PEER, list(run), count)
                     errors.append(None)
                 except IndexError as exc:
                     errors.append(repr(exc))

@@ -1,11 +1,12 @@
-"""The compiled data plane's switch, its request parser and its request
-loop (issue 29).
+"""The data plane's one switch (router/dataplane.py), the compiled request
+parser (router/_parser.pyx) and the compiled plane as a whole (issues 29, 42).
 
 The long differential runs are ``python -m tests.fuzz.fuzz_resp`` and
-``python -m tests.fuzz.fuzz_loop``; here: which parser and loop a node
-picks, INFO's ``bloomcast_data_plane`` of a real process, the parser twin
-against the reference on the cases that matter most, and a short run of
-the loop fuzzer."""
+``python -m tests.fuzz.fuzz_loop``; here: which plane a node builds from,
+INFO's ``bloomcast_data_plane`` of a real process, the build's module list
+(setup.py, pyproject's cache keys, the switch), the parser twin against the
+reference on the cases that matter most, and a short run of the loop
+fuzzer."""
 
 from __future__ import annotations
 
@@ -13,7 +14,6 @@ import importlib
 import logging
 import os
 import sys
-import types
 
 import pytest
 
@@ -69,18 +69,60 @@ def test_a_node_started_without_the_switch_reports_compiled():
     assert b"# Bloomcast\r\nbloomcast_data_plane:compiled\r\n" in reply
 
 
-def test_the_node_builds_its_connections_parser_and_loop_from_the_switch(monkeypatch):
+def test_the_node_builds_its_parts_from_the_switch(monkeypatch):
     monkeypatch.setenv(dataplane.ENV, "1")
     node = Node(NodeConfig(port=0))
     assert node.plane is dataplane.PYTHON
-    assert node.context.parser_class is RequestParser
+    python_modules = {
+        type(node.pubsub): "router.pubsub",
+        type(node.context): "router.context",
+        type(node.stats): "router.stats",
+        node.client_class: "router.client",
+    }
+    assert {cls.__module__: name for cls, name in python_modules.items()} == {
+        name: name for name in python_modules.values()
+    }
     assert info_sections(node)["bloomcast"] == {"bloomcast_data_plane": "python"}
     monkeypatch.delenv(dataplane.ENV)
     node = Node(NodeConfig(port=0))
     want = "python" if _compiled is None else "compiled"
     assert info_sections(node)["bloomcast"] == {"bloomcast_data_plane": want}
     if _compiled is not None:
-        assert node.context.parser_class is _compiled.RequestParser
+        assert type(node.pubsub).__module__ == "router._pubsub"
+        assert type(node.context).__module__ == "router._context"
+        assert node.client_class.__module__ == "router._client"
+        assert node.plane.RequestParser is _compiled.RequestParser
+
+
+def test_a_plane_is_one_set_of_modules():
+    """No compiled class on the Python core, no Python one on the compiled
+    plane (a compiled module reaches the others by cimport)."""
+    for plane in (dataplane.PYTHON, *([] if _compiled is None else [dataplane.compiled()])):
+        compiled = plane.name == "compiled"
+        for name in ("RequestParser", "Connection", "Client", "PubSub", "CommandContext"):
+            module = getattr(plane, name).__module__
+            assert module.rpartition(".")[2].startswith("_") is compiled, (plane.name, name)
+
+
+def test_setup_compiles_what_the_switch_loads_and_uv_rebuilds_on_each_source():
+    """setup.py's MODULES, the compiled plane's imports and pyproject's
+    cache keys name the same sources (a source missing from the keys would
+    leave a stale build after an edit)."""
+    import re
+    import tomllib
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    modules = dict(re.findall(r'\("([\w.]+)", "([\w/.]+)"\)', (root / "setup.py").read_text()))
+    router_modules = {m.split(".")[1] for m in modules if m.startswith("router.")}
+    loaded = set(re.findall(r"^\s+(_\w+),$", (root / "router/dataplane.py").read_text(), re.M))
+    assert loaded == router_modules
+    keys = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["uv"]["cache-keys"]
+    files = {key["file"] for key in keys}
+    for module, source in modules.items():
+        if source.endswith(".py"):
+            assert source in files, source
+            assert (root / (module.replace(".", "/") + ".pxd")).is_file(), module
 
 
 @needs_compiled
@@ -94,9 +136,9 @@ def test_the_compiled_request_loop_agrees_with_the_reference():
 def test_a_blocked_subscribers_message_waits_behind_its_reply_in_both_loops():
     """A subscriber whose second SUBSCRIBE waits for the pub/sub budget
     (blocked, a reply already queued this turn) is published to in the same
-    turn: the message is held behind the awaited reply in both loops, where
-    the twin's fast path (the queue's slot read at its offset) would have
-    appended it before the reply."""
+    turn: the message is held behind the awaited reply in both loops (the
+    fan-out's fast path appends to a queue only when its client is not
+    blocked)."""
     import asyncio
 
     subscribe = b"*2\r\n$9\r\nSUBSCRIBE\r\n$1\r\na\r\n"
@@ -106,7 +148,7 @@ def test_a_blocked_subscribers_message_waits_behind_its_reply_in_both_loops():
     async def run() -> list[bytes]:
         sides = [fuzz_loop.Side(node) for node in fuzz_loop.nodes()]
         for side in sides:
-            side.node.pubsub.budget.ops = side.node.pubsub.budget.left = 1
+            side.node.subscriptions.budget.ops = side.node.subscriptions.budget.left = 1
         await asyncio.sleep(0)
         for side in sides:
             side.send(0, subscribe)
@@ -184,24 +226,13 @@ def test_a_client_cut_by_its_own_publish_is_logged_with_publish_in_both_loops(ca
 
 def test_an_extension_that_does_not_import_is_one_warning(monkeypatch, caplog):
     monkeypatch.delenv(dataplane.ENV, raising=False)
-    monkeypatch.setitem(sys.modules, "router._parser", None)  # import fails
-    monkeypatch.delattr(router, "_parser", raising=False)
+    monkeypatch.setitem(sys.modules, "router._connection", None)  # import fails
+    monkeypatch.delattr(router, "_connection", raising=False)
     with caplog.at_level(logging.WARNING, logger="bloomcast.node"):
         assert dataplane.load() is dataplane.PYTHON
-    assert len(caplog.records) == 1
+        assert Node(NodeConfig(port=0)).context.data_plane == "python"
+    assert len(caplog.records) == 2  # one line per node
     assert "running the Python core" in caplog.records[0].getMessage()
-    assert dataplane.PYTHON.parser_class is RequestParser
-
-
-def test_a_stale_build_without_every_twin_is_one_warning(monkeypatch, caplog):
-    stale = types.ModuleType("router._parser")  # no RequestParser
-    monkeypatch.delenv(dataplane.ENV, raising=False)
-    monkeypatch.setitem(sys.modules, "router._parser", stale)
-    monkeypatch.setattr(router, "_parser", stale, raising=False)
-    with caplog.at_level(logging.WARNING, logger="bloomcast.node"):
-        assert dataplane.load() is dataplane.PYTHON
-    assert len(caplog.records) == 1
-    assert "old build (no RequestParser" in caplog.records[0].getMessage()
 
 
 def _outcome(cls: type, data: bytes, step: int, **kw: object) -> list[object]:
