@@ -7,7 +7,8 @@ source, which stays importable as plain Python (the Python core, the
 reference): ``router/connection.py`` becomes ``router._connection``, its C
 declarations in ``router/_connection.pxd`` (Cython finds a module's
 augmenting ``.pxd`` by the compiled module's name). The ``.pyx`` modules are
-what only C pointers do: the RESP framing and a message frame.
+what only C pointers do: the RESP framing, a message frame, the bus's
+PUBLISH frame read and written.
 
 ``BLOOMCAST_NO_EXTENSIONS=1`` builds a pure-Python wheel; a machine where the
 extension cannot compile (no C compiler, no Python headers) gets one too,
@@ -29,12 +30,18 @@ MODULES = [
     ("router._parser", "router/_parser.pyx"),
     ("router._resp", "router/_resp.pyx"),
     ("router._stats", "router/stats.py"),
+    ("router._registry", "router/registry.py"),
     ("router._context", "router/context.py"),
     ("router._connection", "router/connection.py"),
     ("router._pubsub", "router/pubsub.py"),
     ("router._dispatch", "router/dispatch.py"),
     ("router._client", "router/client.py"),
-    ("cluster_bus._forwarding", "cluster_bus/_forwarding.pyx"),
+    ("cluster_bus._codec", "cluster_bus/_codec.pyx"),
+    ("cluster_bus._routing", "cluster_bus/routing.py"),
+    ("cluster_bus._session", "cluster_bus/session.py"),
+    ("cluster_bus._decoder", "cluster_bus/decoder.py"),
+    ("cluster_bus._link", "cluster_bus/link.py"),
+    ("cluster_bus._forwarding", "cluster_bus/forwarding.py"),
 ]
 
 #: for the pure-Python mode sources: their annotations are for mypy; the

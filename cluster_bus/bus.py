@@ -18,7 +18,7 @@ import contextlib
 import logging
 import os
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from cluster_bus import dataplane
 from cluster_bus.addresses import announced, learns_own_ip, listen, own_host, parse_bind
@@ -61,7 +61,6 @@ from cluster_bus.membership import Membership
 from cluster_bus.mesh import Dialer, Mesh
 from cluster_bus.nodes import LostNode
 from cluster_bus.refusals import Refusals, resp_hint
-from cluster_bus.routing import PeerTable
 from cluster_bus.tls import bus_contexts
 from cluster_bus.visibility import Visibility
 
@@ -84,7 +83,10 @@ class ClusterBus:
         config: BusConfig,
         nodes_file: NodesFile | None = None,
         saved: NodesConfig | None = None,
+        plane: dataplane.BusPlane | None = None,
     ) -> None:
+        """``plane``: the classes to build from (:func:`cluster_bus.dataplane.load`
+        when None: the compiled ones unless switched off)."""
         self.node = node
         self.config = config
         #: --cluster-config-file (locked by the caller, which read ``saved`` from it)
@@ -124,17 +126,19 @@ class ClusterBus:
         )
         me = self.membership.myself
         me.tls_port, me.hostname = ports.tls_port, ports.hostname
-        self.routing = PeerTable()
+        if plane is None:
+            plane = dataplane.load()  # the compiled plane, or the reference
+        self.plane = plane
+        self.routing = plane.PeerTable()
         self.sync = FilterSync(self.routing)
         self.stats = BusStats()
         self.refusals = Refusals()
         self.visibility = Visibility(config.visibility_timeout_ms, self.stats)
         self.mesh = Mesh(self._short, self.stats)
         self._links = self.mesh.links
-        self.dialer = Dialer(self._links, lambda key: self._new_link(key), self.node_timeout_ms)
-        plane = dataplane.load()  # the compiled twins, or None for the reference
-        self.link_class = dataplane.link_class(plane)
-        self.forwarding = dataplane.forwarding_class(plane)(
+        self.dialer = Dialer(self._links, self._protocol, self.node_timeout_ms)
+        self.link_class = plane.Link
+        self.forwarding = plane.Forwarding(
             node,
             self.routing,
             self.mesh,
@@ -202,6 +206,11 @@ class ClusterBus:
         handshake = Handshake(self.node_id, self._secret, outbound, boot=self.boot)
         return self.link_class(self, handshake, dial_key, tls)
 
+    def _protocol(self, dial_key: Address | None) -> asyncio.Protocol:
+        """A new link as the event loop sees it (an asyncio protocol by its
+        methods: the compiled ``Link`` is no subclass of one)."""
+        return cast(asyncio.Protocol, self._new_link(dial_key))
+
     # -- lifecycle -----------------------------------------------------------------
 
     async def start(self) -> None:
@@ -209,7 +218,7 @@ class ClusterBus:
         loop = asyncio.get_running_loop()
         self._loop = loop
         self._servers, port = await listen(
-            lambda: self._new_link(None), self.config.bind, self.config.port
+            lambda: self._protocol(None), self.config.bind, self.config.port
         )
         self.port = port
         self.membership.myself.bus_port = self.config.announce_bus_port or self.port

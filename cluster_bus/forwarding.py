@@ -24,14 +24,23 @@ logged): a receiver that still holds a session never counts frames it got.
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
+
+import cython
 
 from cluster_bus.api import LocalDelivery
 from cluster_bus.frames import MsgType, Publish, Resend, Session
 from cluster_bus.info import BusStats
-from cluster_bus.link import Link, now_ms
+from cluster_bus.link import now_ms
 from cluster_bus.mesh import Mesh
-from cluster_bus.routing import PeerTable
-from cluster_bus.session import InSession, OutSession, Period, seq_diff
+from cluster_bus.session import Period, seq_diff
+
+if not cython.compiled:  # (compiled: cluster_bus/_forwarding.pxd cimports them)
+    from cluster_bus.session import InSession, OutSession
+if TYPE_CHECKING:
+    from cluster_bus.link import Link
+if not cython.compiled and TYPE_CHECKING:
+    from cluster_bus.routing import PeerTable
 
 log = logging.getLogger("bloomcast.bus")
 
@@ -40,16 +49,11 @@ _PUBLISH = MsgType.PUBLISH
 MAX_RETAINED = 1024
 
 
-class ForwardingHotFields:
-    """The fields of the forwarding that the compiled receive path reads per
-    read (cluster_bus/_forwarding.pyx), as slots (read there at their
-    offsets); a :class:`Forwarding` keeps a dict for the rest."""
-
-    __slots__ = ("in_sessions", "node", "stats")
-
-
-class Forwarding(ForwardingHotFields):
-    """The forwarding sessions of one bus, with every peer, both ways."""
+@cython.final
+@cython.cclass
+class Forwarding:
+    """The forwarding sessions of one bus, with every peer, both ways
+    (compiled on the compiled data plane: ``cluster_bus._forwarding``)."""
 
     def __init__(
         self,

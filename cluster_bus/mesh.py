@@ -145,7 +145,7 @@ class Dialer:
     def __init__(
         self,
         links: set[Link],
-        make_link: Callable[[Address], Link],
+        make_link: Callable[[Address], asyncio.Protocol],
         node_timeout_ms: int,
     ) -> None:
         self._links = links

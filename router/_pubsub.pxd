@@ -2,6 +2,7 @@
 cimport cython
 from router._connection cimport Connection
 from router._context cimport CommandContext
+from router._registry cimport Registry
 from router._resp cimport message as _message, smessage as _smessage
 from router._stats cimport NodeStats
 
@@ -11,7 +12,8 @@ cdef Py_hash_t MASK
 @cython.final
 cdef class PubSub:
     cdef public str node_id, on_publish_loss
-    cdef public object filters, metrics, link, tap, channels, shard_channels, patterns, _loop
+    cdef public Registry filters
+    cdef public object metrics, link, tap, channels, shard_channels, patterns, _loop
     cdef public NodeStats stats
     cdef public dict clients, forwards_lost_from
     cdef public CommandContext context
@@ -33,3 +35,5 @@ cdef class PubSub:
     cpdef flush_all(self)
     @cython.locals(receivers=Py_ssize_t)
     cpdef deliver_forwarded(self, str origin, origin_seq, bytes channel, bytes message, bint shard)
+    @cython.locals(i=Py_ssize_t, frame=tuple)
+    cpdef deliver_forwarded_run(self, str origin, list msgs, Py_ssize_t count)

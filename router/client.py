@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import socket
-from collections.abc import Callable
 from time import monotonic
 from typing import TYPE_CHECKING, Any, Protocol, cast
 

@@ -31,7 +31,7 @@ from typing import Any
 
 from cluster_bus import dataplane as bus_plane
 from cluster_bus.dataplane import ENV
-from router import client, connection, context, dispatch, parser, pubsub, stats
+from router import client, connection, context, dispatch, parser, pubsub, registry, stats
 
 log = logging.getLogger("bloomcast.node")
 
@@ -52,6 +52,7 @@ class Plane:
     PubSub: type[pubsub.PubSub]
     CommandContext: type[context.CommandContext]
     NodeStats: type[stats.NodeStats]
+    Registry: type[registry.Registry]
     execute_counted: Callable[..., Any]
     #: the request loop (router.dispatch): a read, the next slice, an unblock
     process: Callable[..., Any]
@@ -68,6 +69,7 @@ def _plane(name: str, modules: dict[str, ModuleType]) -> Plane:
         PubSub=modules["pubsub"].PubSub,
         CommandContext=modules["context"].CommandContext,
         NodeStats=modules["stats"].NodeStats,
+        Registry=modules["registry"].Registry,
         execute_counted=modules["dispatch"].execute_counted,
         process=modules["dispatch"].process,
         resume=modules["dispatch"].resume,
@@ -85,6 +87,7 @@ PYTHON = _plane(
         "pubsub": pubsub,
         "context": context,
         "stats": stats,
+        "registry": registry,
         "dispatch": dispatch,
     },
 )
@@ -92,8 +95,8 @@ PYTHON = _plane(
 
 def compiled() -> Plane:
     """The compiled plane; ImportError when it was not built (or is an old
-    build: a module missing)."""
-    from cluster_bus import _forwarding  # type: ignore[attr-defined]
+    build: a module missing), the bus's half (:mod:`cluster_bus.dataplane`)
+    included."""
     from router import (  # type: ignore[attr-defined]
         _client,
         _connection,
@@ -101,13 +104,12 @@ def compiled() -> Plane:
         _dispatch,
         _parser,
         _pubsub,
+        _registry,
         _resp,
         _stats,
     )
 
-    missing = [twin for twin in bus_plane.TWINS if not hasattr(_forwarding, twin)]
-    if missing:
-        raise ImportError(f"an old build (no {', '.join(missing)}; rebuild with uv sync)")
+    bus_plane.compiled()
     del _resp
     modules = {
         "parser": _parser,
@@ -116,6 +118,7 @@ def compiled() -> Plane:
         "pubsub": _pubsub,
         "context": _context,
         "stats": _stats,
+        "registry": _registry,
         "dispatch": _dispatch,
     }
     return _plane("compiled", modules)

@@ -37,7 +37,6 @@ from router.config import NodeConfig
 from router.idle import IdleTimer
 from router.pause import ClientPause
 from router.pubsub import LOSS_CHANNEL
-from router.registry import Registry
 from router.settings import Settings
 from router.stats import InstantaneousMetrics
 from router.subscriptions import Subscriptions
@@ -68,7 +67,7 @@ class Node:
         if plane is None:
             plane = dataplane.load()
         self.plane = plane
-        self.registry = Registry(config.filter_capacity, config.filter_fp_rate)  # the filters
+        self.registry = plane.Registry(config.filter_capacity, config.filter_fp_rate)  # filters
         # collections timed once the process settles (router/collector.py)
         self.gc_pauses = Pauses()
         self.clients: dict[int, Any] = {}  # id -> connection

@@ -56,11 +56,11 @@ if TYPE_CHECKING:
     from cluster_bus.api import ClusterLink, FilterName, FilterSnapshot
     from cluster_bus.frames import Publish
     from router.context import Reply
-    from router.registry import Registry
     from router.stats import InstantaneousMetrics
     from spark.events import Role, TrafficRecorder
 if not cython.compiled and TYPE_CHECKING:  # (compiled: the .pxd cimports them)
     from router.context import CommandContext
+    from router.registry import Registry
     from router.stats import NodeStats
 
 log = logging.getLogger("bloomcast.node")
@@ -369,7 +369,10 @@ class PubSub:
         """The first ``count`` of a run of PUBLISH frames ``origin`` forwarded,
         each delivered as :meth:`deliver_forwarded` does."""
         for i in range(count):
-            _, origin_seq, shard, channel, payload = msgs[i]
+            msg = msgs[i]
+            # a Publish is a tuple: compiled, unpacked in C
+            frame = cython.cast(tuple, msg) if isinstance(msg, tuple) else tuple(msg)
+            _, origin_seq, shard, channel, payload = frame
             self.deliver_forwarded(origin, origin_seq, channel, payload, shard)
 
     def forwards_lost(self, origin: str, count: int, from_ms: int, to_ms: int) -> None:

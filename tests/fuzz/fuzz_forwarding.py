@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
-import importlib
 import logging
 import random
 import sys
@@ -46,7 +45,7 @@ from cluster_bus.forwarding import Forwarding
 from cluster_bus.frames import FilterKind, Resend, Session
 from cluster_bus.handshake import Handshake
 from cluster_bus.link import Link
-from router import registry as registry_module
+from router.registry import FP_CHECK_EVERY
 from tests.fuzz.fuzz_loop import Side, nodes
 
 PEER = "ab" * 20
@@ -80,15 +79,10 @@ class Recorder:
 
 
 def _bus(node: Any, compiled: bool, **config: Any) -> ClusterBus:
-    """A bus on the twins (``compiled``) or the reference, whatever
+    """A bus on the compiled plane (``compiled``) or the reference, whatever
     ``BLOOMCAST_NO_EXTENSIONS`` says."""
-    module = importlib.import_module("cluster_bus._forwarding") if compiled else None
-    load = bus_plane.load
-    bus_plane.load = lambda: module  # type: ignore[assignment]
-    try:
-        bus = ClusterBus(node.pubsub, BusConfig(port=0, **config))
-    finally:
-        bus_plane.load = load  # type: ignore[assignment]
+    plane = bus_plane.compiled() if compiled else bus_plane.python()
+    bus = ClusterBus(node.pubsub, BusConfig(port=0, **config), plane=plane)
     assert (type(bus.forwarding) is Forwarding) is not compiled
     return bus
 
@@ -237,19 +231,13 @@ def pair() -> tuple[Any, Any]:
 
 
 async def script_in(rnd: random.Random) -> None:
+    ref, twin = pair()
     # the resize policy's window: at 3 or 20 its end falls inside the runs of a
     # read, and 16 false positives in a window of 20 resize the filter (256,
     # the node's own, is never reached here: the run counted whole)
-    every = rnd.choice([registry_module.FP_CHECK_EVERY, 3, 20])
-    saved, registry_module.FP_CHECK_EVERY = registry_module.FP_CHECK_EVERY, every
-    try:
-        await _script_in(rnd)
-    finally:
-        registry_module.FP_CHECK_EVERY = saved
-
-
-async def _script_in(rnd: random.Random) -> None:
-    ref, twin = pair()
+    every = rnd.choice([FP_CHECK_EVERY, 3, 20])
+    for node in (ref, twin):
+        node.registry.check_every = every
     if rnd.random() < 0.3:  # a filter of another m (a resize doubles it)
         for node in (ref, twin):
             node.registry.rebuild_channel_filter(64)

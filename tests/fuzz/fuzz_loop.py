@@ -33,10 +33,10 @@ from typing import Any
 
 from cluster_bus.frames import Publish
 from router import dataplane
-from router import registry as registry_module
 from router.client import Client
 from router.config import NodeConfig
 from router.node import Node
+from router.registry import FP_CHECK_EVERY
 
 CHANNELS = [b"a", b"b", b"news", b"x{1}", b"L" * 1100]
 PATTERNS = [b"a*", b"*", b"n?ws", b"[ab]"]
@@ -325,9 +325,12 @@ async def _script(rnd: random.Random, steps: int) -> None:
     slice_ns = rnd.choice([1 << 62, 0])
     # a small turn's fan-out budget: PUBLISH answers on the next turn
     fanout = rnd.choice([8 << 20, 600])
+    # the resize policy's window ends within a script's forwards too
+    every = rnd.choice([FP_CHECK_EVERY, 3, 7])
     for node in (ref, twin):
         node.context.slice_ns = slice_ns
         node.pubsub.fanout_limit = fanout
+        node.registry.check_every = every
     # a pub/sub work budget of one operation a turn: a SUBSCRIBE of two
     # names waits, its client blocked, while others publish to it
     if rnd.random() < 0.3:
@@ -391,15 +394,8 @@ async def _script(rnd: random.Random, steps: int) -> None:
 
 def run(count: int, seed: int, steps: int = 40) -> int:
     rnd = random.Random(seed)
-    saved = registry_module.FP_CHECK_EVERY
-    try:
-        for _ in range(count):
-            one = random.Random(rnd.getrandbits(64))
-            # the resize policy's window ends within a script's forwards too
-            registry_module.FP_CHECK_EVERY = one.choice([saved, 3, 7])
-            asyncio.run(script(one, steps))
-    finally:
-        registry_module.FP_CHECK_EVERY = saved
+    for _ in range(count):
+        asyncio.run(script(random.Random(rnd.getrandbits(64)), steps))
     return count
 
 

@@ -16,7 +16,6 @@ import pytest
 
 from bloom import CountingBloomFilter
 from cluster_bus.frames import Publish
-from router import registry as registry_module
 from router.config import NodeConfig
 from router.dataplane import Plane
 from router.info import info_sections
@@ -170,14 +169,11 @@ def test_node_hands_a_rebuilt_filter_to_its_link(plane):
 
 
 @pytest.mark.parametrize("tapped", [True, False], ids=["tap", "no-tap"])
-def test_a_run_of_forwards_is_delivered_counted_and_recorded_as_each_forward(
-    monkeypatch, tapped, plane
-):
+def test_a_run_of_forwards_is_delivered_counted_and_recorded_as_each_forward(tapped, plane):
     # the run the bus hands over for a read (PubSub.deliver_forwarded_run)
-    monkeypatch.setattr(registry_module, "FP_CHECK_EVERY", 4)
-
     async def scenario() -> None:
         async with wired_node(plane) as (node, link, tap):
+            node.registry.check_every = 4
             if not tapped:
                 node.tap = None
             r, w = await subscribed(node.port, b"news")
