@@ -69,6 +69,9 @@ class Forwarding:
         self.node = node
         self.routing = routing
         self.mesh = mesh
+        # the mesh's link tables (filled and emptied, never replaced), read per forward
+        self._links_out = mesh.out
+        self._links_in = mesh.inbound
         self.stats = stats
         self._sender = sender
         self.replay_bytes = replay_bytes
@@ -109,8 +112,8 @@ class Forwarding:
             return 0
         nodes = routing.nodes_of(mask)
         out, inbound, sessions, sender = (
-            self.mesh.out,
-            self.mesh.inbound,
+            self._links_out,
+            self._links_in,
             self.out_sessions,
             self._sender,
         )
@@ -127,7 +130,9 @@ class Forwarding:
             link.write(frame, True)  # a forward: may linger
             sent += 1
         stats.sent[_PUBLISH] += sent
-        stats.publish_suppressed += peers - len(nodes)
+        suppressed = peers - len(nodes)
+        if suppressed:  # (0 added is the same counter: one read and write less)
+            stats.publish_suppressed += suppressed
         return len(nodes)
 
     def link_up(self, link: Link, peer: str) -> None:

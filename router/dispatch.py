@@ -9,11 +9,11 @@ node lacks too: :mod:`router.command_checks`), CLIENT PAUSE
 commandstats, its time read once per pipelined batch (:mod:`router.stats`).
 CLIENT REPLY OFF / SKIP and CLIENT CACHING go through :func:`execute_quietly`.
 
-PUBLISH and SPUBLISH skip the command table's checks when the connection
-passes every one of them (:func:`_open`: NORMAL, replies on, authenticated as
-a user without restrictions, no CLIENT PAUSE): then they call
-:meth:`router.pubsub.PubSub.publish_reply` as their handlers do, counted as
-:func:`execute` counts them.
+PUBLISH, SPUBLISH and PING skip the command table's checks when the
+connection passes every one of them (:func:`_open`: NORMAL, replies on,
+authenticated as a user without restrictions, no CLIENT PAUSE): then they
+do what their handlers do (:meth:`router.pubsub.PubSub.publish_reply`, a
+PONG), counted as :func:`execute` counts them.
 
 The loop drives a :class:`router.connection.Connection` (the state machine,
 which knows nothing of commands) and changes its state only through its
@@ -43,6 +43,7 @@ from router.commands import COMMANDS, LOOKUP
 from router.commands.base import CONFIRMING, Command, Transaction
 from router.commands.client_view import acl_context, info_line
 from router.commands.tracking import after_command
+from router.resp import PONG
 from router.states import (
     BLOCKED,
     CLOSED,
@@ -64,6 +65,11 @@ if not cython.compiled and TYPE_CHECKING:  # (compiled: the .pxd cimports them)
     from router.connection import Connection
     from router.context import CommandContext
     from router.stats import CommandStat
+
+#: what _in_line says a request is: the commands the loop runs without the
+#: table's checks, and the names execute gives them
+NOT_IN_LINE, IN_LINE_PUBLISH, IN_LINE_SPUBLISH, IN_LINE_PING = 0, 1, 2, 3
+IN_LINE_NAMES = ("", "publish", "spublish", "ping")
 
 # run at once inside MULTI, never queued (Redis ``processCommand``)
 _MULTI_IMMEDIATE = frozenset({"exec", "discard", "multi", "watch", "quit", "reset"})
@@ -112,22 +118,31 @@ def process(conn: Connection, data: bytes = b"", now: float = 0.0) -> Action:
     done = 0
     runs: list[tuple[CommandStat, int]] | None = None  # made when a second command's run begins
     last: CommandStat | None = None
+    last_kind = NOT_IN_LINE  # the command in line that ran last, whose stat ``last`` is
     n = 0
     pubsub = ctx.pubsub
     fast = _open(conn, ctx)
     try:
         for args in conn.parser.requests():
             ran: CommandStat | None = None
-            kind = _publishing(args) if fast else -1
-            if kind >= 0:
+            reply: Reply
+            kind = _in_line(conn, args) if fast else NOT_IN_LINE
+            if kind != NOT_IN_LINE:
                 # what execute does for them, when _open says it may skip its checks
-                name = "spublish" if kind else "publish"
+                name = IN_LINE_NAMES[kind]
                 conn.last_command = name
-                reply = pubsub.publish_reply(args[1], args[2], kind == 1, False)
+                if kind == IN_LINE_PING:
+                    reply = PONG if len(args) == 1 else resp.bulk(args[1])
+                else:
+                    reply = pubsub.publish_reply(args[1], args[2], kind == IN_LINE_SPUBLISH, False)
                 stats.commands_processed += 1
-                ran = stats.commands[name]
+                # (a run of one command looks its stat up once: only a command
+                # through execute may replace the table, CONFIG RESETSTAT)
+                ran = last if kind == last_kind and last is not None else stats.commands[name]
+                last_kind = kind
                 ran.calls += 1
             else:
+                last_kind = NOT_IN_LINE
                 reply = execute_quietly(conn, args) if conn.quiet else execute(conn, args)
                 ran = conn.ran
                 conn.ran = None
@@ -210,23 +225,32 @@ def process(conn: Connection, data: bytes = b"", now: float = 0.0) -> Action:
     return DONE
 
 
-def _publishing(args: list[bytes]) -> int:
-    """0 for PUBLISH, 1 for SPUBLISH with their three arguments (the name in
-    lower or upper case, as most clients send it), else -1: the commands the
-    loop may run without the table's lookup and checks (:func:`_open`)."""
-    if len(args) != 3:
-        return -1
-    name = args[0]
-    if name == b"PUBLISH" or name == b"publish":
-        return 0
-    if name == b"SPUBLISH" or name == b"spublish":
-        return 1
-    return -1
+def _in_line(conn: Connection, args: list[bytes]) -> int:
+    """Which of PUBLISH, SPUBLISH (three arguments) and PING (one or two) a
+    request is, the name in lower or upper case as most clients send it, or
+    :data:`NOT_IN_LINE`: the commands the loop may run without the table's
+    lookup and checks (:func:`_open`). A RESP2 connection with a
+    subscription PINGs through :func:`execute` (its reply is ``[pong, ...]``;
+    such a connection is SUBSCRIBED, so this is the handler's own test)."""
+    n = len(args)
+    if n == 3:
+        name = args[0]
+        if name == b"PUBLISH" or name == b"publish":
+            return IN_LINE_PUBLISH
+        if name == b"SPUBLISH" or name == b"spublish":
+            return IN_LINE_SPUBLISH
+    elif n == 1 or n == 2:
+        name = args[0]
+        if name == b"PING" or name == b"ping":
+            if conn.resp == 2 and (conn.channels or conn.patterns or conn.shard_channels):
+                return NOT_IN_LINE
+            return IN_LINE_PING
+    return NOT_IN_LINE
 
 
 def _open(conn: Connection, ctx: CommandContext) -> bool:
-    """Whether PUBLISH and SPUBLISH may skip :func:`execute`'s checks, which
-    would all pass: the connection is NORMAL (not subscribed in RESP2, not in
+    """Whether PUBLISH, SPUBLISH and PING may skip :func:`execute`'s checks,
+    which would all pass: the connection is NORMAL (not subscribed in RESP2, not in
     MULTI or EXEC, not blocked or closing), replies are on (no CLIENT REPLY
     OFF / SKIP or CACHING), it is authenticated as a user without
     restrictions (no ACL check), and no CLIENT PAUSE holds writes. Their
