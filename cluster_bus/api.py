@@ -169,9 +169,8 @@ class LocalDelivery(Protocol):
         """The first ``count`` frames of ``msgs`` (PUBLISH frames ``origin``
         forwarded, read in order on one link: the decoder's ``Publish``
         tuples), each as :meth:`deliver_forwarded` delivers it, in order: one
-        call per read of them, not per frame (the compiled twin settles its
-        counters once per run). ``count`` <= len(msgs); IndexError otherwise,
-        after the frames before it."""
+        call per read of them, not per frame. ``count`` <= len(msgs);
+        IndexError otherwise, after the frames before it."""
         ...
 
     def filter_snapshot(self, name: FilterName) -> FilterSnapshot:

@@ -1,12 +1,14 @@
-"""Fuzz the bus's forwarding hot path: the compiled twin against the reference (issue 29).
+"""Fuzz the bus's forwarding hot path: the compiled data plane against the
+Python core (issues 29, 42).
 
 ``uv run python -m tests.fuzz.fuzz_forwarding --count 500 --seed 1``
 
-Two nodes, the Python core and the compiled twins (the pair of
-``tests/fuzz/fuzz_loop.py``), each with a bus: one running the reference
-(:class:`cluster_bus.link.Link`, :class:`cluster_bus.forwarding.Forwarding`),
-one the twins of ``cluster_bus/_forwarding.pyx`` (``CompiledLink``,
-``CompiledForwarding``). Each script does one of:
+Two nodes, the Python core and the compiled plane (the pair of
+``tests/fuzz/fuzz_loop.py``), each with a bus: one on the reference
+(:func:`cluster_bus.dataplane.python`: ``cluster_bus/link.py``,
+``forwarding.py``, ``session.py``, ``decoder.py``, ``routing.py`` run as plain
+Python), one on the same sources compiled (``cluster_bus._link``, ...) and
+``cluster_bus/_codec.pyx``. Each script does one of:
 
 - *in*: the same byte stream from one peer, cut at the same random points,
   is read by each bus's authenticated link from that peer: PUBLISH and
@@ -195,7 +197,7 @@ def rx_state(side: Side, link: Link, transport: Recorder) -> Any:
 
 class CountersTap:
     """A traffic recorder that keeps, for each event, the node's counters as
-    they stand when it is recorded (the twin settles before it)."""
+    they stand when it is recorded."""
 
     def __init__(self, node: Any) -> None:
         self.node = node

@@ -1,19 +1,22 @@
-"""Fuzz the request loop: the compiled twin against the reference (issue 29).
+"""Fuzz the request loop: the compiled data plane against the Python core
+(issues 29, 42).
 
 ``uv run python -m tests.fuzz.fuzz_loop --count 2000 --seed 1``
 
-Two in-process nodes on one event loop: the reference (the Python core's
-:class:`router.connection.Connection`, whose loop is
-:func:`router.dispatch.process`, and :class:`router.parser.RequestParser`)
-and the twin (``router._dataplane.process`` and its parser). Each gets the
-same clients and, script by script, the same requests, split at the same
-random points: PUBLISH, SPUBLISH and PING (the commands the twin runs in
-line) in every casing and arity and with names one letter off, RESP2
+Two in-process nodes on one event loop: the reference on the Python core
+(:data:`router.dataplane.PYTHON`: ``router/connection.py``, ``dispatch.py``,
+``pubsub.py`` ... run as plain Python, and :class:`router.parser.RequestParser`)
+and the twin on the compiled plane (the same sources compiled,
+``router._connection``, ``router._dispatch``, ..., and ``router/_parser.pyx``).
+Each gets the same clients and, script by script, the same requests, split at
+the same random points: PUBLISH, SPUBLISH and PING (the commands the loop runs
+in line) in every casing and arity and with names one letter off, RESP2
 subscribers PINGing, CONFIG RESETSTAT, (P|S)(UN)SUBSCRIBE, MULTI /
 EXEC / DISCARD, CLIENT REPLY, HELLO 2/3, RESET, AUTH as a restricted ACL
 user (no PUBLISH, or no channel) and as the default user, CLIENT PAUSE
 WRITE / UNPAUSE (postponed PUBLISH), QUIT, protocol errors, and PUBLISH
-and SPUBLISH forwarded by a peer (``Node.deliver_forwarded``). After every
+and SPUBLISH forwarded by a peer (``PubSub.deliver_forwarded``, and runs of
+them). After every
 step, each client's output so far must be the same bytes on both nodes,
 and at the end of a script so must each connection's state, reply mode,
 subscriptions and the node's counters (commandstats calls / failed /
@@ -160,7 +163,7 @@ def message(rnd: random.Random) -> bytes:
     return rnd.choice([b"hi", b"", b"x" * rnd.randint(1, 300), b"-err", b"\r\n", b"y" * 1500])
 
 
-#: the commands run in line (router/_dataplane.pyx ``_in_line``), PUBLISH weighted most
+#: the commands run in line (router/dispatch.py ``_in_line``), PUBLISH weighted most
 IN_LINE: list[Callable[[bytes, bytes], list[bytes]]] = [
     lambda ch, msg: [b"publish", ch, msg],
     lambda ch, msg: [b"publish", ch, msg],
@@ -181,7 +184,7 @@ def request(rnd: random.Random) -> list[bytes]:
     msg = message(rnd)
     r = rnd.random()
     if r < 0.45:
-        # the commands the twin runs in line, at every count of arguments
+        # the commands the loop runs in line, at every count of arguments
         # around theirs and with names one letter off
         args = rnd.choice(IN_LINE)(ch, msg)
         if rnd.random() < 0.1:

@@ -20,11 +20,11 @@ log="${MEMCHECK_LOG:-/tmp/bloomcast-memcheck.log}"
 PYTHONMALLOC=malloc valgrind --tool=memcheck --leak-check=full --show-leak-kinds=definite \
     --errors-for-leak-kinds=definite --num-callers=40 --log-file="$log" \
     .venv/bin/python -m tests.fuzz.fuzz_resp --count "${1:-3000}" --seed "${2:-31}" --require-compiled
-# the request loop's twin (tests/fuzz/fuzz_loop.py): a script per 100 inputs
+# the compiled request loop (tests/fuzz/fuzz_loop.py): a script per 100 inputs
 PYTHONMALLOC=malloc valgrind --tool=memcheck --leak-check=full --show-leak-kinds=definite \
     --errors-for-leak-kinds=definite --num-callers=40 --log-file="$log.loop" \
     .venv/bin/python -m tests.fuzz.fuzz_loop --count "$(( ${1:-3000} / 100 + 1 ))" --seed "${2:-31}"
-# the bus's twins (tests/fuzz/fuzz_forwarding.py): a script per 10 inputs
+# the compiled bus (tests/fuzz/fuzz_forwarding.py): a script per 10 inputs
 PYTHONMALLOC=malloc valgrind --tool=memcheck --leak-check=full --show-leak-kinds=definite \
     --errors-for-leak-kinds=definite --num-callers=40 --log-file="$log.bus" \
     .venv/bin/python -m tests.fuzz.fuzz_forwarding --count "$(( ${1:-3000} / 10 + 1 ))" --seed "${2:-31}"

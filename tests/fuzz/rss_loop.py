@@ -5,7 +5,7 @@ with fan-out: the loop must not leak a reference (issues 29, 42).
 A node in-process (:mod:`bench.hot_path`: transports that only count bytes)
 with 2 channel subscribers (one RESP2, one RESP3: the push frame), and a
 pattern subscriber and a shard channel subscriber; a publisher sends batches
-of ``--pipeline`` PUBLISH (16; 1 takes the lone request's flush twin), then
+of ``--pipeline`` PUBLISH (16; 1 takes the lone request's flush), then
 one SPUBLISH and one PING with an argument (the other commands run in line),
 each batch one read and one loop turn, the message size varying (so no
 frame is the same object twice).
