@@ -268,29 +268,20 @@ class PubSub:
         more than all of them together, so when that total passes the pubsub
         hard limit, every queue is written at once (:meth:`flush_all`), where
         its client's own count would have had it written (``write()``)."""
-        frame3: bytes | None = None
-        n = 1
         if type(subs) is not set:
-            client = subs
+            subs = (subs,)
+        frame3: bytes | None = None
+        for client in subs:
             if client.resp == 2:
                 if client._out and client.blocked is None and not client.closed:
                     client._out.append(frame2)
                 else:
                     client.write(frame2)
             else:
-                client.write(resp.as_push(frame2))
-        else:
-            for client in subs:
-                if client.resp == 2:
-                    if client._out and client.blocked is None and not client.closed:
-                        client._out.append(frame2)
-                    else:
-                        client.write(frame2)
-                else:
-                    if frame3 is None:
-                        frame3 = resp.as_push(frame2)
-                    client.write(frame3)
-            n = len(subs)
+                if frame3 is None:
+                    frame3 = resp.as_push(frame2)
+                client.write(frame3)
+        n = len(subs)
         self.turn_output += n * len(frame2)
         context = self.context
         if context is not None and self.turn_output > context.queue_limit:
