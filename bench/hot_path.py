@@ -274,7 +274,7 @@ def run(batches: int = 5000, repeats: int = 5) -> dict[str, float]:
         "parse, hiredis fast path": min(parser_us(True, batches) for _ in range(repeats)),
     }
     plane = dataplane.load()
-    if plane is not dataplane.PYTHON:  # the compiled twin (issue 29)
+    if plane is not dataplane.python():  # the compiled twin (issue 29)
         cls = plane.RequestParser
         out["parse, compiled twin"] = min(parser_us(True, batches, cls) for _ in range(repeats))
     for subs in (0, 1, 10):

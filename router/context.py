@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import cython
 
 from cluster_bus.api import ClusterLink, NoPeers
+from router.resp import Reply
 
 if TYPE_CHECKING:
     from router.acl import Acl, User
@@ -57,8 +58,6 @@ if TYPE_CHECKING:
     from router.stats import CommandStat
 if not cython.compiled and TYPE_CHECKING:  # (compiled: the .pxd cimports it)
     from router.stats import NodeStats
-
-Reply = bytes | asyncio.Future[bytes]
 
 #: the longest one connection's requests hold the loop before the other
 #: clients run: the rest of its pipeline (or of a huge request) waits for the

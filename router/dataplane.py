@@ -22,20 +22,23 @@ given a plane: a test builds one node per plane in one process).
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cluster_bus import dataplane as bus_plane
 from cluster_bus.dataplane import ENV
-from router import client, connection, context, dispatch, parser, pubsub, registry, stats
+
+if TYPE_CHECKING:  # (imported by python() alone: the compiled plane loads no Python twin)
+    from router import client, connection, context, parser, pubsub, registry, stats
 
 log = logging.getLogger("bloomcast.node")
 
-__all__ = ["ENV", "PYTHON", "Plane", "compiled", "load"]
+__all__ = ["ENV", "Plane", "compiled", "load", "python"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +55,7 @@ class Plane:
     PubSub: type[pubsub.PubSub]
     CommandContext: type[context.CommandContext]
     NodeStats: type[stats.NodeStats]
+    InstantaneousMetrics: type[stats.InstantaneousMetrics]
     Registry: type[registry.Registry]
     execute_counted: Callable[..., Any]
     #: the request loop (router.dispatch): a read, the next slice, an unblock
@@ -69,6 +73,7 @@ def _plane(name: str, modules: dict[str, ModuleType]) -> Plane:
         PubSub=modules["pubsub"].PubSub,
         CommandContext=modules["context"].CommandContext,
         NodeStats=modules["stats"].NodeStats,
+        InstantaneousMetrics=modules["stats"].InstantaneousMetrics,
         Registry=modules["registry"].Registry,
         execute_counted=modules["dispatch"].execute_counted,
         process=modules["dispatch"].process,
@@ -77,20 +82,26 @@ def _plane(name: str, modules: dict[str, ModuleType]) -> Plane:
     )
 
 
-#: the Python core: the reference of every compiled module
-PYTHON = _plane(
-    "python",
-    {
-        "parser": parser,
-        "connection": connection,
-        "client": client,
-        "pubsub": pubsub,
-        "context": context,
-        "stats": stats,
-        "registry": registry,
-        "dispatch": dispatch,
-    },
-)
+@functools.cache
+def python() -> Plane:
+    """The Python core: the reference of every compiled module (its modules
+    imported here, not at start: the compiled plane loads none of them, nor
+    the ``cython`` module they import)."""
+    from router import client, connection, context, dispatch, parser, pubsub, registry, stats
+
+    return _plane(
+        "python",
+        {
+            "parser": parser,
+            "connection": connection,
+            "client": client,
+            "pubsub": pubsub,
+            "context": context,
+            "stats": stats,
+            "registry": registry,
+            "dispatch": dispatch,
+        },
+    )
 
 
 def compiled() -> Plane:
@@ -125,13 +136,13 @@ def compiled() -> Plane:
 
 
 def load() -> Plane:
-    """The compiled plane, or the Python core (:data:`PYTHON`) when
+    """The compiled plane, or the Python core (:func:`python`) when
     ``BLOOMCAST_NO_EXTENSIONS`` is set or the compiled one does not import
     (one warning line)."""
     if os.environ.get(ENV):
-        return PYTHON
+        return python()
     try:
         return compiled()
     except ImportError as exc:
         log.warning("compiled data plane unavailable (%s): running the Python core", exc)
-        return PYTHON
+        return python()

@@ -36,17 +36,13 @@ from router.commands import COMMANDS
 from router.config import NodeConfig
 from router.idle import IdleTimer
 from router.pause import ClientPause
-from router.pubsub import LOSS_CHANNEL
 from router.settings import Settings
-from router.stats import InstantaneousMetrics
 from router.subscriptions import Subscriptions
 
 if TYPE_CHECKING:
     from spark.events import TrafficRecorder
 
 log = logging.getLogger("bloomcast.node")
-
-__all__ = ["LOSS_CHANNEL", "Node"]
 
 
 class Node:
@@ -73,7 +69,7 @@ class Node:
         self.clients: dict[int, Any] = {}  # id -> connection
         self.stats = plane.NodeStats()
         self.acl = Acl(config.requirepass)  # ACL users (router/acl/)
-        self.metrics = InstantaneousMetrics(time.monotonic())
+        self.metrics = plane.InstantaneousMetrics(time.monotonic())
         self.pause = ClientPause(plane.execute_counted)
         self.idle = IdleTimer(self.clients)
         #: the cluster bus seam: ``NoPeers`` until :meth:`set_link`

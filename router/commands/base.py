@@ -18,8 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from router.commands.redis_meta import command_meta
-from router.context import Reply
-from router.resp import Set
+from router.resp import Reply, Set
 from router.resp import Status as S
 
 if TYPE_CHECKING:

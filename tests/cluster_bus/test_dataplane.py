@@ -78,7 +78,7 @@ def test_a_missing_bus_twin_is_one_warning_and_the_python_core(monkeypatch, capl
     monkeypatch.setitem(sys.modules, "cluster_bus._forwarding", None)  # import fails
     monkeypatch.delattr(cluster_bus, "_forwarding", raising=False)
     with caplog.at_level(logging.WARNING, logger="bloomcast.node"):
-        assert node_plane.load() is node_plane.PYTHON
+        assert node_plane.load() is node_plane.python()
     assert len(caplog.records) == 1
     assert "running the Python core" in caplog.records[0].getMessage()
     assert dataplane.load().name == "python"

@@ -4,7 +4,7 @@
 ``uv run python -m tests.fuzz.fuzz_loop --count 2000 --seed 1``
 
 Two in-process nodes on one event loop: the reference on the Python core
-(:data:`router.dataplane.PYTHON`: ``router/connection.py``, ``dispatch.py``,
+(:func:`router.dataplane.python`: ``router/connection.py``, ``dispatch.py``,
 ``pubsub.py`` ... run as plain Python, and :class:`router.parser.RequestParser`)
 and the twin on the compiled plane (the same sources compiled,
 ``router._connection``, ``router._dispatch``, ..., and ``router/_parser.pyx``).
@@ -145,7 +145,7 @@ def nodes() -> tuple[Node, Node]:
     twin = dataplane.compiled()
     node_id = os.urandom(20).hex()  # one id: traffic events and bus frames carry it
     return (
-        Node(NodeConfig(port=0), node_id, plane=dataplane.PYTHON),
+        Node(NodeConfig(port=0), node_id, plane=dataplane.python()),
         Node(NodeConfig(port=0), node_id, plane=twin),
     )
 

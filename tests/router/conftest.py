@@ -24,7 +24,7 @@ def _compiled() -> dataplane.Plane | None:
 def plane(request: pytest.FixtureRequest) -> dataplane.Plane:
     """The Python core, then the compiled plane (skipped only on a pure build)."""
     if request.param == "python":
-        return dataplane.PYTHON
+        return dataplane.python()
     compiled = _compiled()
     if compiled is None:
         pytest.skip("a pure build (BLOOMCAST_NO_EXTENSIONS=1): no compiled plane")

@@ -72,7 +72,7 @@ def test_a_node_started_without_the_switch_reports_compiled():
 def test_the_node_builds_its_parts_from_the_switch(monkeypatch):
     monkeypatch.setenv(dataplane.ENV, "1")
     node = Node(NodeConfig(port=0))
-    assert node.plane is dataplane.PYTHON
+    assert node.plane is dataplane.python()
     python_modules = {
         type(node.pubsub): "router.pubsub",
         type(node.context): "router.context",
@@ -97,7 +97,7 @@ def test_the_node_builds_its_parts_from_the_switch(monkeypatch):
 def test_a_plane_is_one_set_of_modules():
     """No compiled class on the Python core, no Python one on the compiled
     plane (a compiled module reaches the others by cimport)."""
-    for plane in (dataplane.PYTHON, *([] if _compiled is None else [dataplane.compiled()])):
+    for plane in (dataplane.python(), *([] if _compiled is None else [dataplane.compiled()])):
         compiled = plane.name == "compiled"
         for name in ("RequestParser", "Connection", "Client", "PubSub", "CommandContext"):
             module = getattr(plane, name).__module__
@@ -229,7 +229,7 @@ def test_an_extension_that_does_not_import_is_one_warning(monkeypatch, caplog):
     monkeypatch.setitem(sys.modules, "router._connection", None)  # import fails
     monkeypatch.delattr(router, "_connection", raising=False)
     with caplog.at_level(logging.WARNING, logger="bloomcast.node"):
-        assert dataplane.load() is dataplane.PYTHON
+        assert dataplane.load() is dataplane.python()
         assert Node(NodeConfig(port=0)).context.data_plane == "python"
     assert len(caplog.records) == 2  # one line per node
     assert "running the Python core" in caplog.records[0].getMessage()

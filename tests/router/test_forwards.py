@@ -20,7 +20,8 @@ from router.config import NodeConfig
 from router.dataplane import Plane
 from router.info import info_sections
 from router.kinds import CHANNELS
-from router.node import LOSS_CHANNEL, Node
+from router.node import Node
+from router.pubsub import LOSS_CHANNEL
 from router.registry import FP_CHECK_EVERY, Registry
 from spark.events import TrafficEvent
 from tests.router.fakes import FakeSubscriber, RecordingLink

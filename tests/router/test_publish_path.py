@@ -92,7 +92,7 @@ class Trace:
 
 
 async def _paths() -> tuple[Trace, Trace]:
-    node = Node(NodeConfig(port=0), plane=dataplane.PYTHON)
+    node = Node(NodeConfig(port=0), plane=dataplane.python())
     seam = Seam()
     node.set_link(seam)
     subscriber, publisher = node.client_class(node), node.client_class(node)
