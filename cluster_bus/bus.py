@@ -31,6 +31,7 @@ from cluster_bus.api import (
     LocalDelivery,
     SlotRange,
 )
+from cluster_bus.clock import Address, now_ms
 from cluster_bus.codec import short_id
 from cluster_bus.filter_sync import KIND_OF, NAME_OF, FilterSync
 from cluster_bus.frames import (
@@ -56,7 +57,6 @@ from cluster_bus.frames import (
 from cluster_bus.handshake import Handshake
 from cluster_bus.heartbeat import Heartbeats
 from cluster_bus.info import BusStats, cluster_info, cluster_nodes, slot_map, sync_state
-from cluster_bus.link import Address, Link, now_ms
 from cluster_bus.membership import Membership
 from cluster_bus.mesh import Dialer, Mesh
 from cluster_bus.nodes import LostNode
@@ -65,6 +65,7 @@ from cluster_bus.tls import bus_contexts
 from cluster_bus.visibility import Visibility
 
 if TYPE_CHECKING:  # --cluster-config-file only: pathlib and fcntl stay off the start path
+    from cluster_bus.link import Link
     from cluster_bus.nodes_file import NodesConfig, NodesFile
 
 log = logging.getLogger("bloomcast.bus")

@@ -25,6 +25,7 @@ Two directions, one module, because both speak in the same fingerprints:
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 from cluster_bus.api import FilterChange, FilterName, FilterSnapshot
 from cluster_bus.frames import (
@@ -37,7 +38,9 @@ from cluster_bus.frames import (
     Message,
 )
 from cluster_bus.nodes import NodeRecord
-from cluster_bus.routing import PeerTable
+
+if TYPE_CHECKING:
+    from cluster_bus.routing import PeerTable
 
 log = logging.getLogger("bloomcast.bus")
 

@@ -29,14 +29,15 @@ from typing import TYPE_CHECKING
 import cython
 
 from cluster_bus.api import LocalDelivery
+from cluster_bus.clock import now_ms
 from cluster_bus.frames import MsgType, Publish, Resend, Session
 from cluster_bus.info import BusStats
-from cluster_bus.link import now_ms
 from cluster_bus.mesh import Mesh
-from cluster_bus.session import Period, seq_diff
 
-if not cython.compiled:  # (compiled: cluster_bus/_forwarding.pxd cimports them)
-    from cluster_bus.session import InSession, OutSession
+if cython.compiled:  # the compiled session module's (its classes cimported by the .pxd)
+    from cluster_bus._session import Period, seq_diff  # type: ignore[import-not-found]
+else:
+    from cluster_bus.session import InSession, OutSession, Period, seq_diff
 if TYPE_CHECKING:
     from cluster_bus.link import Link
 if not cython.compiled and TYPE_CHECKING:

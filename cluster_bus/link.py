@@ -20,11 +20,11 @@ import asyncio
 import logging
 import math
 import ssl
-import time
 from typing import TYPE_CHECKING, Protocol, cast
 
 import cython
 
+from cluster_bus.clock import Address, now_ms
 from cluster_bus.codec import BusProtocolError, short_id
 from cluster_bus.frames import Message, Publish
 from cluster_bus.handshake import Handshake
@@ -40,12 +40,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("bloomcast.bus")
 
 HANDSHAKE_MAX_BODY = 4096
-
-Address = tuple[str, int]
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 class LinkOwner(Protocol):
