@@ -679,6 +679,68 @@ def test_unauthenticated_peer_cannot_announce_a_large_frame():
     run(main())
 
 
+@pytest.mark.parametrize("secret", [None, "s3cret"], ids=["plain", "sealed"])
+def test_a_large_meet_read_with_the_handshakes_last_frame_is_accepted(secret):
+    """The dialer sends HELLO_AUTH and, authenticated, its MEET in one write
+    (one loop turn); the acceptor reads both in one ``data_received``. The
+    MEET of a node that knows 150 others (about 10 kB of gossip, one entry
+    per node) is above the handshake's frame limit (4096 bytes), which must
+    not apply to it: before the fix the acceptor closed the link as a bad
+    frame at about 62 nodes and the cluster never formed (issue 40)."""
+    from cluster_bus.decoder import FrameDecoder
+    from cluster_bus.frames import GossipEntry, Hello, HelloAuth, Meet, Pong
+    from cluster_bus.link import HANDSHAKE_MAX_BODY
+    from cluster_bus.seal import SealedDecoder, Sealer
+
+    async def main():
+        bus = ClusterBus(BusTestNode(), config(cluster_secret=secret or ""))
+        await bus.start()
+        try:
+            me = os.urandom(20).hex()
+            sender = short_id(me)
+            hs = Handshake(me, secret.encode() if secret else None, outbound=True, boot=7)
+            reader, writer = await asyncio.open_connection("127.0.0.1", bus.port)
+            writer.write(encode(hs.hello(), sender))
+            dec = FrameDecoder(HANDSHAKE_MAX_BODY)
+            frames: list = []
+            while not frames:
+                frames += dec.feed(await asyncio.wait_for(reader.read(4096), 5))
+            reply = frames.pop(0)
+            assert isinstance(reply, Hello) and reply.reply
+            step = hs.receive(reply)
+            assert step.done and isinstance(step.send, HelloAuth)
+            # gossip about 150 nodes on loopback addresses never dialled (bus port 0)
+            gossip = tuple(
+                GossipEntry(os.urandom(20).hex(), f"127.1.{i // 250}.{i % 250 + 1}", 7000, 0, 0)
+                for i in range(150)
+            )
+            meet = Meet(me, "127.0.0.1", 7000, 0, 0, 0, 0, 0, False, 0, gossip)
+            body = encode(meet, sender)
+            assert len(body) > HANDSHAKE_MAX_BODY
+            keys = hs.frame_keys()
+            if keys is not None:
+                body = Sealer(keys[0], sender).seal(body)
+            writer.write(encode(step.send, sender) + body)  # one write: one read
+            # the acceptor answers the MEET with a PONG: the link stayed up
+            inner = FrameDecoder(expect_sender=short_id(bus.node_id))
+            if keys is not None:
+                dec = SealedDecoder(keys[1], dec, inner)
+            else:
+                dec.max_body = inner.max_body
+            pongs: list = []
+            while not pongs:
+                data = await asyncio.wait_for(reader.read(1 << 16), 5)
+                assert data, "the acceptor closed the link"
+                pongs += [f for f in dec.feed(data) if isinstance(f, Pong)]
+            assert stat(bus, "cluster_stats_bad_frames") == 0
+            assert len(bus.membership.peers) == 151
+            writer.close()
+        finally:
+            await bus.stop()
+
+    run(main())
+
+
 def test_match_all_pattern_without_bit_flips_reaches_peers():
     """PSUBSCRIBE * flips no bit, only the match-all flag: the delta still
     carries it, peers send that node everything, and PUNSUBSCRIBE undoes it."""
