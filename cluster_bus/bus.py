@@ -410,7 +410,8 @@ class ClusterBus:
             return
         self.forwarding.link_up(link, peer)
         if link.outbound:
-            self.mesh.send(link, self.heartbeats.make(Meet, peer))
+            for heartbeat in self.heartbeats.opening(link, peer):
+                self.mesh.send(link, heartbeat)
             self.heartbeats.ping_sent(peer, now_ms())
         rec = self.membership.peers.get(peer)
         if rec is not None:

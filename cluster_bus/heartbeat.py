@@ -36,8 +36,20 @@ import os
 from collections.abc import Callable
 from typing import TypeVar
 
+from cluster_bus.codec import MAX_GOSSIP
 from cluster_bus.filter_sync import FilterSync
-from cluster_bus.frames import Fail, Heartbeat, Meet, Message, Ping, Pong, ProbeAck, ProbeReq
+from cluster_bus.frames import (
+    Fail,
+    GossipEntry,
+    Heartbeat,
+    Meet,
+    Message,
+    NodeFlags,
+    Ping,
+    Pong,
+    ProbeAck,
+    ProbeReq,
+)
 from cluster_bus.info import BusStats
 from cluster_bus.link import Address, Link, now_ms
 from cluster_bus.membership import GOSSIP_ROUNDS_PER_PERIOD, Membership
@@ -144,8 +156,11 @@ class Heartbeats:
                 key = (new.host, new.bus_port)
                 if new.bus_port > 0 and self.dialer.due(key, now_dial):
                     self.dialer.dial(key)
-        if isinstance(msg, (Ping, Meet)):
-            self.mesh.send_to(peer, self.make(Pong, peer, full=isinstance(msg, Meet)), link)
+        if isinstance(msg, Meet) and msg.flags & NodeFlags.MEETING:
+            for pong in self.full(Pong, peer):  # it joins through us: every node we know
+                self.mesh.send_to(peer, pong, link)
+        elif isinstance(msg, (Ping, Meet)):
+            self.mesh.send_to(peer, self.make(Pong, peer), link)
         for request in self.sync.on_heartbeat(peer, msg, now):
             self.mesh.send_to(peer, request, link)
         for node in result.filters:
@@ -282,9 +297,15 @@ class Heartbeats:
         cfp, pfp, epoch, _, _ = self.sync.heartbeat_fields()
         self.membership.announce_filters(epoch, cfp, pfp)
 
-    def make(self, cls: type[_HB], to: str, full: bool = False) -> _HB:
+    def make(
+        self,
+        cls: type[_HB],
+        to: str,
+        gossip: tuple[GossipEntry, ...] | None = None,
+        flags: int = 0,
+    ) -> _HB:
         """A heartbeat to ``to``: our identity, incarnation and announced filters,
-        and a gossip section (every node for a MEET and its PONG)."""
+        and a gossip section (by default a PING's: :meth:`Membership.gossip_for`)."""
         ms = self.membership
         me = ms.myself
         cfp, pfp, epoch, pmask, match_all = self.sync.heartbeat_fields()
@@ -298,12 +319,48 @@ class Heartbeats:
             epoch,
             pmask,
             match_all,
-            0,
-            ms.gossip_for(to, full=full or cls is Meet),
+            flags,
+            ms.gossip_for(to) if gossip is None else gossip,
             me.incarnation,
             me.tls_port,
             me.hostname,
         )
+
+    def full(self, cls: type[Meet] | type[Pong], to: str) -> list[Meet | Pong]:
+        """A heartbeat carrying every node we know, as a joining MEET (flagged
+        ``MEETING``) or the PONG answering one: the first frame ``cls``, and
+        unsolicited PONGs after it while entries remain (a frame holds at most
+        ``MAX_GOSSIP``, 255)."""
+        entries = self.membership.gossip_for(to, full=True)
+        first = entries[:MAX_GOSSIP]
+        head: Meet | Pong = (
+            self.make(Meet, to, first, NodeFlags.MEETING)
+            if cls is Meet
+            else self.make(Pong, to, first)
+        )
+        out = [head]
+        for at in range(MAX_GOSSIP, len(entries), MAX_GOSSIP):
+            out.append(self.make(Pong, to, entries[at : at + MAX_GOSSIP]))
+        return out
+
+    def opening(self, link: Link, peer: str) -> list[Meet | Pong]:
+        """The MEET that opens our authenticated link to ``peer``. Dialled to
+        a seed (``--join``, CLUSTER MEET) or to a lost node's address, we
+        join through it (or heal a partition): every node we know, and it
+        answers with every node it knows (:meth:`full`). Otherwise (a node
+        learned from gossip, verified by our dial; a redial) we know the
+        cluster already: the MEET carries what a PING would, so a node's
+        links cost O(N) gossip entries in all, not O(N) per link (issue 40)."""
+        key = link.dial_key
+        ms = self.membership
+        joining = (
+            key in self.seeds
+            or peer in ms.lost
+            or any((gone.host, gone.bus_port) == key for gone in ms.lost.values())
+        )
+        if joining:
+            return self.full(Meet, peer)
+        return [self.make(Meet, peer)]
 
     def gossip_round(self) -> None:
         """Queued changes to a few random peers in an unsolicited PONG (no

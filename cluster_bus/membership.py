@@ -99,8 +99,6 @@ RANDOM_ENTRIES = 2
 #: many random peers get an unsolicited PONG carrying them, this many times per period
 GOSSIP_FANOUT = 3
 GOSSIP_ROUNDS_PER_PERIOD = 5
-#: entries in a MEET and in the PONG answering it: a new link learns the cluster at once
-MEET_ENTRIES = 255
 #: lost nodes kept (and redialled) at most: the oldest is dropped first
 MAX_LOST = 1024
 
@@ -476,14 +474,15 @@ class Membership:
     def gossip_for(self, to: str, full: bool = False) -> tuple[GossipEntry, ...]:
         """The gossip section of a heartbeat to ``to``: its own entry when we
         suspect it (so it can refute), queued changes (fewest transmissions
-        first), then random entries; ``full``: every node (MEET and its PONG)."""
+        first), then random entries; ``full``: every node (a joining MEET and
+        its PONG; more than a frame holds: :meth:`Heartbeats.full`)."""
         peers = self.peers
         # a node known only at the address its link came from is not
         # gossiped until it announces one (NodeRecord.inferred)
         if full:
             chosen = [r for r in peers.values() if r.node_id != to and not r.inferred]
             self._rng.shuffle(chosen)
-            return tuple(r.entry() for r in chosen[:MEET_ENTRIES])
+            return tuple(r.entry() for r in chosen)
         entries: list[GossipEntry] = []
         seen = {to}
         target = peers.get(to)

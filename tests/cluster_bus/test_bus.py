@@ -679,6 +679,78 @@ def test_unauthenticated_peer_cannot_announce_a_large_frame():
     run(main())
 
 
+class RawDialer:
+    """A bus peer made by hand: our handshake as the dialer over a real socket
+    (:class:`Handshake`), then frames written and read as a test chooses
+    (sealed when the bus has a secret)."""
+
+    __test__ = False
+
+    def __init__(self, bus: ClusterBus, secret: str | None = None) -> None:
+        self.bus = bus
+        self.secret = secret
+        self.node_id = os.urandom(20).hex()
+        self.sender = short_id(self.node_id)
+        self.keys: tuple[bytes, bytes] | None = None
+
+    async def handshake(self) -> bytes:
+        """Dial and read the HELLO reply; the HELLO_AUTH frame to send (not sent)."""
+        from cluster_bus.decoder import FrameDecoder
+        from cluster_bus.frames import Hello, HelloAuth
+        from cluster_bus.link import HANDSHAKE_MAX_BODY
+
+        secret = self.secret.encode() if self.secret else None
+        hs = Handshake(self.node_id, secret, outbound=True, boot=7)
+        self.reader, self.writer = await asyncio.open_connection("127.0.0.1", self.bus.port)
+        self.writer.write(encode(hs.hello(), self.sender))
+        self.decoder: Any = FrameDecoder(HANDSHAKE_MAX_BODY)
+        frames: list = []
+        while not frames:
+            frames += self.decoder.feed(await asyncio.wait_for(self.reader.read(4096), 5))
+        reply = frames.pop(0)
+        assert isinstance(reply, Hello) and reply.reply and not frames
+        step = hs.receive(reply)
+        assert step.done and isinstance(step.send, HelloAuth)
+        self.keys = hs.frame_keys()
+        return encode(step.send, self.sender)
+
+    def authenticated(self) -> None:
+        """From here frames are read with the authenticated limits (and keys)."""
+        from cluster_bus.decoder import FrameDecoder
+        from cluster_bus.seal import SealedDecoder, Sealer
+
+        inner = FrameDecoder(expect_sender=short_id(self.bus.node_id))
+        if self.keys is not None:
+            self.sealer = Sealer(self.keys[0], self.sender)
+            self.decoder = SealedDecoder(self.keys[1], self.decoder, inner)
+        else:
+            self.decoder.max_body = inner.max_body
+
+    def frame(self, msg) -> bytes:
+        data = encode(msg, self.sender)
+        return self.sealer.seal(data) if self.keys is not None else data
+
+    async def read_until(self, pred, timeout: float = 5) -> list:
+        """Frames read until ``pred(frames so far)``."""
+        frames: list = []
+        while not pred(frames):
+            data = await asyncio.wait_for(self.reader.read(1 << 16), timeout)
+            assert data, "the bus closed the link"
+            frames += self.decoder.feed(data)
+        return frames
+
+
+def gossip_about(n: int) -> tuple:
+    """Gossip entries about ``n`` nodes at loopback addresses never dialled
+    (bus port 0)."""
+    from cluster_bus.frames import GossipEntry
+
+    return tuple(
+        GossipEntry(os.urandom(20).hex(), f"127.1.{i // 250}.{i % 250 + 1}", 7000, 0, 0)
+        for i in range(n)
+    )
+
+
 @pytest.mark.parametrize("secret", [None, "s3cret"], ids=["plain", "sealed"])
 def test_a_large_meet_read_with_the_handshakes_last_frame_is_accepted(secret):
     """The dialer sends HELLO_AUTH and, authenticated, its MEET in one write
@@ -687,54 +759,70 @@ def test_a_large_meet_read_with_the_handshakes_last_frame_is_accepted(secret):
     per node) is above the handshake's frame limit (4096 bytes), which must
     not apply to it: before the fix the acceptor closed the link as a bad
     frame at about 62 nodes and the cluster never formed (issue 40)."""
-    from cluster_bus.decoder import FrameDecoder
-    from cluster_bus.frames import GossipEntry, Hello, HelloAuth, Meet, Pong
+    from cluster_bus.frames import Meet, NodeFlags, Pong
     from cluster_bus.link import HANDSHAKE_MAX_BODY
-    from cluster_bus.seal import SealedDecoder, Sealer
 
     async def main():
         bus = ClusterBus(BusTestNode(), config(cluster_secret=secret or ""))
         await bus.start()
         try:
-            me = os.urandom(20).hex()
-            sender = short_id(me)
-            hs = Handshake(me, secret.encode() if secret else None, outbound=True, boot=7)
-            reader, writer = await asyncio.open_connection("127.0.0.1", bus.port)
-            writer.write(encode(hs.hello(), sender))
-            dec = FrameDecoder(HANDSHAKE_MAX_BODY)
-            frames: list = []
-            while not frames:
-                frames += dec.feed(await asyncio.wait_for(reader.read(4096), 5))
-            reply = frames.pop(0)
-            assert isinstance(reply, Hello) and reply.reply
-            step = hs.receive(reply)
-            assert step.done and isinstance(step.send, HelloAuth)
-            # gossip about 150 nodes on loopback addresses never dialled (bus port 0)
-            gossip = tuple(
-                GossipEntry(os.urandom(20).hex(), f"127.1.{i // 250}.{i % 250 + 1}", 7000, 0, 0)
-                for i in range(150)
-            )
-            meet = Meet(me, "127.0.0.1", 7000, 0, 0, 0, 0, 0, False, 0, gossip)
-            body = encode(meet, sender)
-            assert len(body) > HANDSHAKE_MAX_BODY
-            keys = hs.frame_keys()
-            if keys is not None:
-                body = Sealer(keys[0], sender).seal(body)
-            writer.write(encode(step.send, sender) + body)  # one write: one read
+            peer = RawDialer(bus, secret)
+            auth = await peer.handshake()
+            meet = Meet(
+                peer.node_id, "127.0.0.1", 7000, 0, 0, 0, 0, 0, False, NodeFlags.MEETING,
+                gossip_about(150),
+            )  # fmt: skip
+            assert len(encode(meet)) > HANDSHAKE_MAX_BODY
+            peer.authenticated()
+            peer.writer.write(auth + peer.frame(meet))  # one write: one read
             # the acceptor answers the MEET with a PONG: the link stayed up
-            inner = FrameDecoder(expect_sender=short_id(bus.node_id))
-            if keys is not None:
-                dec = SealedDecoder(keys[1], dec, inner)
-            else:
-                dec.max_body = inner.max_body
-            pongs: list = []
-            while not pongs:
-                data = await asyncio.wait_for(reader.read(1 << 16), 5)
-                assert data, "the acceptor closed the link"
-                pongs += [f for f in dec.feed(data) if isinstance(f, Pong)]
+            await peer.read_until(lambda fs: any(isinstance(f, Pong) for f in fs))
             assert stat(bus, "cluster_stats_bad_frames") == 0
             assert len(bus.membership.peers) == 151
-            writer.close()
+            peer.writer.close()
+        finally:
+            await bus.stop()
+
+    run(main())
+
+
+def test_a_joining_meet_is_answered_with_every_node_past_one_frames_gossip():
+    """A MEET flagged MEETING (a node joining through a seed) is answered with
+    every node the seed knows: 300 here, more than the 255 entries one frame
+    holds, so a PONG of 255 then one of 45. A MEET without the flag (a node
+    that already knows the cluster and verifies this one) gets a PING's
+    PONG: no node's links cost O(N) entries each (issue 40)."""
+    from cluster_bus.dissemination import Broadcasts
+    from cluster_bus.frames import Meet, NodeFlags, Pong
+    from cluster_bus.membership import RANDOM_ENTRIES
+
+    async def main():
+        bus = ClusterBus(BusTestNode(), config())
+        await bus.start()
+        try:
+            known = gossip_about(300)
+            for g in known:
+                assert bus.membership.learn(g.node_id, g.host, 7000, 0, 1) is not None
+            bus.membership.broadcasts = Broadcasts()  # nothing new to tell
+            for flags in (NodeFlags.MEETING, 0):
+                peer = RawDialer(bus)
+                auth = await peer.handshake()
+                peer.authenticated()
+                meet = Meet(peer.node_id, "127.0.0.1", 7000, 0, 0, 0, 0, 0, False, flags, ())
+                peer.writer.write(auth + peer.frame(meet))
+                want = {g.node_id for g in known}
+                if flags:
+                    frames = await peer.read_until(
+                        lambda fs: sum(len(f.gossip) for f in fs if isinstance(f, Pong)) >= 300
+                    )
+                    pongs = [f for f in frames if isinstance(f, Pong)]
+                    assert [len(p.gossip) for p in pongs] == [255, 45]
+                    assert {g.node_id for p in pongs for g in p.gossip} == want
+                else:
+                    frames = await peer.read_until(lambda fs: any(isinstance(f, Pong) for f in fs))
+                    (pong,) = [f for f in frames if isinstance(f, Pong)]
+                    assert len(pong.gossip) <= RANDOM_ENTRIES + 1  # the first peer, news
+                peer.writer.close()
         finally:
             await bus.stop()
 
