@@ -82,8 +82,10 @@ class Heartbeats:
         unreachable: Callable[[str], None],
         forgotten: Callable[[str, bool], None],
         known: Callable[[str], None],
+        clock: Callable[[], int] = now_ms,
     ) -> None:
         self.membership = membership
+        self.clock = clock  # ms since the Unix epoch
         self.mesh = mesh
         self.dialer = dialer
         self.routing = routing
@@ -109,7 +111,7 @@ class Heartbeats:
         if msg.node_id != peer:
             link.owner.bad_frame(link, "heartbeat node id is not the link's peer")
             return
-        now = now_ms()
+        now = self.clock()
         ms = self.membership
         if self._learn_own_ip and (isinstance(msg, Meet) or not ms.myself.host):
             self._learn_my_ip(link)
@@ -151,7 +153,7 @@ class Heartbeats:
             log.info("node %s is reachable again (it refuted)", node_id)
         if ms.version != before:
             self.sync_routing()
-            now_dial = now_ms()
+            now_dial = self.clock()
             for new in result.learned:  # meet it now, not at the next tick
                 key = (new.host, new.bus_port)
                 if new.bus_port > 0 and self.dialer.due(key, now_dial):
@@ -185,7 +187,7 @@ class Heartbeats:
             if ms.refute(msg.incarnation):
                 log.info("node %s declared us failed; refuting", peer)
             return
-        if ms.fail_received(msg.node_id, msg.incarnation, now_ms()):
+        if ms.fail_received(msg.node_id, msg.incarnation, self.clock()):
             log.info("node %s marked failed (FAIL from %s)", msg.node_id, peer)
             self._unreachable(msg.node_id)
 
@@ -197,18 +199,18 @@ class Heartbeats:
         out = self.mesh.out.get(target)
         if target == ms.my_id or out is None or not out.authenticated:
             return  # we cannot reach it either: no answer (SWIM sends no NACK)
-        now = now_ms()
+        now = self.clock()
         ms.probes.relay_requested(target, peer, now)
         self.mesh.send(out, self.make(Ping, target))
         self.ping_sent(target, now)
 
     def on_probe_ack(self, link: Link, peer: str, msg: Message) -> None:
         assert isinstance(msg, ProbeAck)
-        self.membership.probe_acked(msg.node_id, now_ms())
+        self.membership.probe_acked(msg.node_id, self.clock())
 
     def on_leave(self, link: Link, peer: str, msg: Message) -> None:
         log.info("node %s left the cluster", peer)
-        self.membership.forget(peer, now_ms(), ended=True)
+        self.membership.forget(peer, self.clock(), ended=True)
         self.sync_routing()
         self._unreachable(peer)
 
@@ -244,7 +246,7 @@ class Heartbeats:
         if self.seeds.get(key) is None:  # not met yet: (again) in its handshake
             self.seeds[key] = None
             port = client_port or max(0, key[1] - 10000)  # Redis's rule when not given
-            self.membership.handshakes[key] = (os.urandom(20).hex(), now_ms(), port)
+            self.membership.handshakes[key] = (os.urandom(20).hex(), self.clock(), port)
 
     def seed_reached(self, key: Address, node_id: str) -> None:
         """Our dial to ``key`` completed a handshake with ``node_id``."""
@@ -256,7 +258,7 @@ class Heartbeats:
         if key in self.dialer.myself:
             return  # our own address
         self.add_seed(key, client_port)
-        if self.dialer.due(key, now_ms()):
+        if self.dialer.due(key, self.clock()):
             self.dialer.dial(key)
 
     def sync_routing(self) -> None:
