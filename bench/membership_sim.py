@@ -105,7 +105,7 @@ class Sim:
                 if j != i:
                     rec = ms.learn(node_id(j), HOST, 7000, 17000 + j, 0)
                     assert rec is not None
-                    rec.connected = True
+                    rec.connected = rec.heard = True
                     rec.filter_epoch, rec.channel_fp, rec.pattern_fp = 1, 1000 + j, 2000 + j
             ms.broadcasts = Broadcasts()  # converged: nothing left to spread
             self.nodes.append(SimNode(i, ms, self.rng.randrange(self.period_ms)))

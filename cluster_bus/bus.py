@@ -180,6 +180,7 @@ class ClusterBus:
         )
         self._servers: list[asyncio.Server] = []
         self._cron: asyncio.TimerHandle | None = None
+        self._cron_due: float | None = None  # the loop time the tick is due at
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopping = False
         # each takes (link, peer, msg) for the one frame type it is registered for
@@ -467,21 +468,30 @@ class ClusterBus:
     # -- the periodic tick -------------------------------------------------------------------
 
     def _tick(self) -> None:
-        if self._stopping or self._loop is None:
+        loop = self._loop
+        if self._stopping or loop is None:
             return
+        # how late this timer fired: the event loop's lag, which Lifeguard's
+        # local health awareness reads as our own slowness (cluster_bus.awareness)
+        lag_ms = 0 if self._cron_due is None else int((loop.time() - self._cron_due) * 1000)
         try:
-            self._cron_step(self.clock())
+            self._cron_step(self.clock(), max(0, lag_ms))
         except Exception:  # never let the timer die
             log.exception("bus cron step failed")
-        self._cron = self._loop.call_later(self.ping_interval_ms / 1000, self._tick)
+        period = self.ping_interval_ms / 1000
+        self._cron_due = loop.time() + period
+        self._cron = loop.call_later(period, self._tick)
 
-    def _cron_step(self, now: int) -> None:
+    def _cron_step(self, now: int, lag_ms: int = 0) -> None:
+        if self.membership.loop_lag(lag_ms, now):
+            log.debug("bus timer %d ms late: this node doubts itself", lag_ms)
         self.heartbeats.tick(now)
         self.forwarding.tick(now)
         self._save_nodes()
-        half = self.node_timeout_ms // 2
+        # Redis's handshake timeout, stretched while we doubt ourselves (Lifeguard)
+        timeout = self.membership.awareness.scale(max(2000, self.node_timeout_ms // 2))
         for link in list(self.mesh.handshaking):
-            if now - link.created_ms > max(2000, half):
+            if now - link.created_ms > timeout:
                 self._auth_failed(link, "handshake timeout")
 
 

@@ -52,7 +52,7 @@ from cluster_bus.frames import (
 )
 from cluster_bus.info import BusStats
 from cluster_bus.link import Address, Link, now_ms
-from cluster_bus.membership import GOSSIP_ROUNDS_PER_PERIOD, Membership
+from cluster_bus.membership import Membership
 from cluster_bus.mesh import Dialer, Mesh
 from cluster_bus.routing import PeerTable
 
@@ -385,9 +385,10 @@ class Heartbeats:
             loop = asyncio.get_running_loop()
         except RuntimeError:  # driven without a loop (tests)
             return
-        step = self.membership.period_ms / 1000 / GOSSIP_ROUNDS_PER_PERIOD
+        rounds = self.membership.gossip_rounds  # fewer while we doubt ourselves
+        step = self.membership.period_ms / 1000 / rounds
         self.gossip_round()
-        for i in range(1, GOSSIP_ROUNDS_PER_PERIOD):
+        for i in range(1, rounds):
             loop.call_later(step * i, self.gossip_round)
 
     def ping_sent(self, peer: str, now: int) -> None:
@@ -411,7 +412,10 @@ class Heartbeats:
                 for node_id, rec in ms.peers.items()
                 if node_id not in mesh.out or not ms.verified(rec)
             }
-        half = self.node_timeout_ms // 2
+        # half the node timeout, stretched while we doubt ourselves, and counted
+        # from when our loop last ran again after a stall (Lifeguard)
+        half = ms.awareness.scale(self.node_timeout_ms // 2)
+        since = ms.resumed_ms
         for node_id in list(self._pinged):
             rec = ms.peers.get(node_id)
             if rec is None or not rec.ping_sent_ms:
@@ -420,7 +424,7 @@ class Heartbeats:
             link = mesh.out.get(node_id)
             if (
                 link is not None
-                and now - rec.ping_sent_ms > half
+                and now - max(rec.ping_sent_ms, since) > half
                 and now - link.created_ms > half
                 and now - mesh.last_heard(node_id, link) > half
             ):

@@ -15,6 +15,9 @@ where Redis Cluster pings every peer at least once per half node timeout:
   from the peer after the PING acks the probe. FAIL peers stay in the order
   (SWIM drops them): the PING tells a node that comes back that it must
   refute, which is how the two sides of a healed partition find each other.
+  A peer never heard from (known only from gossip, its link not up yet) is
+  not probed: it is being met, not failing (Redis does not PFAIL a node in
+  its handshake either); the nodes that met it probe it.
 - Not acked one period later: ``INDIRECT_PROBES`` other peers are asked to
   probe it (PROBE_REQ); a PROBE_ACK from one of them acks it. A broken link
   between two nodes does not make them suspect each other.
@@ -25,6 +28,18 @@ where Redis Cluster pings every peer at least once per half node timeout:
   periods count toward the timeout, so a node silent for about node_timeout
   is failed, which is what Redis's cluster-node-timeout means) becomes FAIL;
   the node whose timer ran out broadcasts FAIL, and FAIL is gossiped too.
+- Lifeguard's local health awareness (:mod:`cluster_bus.awareness`): a node
+  that doubts itself (its probes went unanswered, it had to refute, its
+  event loop ran late) multiplies by ``score + 1`` the periods between its
+  probes and each stage of a probe, so its own slowness does not become its
+  peers' failure. A protocol period whose timer fired late
+  (:meth:`Membership.loop_lag`, fed by the bus) counts toward no probe, and
+  the stall is added to every running suspicion (and FAIL-forget time): the
+  process did not run, its peers may well have answered. The suspicion
+  timeout itself is not multiplied (as in memberlist: a node whose only
+  peer died would else take 8 node timeouts to fail it); Lifeguard's
+  dynamic suspicion timeout needs the accuser's id in each suspicion, which
+  our gossip entries do not carry.
 - A node that hears it is suspected or failed *refutes*: it raises its
   incarnation and gossips itself alive. States order as SWIM's: alive(i) <
   suspect(i) < fail(i) < alive(i + 1). Unlike SWIM, FAIL is not final: a node
@@ -73,6 +88,7 @@ import random
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from cluster_bus.awareness import Awareness
 from cluster_bus.dissemination import Broadcasts
 from cluster_bus.frames import GossipEntry, Heartbeat, NodeFlags
 from cluster_bus.nodes import SUSPECT_FLAGS, LostNode, NodeRecord, rank_of
@@ -157,6 +173,15 @@ class Membership:
         self.handshakes: dict[Address, tuple[str, int, int]] = {}
         self._rng = rng or random.Random()
         self.probes = ProbeSchedule(self._rng)
+        #: Lifeguard's local health (cluster_bus.awareness)
+        self.awareness = Awareness()
+        #: a protocol period's timer later than this is our own stall (ms)
+        self.lag_limit_ms = max(50, self.period_ms // 2)
+        self.loop_lag_ms = 0  # how late the last period's timer fired
+        self.late_ticks = 0  # periods whose timer fired later than lag_limit_ms
+        self.resumed_ms = 0  # when the last late timer fired (we ran again)
+        self._lagging = False  # the coming probe_tick is a late one
+        self._probe_wait = 0  # periods before the next probe starts
 
     # -- learning nodes ----------------------------------------------------------
 
@@ -294,8 +319,40 @@ class Membership:
             return False  # already refuted
         self.myself.incarnation = (incarnation + 1) & 0xFFFFFFFF
         self.refutations += 1
+        self.awareness.apply(1)  # Lifeguard: suspected, maybe for our own slowness
         self.broadcasts.queue(self.my_id)
         return True
+
+    # -- our own health (Lifeguard) -----------------------------------------------------
+
+    def loop_lag(self, lag_ms: int, now_ms: int) -> bool:
+        """The bus's periodic timer fired ``lag_ms`` late (fed in before
+        :meth:`probe_tick`). Above ``lag_limit_ms`` (half a period, at least
+        50 ms) the process was starved or stopped: the health score rises,
+        the coming period counts toward no probe, and the stall is added to
+        every running suspicion and FAIL-forget time, so that our own
+        silence does not age them. True when the period is a late one."""
+        self.loop_lag_ms = lag_ms
+        if lag_ms <= self.lag_limit_ms:
+            return False
+        self._lagging = True
+        self.late_ticks += 1
+        self.resumed_ms = now_ms
+        self.awareness.apply(1)
+        for rec in self.peers.values():
+            if rec.flags & NodeFlags.PFAIL:
+                rec.suspect_since_ms = min(now_ms, rec.suspect_since_ms + lag_ms)
+            elif rec.flags & NodeFlags.FAIL:
+                rec.fail_time_ms = min(now_ms, rec.fail_time_ms + lag_ms)
+        return True
+
+    @property
+    def gossip_rounds(self) -> int:
+        """Gossip rounds per period while changes are queued: memberlist's
+        rate when healthy, divided by the health multiplier (at least one): a
+        node that doubts itself adds less to a loaded machine (ours, not
+        memberlist's)."""
+        return max(1, GOSSIP_ROUNDS_PER_PERIOD // self.awareness.multiplier)
 
     # -- probing (SWIM) ------------------------------------------------------------
 
@@ -303,11 +360,20 @@ class Membership:
         """One protocol period: resolve outstanding probes (unacked: indirect
         probes, then suspicion), time out suspicions, choose this period's target."""
         step = ProbeStep()
+        lagging, self._lagging = self._lagging, False
+        health = self.awareness
         probes = self.probes.outstanding
         for target, probe in list(probes.items()):
             rec = self.peers.get(target)
-            if rec is None or rec.acked_ms >= probe.sent_ms or rec.flags & NodeFlags.FAIL:
+            if rec is None or rec.flags & NodeFlags.FAIL:
                 del probes[target]
+            elif rec.acked_ms >= probe.sent_ms:
+                del probes[target]
+                health.apply(-1)  # Lifeguard: a probe answered
+            elif lagging:
+                continue  # a period we did not run counts toward no probe
+            elif probe.ticks > 1:
+                probe.ticks -= 1
             elif not probe.indirect:
                 helpers = [
                     r.node_id
@@ -318,17 +384,17 @@ class Membership:
                 step.indirect.extend((via, target) for via in vias)
                 self.indirect_probes += len(vias)
                 probe.indirect = True
+                probe.ticks = health.multiplier
             else:
                 del probes[target]
+                health.apply(1)  # Lifeguard: no ack at all (we have no NACK)
                 if not rec.failing:
                     self._suspect(rec, now_ms)
                     step.suspected.append(target)
         forget_ms = self.fail_forget_ms
+        suspicion_ms = self.suspicion_timeout_ms
         for rec in self.peers.values():
-            if (
-                rec.flags & NodeFlags.PFAIL
-                and now_ms - rec.suspect_since_ms >= self.suspicion_timeout_ms
-            ):
+            if rec.flags & NodeFlags.PFAIL and now_ms - rec.suspect_since_ms >= suspicion_ms:
                 self._fail(rec, now_ms)
                 step.failed.append(rec.node_id)
             elif rec.flags & NodeFlags.FAIL and 0 < forget_ms <= now_ms - rec.fail_time_ms:
@@ -336,12 +402,19 @@ class Membership:
         for node_id in step.forgotten:
             self.forget(node_id, now_ms, lost=True)
         self.probes.expire_relays(now_ms - 2 * self.period_ms)
+        if lagging:
+            return step  # no new probe in a period we did not run
+        if self._probe_wait > 0:  # Lifeguard: a probe every (score + 1) periods
+            self._probe_wait -= 1
+            return step
         peers = self.peers
         # FAIL nodes stay in the rotation (SWIM drops them): a probe tells one
-        # that comes back, or a healed partition, that it must refute
-        chosen = self.probes.choose(peers, lambda i: i in peers)
+        # that comes back, or a healed partition, that it must refute; a node
+        # never heard from is being met, not probed
+        chosen = self.probes.choose(peers, lambda i: i in peers and peers[i].heard)
         if chosen is not None:
-            probes[chosen] = Probe(now_ms)
+            probes[chosen] = Probe(now_ms, ticks=health.multiplier)
+            self._probe_wait = health.multiplier - 1
             step.ping = chosen
         return step
 
@@ -391,6 +464,7 @@ class Membership:
         if rec is None:
             return False
         rec.acked_ms = rec.pong_received_ms = now_ms
+        rec.heard = True
         if pong:
             rec.ping_sent_ms = 0
         filters = (hb.filter_epoch, hb.channel_fp, hb.pattern_fp)
@@ -404,6 +478,7 @@ class Membership:
         rec = self.peers.get(node_id)
         if rec is not None:
             rec.acked_ms = now_ms
+            rec.heard = True
 
     # -- gossip ------------------------------------------------------------------
 

@@ -330,6 +330,91 @@ def test_leave_forgets_and_crash_is_agreed_failed():
     run(main())
 
 
+def freeze(bus: ClusterBus) -> None:
+    """As SIGSTOP would, in one process: the bus reads nothing and its timer
+    stops (what it was sent waits in its sockets)."""
+    assert bus._cron is not None
+    bus._cron.cancel()
+    for link in list(bus._links):
+        assert link.transport is not None
+        link.transport.pause_reading()
+
+
+def thaw(bus: ClusterBus) -> None:
+    """SIGCONT: reading again, and the timer fires at once, late by the freeze."""
+    for link in list(bus._links):
+        if link.transport is not None and not link.closed:
+            link.transport.resume_reading()
+    bus._tick()
+
+
+def test_a_late_timer_is_measured_and_the_node_doubts_itself():
+    """The bus times its own periodic timer: a loop blocked for 3 periods makes
+    the next one late, counted in CLUSTER INFO (cluster_loop_lag_ms,
+    cluster_stats_late_ticks) and raising the health score (Lifeguard)."""
+
+    async def main():
+        pairs = await start_cluster(2)
+        buses = [p[1] for p in pairs]
+        try:
+            await until(lambda: converged(buses))
+            assert stat(buses[0], "cluster_stats_late_ticks") == 0
+            assert stat(buses[0], "cluster_health_score") == 0
+            time.sleep(3 * buses[0].ping_interval_ms / 1000)  # the whole loop stalls
+            await until(lambda: stat(buses[0], "cluster_stats_late_ticks") >= 1)
+            assert stat(buses[0], "cluster_loop_lag_ms") >= buses[0].membership.lag_limit_ms
+            assert stat(buses[0], "cluster_health_score") >= 1
+        finally:
+            await stop_all(pairs)
+
+    run(main())
+
+
+def test_a_refuted_suspicion_costs_no_repeated_work():
+    """A node frozen long enough to be suspected, not failed (nor its links
+    taken for half-open): once it runs again it refutes, and the suspicion
+    leaves nothing redone: no filter asked for or sent again, no MEET, no
+    link dropped or dialled; and the frozen node accused nobody."""
+
+    async def main():
+        pairs = await start_cluster(3, node_timeout_ms=3000)  # period 300 ms
+        buses = [p[1] for p in pairs]
+        frozen = buses[2]
+        fid = frozen.node_id
+        keys = (
+            "cluster_stats_messages_filter_request_sent",
+            "cluster_stats_messages_filter_full_sent",
+            "cluster_stats_messages_meet_sent",
+            "cluster_stats_links_dropped",
+            "cluster_stats_auth_failures",
+            "cluster_links_connected",
+        )
+        try:
+            await until(lambda: converged(buses))
+            await asyncio.sleep(0.5)  # the start's last filter requests answered
+            before = [[stat(b, k) for k in keys] for b in buses]
+            freeze(frozen)
+            await until(
+                lambda: any(b.membership.peers[fid].failing for b in buses[:2]),
+                what="suspected",
+            )
+            thaw(frozen)
+            await until(
+                lambda: all(not b.membership.peers[fid].failing for b in buses[:2]),
+                what="refuted",
+            )
+            assert frozen.membership.refutations >= 1
+            assert not any(b.membership.peers[fid].flags & NodeFlags.FAIL for b in buses[:2])
+            await asyncio.sleep(1.0)  # a few periods for any work it would cause
+            assert [[stat(b, k) for k in keys] for b in buses] == before
+            assert frozen.membership.suspicions == 0  # its stall was its own
+            assert stat(frozen, "cluster_stats_late_ticks") >= 1
+        finally:
+            await stop_all(pairs)
+
+    run(main())
+
+
 def test_secret_mismatch_cannot_join():
     async def main():
         a = BusTestNode()
