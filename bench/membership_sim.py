@@ -218,22 +218,26 @@ class Sim:
         while queue and queue[0][0] <= t_end:
             at, _, src, dst, msg = heapq.heappop(queue)
             self.now = at
-            if msg is None and dst == GOSSIP:
-                if src not in self.down:
-                    self.gossip_round(src)
-            elif msg is None:
-                self._seq += 1
-                heapq.heappush(queue, (at + self.period_ms, self._seq, src, src, None))
-                if src not in self.down:
-                    self.tick(src)
-            elif self.reachable(src, dst):
-                self.deliver(src, dst, msg)
+            self._event(at, src, dst, msg)
             if stop is not None and self.now >= next_check:
                 if stop():
                     return True
                 next_check = self.now + check_ms
         self.now = t_end
         return False
+
+    def _event(self, at: float, src: int, dst: int, msg: Message | None) -> None:
+        """One event of the heap, run at once (no CPU: :class:`CpuSim` queues it)."""
+        if msg is None and dst == GOSSIP:
+            if src not in self.down:
+                self.gossip_round(src)
+        elif msg is None:
+            self._seq += 1
+            heapq.heappush(self._queue, (at + self.period_ms, self._seq, src, src, None))
+            if src not in self.down:
+                self.tick(src)
+        elif self.reachable(src, dst):
+            self.deliver(src, dst, msg)
 
     # -- views ----------------------------------------------------------------------
 
@@ -499,30 +503,18 @@ class CpuSim(Sim):
             node.sent_entries += len(msg.gossip)
         super().send(src, dst_id, msg)
 
-    def run_until(
-        self, t_end: float, stop: Callable[[], bool] | None = None, check_ms: float = 10
-    ) -> bool:
-        queue = self._queue
-        next_check = self.now
-        while queue and queue[0][0] <= t_end:
-            at, _, src, dst, msg = heapq.heappop(queue)
-            self.now = at
-            if dst == DONE:
-                self._done(src)
-            elif dst == WAKE:
-                self._woken(src)
-            elif msg is None and dst == GOSSIP:
-                self._arrive(src, ("gossip", at))
-            elif msg is None:
-                self._arrive(src, ("tick", at))
-            elif self.reachable(src, dst):
-                self._arrive(dst, ("msg", src, msg))
-            if stop is not None and self.now >= next_check:
-                if stop():
-                    return True
-                next_check = self.now + check_ms
-        self.now = t_end
-        return False
+    def _event(self, at: float, src: int, dst: int, msg: Message | None) -> None:
+        """Work arrives in a node's inbox; CPU completions and wake-ups free it."""
+        if dst == DONE:
+            self._done(src)
+        elif dst == WAKE:
+            self._woken(src)
+        elif msg is None and dst == GOSSIP:
+            self._arrive(src, ("gossip", at))
+        elif msg is None:
+            self._arrive(src, ("tick", at))
+        elif self.reachable(src, dst):
+            self._arrive(dst, ("msg", src, msg))
 
 
 @dataclass

@@ -25,7 +25,6 @@ never be (its stop is shorter than node timeout + ``--cluster-fail-forget-ms``).
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import shutil
 import signal
@@ -45,10 +44,11 @@ from bloomcast.testing.chaos_check import (
     ChaosVerdict,
     FaultSpan,
     Life,
-    LossNote,
     PublisherRecord,
     SubscriberRecord,
     check,
+    converged,
+    loss_note,
 )
 from bloomcast.testing.ledger import Publisher, Subscriber
 from bloomcast.testing.local_cluster import LocalCluster
@@ -148,20 +148,12 @@ class OverloadRun:
         return self.cluster.cluster_info(i)
 
     def converged(self) -> bool:
-        n = str(self.s.nodes)
         for i in range(self.s.nodes):
             try:
                 info = self._info(i)
             except (redis.RedisError, OSError):
                 return False
-            if (
-                info.get("cluster_state") != "ok"
-                or info.get("cluster_known_nodes") != n
-                or info.get("cluster_filters_converged") != "1"
-                or info.get("cluster_nodes_lost", "0") != "0"
-                or info.get("cluster_nodes_pfail", "0") != "0"
-                or info.get("cluster_nodes_fail", "0") != "0"
-            ):
+            if not converged(info, self.s.nodes):
                 return False
         return True
 
@@ -294,11 +286,7 @@ class OverloadRun:
             SubscriberRecord(sub.name, i, 0, sub.confirmed_at, sub.closed_at, list(sub.received))
             for i, sub in self.subs
         ]
-        notes = []
-        for i, watcher in self.watchers:
-            for _, data in list(watcher.other):
-                note = json.loads(data)
-                notes.append(LossNote(i, 0, note["node"], note["lost"], note["from"], note["to"]))
+        notes = [loss_note(i, 0, data) for i, watcher in self.watchers for _, data in watcher.other]
         key = "cluster_stats_publish_lost_to_peers"
         lost_to_peers = {
             self.lives[k][0].node_id: int(self._info(k).get(key, 0)) for k, _ in self.publishers
