@@ -79,7 +79,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--nodes",
         default=None,
-        help="cluster sizes, comma separated (default 3,6,12; simulate: 100,1000; scale: 10,25,50)",
+        help="cluster sizes, comma separated (default 3,6,12; simulate: 100,1000; "
+        "scale: 10,50,100,200; overload: 100)",
     )
     parser.add_argument(
         "--quick", action="store_true", help="tiny sizes: checks that every part runs"

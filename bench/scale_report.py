@@ -199,8 +199,8 @@ def scale_markdown(result: dict[str, Any], cmd: str) -> str:
         "`cluster_stats_messages_publish_sent` summed over every node / PUBLISH; the "
         "minimum is 1 (one remote node holds each channel's subscriber), Redis Cluster "
         "sends every PUBLISH to all N - 1 peers. *PUBLISH/s*: redis-benchmark on node 0 "
-        f"({plan.get('rate_requests', 20000):,} requests, 50 clients, -P 1) to the first "
-        "channel:",
+        f"({plan.get('rate_requests', 20000):,} requests, 50 clients, -P 1, best of "
+        f"{plan.get('rate_runs', 1)}) to the first channel:",
         "",
         table(["N", "system", "delivered / published", "bus messages per PUBLISH",
                "node 0 PUBLISH/s"], publish_rows(result)),
@@ -216,9 +216,10 @@ def scale_markdown(result: dict[str, Any], cmd: str) -> str:
         "",
         f"![ready time, idle bus bytes/s and CPU, PUBLISH cost per node vs N]({PLOT})",
         "",
-        f"Reproduce: `{cmd}` (the full run, N = 10, 25, 50, takes about 8 minutes on "
-        "2 cores: per N and system 25 s of settle and idle window, 16 to 22 s of failure "
-        "detection at the 15 s node timeout, and forming, up to ~30 s for Redis).",
+        f"Reproduce: `{cmd}` (N = 10, 50, 100, 200 takes about 30 minutes on 2 cores "
+        "and 7 GB at N = 200: per N and system 25 s of settle and idle window, 16 to 23 s "
+        "of failure detection at the 15 s node timeout, the PUBLISH runs, and forming, "
+        "136 s for Redis at N = 200).",
     ])  # fmt: skip
 
 
