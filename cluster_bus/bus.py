@@ -129,7 +129,7 @@ class ClusterBus:
         me = self.membership.myself
         me.tls_port, me.hostname = ports.tls_port, ports.hostname
         self.routing = PeerTable()
-        self.sync = FilterSync(self.routing)
+        self.sync = FilterSync(self.routing, max_retry_ms=config.node_timeout_ms // 2)
         self.stats = BusStats()
         self.refusals = Refusals()
         self.visibility = Visibility(config.visibility_timeout_ms, self.stats)

@@ -16,9 +16,11 @@ Two directions, one module, because both speak in the same fingerprints:
   per ``REQUEST_RETRY_MS`` per (peer, filter) until a verified copy arrives;
   a request left unanswered is sent again after an exponential backoff with
   jitter (``REQUEST_RETRY_MS`` x 2^(n-1) x rand(1, 2), at most
-  ``REQUEST_RETRY_MAX_MS``): on a loaded cluster an answer takes longer than
-  a second, and each early retry costs the peer a whole filter more (issue
-  40: 1,010 FILTER_FULL per node at N = 200 where 398 were needed).
+  ``REQUEST_RETRY_MAX_MS`` or half the node timeout, whichever is less, so a
+  link that healed gets its filters within that): on a loaded cluster an
+  answer takes longer than a second, and each early retry costs the peer a
+  whole filter more (issue 40: 1,010 FILTER_FULL per node at N = 200 where
+  398 were needed).
 - **What others say** a peer announced: gossip entries carry each node's filter
   epoch and fingerprints (:mod:`cluster_bus.membership` spreads a change in
   O(log N) periods). A newer epoch whose fingerprint is not our copy's means
@@ -61,9 +63,16 @@ NAME_OF: dict[FilterKind, FilterName] = {kind: name for name, kind in KIND_OF.it
 class FilterSync:
     """This node's announced filters and its copies of its peers' filters."""
 
-    def __init__(self, routing: PeerTable, rng: random.Random | None = None) -> None:
+    def __init__(
+        self,
+        routing: PeerTable,
+        rng: random.Random | None = None,
+        max_retry_ms: int = REQUEST_RETRY_MAX_MS,
+    ) -> None:
         self.routing = routing
         self._rng = rng or random.Random()
+        #: the longest wait between two requests of one filter (ms)
+        self.max_retry_ms = max(REQUEST_RETRY_MS, min(REQUEST_RETRY_MAX_MS, max_retry_ms))
         self.epoch = 0
         #: kind -> (m, fingerprint, prefix_mask, match_all) as last announced
         self.announced: dict[FilterKind, tuple[int, int, int, bool]] = {}
@@ -260,7 +269,7 @@ class FilterSync:
     def _request(self, peer: str, kind: FilterKind, now: int) -> Message | None:
         """A FILTER_REQUEST, unless one for (peer, filter) went out less than its
         wait ago (``REQUEST_RETRY_MS`` after the first, doubling after each
-        one unanswered, with jitter, up to ``REQUEST_RETRY_MAX_MS``)."""
+        one unanswered, with jitter, up to ``max_retry_ms``)."""
         held = self._requested.get((peer, kind))
         unanswered = 0
         if held is not None:
@@ -270,7 +279,7 @@ class FilterSync:
         wait = REQUEST_RETRY_MS
         if unanswered:
             wait = min(
-                REQUEST_RETRY_MAX_MS, int(wait * 2 ** (unanswered - 1) * self._rng.uniform(1, 2))
+                self.max_retry_ms, int(wait * 2 ** (unanswered - 1) * self._rng.uniform(1, 2))
             )
         self._requested[(peer, kind)] = (now, unanswered + 1, wait)
         return FilterRequest(kind)

@@ -108,6 +108,22 @@ def test_an_unanswered_request_is_retried_after_a_growing_jittered_wait():
     assert sync.on_heartbeat(PEER, ping(snap.fingerprint ^ 1, 0, 2), now + 1)  # asks at once
 
 
+def test_the_retry_wait_stops_at_half_the_node_timeout():
+    """The bus gives its node timeout / 2 as the longest wait (2 s at a node
+    timeout of 4 s): a healed link gets its filters within that."""
+    sync = FilterSync(PeerTable(), max_retry_ms=2000)
+    sync.routing.add_peer(PEER)
+    now = 10_000
+    sync.on_delta(PEER, FilterDelta(FilterKind.CHANNELS, 9, 1024, 1, 2, (3,), (), 1), now)
+    waits = []
+    for _ in range(6):
+        at = now
+        while not sync.retry(now):
+            now += 1
+        waits.append(now - at)
+    assert waits[0] == REQUEST_RETRY_MS and max(waits) == 2000
+
+
 def test_a_delta_on_a_stale_base_is_acked_and_requested():
     sync = started(CountingBloomFilter(1024))
     sync.routing.add_peer(PEER)  # we hold no copy yet
