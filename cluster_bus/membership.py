@@ -152,6 +152,9 @@ class Membership:
         self.suspicion_timeout_ms = max(self.period_ms, node_timeout_ms - 2 * self.period_ms)
         self.myself = NodeRecord(my_id, host, client_port, bus_port, NodeFlags.MYSELF)
         self.peers: dict[str, NodeRecord] = {}
+        #: ids of peers flagged PFAIL or FAIL (what each period must look at:
+        #: a tick costs O(those), not O(N))
+        self._failing: set[str] = set()
         self.version = 0  # bumped whenever a node is added or forgotten
         self._ids: list[str] = []  # list(peers) as of _ids_version (random gossip entries)
         self._ids_version = -1
@@ -283,6 +286,7 @@ class Membership:
         self.broadcasts.drop(node_id)
         self.probes.forget(node_id)
         self.version += 1
+        self._failing.discard(node_id)
         rec = self.peers.pop(node_id, None)
         if lost and rec is not None:
             self.lost[node_id] = LostNode(node_id, rec.host, rec.client_port, rec.bus_port, now_ms)
@@ -339,7 +343,10 @@ class Membership:
         self.late_ticks += 1
         self.resumed_ms = now_ms
         self.awareness.apply(1)
-        for rec in self.peers.values():
+        for node_id in self._failing:
+            rec = self.peers.get(node_id)
+            if rec is None:
+                continue
             if rec.flags & NodeFlags.PFAIL:
                 rec.suspect_since_ms = min(now_ms, rec.suspect_since_ms + lag_ms)
             elif rec.flags & NodeFlags.FAIL:
@@ -393,8 +400,11 @@ class Membership:
                     step.suspected.append(target)
         forget_ms = self.fail_forget_ms
         suspicion_ms = self.suspicion_timeout_ms
-        for rec in self.peers.values():
-            if rec.flags & NodeFlags.PFAIL and now_ms - rec.suspect_since_ms >= suspicion_ms:
+        for node_id in list(self._failing):
+            rec = self.peers.get(node_id)
+            if rec is None or not rec.failing:
+                self._failing.discard(node_id)
+            elif rec.flags & NodeFlags.PFAIL and now_ms - rec.suspect_since_ms >= suspicion_ms:
                 self._fail(rec, now_ms)
                 step.failed.append(rec.node_id)
             elif rec.flags & NodeFlags.FAIL and 0 < forget_ms <= now_ms - rec.fail_time_ms:
@@ -430,12 +440,14 @@ class Membership:
 
     def _suspect(self, rec: NodeRecord, now_ms: int) -> None:
         rec.flags |= NodeFlags.PFAIL
+        self._failing.add(rec.node_id)
         rec.suspect_since_ms = now_ms
         self.suspicions += 1
         self.broadcasts.queue(rec.node_id)
 
     def _fail(self, rec: NodeRecord, now_ms: int) -> None:
         rec.flags = (rec.flags & ~NodeFlags.PFAIL) | NodeFlags.FAIL
+        self._failing.add(rec.node_id)
         rec.fail_time_ms = now_ms
         self.broadcasts.queue(rec.node_id)
 
@@ -447,6 +459,7 @@ class Membership:
         rec.incarnation = incarnation
         cleared = rec.failing
         rec.flags &= ~SUSPECT_FLAGS
+        self._failing.discard(rec.node_id)
         rec.suspect_since_ms = rec.fail_time_ms = 0
         self.broadcasts.queue(rec.node_id)
         return cleared
@@ -533,6 +546,7 @@ class Membership:
             result.failed.append(rec.node_id)
         elif not rec.flags & NodeFlags.PFAIL:
             rec.flags |= NodeFlags.PFAIL
+            self._failing.add(rec.node_id)
             rec.suspect_since_ms = now_ms
             self.broadcasts.queue(rec.node_id)
 

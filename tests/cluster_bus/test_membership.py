@@ -579,3 +579,22 @@ def test_an_address_a_known_node_holds_is_not_shown_in_handshake_too():
     m.handshakes[("127.0.0.1", 17002)] = ("ab" * 20, 1000, 7002)  # nid(2)'s address
     m.handshakes[("10.0.0.9", 17009)] = ("cd" * 20, 1000, 7009)  # nobody's yet
     assert [key for key, _, _ in m.pending_handshakes(1001)] == [("10.0.0.9", 17009)]
+
+
+def test_the_failing_peers_a_period_looks_at_are_exactly_those_flagged():
+    """A period visits only the peers flagged PFAIL or FAIL (its cost flat in
+    N): the set it walks follows every way a flag is set or cleared."""
+    m = cluster(6)
+
+    def flagged() -> set[str]:
+        return {i for i, r in m.peers.items() if r.failing}
+
+    m._suspect(m.peers[nid(1)], 10)  # our own suspicion
+    m.gossip_received(nid(2), (entry(3, NodeFlags.PFAIL),), 10)  # a gossiped one
+    m.fail_received(nid(4), 0, 10)  # a FAIL broadcast
+    assert m._failing == flagged() == {nid(1), nid(3), nid(4)}
+    m.heard_from(heartbeat(1, incarnation=1), 20, pong=True)  # refuted
+    m.forget(nid(4), 20)
+    m.probe_tick(20 + m.suspicion_timeout_ms)  # the gossiped suspicion times out: FAIL
+    assert m.peers[nid(3)].flags & NodeFlags.FAIL
+    assert m._failing == flagged() == {nid(3)}
