@@ -43,7 +43,7 @@ from cluster_bus.codec import (
     encode_sealed,
 )
 from cluster_bus.decoder import FrameDecoder
-from cluster_bus.frames import Message, MsgType, Sealed
+from cluster_bus.frames import Message, MsgType
 
 TAG_SIZE = 16
 _T_SEALED = int(MsgType.SEALED)
@@ -168,12 +168,6 @@ class SealedDecoder:
             pos = stop
         self._buf = buf[pos:] if pos < end else b""
         return out
-
-    def open(self, msg: Message) -> list[Message]:
-        """The frames inside one SEALED frame the link's previous decoder read."""
-        if type(msg) is not Sealed:
-            raise SealError(f"unsealed {type(msg).__name__} frame on a sealed link")
-        return self._open(msg.seq, msg.tag, msg.batch)
 
     def _open(self, seq: int, tag: bytes, batch: bytes) -> list[Message]:
         if not self._mac.same(self._mac.tag(seq, batch), tag):
