@@ -282,7 +282,8 @@ def test_event_line_is_the_schema_json(channel):
 
 def test_a_slow_disk_never_holds_the_loop_and_every_event_is_counted(tmp_path, monkeypatch):
     """Every write takes 0.3 s (a disk slower than the traffic): the loop's
-    10 ms timer is never late by more than 50 ms, the events beyond the batch
+    10 ms timer is never late by a write's time (half of it: a loaded machine
+    adds its own delays), the events beyond the batch
     bound wait no longer but are dropped and counted, and every event
     recorded is written or counted as dropped (issue 41)."""
     write_all = TrafficTap._write_all
@@ -310,7 +311,7 @@ def test_a_slow_disk_never_holds_the_loop_and_every_event_is_counted(tmp_path, m
         return tap, worst, recorded
 
     tap, worst, recorded = asyncio.run(main())
-    assert worst < 0.05
+    assert worst < 0.15
     assert tap.dropped > 0 and tap.written > 0
     assert tap.written + tap.dropped == recorded
     assert len(read_spool(tmp_path)) == tap.written
