@@ -116,9 +116,7 @@ class SmallHttpServer:
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         if self._open >= MAX_CONNECTIONS:
             self.refused += 1
-            with contextlib.suppress(ConnectionError):
-                writer.write(self._head("503 Service Unavailable", "text/plain", 0, "GET"))
-                writer.close()
+            await self._refuse(reader, writer)
             return
         self._open += 1
         path = "?"
@@ -144,6 +142,16 @@ class SmallHttpServer:
             self._open -= 1
             with contextlib.suppress(ConnectionError):
                 writer.close()
+
+    async def _refuse(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """503 to a connection over :data:`MAX_CONNECTIONS`, after its head
+        (at most 1 s: closing with the request unread would reset it)."""
+        quiet = (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError, OSError)
+        with contextlib.suppress(*quiet):  # whatever the peer sends: it is refused (counted)
+            await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 1)
+        with contextlib.suppress(ConnectionError):
+            writer.write(self._head("503 Service Unavailable", "text/plain", 0, "GET"))
+            writer.close()
 
     def _head(self, status: str, kind: str, length: int, method: str, body: bytes = b"") -> bytes:
         return (

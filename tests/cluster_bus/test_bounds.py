@@ -55,3 +55,21 @@ def test_the_routing_cache_is_bounded(monkeypatch):
         table.route(b"ch:%d" % i)
         table.route(b"s:%d" % i, shard=True)
     assert 0 < len(table._cache) <= 8 and 0 < len(table._shard_cache) <= 8
+
+
+def test_the_rate_limited_log_keeps_at_most_4096_causes(caplog):
+    from cluster_bus.refusals import Refusals
+
+    refusals = Refusals()
+    with caplog.at_level(logging.WARNING, logger="bloomcast.bus"):
+        for i in range(5000):
+            assert refusals.warn("refused", f"10.0.{i // 256}.{i % 256}:1", "no")
+    assert len(refusals._last) <= 4096
+
+
+def test_forgotten_ids_are_swept_once_expired(monkeypatch):
+    monkeypatch.setattr(membership, "MAX_FORGOTTEN", 16)
+    m = Membership(nid(0), "127.0.0.1", 7000, 17000, 2000, random.Random(1), period_ms=100)
+    for i in range(1, 200):
+        m.forget(nid(i), i * membership.FORGET_TTL_MS)  # each past the last one's ban
+    assert len(m._forgotten) <= 16
