@@ -66,6 +66,7 @@ LOSS_CHANNEL = b"__bloomcast__:loss"
 FORWARDS_LOST_ORIGINS = 256
 OTHER_ORIGINS = "others"
 
+
 class NodeHotFields:
     """The fields of a node that the compiled request loop reads or writes
     per read (router/_dataplane.pyx), as slots, as
