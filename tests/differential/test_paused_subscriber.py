@@ -33,7 +33,7 @@ HARD = 1024 * 1024  # the pubsub hard limit set on both (no soft limit)
 MESSAGE = b"m" * 8192
 COUNT = 8 * HARD // len(MESSAGE)  # eight times the hard limit, published on the other node
 BURST = 16
-PAUSE_MS = 4000
+PAUSE_MS = 2500
 FRAME = b"*3\r\n$7\r\nmessage\r\n$2\r\nch\r\n$8192\r\n" + MESSAGE + b"\r\n"
 CUT_LOG = b"scheduled to be closed ASAP for overcoming of output buffer limits."
 
@@ -94,14 +94,14 @@ def _case(a: int, b: int, log: Path) -> dict[str, object]:
             delivered += _read_exactly(reader, len(FRAME) * BURST)
         in_time = time.monotonic() - paused < PAUSE_MS / 1000
         # what reached the subscriber's socket (its window is tiny: not all of it)
-        got = read_quiet(sub, 0.3)[0]
+        got = read_quiet(sub, 0.3, limit=1.0)[0]
         whole = len(got) // len(FRAME)
         ctl.sendall(b"CLIENT UNPAUSE\r\n")  # postponed too (ALL): run when the pause ends
         unpause = _read_exactly(ctl, 5, 30)
         ctl.sendall(b"CLIENT LIST TYPE pubsub\r\n")
         listed = read_quiet(ctl)[0].split(b"\r\n", 1)[1]  # the bulk's lines
         left = sorted(ids[i] for i in re.findall(rb"(?:^|\n)id=(\d+) ", listed))
-        got += read_quiet(sub, 0.3)[0]  # no PONG even once the pause is over
+        got += read_quiet(sub, 0.3, limit=1.0)[0]  # no PONG even once the pause is over
     return {
         "publisher": bytes(replies) == b":0\r\n" * COUNT,
         "reader got every message during the pause": bytes(delivered) == FRAME * COUNT and in_time,
