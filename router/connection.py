@@ -346,8 +346,9 @@ class Connection(HotFields):
     def flush(self) -> None:
         """Write the queued output, holding the client to its output limits:
         before AUTH, :func:`router.client_output.preauth_cut` (before the
-        write: Redis drops it all); subscribed,
-        :func:`router.client_output.over_limit` (after it)."""
+        write: Redis drops it all); after it,
+        :func:`router.client_output.over_limit` (the pubsub class for a
+        subscribed client, else the normal class when it has a limit)."""
         out = self._out
         self.work_started = None
         if not out or self.state is CLOSED:
@@ -364,7 +365,12 @@ class Connection(HotFields):
         out.clear()
         self._out_bytes = 0
         if not (self.channels or self.patterns or self.shard_channels):
-            return  # a normal client: no limit (Redis's normal class is 0 0 0)
+            # a normal client: Redis's normal class, no limit unless CONFIG SET
+            if self.ctx.settings.normal_limited and client_output.over_limit(
+                self, wire.get_write_buffer_size(), normal=True
+            ):
+                self.cut()
+            return
         if client_output.over_limit(self, wire.get_write_buffer_size()):
             self.cut()
 
