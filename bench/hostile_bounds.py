@@ -173,6 +173,9 @@ def _stopped_peer(name: str, scale: float) -> dict[str, Any]:
                     sent += rate // 100
                     time.sleep(max(0.0, start + sent / rate - time.monotonic()))
             after, peak = rss_mb(pid_a)
+            replay = None
+            if name == NODE:  # what the replay buffer holds for the stopped peer
+                replay = int(pub.info("everything").get("cluster_replay_buffer_bytes", 0))
         finally:
             os.kill(pid_b, signal.SIGCONT)
         got, deadline = 0, time.monotonic() + 20
@@ -191,7 +194,8 @@ def _stopped_peer(name: str, scale: float) -> dict[str, Any]:
         sub.close()
         pub.close()
     return {"worst_ping": probe.worst, "rss_idle_mb": idle, "rss_mb": after, "peak_mb": peak,
-            "sent": sent, "delivered": got, "counted_lost": lost}  # fmt: skip
+            "sent": sent, "delivered": got, "counted_lost": lost,
+            "replay_mb": replay / 2**20 if replay is not None else None}  # fmt: skip
 
 
 # ---------------------------------------------------------------- 1,000,000 SUBSCRIBE, no reading
@@ -353,7 +357,9 @@ def _outcome(figures: dict[str, Any] | None) -> str:
         )
     lost = figures.get("counted_lost")
     counted = f"; {lost:,} counted lost" if lost is not None else "; nothing counted"
-    return f"{figures['delivered']:,} of {figures['sent']:,} delivered{counted}"
+    replay = figures.get("replay_mb")
+    held = f"; replay buffer {replay:.0f} MB while stopped" if replay is not None else ""
+    return f"{figures['delivered']:,} of {figures['sent']:,} delivered{counted}{held}"
 
 
 def bounds_markdown(result: dict[str, Any]) -> str:
