@@ -234,13 +234,17 @@ class MetricsServer(SmallHttpServer):
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(NodeCollector(node))
 
-    def answer(self, request: Request) -> tuple[str, str, Body]:
+    async def answer_async(self, request: Request) -> tuple[str, str, Body]:
+        """A spool request is checked on the loop (the node's users), then
+        answered in the executor (its scandir, stat and unlink: issue 41)."""
         if self.spool is not None and (request.path + "/").startswith("/spool/"):
             refused = spool_refusal(self.node, request)
             if refused is not None:
                 return refused
-            return self.spool.answer(request.method, request.path, request.query)
-        return super().answer(request)
+            return await self.off_loop(
+                self.spool.answer, request.method, request.path, request.query
+            )
+        return self.answer(request)
 
     def respond(self, path: str) -> tuple[str, str, bytes]:
         """(status line, content type, body) for ``path``."""

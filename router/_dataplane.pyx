@@ -531,6 +531,7 @@ cdef Py_ssize_t OFF_CTX_PLANE = _offset("plane", _CommandContext)
 cdef Py_ssize_t OFF_CTX_SETTINGS = _offset("settings", _CommandContext)
 cdef Py_ssize_t OFF_CTX_STATS = _offset("stats", _CommandContext)
 cdef Py_ssize_t OFF_QUEUE_LIMIT = _offset("queue_limit", _Settings)
+cdef Py_ssize_t OFF_NORMAL_LIMITED = _offset("normal_limited", _Settings)
 cdef Py_ssize_t OFF_PAUSE_LEVEL = _offset("level", _ClientPause)
 cdef Py_ssize_t OFF_NODE_DIRTY, OFF_NODE_LOOP, OFF_NODE_CONTEXT, OFF_NODE_LINK
 cdef Py_ssize_t OFF_NODE_METRICS, OFF_NODE_PUBLISH_SEQ, OFF_NODE_TAP, OFF_NODE_TURN_OUTPUT
@@ -589,6 +590,15 @@ cdef inline object _queue_limit(ctx):
     """``ctx.settings.queue_limit``."""
     settings = _field(ctx, _CommandContext, OFF_CTX_SETTINGS, "settings")
     return _field(settings, _Settings, OFF_QUEUE_LIMIT, "queue_limit")
+
+
+cdef inline bint _normal_limited(conn) except -1:
+    """``conn.ctx.settings.normal_limited`` for a connection of an own class
+    (``_flush``'s), read at the slots' offsets."""
+    cdef PyObject* slot = _slot(conn, OFF_CTX)
+    ctx = conn.ctx if slot == NULL else <object>slot
+    settings = _field(ctx, _CommandContext, OFF_CTX_SETTINGS, "settings")
+    return _field(settings, _Settings, OFF_NORMAL_LIMITED, "normal_limited") is True
 
 
 cdef inline object _conn_field(conn, bint own, Py_ssize_t offset, str name):
@@ -716,7 +726,11 @@ cdef int _flush(conn, stats) except -1:
     if subscribed < 0:
         subscribed = bool(conn.channels or conn.patterns or conn.shard_channels)
     if not subscribed:
-        return 0  # a normal client: no limit (the reference's comment)
+        # a normal client: the normal class, no limit unless CONFIG SET
+        if _normal_limited(conn) and _client_output.over_limit(
+                conn, wire.get_write_buffer_size(), True):
+            conn.cut()
+        return 0
     pending = wire.get_write_buffer_size()
     if type(pending) is int and not pending:
         # over_limit's first case, its effect in line: the socket took it all

@@ -60,6 +60,13 @@ log = logging.getLogger("bloomcast.node")
 LOSS_CHANNEL = b"__bloomcast__:loss"
 
 
+#: origins INFO ``# Forwards_lost`` counts one by one (node ids come and go:
+#: each restart is a new one); the losses of any further origin are summed
+#: under :data:`OTHER_ORIGINS` (``from_others``)
+FORWARDS_LOST_ORIGINS = 256
+OTHER_ORIGINS = "others"
+
+
 class NodeHotFields:
     """The fields of a node that the compiled request loop reads or writes
     per read (router/_dataplane.pyx), as slots, as
@@ -124,7 +131,9 @@ class Node(NodeHotFields):
         self.link: ClusterLink = self.context.link
         self.port = config.port
         self.publish_seq = 0
-        self.forwards_lost_from: dict[str, int] = {}  # origin node id -> frames lost
+        #: origin node id -> frames lost (at most FORWARDS_LOST_ORIGINS ids; the
+        #: rest under OTHER_ORIGINS)
+        self.forwards_lost_from: dict[str, int] = {}
         self.started = time.time()
         self._ids = count(1)
         self._dirty: list[Connection] = []  # clients with queued pub/sub output
@@ -340,7 +349,10 @@ class Node(NodeHotFields):
         else is closed, so it resubscribes and knows it may have missed
         messages (redis/redis #122)."""
         self.stats.forwards_lost += count
-        self.forwards_lost_from[origin] = self.forwards_lost_from.get(origin, 0) + count
+        by_origin = self.forwards_lost_from
+        if origin not in by_origin and len(by_origin) >= FORWARDS_LOST_ORIGINS:
+            origin = OTHER_ORIGINS  # a churning cluster's ids do not grow the map
+        by_origin[origin] = by_origin.get(origin, 0) + count
         note = {
             "node": origin,
             "lost": count,

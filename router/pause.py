@@ -67,6 +67,7 @@ class ClientPause:
         self.end = 0.0
         waiting, self._waiting = self._waiting, []
         for client, args, future in waiting:
+            client.postponed = False
             if client.closed or future.done():
                 continue
             reply = client.run_postponed(args)
@@ -85,6 +86,7 @@ class ClientPause:
 
     def postpone(self, client: Connection, args: list[bytes]) -> asyncio.Future[bytes]:
         future: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+        client.postponed = True  # its output flows meanwhile (Connection.write)
         self._waiting.append((client, args, future))
         return future
 

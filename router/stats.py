@@ -66,6 +66,8 @@ class NodeStats:
     tls_handshake_failures: int = 0  # TLS port: connections that never completed TLS
     #: times a huge request was parsed in slices, letting other clients run between
     parse_slices: int = 0
+    #: exceptions that escaped an event-loop callback (bloomcast/node_log.py)
+    loop_exceptions: int = 0
     #: error replies by their first word (INFO errorstats, as Redis's afterErrorReply)
     errors: dict[str, int] = field(default_factory=dict)
     #: command full name (``client|list``) -> its INFO commandstats line

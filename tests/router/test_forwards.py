@@ -15,6 +15,7 @@ import pytest
 
 from bloom import CountingBloomFilter
 from cluster_bus.frames import Publish
+from router import node as node_module
 from router import registry as registry_module
 from router.config import NodeConfig
 from router.info import info_sections
@@ -284,3 +285,20 @@ def test_disconnect_mode_closes_the_affected_subscribers_only():
                 w.close()
 
     asyncio.run(scenario())
+
+
+def test_losses_per_origin_are_bounded_the_rest_summed_under_others():
+    """Node ids come and go (each restart is a new one): INFO counts the
+    first FORWARDS_LOST_ORIGINS origins one by one and sums any further one
+    under ``from_others``; the total stays exact (issue 41)."""
+    node = Node(NodeConfig(port=0))
+    extra = 5
+    for i in range(node_module.FORWARDS_LOST_ORIGINS + extra):
+        node.forwards_lost(f"{i:040x}", 2, 0, 0)
+    node.forwards_lost(f"{0:040x}", 1, 0, 0)  # a known origin keeps its own line
+    lost = info_sections(node)["forwards_lost"]
+    assert len(lost) == node_module.FORWARDS_LOST_ORIGINS + 1
+    assert lost["from_others"] == 2 * extra
+    assert lost[f"from_{0:040x}"] == 3
+    total = 2 * (node_module.FORWARDS_LOST_ORIGINS + extra) + 1
+    assert info_sections(node)["stats"]["total_forwards_lost"] == total
