@@ -126,6 +126,30 @@ def test_setup_compiles_what_the_switch_loads_and_uv_rebuilds_on_each_source():
 
 
 @needs_compiled
+def test_every_compiled_module_was_built_against_the_others_layout():
+    """Each compiled module checks, at import, the size of the classes it
+    cimports from another; one built against an older ``.pxd`` says "size
+    changed, may indicate binary incompatibility" (a RuntimeWarning) and then
+    reads fields at the wrong offsets. setup.py regenerates every module when
+    any source or ``.pxd`` is newer than the generated C, since Cython does
+    not see those dependencies of a pure-Python mode module."""
+    import re
+    import subprocess
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    modules = re.findall(r'\("([\w.]+)", "[\w/.]+"\)', (root / "setup.py").read_text())
+    code = "; ".join(f"import {m}" for m in modules)
+    run = subprocess.run(
+        [sys.executable, "-W", "error::RuntimeWarning", "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=root,
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+
+
+@needs_compiled
 def test_the_compiled_request_loop_agrees_with_the_reference():
     """A short run of tests/fuzz/fuzz_loop.py: the same scripts through both
     loops, every output byte and the final state compared (the long run:
