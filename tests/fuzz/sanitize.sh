@@ -41,7 +41,13 @@ py="$root/.venv/bin/python"
 for m in $modules; do
     "$py" -c "import $m as d; assert d.__file__.startswith('$out'), d.__file__; print('sanitized:', d.__file__)"
 done
-"$py" -m pytest -q -p no:cacheprovider "$@"
+# not here: glibc malloc's mmap threshold (ASan replaces the allocator), and
+# 100 PUBSUB CHANNELS of a 50,000-byte glob over 20,000 channels within the
+# test's 60 s (every Python allocation through ASan: minutes)
+"$py" -m pytest -q -p no:cacheprovider \
+    --deselect tests/router/test_allocator.py::test_freed_large_blocks_leave_the_rss_once_the_threshold_is_fixed \
+    --deselect tests/router/test_hostile_input.py::test_probe_answered_between_pipelined_hostile_pubsub_channels \
+    "$@"
 "$py" -m tests.fuzz.fuzz_resp --count "$inputs" --seed "$seed" --require-compiled
 "$py" -m tests.fuzz.fuzz_loop --count "$((inputs / 1000 + 1))" --seed "$seed"
 "$py" -m tests.fuzz.fuzz_forwarding --count "$((inputs / 100 + 1))" --seed "$seed"
