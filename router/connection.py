@@ -310,7 +310,8 @@ class Connection:
     def flush(self) -> None:
         """Write the queued output, holding the client to its output limits:
         before AUTH, :func:`router.client_output.preauth_cut` (before the
-        write: Redis drops it all); after it,
+        write: Redis drops it all); a subscriber whose queued and buffered
+        output passes the pubsub hard limit, before the write; after it,
         :func:`router.client_output.over_limit` (the pubsub class for a
         subscribed client, else the normal class when it has a limit)."""
         out = self._out
@@ -322,13 +323,21 @@ class Connection:
         if not self.authenticated and client_output.preauth_cut(self):
             self.cut()
             return
-        data = out[0] if len(out) == 1 else b"".join(out)
         wire = self.wire
+        subscribed = self.channels or self.patterns or self.shard_channels
+        if subscribed and self._out_bytes + self.output_buffer_size() > self.ctx.queue_limit:
+            # past the pubsub hard limit with what is queued: cut before it is
+            # joined and buffered (Redis checks at every append to the reply
+            # list, closeClientOnOutputBufferLimitReached, so its buffer never
+            # holds twice the limit; issue 41: 79 MB peak RSS for a 32 MB limit)
+            self.cut()
+            return
+        data = out[0] if len(out) == 1 else b"".join(out)
         wire.write(data)
         self.ctx.stats.net_output_bytes += len(data)
         out.clear()
         self._out_bytes = 0
-        if not (self.channels or self.patterns or self.shard_channels):
+        if not subscribed:
             # a normal client: Redis's normal class, no limit unless CONFIG SET
             if self.ctx.settings.normal_limited and client_output.over_limit(
                 self, wire.get_write_buffer_size(), normal=True
