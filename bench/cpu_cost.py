@@ -24,6 +24,7 @@ follows CPU per PUBLISH).
 
 ``--command SPUBLISH`` or ``PING``: the same reading for that request on one
 node (no subscribers; the floor answers it as it answers PUBLISH).
+``--subscribers 0,1,10,100``: PUBLISH's subscriber counts (default 0,1,10).
 
 ``--forward-linger-us 0,5000`` (with ``--cluster``): bloomcast once per
 ``--cluster-forward-linger-us`` value, each beside the same Redis Cluster run;
@@ -33,7 +34,8 @@ the CPU into user and system time and gives the servers' read and write
 system calls per PUBLISH (``/proc/<pid>/io``).
 
 ``uv run python -m bench.cpu_cost [--requests-p1 60000] [--requests-p16 300000]
-[--command PUBLISH] [--cluster 3,6,12] [--forward-linger-us 0] [--runs 1]``: prints
+[--command PUBLISH] [--subscribers 0,1,10] [--cluster 3,6,12]
+[--forward-linger-us 0] [--runs 1]``: prints
 Markdown tables. Nothing here asserts a speed.
 """
 
@@ -157,9 +159,11 @@ def one_case(
             pool.stop()
 
 
-def run_cpu_cost(requests: dict[int, int], command: str = "PUBLISH") -> dict[str, Any]:
-    """PUBLISH with 0, 1 and 10 subscribers (of the channel); another command
-    without any."""
+def run_cpu_cost(
+    requests: dict[int, int], command: str = "PUBLISH", subscribers: tuple[int, ...] = (0, 1, 10)
+) -> dict[str, Any]:
+    """PUBLISH with each count of ``subscribers`` (of the channel); another
+    command without any."""
     starts: dict[str, Callable[[], Server | _FloorServer]] = {
         NODE: lambda: start_node(["--no-bus"]),
         REDIS: lambda: start_anchor(REDIS),
@@ -167,7 +171,7 @@ def run_cpu_cost(requests: dict[int, int], command: str = "PUBLISH") -> dict[str
     }
     rows = []
     for pipeline in sorted(requests):
-        for subs in (0, 1, 10) if command == "PUBLISH" else (0,):
+        for subs in subscribers if command == "PUBLISH" else (0,):
             row: dict[str, Any] = {"pipeline": pipeline, "subscribers": subs}
             for name, start in starts.items():
                 if name == FLOOR and subs:
@@ -302,6 +306,9 @@ def main(argv: list[str] | None = None) -> int:
         "--command", default="PUBLISH", choices=sorted(COMMANDS), help="the request (one node)"
     )
     parser.add_argument(
+        "--subscribers", default="0,1,10", help="PUBLISH's subscriber counts (one node)"
+    )
+    parser.add_argument(
         "--cluster", default=None, help="cluster sizes (e.g. 3,6,12): the cluster table only"
     )
     parser.add_argument(
@@ -322,7 +329,8 @@ def main(argv: list[str] | None = None) -> int:
         lingers = tuple(int(x) for x in args.forward_linger_us.split(","))
         print(cluster_markdown(run_cluster_cpu(sizes, requests, lingers, args.runs)))
     else:
-        print(markdown(run_cpu_cost(requests, args.command)))
+        subscribers = tuple(int(x) for x in args.subscribers.split(","))
+        print(markdown(run_cpu_cost(requests, args.command, subscribers)))
     return 0
 
 

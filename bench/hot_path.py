@@ -82,12 +82,15 @@ def parser_us(fast: bool, batches: int, cls: type = RequestParser) -> float:
 
 
 async def publisher_and_subscribers(
-    subscribers: int,
+    subscribers: int, slice_ns: int | None = None
 ) -> tuple[Client, CountingTransport, list[CountingTransport]]:
     """A node (no bus) with ``subscribers`` clients subscribed to ``bench:ch``
     and one more client to publish: (that client, its transport, the
-    subscribers' transports)."""
+    subscribers' transports). ``slice_ns``: the node's loop-turn budget per
+    connection (router.context.SLICE_SECONDS when None)."""
     node = Node(NodeConfig(port=0))
+    if slice_ns is not None:
+        node.context.slice_ns = slice_ns
     sub_transports = [CountingTransport() for _ in range(subscribers)]
     for transport in sub_transports:
         sub = node.client_class(node)
@@ -146,7 +149,7 @@ def forwarder(
     from cluster_bus.frames import FilterKind
 
     node = Node(NodeConfig(port=0))
-    bus = ClusterBus(node, BusConfig(port=0, replay_bytes=replay_bytes))
+    bus = ClusterBus(node.pubsub, BusConfig(port=0, replay_bytes=replay_bytes))
     peer = "ab" * 20
     bus.routing.add_peer(peer)
     theirs = CountingBloomFilter(1024)
@@ -214,7 +217,7 @@ async def receiver(more: tuple[bytes, ...] = ()) -> tuple[Any, CountingTransport
     from cluster_bus.handshake import Handshake
 
     node = Node(NodeConfig(port=0))
-    bus = ClusterBus(node, BusConfig(port=0))
+    bus = ClusterBus(node.pubsub, BusConfig(port=0))
     sub = node.client_class(node)
     sub_transport = CountingTransport()
     sub.connection_made(sub_transport)  # type: ignore[arg-type]
@@ -270,9 +273,9 @@ def run(batches: int = 5000, repeats: int = 5) -> dict[str, float]:
         "parse, reference (pure Python)": min(parser_us(False, batches) for _ in range(repeats)),
         "parse, hiredis fast path": min(parser_us(True, batches) for _ in range(repeats)),
     }
-    compiled = dataplane.load()
-    if compiled is not None:  # the compiled twin (issue 29)
-        cls = dataplane.parser_class(compiled)
+    plane = dataplane.load()
+    if plane is not dataplane.python():  # the compiled twin (issue 29)
+        cls = plane.RequestParser
         out["parse, compiled twin"] = min(parser_us(True, batches, cls) for _ in range(repeats))
     for subs in (0, 1, 10):
         with asyncio.Runner(loop_factory=new_loop) as runner:

@@ -61,10 +61,9 @@ async def _drive(depth: int, subscribers: int, reads: int, other: str = "") -> N
     """``reads`` reads of ``depth`` PUBLISH each (``other``: the request of
     :data:`OTHER_REQUESTS`), one loop turn per read."""
     from bench.hot_path import REQUEST, publisher_and_subscribers
-    from router import dispatch
 
-    dispatch._SLICE_NS = 1 << 62  # no slicing under valgrind (module doc; both loops)
-    client, publisher, _ = await publisher_and_subscribers(subscribers)
+    # no slicing under valgrind (module doc; both loops)
+    client, publisher, _ = await publisher_and_subscribers(subscribers, slice_ns=1 << 62)
     request, reply = OTHER_REQUESTS.get(other, (REQUEST, b":%d\r\n" % subscribers))
     batch = request * depth
     for _ in range(reads):

@@ -86,7 +86,7 @@ async def serve(
     if with_bus:
         from cluster_bus.bus import ClusterBus
 
-        bus = ClusterBus(node, config.bus_config(node.port), nodes_file, saved)
+        bus = ClusterBus(node.pubsub, config.bus_config(node.port), nodes_file, saved)
         node.set_link(bus)
         try:
             await bus.start()

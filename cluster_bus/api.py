@@ -169,9 +169,8 @@ class LocalDelivery(Protocol):
         """The first ``count`` frames of ``msgs`` (PUBLISH frames ``origin``
         forwarded, read in order on one link: the decoder's ``Publish``
         tuples), each as :meth:`deliver_forwarded` delivers it, in order: one
-        call per read of them, not per frame (the compiled twin settles its
-        counters once per run). ``count`` <= len(msgs); IndexError otherwise,
-        after the frames before it."""
+        call per read of them, not per frame. ``count`` <= len(msgs);
+        IndexError otherwise, after the frames before it."""
         ...
 
     def filter_snapshot(self, name: FilterName) -> FilterSnapshot:
@@ -308,9 +307,7 @@ class BusConfig:
 
 
 class NoPeers:
-    """The ClusterLink of a node with no cluster bus: nothing to forward to
-    (the compiled request loop skips the call of ``forward_publish`` on an
-    exact ``NoPeers`` whose method is this one, router/_dataplane.pyx)."""
+    """The ClusterLink of a node with no cluster bus: nothing to forward to."""
 
     def __init__(self, node_id: str, host: str, port: int) -> None:
         self._node_id = node_id

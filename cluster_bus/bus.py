@@ -18,7 +18,7 @@ import contextlib
 import logging
 import os
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from cluster_bus import dataplane
 from cluster_bus.addresses import announced, learns_own_ip, listen, own_host, parse_bind
@@ -31,6 +31,7 @@ from cluster_bus.api import (
     LocalDelivery,
     SlotRange,
 )
+from cluster_bus.clock import Address, now_ms
 from cluster_bus.codec import short_id
 from cluster_bus.filter_sync import KIND_OF, NAME_OF, FilterSync
 from cluster_bus.frames import (
@@ -56,16 +57,15 @@ from cluster_bus.frames import (
 from cluster_bus.handshake import Handshake
 from cluster_bus.heartbeat import Heartbeats
 from cluster_bus.info import BusStats, cluster_info, cluster_nodes, slot_map, sync_state
-from cluster_bus.link import Address, Link, now_ms
 from cluster_bus.membership import Membership
 from cluster_bus.mesh import Dialer, Mesh
 from cluster_bus.nodes import LostNode
 from cluster_bus.refusals import Refusals, resp_hint
-from cluster_bus.routing import PeerTable
 from cluster_bus.tls import bus_contexts
 from cluster_bus.visibility import Visibility
 
 if TYPE_CHECKING:  # --cluster-config-file only: pathlib and fcntl stay off the start path
+    from cluster_bus.link import Link
     from cluster_bus.nodes_file import NodesConfig, NodesFile
 
 log = logging.getLogger("bloomcast.bus")
@@ -84,9 +84,12 @@ class ClusterBus:
         config: BusConfig,
         nodes_file: NodesFile | None = None,
         saved: NodesConfig | None = None,
+        plane: dataplane.BusPlane | None = None,
         *,
         clock: Callable[[], int] = now_ms,
     ) -> None:
+        """``plane``: the classes to build from (:func:`cluster_bus.dataplane.load`
+        when None: the compiled ones unless switched off)."""
         self.node = node
         #: ms since the Unix epoch (cluster_bus.link.now_ms); a test injects its own
         self.clock = clock
@@ -128,17 +131,19 @@ class ClusterBus:
         )
         me = self.membership.myself
         me.tls_port, me.hostname = ports.tls_port, ports.hostname
-        self.routing = PeerTable()
+        if plane is None:
+            plane = dataplane.load()  # the compiled plane, or the reference
+        self.plane = plane
+        self.routing = plane.PeerTable()
         self.sync = FilterSync(self.routing, max_retry_ms=config.node_timeout_ms // 2)
         self.stats = BusStats()
         self.refusals = Refusals()
         self.visibility = Visibility(config.visibility_timeout_ms, self.stats)
         self.mesh = Mesh(self._short, self.stats)
         self._links = self.mesh.links
-        self.dialer = Dialer(lambda key: self._new_link(key), self.node_timeout_ms, clock=clock)
-        plane = dataplane.load()  # the compiled twins, or None for the reference
-        self.link_class = dataplane.link_class(plane)
-        self.forwarding = dataplane.forwarding_class(plane)(
+        self.dialer = Dialer(self._protocol, self.node_timeout_ms, clock=clock)
+        self.link_class = plane.Link
+        self.forwarding = plane.Forwarding(
             node,
             self.routing,
             self.mesh,
@@ -208,6 +213,11 @@ class ClusterBus:
         handshake = Handshake(self.node_id, self._secret, outbound, boot=self.boot)
         return self.link_class(self, handshake, dial_key, tls)
 
+    def _protocol(self, dial_key: Address | None) -> asyncio.Protocol:
+        """A new link as the event loop sees it (an asyncio protocol by its
+        methods: the compiled ``Link`` is no subclass of one)."""
+        return cast(asyncio.Protocol, self._new_link(dial_key))
+
     # -- lifecycle -----------------------------------------------------------------
 
     async def start(self) -> None:
@@ -215,7 +225,7 @@ class ClusterBus:
         loop = asyncio.get_running_loop()
         self._loop = loop
         self._servers, port = await listen(
-            lambda: self._new_link(None), self.config.bind, self.config.port
+            lambda: self._protocol(None), self.config.bind, self.config.port
         )
         self.port = port
         self.membership.myself.bus_port = self.config.announce_bus_port or self.port

@@ -13,6 +13,7 @@ from __future__ import annotations
 from struct import Struct
 from struct import error as StructError
 
+import cython
 from bitarray import bitarray
 from bitarray.util import sc_decode
 
@@ -37,11 +38,13 @@ from cluster_bus.codec import (
     HEADER_SIZE,
     MAGIC,
     MAX_FILTER_BITS,
-    PUBLISH_HEAD,
-    PUBLISH_HEADER_SIZE,
     VERSION,
     BusProtocolError,
 )
+
+if not cython.compiled:  # (compiled: cluster_bus/_decoder.pxd cimports the C twin)
+    from cluster_bus.codec import decode_publishes
+
 from cluster_bus.frames import (
     FLAG_COMPRESSED,
     FLAG_REPLY,
@@ -69,9 +72,9 @@ from cluster_bus.frames import (
     Session,
 )
 
-_new_tuple = tuple.__new__
 
-
+@cython.final
+@cython.cclass
 class FrameDecoder:
     """Incremental decoder: ``feed(bytes) -> list[Message]``.
 
@@ -80,15 +83,14 @@ class FrameDecoder:
     short id every frame's header must carry. ``last_senders`` is not kept: on
     a TCP link the peer is the sender.
 
-    PUBLISH frames, nearly all traffic, take a fast path: header and fixed
-    fields in one unpack, the message built without a Python call. It makes
-    the general path's checks in the same order, and hands a frame that fails
-    one of the header's to the general path, which names the fault.
-    ``fast=False`` is the general path alone, the reference the fuzzer
+    PUBLISH frames, nearly all traffic, take a fast path
+    (:func:`cluster_bus.codec.decode_publishes`: header and fixed fields in
+    one unpack, the message built without a Python call; by C pointers on the
+    compiled plane). It takes only frames that pass every check, and leaves
+    any other to the general path, which names the fault. ``fast=False`` is
+    the general path alone, the reference the fuzzer
     (``tests/fuzz/fuzz_bus.py``) compares the fast one with.
     """
-
-    __slots__ = ("_broken", "_buf", "_fast", "_need", "expect_sender", "max_body")
 
     def __init__(
         self,
@@ -147,51 +149,19 @@ class FrameDecoder:
             buf += view[pos:]
         return out
 
-    def _parse(self, data: bytes, limit: int = -1) -> tuple[list[Message], int]:
+    def _parse(self, data: bytes, limit: int) -> tuple[list[Message], int]:
         out: list[Message] = []
         end = len(data)
         pos = 0
         unpack_header = HEADER.unpack_from
-        unpack_publish = PUBLISH_HEAD.unpack_from
         expect = self.expect_sender
         max_body = self.max_body
         fast = self._fast and limit < 0
-        while end - pos >= HEADER_SIZE:
-            if fast and data[pos + 3] == _T_PUBLISH and end - pos >= PUBLISH_HEADER_SIZE:
-                # the hot path: a PUBLISH header and its fixed fields in one
-                # unpack; the same checks as below, in the same order
-                (magic, version, _, flags, length, sender, seq, origin_seq, clen) = unpack_publish(
-                    data, pos
-                )
-                if magic != MAGIC or version != VERSION or length > max_body:
-                    pass  # the general path below names the fault
-                elif expect is not None and sender != expect:
-                    raise BusProtocolError(f"sender {sender:08x} is not the link's peer")
-                else:
-                    cstart = pos + PUBLISH_HEADER_SIZE
-                    stop = pos + HEADER_SIZE + length
-                    if stop > end:
-                        self._need = stop - pos
-                        return out, pos
-                    if length < 16:
-                        raise BusProtocolError("truncated PUBLISH")
-                    if cstart + clen > stop:
-                        raise BusProtocolError("truncated PUBLISH channel")
-                    # tuple.__new__: the NamedTuple without its Python-level __new__
-                    out.append(
-                        _new_tuple(
-                            Publish,
-                            (
-                                seq,
-                                origin_seq,
-                                (flags & FLAG_SHARD) != 0,
-                                data[cstart : cstart + clen],
-                                data[cstart + clen : stop],
-                            ),
-                        )
-                    )
-                    pos = stop
-                    continue
+        while True:
+            if fast and type(data) is bytes:  # the hot path: codec.decode_publishes
+                pos = decode_publishes(data, pos, expect, max_body, out)  # type: ignore[arg-type]
+            if end - pos < HEADER_SIZE:
+                break
             magic, version, mtype, flags, length, sender = unpack_header(data, pos)
             if magic != MAGIC:
                 raise BusProtocolError(f"bad magic {magic!r}")

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import logging
 import random
+from typing import TYPE_CHECKING
 
 from cluster_bus.api import FilterChange, FilterName, FilterSnapshot
 from cluster_bus.frames import (
@@ -45,7 +46,9 @@ from cluster_bus.frames import (
     Message,
 )
 from cluster_bus.nodes import NodeRecord
-from cluster_bus.routing import PeerTable
+
+if TYPE_CHECKING:
+    from cluster_bus.routing import PeerTable
 
 log = logging.getLogger("bloomcast.bus")
 

@@ -24,14 +24,24 @@ logged): a receiver that still holds a session never counts frames it got.
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
+
+import cython
 
 from cluster_bus.api import LocalDelivery
+from cluster_bus.clock import now_ms
 from cluster_bus.frames import MsgType, Publish, Resend, Session
 from cluster_bus.info import BusStats
-from cluster_bus.link import Link, now_ms
 from cluster_bus.mesh import Mesh
-from cluster_bus.routing import PeerTable
-from cluster_bus.session import InSession, OutSession, Period, seq_diff
+
+if cython.compiled:  # the compiled session module's (its classes cimported by the .pxd)
+    from cluster_bus._session import Period, seq_diff  # type: ignore[import-not-found,unused-ignore]
+else:
+    from cluster_bus.session import InSession, OutSession, Period, seq_diff
+if TYPE_CHECKING:
+    from cluster_bus.link import Link
+if not cython.compiled and TYPE_CHECKING:
+    from cluster_bus.routing import PeerTable
 
 log = logging.getLogger("bloomcast.bus")
 
@@ -40,16 +50,11 @@ _PUBLISH = MsgType.PUBLISH
 MAX_RETAINED = 1024
 
 
-class ForwardingHotFields:
-    """The fields of the forwarding that the compiled receive path reads per
-    read (cluster_bus/_forwarding.pyx), as slots (read there at their
-    offsets); a :class:`Forwarding` keeps a dict for the rest."""
-
-    __slots__ = ("in_sessions", "node", "stats")
-
-
-class Forwarding(ForwardingHotFields):
-    """The forwarding sessions of one bus, with every peer, both ways."""
+@cython.final
+@cython.cclass
+class Forwarding:
+    """The forwarding sessions of one bus, with every peer, both ways
+    (compiled on the compiled data plane: ``cluster_bus._forwarding``)."""
 
     def __init__(
         self,
@@ -65,6 +70,9 @@ class Forwarding(ForwardingHotFields):
         self.node = node
         self.routing = routing
         self.mesh = mesh
+        # the mesh's link tables (filled and emptied, never replaced), read per forward
+        self._links_out = mesh.out
+        self._links_in = mesh.inbound
         self.stats = stats
         self._sender = sender
         self.replay_bytes = replay_bytes
@@ -105,8 +113,8 @@ class Forwarding(ForwardingHotFields):
             return 0
         nodes = routing.nodes_of(mask)
         out, inbound, sessions, sender = (
-            self.mesh.out,
-            self.mesh.inbound,
+            self._links_out,
+            self._links_in,
             self.out_sessions,
             self._sender,
         )
@@ -123,7 +131,9 @@ class Forwarding(ForwardingHotFields):
             link.write(frame, True)  # a forward: may linger
             sent += 1
         stats.sent[_PUBLISH] += sent
-        stats.publish_suppressed += peers - len(nodes)
+        suppressed = peers - len(nodes)
+        if suppressed:  # (0 added is the same counter: one read and write less)
+            stats.publish_suppressed += suppressed
         return len(nodes)
 
     def link_up(self, link: Link, peer: str) -> None:

@@ -34,8 +34,9 @@ import asyncio
 import logging
 import os
 from collections.abc import Callable
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
+from cluster_bus.clock import Address, now_ms
 from cluster_bus.codec import MAX_GOSSIP
 from cluster_bus.filter_sync import FilterSync
 from cluster_bus.frames import (
@@ -51,10 +52,12 @@ from cluster_bus.frames import (
     ProbeReq,
 )
 from cluster_bus.info import BusStats
-from cluster_bus.link import Address, Link, now_ms
 from cluster_bus.membership import Membership
 from cluster_bus.mesh import Dialer, Mesh
-from cluster_bus.routing import PeerTable
+
+if TYPE_CHECKING:
+    from cluster_bus.link import Link
+    from cluster_bus.routing import PeerTable
 
 _HB = TypeVar("_HB", Meet, Ping, Pong)
 

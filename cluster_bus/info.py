@@ -11,13 +11,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from cluster_bus.api import SlotRange
 from cluster_bus.frames import MsgType, NodeFlags
 from cluster_bus.membership import Membership
 from cluster_bus.nodes import NodeRecord
-from cluster_bus.routing import PeerTable
 from cluster_bus.slots import CLUSTER_SLOTS, slot_ranges
+
+if TYPE_CHECKING:
+    from cluster_bus.routing import PeerTable
 
 #: Redis's per-type counter names (cluster_stats_messages_<name>_sent/received)
 REDIS_MSG_NAMES: dict[MsgType, str] = {

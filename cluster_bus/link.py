@@ -24,15 +24,19 @@ import asyncio
 import logging
 import math
 import ssl
-import time
 from typing import TYPE_CHECKING, Protocol, cast
 
+import cython
+
+from cluster_bus.clock import Address, now_ms
 from cluster_bus.codec import BusProtocolError, short_id
-from cluster_bus.decoder import FrameDecoder
 from cluster_bus.frames import Message, Publish
 from cluster_bus.handshake import Handshake
 from cluster_bus.seal import SealedDecoder, Sealer, SealError
 from cluster_bus.tls import TlsSession
+
+if not cython.compiled:  # (compiled: cluster_bus/_link.pxd cimports it)
+    from cluster_bus.decoder import FrameDecoder
 
 if TYPE_CHECKING:
     from cluster_bus.info import BusStats
@@ -40,12 +44,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("bloomcast.bus")
 
 HANDSHAKE_MAX_BODY = 4096
-
-Address = tuple[str, int]
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 class LinkOwner(Protocol):
@@ -73,28 +71,12 @@ class LinkOwner(Protocol):
     def link_closed(self, link: Link) -> None: ...
 
 
-class LinkHotFields(asyncio.Protocol):
-    """The fields of a link that the compiled read of PUBLISH frames reads per
-    read (cluster_bus/_forwarding.pyx), as slots: read there at their
-    offsets instead of by a generic attribute lookup, as
-    :class:`router.connection.HotFields` is for a client connection. A
-    :class:`Link` keeps a dict for the rest."""
-
-    __slots__ = (
-        "_tls",
-        "authenticated",
-        "closed",
-        "decoder",
-        "first_bytes",
-        "last_rx_ms",
-        "owner",
-        "peer_id",
-    )
-
-
-class Link(LinkHotFields):
+@cython.final
+@cython.cclass
+class Link:
     """One TCP connection of the bus, either direction (``outbound``: we dialled
-    ``dial_key``). ``peer_id`` is set once the handshake authenticated it."""
+    ``dial_key``). ``peer_id`` is set once the handshake authenticated it. An
+    asyncio protocol (by its methods: compiled, it is no subclass of one)."""
 
     def __init__(
         self,
@@ -165,6 +147,17 @@ class Link(LinkHotFields):
             self._tls = TlsSession(self.tls, server_side=not self.outbound)
             self.transport.write(self._tls.outgoing())  # a dialler's ClientHello
         self.owner.link_made(self)
+
+    def eof_received(self) -> bool | None:
+        """The peer closed its end: the transport closes (asyncio.Protocol's rule)."""
+        return None
+
+    def pause_writing(self) -> None:
+        """The transport's buffer passed its high-water mark: the send-buffer
+        limit (``cluster-link-sendbuf-limit``) is what bounds a slow peer."""
+
+    def resume_writing(self) -> None:
+        pass
 
     def data_received(self, data: bytes) -> None:
         self.last_rx_ms = now_ms()

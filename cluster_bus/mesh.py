@@ -13,13 +13,17 @@ import asyncio
 import logging
 import random
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from cluster_bus.api import LinkInfo
+from cluster_bus.clock import Address, now_ms
 from cluster_bus.codec import encode
 from cluster_bus.frames import MSG_TYPE, Message, NodeFlags
 from cluster_bus.info import BusStats
-from cluster_bus.link import Address, Link, now_ms
 from cluster_bus.membership import Membership
+
+if TYPE_CHECKING:
+    from cluster_bus.link import Link
 
 log = logging.getLogger("bloomcast.bus")
 
@@ -156,7 +160,7 @@ class Dialer:
 
     def __init__(
         self,
-        make_link: Callable[[Address], Link],
+        make_link: Callable[[Address], asyncio.Protocol],
         node_timeout_ms: int,
         *,
         clock: Callable[[], int] = now_ms,

@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+import cython
 from bitarray import bitarray
 
 from bloom import BitSlicedIndex, BloomFilter, crc64, key_hashes
@@ -53,8 +54,12 @@ def filter_fingerprint(kind: FilterKind, bits: bytes, prefix_mask: int, match_al
     return crc64(prefix_mask.to_bytes(8, "big") + (b"\x01" if match_all else b"\x00"), crc)
 
 
+@cython.final
+@cython.cclass
 class PeerTable:
-    """Peer filters and the routing decision of a node."""
+    """Peer filters and the routing decision of a node (compiled on the
+    compiled data plane, ``cluster_bus._routing``: the forwarding reads a
+    route from its cache in C)."""
 
     def __init__(self) -> None:
         self._slot: dict[str, int] = {}

@@ -32,6 +32,8 @@ failure raises :class:`SealError` and the link is closed and counted.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from cluster_bus.codec import (
     _SEALED,
     _TYPES,
@@ -42,8 +44,10 @@ from cluster_bus.codec import (
     BusProtocolError,
     encode_sealed,
 )
-from cluster_bus.decoder import FrameDecoder
 from cluster_bus.frames import Message, MsgType
+
+if TYPE_CHECKING:
+    from cluster_bus.decoder import FrameDecoder
 
 TAG_SIZE = 16
 _T_SEALED = int(MsgType.SEALED)

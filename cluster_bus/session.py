@@ -51,8 +51,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import islice
 
-from cluster_bus.codec import encode_publish
+import cython
+
 from cluster_bus.frames import Publish
+
+if not cython.compiled:  # (compiled: cluster_bus/_session.pxd cimports the C twin)
+    from cluster_bus.codec import encode_publish
 
 #: a RESEND for one session is repeated at most this often while the gap stays
 RESEND_RETRY_MS = 100
@@ -83,6 +87,8 @@ class Period:
     active: set[OutSession] = field(default_factory=set)
 
 
+@cython.final
+@cython.cclass
 class OutSession:
     """The sending half: numbering and the replay buffer of one peer.
 
@@ -100,25 +106,6 @@ class OutSession:
     lower bound), and ``_gone_to`` is an upper bound on the publish time of
     every evicted frame: :meth:`gone_bounds` answers "when were the frames
     from ``seq`` up to ``first_seq`` published" for a loss notice."""
-
-    __slots__ = (
-        "_bytes",
-        "_first",
-        "_frames",
-        "_gone",
-        "_gone_to",
-        "_marked",
-        "_marks",
-        "announced",
-        "boot",
-        "max_bytes",
-        "max_ms",
-        "next_seq",
-        "peer",
-        "peer_lost",
-        "period",
-        "session_id",
-    )
 
     def __init__(
         self,
@@ -263,18 +250,10 @@ class Verdict:
 DUPLICATE = Verdict(duplicate=True)
 
 
+@cython.final
+@cython.cclass
 class InSession:
     """The receiving half: the next sequence number expected from one peer."""
-
-    __slots__ = (
-        "_asked",
-        "_asked_ms",
-        "_horizon",
-        "expected",
-        "lost",
-        "session_id",
-        "session_lost",
-    )
 
     def __init__(self) -> None:
         self.session_id = 0  # none yet
@@ -299,7 +278,9 @@ class InSession:
         expected = self.expected
         n = 0
         for msg in msgs:
-            if msg.seq != expected:
+            # msg.seq: a Publish is a tuple, its item read in C when compiled
+            seq = cython.cast(tuple, msg)[0] if isinstance(msg, tuple) else msg.seq
+            if seq != expected:
                 break
             expected = (expected + 1) % _MOD or 1
             n += 1

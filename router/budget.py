@@ -24,12 +24,9 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
+from collections.abc import Callable
 from time import perf_counter
-from typing import TYPE_CHECKING, Protocol, cast
-
-if TYPE_CHECKING:
-    from router.connection import Connection
-    from router.node import Node
+from typing import Any, Protocol, cast
 
 #: operations of bulk work per loop turn, all clients together (~1-2 ms:
 #: a turn with nothing else to do costs ~20 us, so small slices lose little)
@@ -116,14 +113,28 @@ class Budget:
             self._scheduled = False
 
 
+class Waiter(Protocol):
+    """What the budget needs of a job's client (a connection)."""
+
+    closed: bool
+
+    @property
+    def in_exec(self) -> bool: ...
+
+
+#: ``after(future, reply)``: a future of ``reply`` once ``future`` ended
+#: (:meth:`router.pubsub.PubSub.after`)
+After = Callable[["asyncio.Future[Any]", bytes], "asyncio.Future[bytes]"]
+
+
 class Work:
     """A job of the budget (:class:`router.budget.Job`) with a reply: run
     whole at once, or in slices while its client waits on :attr:`future`."""
 
-    __slots__ = ("client", "done", "future", "node", "parts", "waits", "weight")
+    __slots__ = ("after", "client", "done", "future", "parts", "waits", "weight")
 
-    def __init__(self, node: Node, client: Connection, weight: int) -> None:
-        self.node = node
+    def __init__(self, after: After, client: Waiter, weight: int) -> None:
+        self.after = after
         self.client = client
         self.weight = weight
         self.done = False
@@ -158,4 +169,4 @@ class Work:
         """The reply once every visibility wait has ended."""
         waits = cast("list[asyncio.Future[None]]", self.waits)
         gathered = waits[0] if len(waits) == 1 else asyncio.gather(*waits, return_exceptions=True)
-        return self.node.after(cast("asyncio.Future[None]", gathered), self.reply)
+        return self.after(cast("asyncio.Future[None]", gathered), self.reply)

@@ -2,8 +2,9 @@
 
 A thin shell around the sans-IO :class:`router.connection.Connection`: it
 makes the connection when the transport exists (its address, socket
-options), hands it the bytes read and does what it asks
-(:class:`router.connection.Action`): on ``SLICE`` it stops reading until the
+options), hands the bytes read to the request loop
+(:func:`router.dispatch.process`) and does what it asks
+(:class:`router.states.Action`): on ``SLICE`` it stops reading until the
 next loop turn (libuv would otherwise read a busy socket again and again in
 one turn), on ``BLOCK`` until the awaited reply is ready. Everything else —
 parsing, commands, replies, limits, closing — is the connection's.
@@ -19,25 +20,49 @@ from __future__ import annotations
 import asyncio
 import socket
 from time import monotonic
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
+
+import cython
 
 from router.client_extras import ClientExtras
-from router.connection import Connection
 from router.states import BLOCK, SLICE, Action
 
+if not cython.compiled:  # (compiled: router/_client.pxd cimports them)
+    from router.connection import Connection
+    from router.dispatch import process, resume, unblock
+
 if TYPE_CHECKING:
-    from router.node import Node
+    from router.context import CommandContext
+
+
+class _PubSub(Protocol):
+    def schedule_flush(self, client: Any) -> None: ...
+
+
+class Host(Protocol):
+    """What a client needs of its node (:class:`router.node.Node`)."""
+
+    @property
+    def context(self) -> CommandContext: ...
+
+    @property
+    def pubsub(self) -> _PubSub: ...
+
+    def next_client_id(self) -> int: ...
+
+    def client_disconnected(self, client: Any) -> None: ...
+
 
 #: a refused connection (protected mode) that never closes its end is cut
 REFUSED_LINGER_SECONDS = 5.0
 
 
-class Client(asyncio.Protocol):
-    """One client connection's transport side."""
+@cython.final
+@cython.cclass
+class Client:
+    """One client connection's transport side (an asyncio protocol)."""
 
-    __slots__ = ("_node", "_sliced", "conn", "transport")
-
-    def __init__(self, node: Node) -> None:
+    def __init__(self, node: Host) -> None:
         self._node = node
         self.transport: asyncio.Transport | None = None
         self.conn: Connection | None = None
@@ -62,8 +87,8 @@ class Client(asyncio.Protocol):
             extras.fd = raw.fileno()
             if ctx.settings.tcp_keepalive:
                 keep_alive(raw, ctx.settings.tcp_keepalive)
-        self.conn = conn = ctx.connection_class(
-            ctx, wire, node.next_client_id(), node.schedule_flush, extras, addr
+        self.conn = conn = Connection(
+            ctx, wire, node.next_client_id(), node.pubsub.schedule_flush, extras, addr
         )
         conn.admit()
         if extras.refused:
@@ -80,10 +105,21 @@ class Client(asyncio.Protocol):
         if not conn.extras.refused:
             self._node.client_disconnected(conn)
 
+    def eof_received(self) -> bool | None:
+        """The peer closed its end: the transport closes (asyncio.Protocol's rule)."""
+        return None
+
+    def pause_writing(self) -> None:
+        """The transport's buffer passed its high-water mark: the output
+        limits (router.client_output) are what bound a slow reader."""
+
+    def resume_writing(self) -> None:
+        pass
+
     def data_received(self, data: bytes) -> None:
         conn = self.conn
         if conn is not None:
-            action = conn.receive(data, monotonic())
+            action = process(conn, data, monotonic())
             if action:
                 self._wait(action, conn)
 
@@ -106,13 +142,13 @@ class Client(asyncio.Protocol):
         conn = self.conn
         if conn is None or conn.closed:
             return
-        self._go_on(conn.resume(), conn)
+        self._go_on(resume(conn), conn)
 
     def _unblocked(self, future: asyncio.Future[bytes]) -> None:
         conn = self.conn
         if conn is None or conn.blocked is not future:
             return
-        self._go_on(conn.unblock(), conn)
+        self._go_on(unblock(conn), conn)
 
     def _go_on(self, action: Action, conn: Connection) -> None:
         if action:

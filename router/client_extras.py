@@ -1,14 +1,28 @@
-"""What a client connection keeps besides its hot attributes (:class:`ClientExtras`)."""
+"""What a client connection keeps besides its hot attributes (:class:`ClientExtras`),
+and its CLIENT TRACKING state (:class:`Tracking`, router/commands/tracking.py)."""
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Any
 
-if TYPE_CHECKING:
-    from router.commands.base import Transaction
-    from router.commands.tracking import Tracking
+
+@dataclass(slots=True)
+class Tracking:
+    """A connection's CLIENT TRACKING state while it is on (Redis's
+    ``CLIENT_TRACKING*`` flags, redirection and prefixes)."""
+
+    redirect: int = 0  # client id; 0: none
+    bcast: bool = False
+    optin: bool = False
+    optout: bool = False
+    noloop: bool = False
+    caching: bool = False  # CLIENT CACHING given for the next command
+    broken_redirect: bool = False  # its redirect target was gone at an invalidation
+    prefixes: list[bytes] = field(default_factory=list)  # BCAST, in byte order
+    #: invalidations of this client due after its EXEC's reply
+    after_exec: list[bytes] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -24,7 +38,7 @@ class ClientExtras:
     no_evict: bool = False  # CLIENT NO-EVICT: shown only (the node evicts no client)
     #: while EXEC runs: its queue and the output queued before it (CLIENT LIST
     #: shows them: Redis keeps CLIENT_MULTI and the reply buffer until EXEC ends)
-    executing: tuple[Transaction, list[bytes]] | None = None
+    executing: tuple[Any, list[bytes]] | None = None
     peer_ip: str = ""  # protected mode's test, at connect
     refused: bool = False  # protected mode turned it away at connect
     laddr: str = "?:0"  # CLIENT LIST / KILL LADDR

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from router.commands.client_view import info_line
 
 if TYPE_CHECKING:
-    from router.connection import Connection
+    from router.context import CommandClient
 
 log = logging.getLogger("bloomcast.client")
 
@@ -23,18 +23,18 @@ log = logging.getLogger("bloomcast.client")
 VERBOSE = 15
 
 
-def output_buffer_cut(client: Connection) -> None:
+def output_buffer_cut(client: CommandClient) -> None:
     log.info(
         "Client %s scheduled to be closed ASAP for overcoming of output buffer limits.",
         info_line(client),
     )
 
 
-def protocol_error(client: Connection, error: str) -> None:
+def protocol_error(client: CommandClient, error: str) -> None:
     if log.isEnabledFor(VERBOSE):
         reason = error.removeprefix("ERR Protocol error: ")
         log.log(VERBOSE, "Protocol error (%s) from client: %s", reason, info_line(client))
 
 
-def idle_closed(client: Connection) -> None:
+def idle_closed(client: CommandClient) -> None:
     log.log(VERBOSE, "Closing idle client")

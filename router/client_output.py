@@ -1,6 +1,6 @@
 """A connection's output limits (:func:`over_limit`, applied by
 :meth:`router.connection.Connection.flush`); the fan-out loop that queues one
-pub/sub frame for many connections is :func:`router.pubsub.write_to_all`.
+pub/sub frame for many connections is :meth:`router.pubsub.PubSub.write_to_all`.
 
 Pub/sub output is limited like ``client-output-buffer-limit pubsub``: over the
 hard limit, or over the soft limit for longer than its seconds, the client is
@@ -15,10 +15,27 @@ Before AUTH, a client that does not read its replies is closed as Redis
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from router.connection import Connection
+    from router.context import CommandContext
+
+
+class _Wire(Protocol):
+    def get_write_buffer_size(self) -> int: ...
+
+
+class Connection(Protocol):
+    """What the limits read of a connection (:class:`router.connection.Connection`)."""
+
+    _out: list[bytes]
+    _soft_limit_since: float | None
+
+    @property
+    def ctx(self) -> CommandContext: ...
+
+    @property
+    def wire(self) -> _Wire: ...
 
 
 #: Redis 7.0.15 as Debian ships it (CVE-2025-21605 fix): a client that must
@@ -43,9 +60,8 @@ def over_limit(conn: Connection, pending: int, normal: bool = False) -> bool:
     past its ``client-output-buffer-limit`` class (Redis's
     ``checkClientOutputBufferLimits``): ``pubsub`` for a subscribed client,
     ``normal`` (``normal`` true) for the others; over the hard limit, or over
-    the soft limit for longer than its seconds. (The compiled twin's flush
-    does the first case of a subscriber, ``pending`` 0, in line: keep them
-    alike.)"""
+    the soft limit for longer than its seconds. (The connection's flush does
+    the first case of a subscriber, ``pending`` 0, itself: keep them alike.)"""
     if not pending:  # the socket took it all: under every limit
         conn._soft_limit_since = None
         return False

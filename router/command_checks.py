@@ -31,8 +31,7 @@ from router.states import SUBSCRIBED
 
 if TYPE_CHECKING:
     from router.commands.base import Reply, Transaction
-    from router.connection import Connection
-    from router.context import CommandContext
+    from router.context import CommandClient, CommandContext
 
 #: commands a RESP2 client may send while subscribed (Redis's processCommand)
 SUBSCRIBED_ALLOWED = frozenset(
@@ -111,13 +110,13 @@ def refused_here(name: str, arity: int) -> Command:
     name and arity, so it is checked in Redis's order up to the subscribed
     context, which refuses it (never run)."""
 
-    def never(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
+    def never(ctx: CommandContext, client: CommandClient, args: list[bytes]) -> Reply:
         raise AssertionError("refused in the subscribed context")
 
     return Command(name, arity, never)
 
 
-def elsewhere(client: Connection, args: list[bytes], text: str) -> Command | bytes:
+def elsewhere(client: CommandClient, args: list[bytes], text: str) -> Command | bytes:
     """A command or subcommand the node does not have: refused with ``text``
     (unknown command or subcommand); an HTTP request closes the connection;
     a RESP2 subscriber's command that Redis has gets a stand-in
@@ -136,7 +135,7 @@ def elsewhere(client: Connection, args: list[bytes], text: str) -> Command | byt
     return reject(client, None, text)
 
 
-def reject(conn: Connection, cmd: Command | None, text: str) -> bytes:
+def reject(conn: CommandClient, cmd: Command | None, text: str) -> bytes:
     """A command refused before it ran (Redis ``rejectCommand``)."""
     if cmd is not None:
         conn.ctx.stats.command_stat(cmd.name).rejected_calls += 1

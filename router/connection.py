@@ -1,37 +1,42 @@
-"""Connection: one client connection as a sans-IO state machine (h11's model).
+"""Connection: one client connection as a sans-IO state machine with its
+output (h11's model).
 
-Bytes in (:meth:`Connection.receive`, which returns what the event loop must
-do: :class:`router.states.Action`), replies and messages out through one
-output queue written once per event-loop turn. The connection owns the
-request parser, the request loop (:mod:`router.dispatch`: Redis's
-``processInputBuffer`` and ``processCommand``), MULTI, CLIENT REPLY, the
-output queue and its limits (:mod:`router.client_output`), admission and
-closing. It touches no socket and no event loop: its output goes to a
-:class:`Wire` (a transport's byte sink) and the node's ``schedule_flush``,
-given to its constructor; :class:`router.client.Client` is the thin asyncio
-protocol around it. A reply that is a future blocks it (Redis's blocked
-client: later requests stay buffered, messages wait behind the reply).
-Its states and every change between them: :mod:`router.states`, each
-change through :meth:`Connection._to`.
+Bytes in go to its request parser (:attr:`Connection.parser`), replies and
+messages out through one output queue written once per event-loop turn
+(:meth:`Connection.write`, :meth:`Connection.flush`, the output limits of
+:mod:`router.client_output`). The connection knows its state and every change
+between them (:mod:`router.states`, each change through
+:meth:`Connection._to`), MULTI's queue (not what is in it), CLIENT REPLY's
+mode, admission and closing; it knows nothing of commands: the request loop
+that reads its requests and runs them is :mod:`router.dispatch`, which
+changes its state only through its methods. It touches no socket and no
+event loop: its output goes to a :class:`Wire` (a transport's byte sink) and
+the node's ``schedule_flush``, given to its constructor;
+:class:`router.client.Client` is the thin asyncio protocol around it. A reply
+that is a future blocks it (Redis's blocked client: later requests stay
+buffered, messages wait behind the reply).
+
+Compiled on the compiled data plane (``router._connection``, its fields
+declared in ``router/_connection.pxd``): the request loop and the fan-out
+read and write them in C.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Protocol, cast
+from typing import TYPE_CHECKING, Any, Protocol
+
+import cython
 
 from router import client_log, client_output, resp
 from router.client_extras import ClientExtras
-from router.commands.base import Transaction
-from router.dispatch import execute_counted, process
 from router.protected import DENIED, denies
 from router.states import (
     BLOCK,
     BLOCKED,
     CLOSED,
     CLOSING,
-    DONE,
     EXECUTING,
     IN_MULTI,
     NORMAL,
@@ -42,10 +47,13 @@ from router.states import (
     ReplyMode,
     State,
 )
-from router.stats import CommandStat
+
+if not cython.compiled:  # (compiled: router/_connection.pxd cimports it)
+    from router.parser import RequestParser
 
 if TYPE_CHECKING:
-    from router.commands.base import Reply
+    from router.stats import CommandStat
+if not cython.compiled and TYPE_CHECKING:  # (compiled: the .pxd cimports it)
     from router.context import CommandContext
 
 
@@ -65,40 +73,9 @@ class Wire(Protocol):
     def is_reading(self) -> bool: ...
 
 
-class HotFields:
-    """The fields of a connection that the request loop reads per request and
-    the fan-out loop per receiver, as slots: at a fixed offset in the object,
-    not in its dict. Python reads a slot as fast as an instance attribute
-    (CPython 3.11's ``LOAD_ATTR_SLOT``); the compiled twin
-    (``router/_dataplane.pyx``) reads it at its offset instead of by a
-    generic attribute lookup, which cost it ~160 instructions a field
-    (issue 29, docs/benchmarks.md). Nothing else differs: a
-    :class:`Connection` keeps a dict for the rest."""
-
-    __slots__ = (
-        "_out",
-        "_out_bytes",
-        "_soft_limit_since",
-        "authenticated",
-        "blocked",
-        "channels",
-        "closed",
-        "ctx",
-        "last_command",
-        "last_interaction",
-        "parser",
-        "patterns",
-        "quiet",
-        "resp",
-        "shard_channels",
-        "state",
-        "user",
-        "wire",
-        "work_started",
-    )
-
-
-class Connection(HotFields):
+@cython.final
+@cython.cclass
+class Connection:
     """One client connection of a node (module doc)."""
 
     def __init__(
@@ -118,8 +95,8 @@ class Connection(HotFields):
         self.addr = addr
         self.state = NORMAL
         self.reply_mode = ReplyMode.ON
-        #: requests take :meth:`execute_quietly`: CLIENT REPLY OFF / SKIP, or a
-        #: CLIENT CACHING flag to clear after the next command (update_quiet)
+        #: requests take ``dispatch.execute_quietly``: CLIENT REPLY OFF / SKIP, or
+        #: a CLIENT CACHING flag to clear after the next command (update_quiet)
         self.quiet = False
         self.closed = False  # state is CLOSED, kept by _to() for the fan-out loop
         self.name = b""
@@ -132,12 +109,12 @@ class Connection(HotFields):
         self.patterns: dict[bytes, None] = {}
         self.shard_channels: dict[bytes, None] = {}
         config = ctx.config
-        # the node's parser class: the compiled twin or the reference (issue 29)
-        self.parser = ctx.parser_class(config.proto_max_bulk_len, config.max_multibulk_len)
+        # this plane's parser: router._parser's compiled, or router.parser's
+        self.parser = RequestParser(config.proto_max_bulk_len, config.max_multibulk_len)
         self.parser.authenticated = self.authenticated
         self.last_interaction = self.extras.created
         self.last_command = "NULL"  # Redis's cmd= before the first command
-        self.multi: Transaction | None = None  # MULTI's queue, None outside one
+        self.multi: Any = None  # MULTI's queue (commands' Transaction), None outside one
         self.blocked: asyncio.Future[bytes] | None = None  # BLOCKED: the reply awaited
         #: BLOCKED by CLIENT PAUSE (Redis's BLOCKED_POSTPONE): the command has
         #: not run, so nothing waits behind it and messages flow as ever
@@ -150,7 +127,9 @@ class Connection(HotFields):
         self._out: list[bytes] = []
         self._out_bytes = 0
         self._soft_limit_since: float | None = None
-        self.work_started: int | None = None  # this loop turn's first request (ns)
+        #: when this loop turn's first request ran (perf_counter_ns), 0 before
+        #: it: the turn's budget (router.dispatch)
+        self.work_started = 0
 
     # ------------------------------------------------------------ transitions
 
@@ -185,21 +164,22 @@ class Connection(HotFields):
         if self.state in RESTING:
             self._to(self._rest())
 
-    def begin_multi(self) -> None:
-        self.multi = Transaction()
+    def begin_multi(self, queue: Any) -> None:
+        """MULTI: ``queue`` collects the commands (IN_MULTI)."""
+        self.multi = queue
         self.settle()
 
-    def end_multi(self) -> Transaction | None:
+    def end_multi(self) -> Any:
         """DISCARD, RESET, an aborted EXEC: the queue, now dropped."""
         queued, self.multi = self.multi, None
         self.settle()
         return queued
 
-    def start_exec(self, saved: list[bytes]) -> Transaction:
+    def start_exec(self, saved: list[bytes]) -> Any:
         """EXEC: takes the queue; ``saved`` is the output queued before it
         (CLIENT LIST shows both while EXEC runs, as Redis keeps CLIENT_MULTI
         and the reply buffer until EXEC ends)."""
-        queued = cast(Transaction, self.multi)
+        queued = self.multi
         self.multi = None
         self.extras.executing = (queued, saved)
         self._to(EXECUTING)
@@ -258,30 +238,18 @@ class Connection(HotFields):
         caching = self.extras.tracking is not None and self.extras.tracking.caching
         self.quiet = self.reply_mode is not ReplyMode.ON or caching
 
-    # ------------------------------------------------------------ requests
-
-    #: ``receive(data, now) -> Action``: bytes read from the client at ``now``
-    #: (monotonic seconds); the buffered requests run (the request loop,
-    #: :func:`router.dispatch.process`, is the method itself: one call per
-    #: read; the compiled core's subclass has its twin,
-    #: :func:`router.dataplane.connection_class`)
-    receive = process
-
-    def resume(self) -> Action:
-        """The next loop turn after :data:`SLICE`: the turn's budget restarts."""
-        self.work_started = None
-        if self.state is CLOSED or self.state is BLOCKED:
-            return DONE
-        return self.receive()
+    # ------------------------------------------------------------ blocking
 
     def block(self, future: asyncio.Future[bytes]) -> Action:
+        """A reply that waits (``future``): BLOCKED until it is done."""
         self._to(BLOCKED)
         self.blocked = future
         return BLOCK
 
-    def unblock(self) -> Action:
+    def finish_block(self) -> bool:
         """The awaited reply is ready (``blocked`` is done): write it and the
-        messages held behind it, then run the buffered requests."""
+        messages held behind it; whether to read on (the request loop then
+        runs what was buffered, :func:`router.dispatch.unblock`)."""
         future, self.blocked = self.blocked, None
         held, self._held = self._held, []
         self._held_bytes = 0
@@ -289,19 +257,15 @@ class Connection(HotFields):
         if self.state is BLOCKED:
             self._to(self._rest())
         if self.state is CLOSED or future is None or future.cancelled():
-            return DONE
+            return False
         self.write(future.result())
         for frame in held:
             self.write(frame)
         if self.state is CLOSING:  # a QUIT that CLIENT PAUSE postponed
             self.flush()
             self.wire.close()
-            return DONE
-        return self.receive()
-
-    def run_postponed(self, args: list[bytes]) -> Reply:
-        """A command CLIENT PAUSE postponed, run when the pause ends."""
-        return execute_counted(self, args)
+            return False
+        return True
 
     # ------------------------------------------------------------ output
 
@@ -340,17 +304,18 @@ class Connection(HotFields):
             self.schedule_flush(self)
         out.append(data)
         self._out_bytes += len(data)
-        if self._out_bytes > self.ctx.settings.queue_limit:
+        if self._out_bytes > self.ctx.queue_limit:
             self.flush()
 
     def flush(self) -> None:
         """Write the queued output, holding the client to its output limits:
         before AUTH, :func:`router.client_output.preauth_cut` (before the
-        write: Redis drops it all); after it,
+        write: Redis drops it all); a subscriber whose queued and buffered
+        output passes the pubsub hard limit, before the write; after it,
         :func:`router.client_output.over_limit` (the pubsub class for a
         subscribed client, else the normal class when it has a limit)."""
         out = self._out
-        self.work_started = None
+        self.work_started = 0
         if not out or self.state is CLOSED:
             out.clear()
             self._out_bytes = 0
@@ -358,20 +323,31 @@ class Connection(HotFields):
         if not self.authenticated and client_output.preauth_cut(self):
             self.cut()
             return
-        data = out[0] if len(out) == 1 else b"".join(out)
         wire = self.wire
+        subscribed = self.channels or self.patterns or self.shard_channels
+        if subscribed and self._out_bytes + self.output_buffer_size() > self.ctx.queue_limit:
+            # past the pubsub hard limit with what is queued: cut before it is
+            # joined and buffered (Redis checks at every append to the reply
+            # list, closeClientOnOutputBufferLimitReached, so its buffer never
+            # holds twice the limit; issue 41: 79 MB peak RSS for a 32 MB limit)
+            self.cut()
+            return
+        data = out[0] if len(out) == 1 else b"".join(out)
         wire.write(data)
         self.ctx.stats.net_output_bytes += len(data)
         out.clear()
         self._out_bytes = 0
-        if not (self.channels or self.patterns or self.shard_channels):
+        if not subscribed:
             # a normal client: Redis's normal class, no limit unless CONFIG SET
             if self.ctx.settings.normal_limited and client_output.over_limit(
                 self, wire.get_write_buffer_size(), normal=True
             ):
                 self.cut()
             return
-        if client_output.over_limit(self, wire.get_write_buffer_size()):
+        pending = wire.get_write_buffer_size()
+        if not pending:  # the socket took it all: under every limit (over_limit's first case)
+            self._soft_limit_since = None
+        elif client_output.over_limit(self, pending):
             self.cut()
 
     def swap_output(self, out: list[bytes]) -> list[bytes]:
@@ -385,6 +361,14 @@ class Connection(HotFields):
         transport's buffer and the messages held while BLOCKED (CLIENT LIST's
         ``omem``; Redis's ``getClientOutputBufferMemoryUsage``)."""
         return self.wire.get_write_buffer_size() + self._held_bytes
+
+    def queued_bytes(self) -> int:
+        """Bytes queued this loop turn, not yet written (CLIENT LIST's ``obl``)."""
+        return sum(len(frame) for frame in self._out)
+
+    def is_reading(self) -> bool:
+        """Whether its socket is read (CLIENT LIST's ``events=r``)."""
+        return not self.closed and self.wire.is_reading()
 
     # ------------------------------------------------------------ opening, closing
 

@@ -1,41 +1,174 @@
-"""CommandContext: what a command handler may reach of its node, and nothing else.
+"""CommandContext: what a command handler may reach of its node, and nothing else;
+:class:`CommandClient`: what it may reach of the client that sent the request.
 
-A handler is ``(ctx, conn, args) -> Reply`` (:mod:`router.commands.base`):
-``conn`` is the :class:`router.connection.Connection` that sent the request,
-``ctx`` the node's one :class:`CommandContext`, built with the node and
-handed to every connection by constructor. It holds:
+A handler is ``(ctx, client, args) -> Reply`` (:mod:`router.commands.base`):
+``client`` is the connection that sent the request, seen through the
+:class:`CommandClient` protocol (the connection class itself,
+:class:`router.connection.Connection`, is the node's business), and ``ctx``
+the node's one :class:`CommandContext`, built with the node and handed to
+every connection by constructor. It holds:
 
-- ``pubsub``: publishing and subscriptions (:class:`router.pubsub.PubSub`:
-  subscribe / unsubscribe / drop under the shared budget, ``publish``,
-  ``filters_changed``, ``after``, the tables PUBSUB lists);
+- ``pubsub``: publishing and the subscriber tables (:class:`PubSubView`,
+  :class:`router.pubsub.PubSub`); ``subscriptions``: (P|S)(UN)SUBSCRIBE and
+  the other bulk work under the shared budget (:class:`SubscriptionsView`,
+  :class:`router.subscriptions.Subscriptions`);
 - ``acl``, ``stats``, ``pause``, ``clients`` (id -> connection, CLIENT
   LIST / KILL), ``link`` (the cluster bus seam, :mod:`cluster_bus.api`);
 - ``settings``: the live :class:`router.settings.Settings`, swapped whole by
-  CONFIG SET (:meth:`swap_settings`); ``config``: the startup settings;
+  CONFIG SET (:meth:`CommandContext.swap_settings`), and ``queue_limit``,
+  the pubsub hard limit the output queues are held to (derived from them);
+  ``config``: the startup settings;
 - ``view``: what INFO, CLUSTER INFO and CONFIG RESETSTAT read or reset of
   the node as a whole (:class:`NodeView`);
-- ``data_plane`` (``compiled`` or ``python``, INFO ``bloomcast_data_plane``)
-  and ``parser_class`` / ``connection_class``, the request parser and the
-  connection class (its request loop) its connections use, picked once by
-  the node through :mod:`router.dataplane` (issue 29).
+- ``commands``: the command table (:mod:`router.commands`);
+- ``data_plane`` (``compiled`` or ``python``, INFO ``bloomcast_data_plane``,
+  :mod:`router.dataplane`) and ``slice_ns``, the longest one connection's
+  requests hold the loop (:mod:`router.dispatch`).
+
+Compiled on the compiled data plane (``router._context``, declared in
+``router/_context.pxd``): the request loop reads the context's fields in C.
+This module imports no router module that imports it: commands, the
+connection and pub/sub all depend on it, never the other way.
 """
 
 from __future__ import annotations
 
+import asyncio
+import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+import cython
 
 from cluster_bus.api import ClusterLink, NoPeers
+from router.resp import Reply
 
 if TYPE_CHECKING:
-    from router.acl import Acl
+    from router.acl import Acl, User
+    from router.budget import Work
+    from router.channel_table import ChannelTable
+    from router.client_extras import ClientExtras
     from router.config import NodeConfig
-    from router.connection import Connection
+    from router.kinds import Kind
     from router.parser import RequestParser
+    from router.pattern_index import PatternIndex
     from router.pause import ClientPause
-    from router.pubsub import PubSub
     from router.settings import Settings
+    from router.states import ReplyMode, State
+    from router.stats import CommandStat
+if not cython.compiled and TYPE_CHECKING:  # (compiled: the .pxd cimports it)
     from router.stats import NodeStats
+
+#: the longest one connection's requests hold the loop before the other
+#: clients run: the rest of its pipeline (or of a huge request) waits for the
+#: next loop turn (``Action.SLICE``, :mod:`router.dispatch`)
+SLICE_SECONDS = 0.005
+
+
+class CommandClient(Protocol):
+    """A client as the commands see it (:class:`router.connection.Connection`
+    is one): its identity, protocol and user, its subscriptions, its MULTI
+    queue and reply mode, and its output."""
+
+    id: int
+    addr: str
+    name: bytes
+    resp: int
+    user: User
+    authenticated: bool
+    extras: ClientExtras
+    channels: dict[bytes, None]
+    patterns: dict[bytes, None]
+    shard_channels: dict[bytes, None]
+    multi: Any  # MULTI's queue (router.commands.base.Transaction), None outside one
+    blocked: asyncio.Future[bytes] | None
+    closed: bool
+    state: State
+    reply_mode: ReplyMode
+    last_command: str
+    last_interaction: float
+    parser: RequestParser
+    ran: CommandStat | None
+    wire: Any  # the transport (CLUSTER NODES asks whether it is TLS)
+
+    @property
+    def ctx(self) -> CommandContext: ...
+
+    @property
+    def in_exec(self) -> bool: ...
+
+    @property
+    def closing(self) -> bool: ...
+
+    def write(self, data: bytes) -> None: ...
+
+    def settle(self) -> None: ...
+
+    def begin_multi(self, queue: Any) -> None: ...
+
+    def end_multi(self) -> Any: ...
+
+    def start_exec(self, saved: list[bytes]) -> Any: ...
+
+    def end_exec(self) -> None: ...
+
+    def swap_output(self, out: list[bytes]) -> list[bytes]: ...
+
+    def queued_bytes(self) -> int: ...
+
+    def output_buffer_size(self) -> int: ...
+
+    def is_reading(self) -> bool: ...
+
+    def set_authenticated(self, value: bool) -> None: ...
+
+    def set_reply_mode(self, mode: ReplyMode) -> None: ...
+
+    def take_reply_mode(self) -> ReplyMode: ...
+
+    def silenced(self, taken: ReplyMode) -> bool: ...
+
+    def update_quiet(self) -> None: ...
+
+    def close_after_reply(self) -> None: ...
+
+    def close_now(self) -> None: ...
+
+    def kill(self) -> None: ...
+
+    def drop(self) -> None: ...
+
+    def idle_for(self, now: float) -> float | None: ...
+
+    def subscription_count(self) -> int: ...
+
+
+class PubSubView(Protocol):
+    """What commands reach of the node's pub/sub (:class:`router.pubsub.PubSub`)."""
+
+    tables: tuple[ChannelTable, ChannelTable]
+    patterns: PatternIndex[Any]
+
+    def publish_reply(
+        self, channel: bytes, message: bytes, shard: bool, in_exec: bool
+    ) -> Reply: ...
+
+    def count(self, kind: Kind, name: bytes) -> int: ...
+
+    def after(self, future: asyncio.Future[Any], reply: bytes) -> asyncio.Future[bytes]: ...
+
+
+class SubscriptionsView(Protocol):
+    """What commands reach of the bulk work under the shared budget
+    (:class:`router.subscriptions.Subscriptions`)."""
+
+    def subscribe(self, kind: Kind, client: CommandClient, names: list[bytes]) -> Reply: ...
+
+    def unsubscribe(self, kind: Kind, client: CommandClient, names: list[bytes]) -> Reply: ...
+
+    def drop(self, client: CommandClient) -> asyncio.Future[bytes] | None: ...
+
+    def run(self, job: Work) -> Reply: ...
 
 
 class NodeView(Protocol):
@@ -48,27 +181,10 @@ class NodeView(Protocol):
     def reset_stats(self) -> None: ...
 
 
+@cython.final
+@cython.cclass
 class CommandContext:
     """The narrow context every command handler gets (module doc)."""
-
-    __slots__ = (
-        "acl",
-        "clients",
-        "config",
-        "connection_class",
-        "data_plane",
-        "link",
-        "node_id",
-        "on_settings",
-        "parser_class",
-        "pause",
-        "plane",
-        "port",
-        "pubsub",
-        "settings",
-        "stats",
-        "view",
-    )
 
     def __init__(
         self,
@@ -76,38 +192,40 @@ class CommandContext:
         node_id: str,
         config: NodeConfig,
         settings: Settings,
-        pubsub: PubSub,
+        pubsub: PubSubView,
+        subscriptions: SubscriptionsView,
         acl: Acl,
         stats: NodeStats,
         pause: ClientPause,
-        clients: dict[int, Connection],
+        clients: dict[int, Any],
         link: ClusterLink,
         view: NodeView,
         on_settings: Callable[[Settings, Settings], None],
-        parser_class: type[RequestParser],
-        connection_class: type[Connection],
         data_plane: str,
+        commands: dict[bytes, Any],
     ) -> None:
         self.node_id = node_id
         self.config = config
         self.settings = settings
+        self.queue_limit = min(settings.queue_limit, sys.maxsize)  # (none: sys.maxsize)
         self.pubsub = pubsub
+        self.subscriptions = subscriptions
         self.acl = acl
         self.stats = stats
         self.pause = pause
-        self.clients = clients
+        self.clients: dict[int, Any] = clients
         self.link = link
         self.view = view
         self.port = config.port  # the bound port once the node listens
         #: called with (old, new) after each swap (the node applies what a
         #: setting changes beyond itself: the idle-client timer)
         self.on_settings = on_settings
-        self.parser_class = parser_class
-        self.connection_class = connection_class
         self.data_plane = data_plane
-        #: the compiled request loop's per-node cache (router/_dataplane.pyx
-        #: ``_Plane``), made at its first PUBLISH; unused by the Python core
-        self.plane: object = None
+        #: the command table (name -> router.commands.base.Command), for the
+        #: commands that list or check commands (COMMAND, ACL DRYRUN)
+        self.commands = commands
+        #: :data:`SLICE_SECONDS` in nanoseconds (a test may set it)
+        self.slice_ns = int(SLICE_SECONDS * 1e9)
 
     @property
     def cluster_enabled(self) -> bool:
@@ -118,4 +236,5 @@ class CommandContext:
     def swap_settings(self, new: Settings) -> None:
         """CONFIG SET: the new settings, whole."""
         old, self.settings = self.settings, new
+        self.queue_limit = min(new.queue_limit, sys.maxsize)
         self.on_settings(old, new)

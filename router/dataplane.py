@@ -1,121 +1,148 @@
-"""Which data plane a node runs: the compiled twin (``router/_dataplane.pyx``,
-typed Cython, built by ``uv sync``) or the Python core it is checked against
-(issue 29; aiohttp's ``AIOHTTP_NO_EXTENSIONS`` and msgpack's fallback are the
-model).
+"""Which data plane a node runs: the compiled one or the Python core it is
+checked against (issue 29, issue 42; aiohttp's ``AIOHTTP_NO_EXTENSIONS`` and
+msgpack's fallback are the model). The one place that decides it.
+
+The data plane's modules are written once, in Cython's pure-Python mode:
+``router/connection.py``, ``dispatch.py``, ``pubsub.py``, ``client.py``,
+``context.py`` and ``stats.py`` run as plain Python (the Python core) and
+are compiled by ``setup.py`` into ``router._connection``, ``router._dispatch``,
+... (the compiled plane; their C declarations in ``router/_*.pxd``), beside
+the two ``.pyx`` modules that only C can do: ``router._parser`` (the RESP
+framing) and ``router._resp`` (a message frame). A compiled module reaches
+the other compiled ones by ``cimport``, never the Python ones, so a
+:class:`Plane` is one set or the other, whole.
 
 ``BLOOMCAST_NO_EXTENSIONS=1`` in the environment selects the Python core; so
 does a machine where the extension was not built or does not import, with
-one warning line. INFO ``# Bloomcast`` ``bloomcast_data_plane`` says which.
-The node calls :func:`load` once and hands the classes it picks
-(:func:`parser_class`, :func:`connection_class`) to its connections through
-its ``CommandContext``; :func:`bind_node` gives it the twins of its own
-methods.
+one warning line (the bus's half, :mod:`cluster_bus.dataplane`, is checked
+with it, so the line speaks for both). INFO ``# Bloomcast``
+``bloomcast_data_plane`` says which. The node calls :func:`load` once (or is
+given a plane: a test builds one node per plane in one process).
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
-from types import MethodType, ModuleType
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 from cluster_bus import dataplane as bus_plane
 from cluster_bus.dataplane import ENV
-from router.client import Client
-from router.connection import Connection
-from router.parser import RequestParser
 
-if TYPE_CHECKING:
-    from router.node import Node
+if TYPE_CHECKING:  # (imported by python() alone: the compiled plane loads no Python twin)
+    from router import client, connection, context, parser, pubsub, registry, stats
 
 log = logging.getLogger("bloomcast.node")
 
-#: what a compiled module must have (an older build may lack the later twins)
-TWINS = (
-    "RequestParser",
-    "process",
-    "flush_all",
-    "schedule_flush",
-    "deliver_forwarded",
-    "deliver_forwarded_run",
-    "CompiledClient",
-)
+__all__ = ["ENV", "Plane", "compiled", "load", "python"]
 
 
-def load() -> ModuleType | None:
-    """The compiled module, or None for the Python core (one warning line
-    when it or the bus's twin, :mod:`cluster_bus.dataplane`, does not
-    import, or is a stale build without every twin)."""
-    if os.environ.get(ENV):
-        return None
-    try:
-        from cluster_bus import _forwarding  # type: ignore[attr-defined]
-        from router import _dataplane  # type: ignore[attr-defined]
-    except ImportError as exc:
-        log.warning("compiled data plane unavailable (%s): running the Python core", exc)
-        return None
-    missing = [twin for twin in TWINS if not hasattr(_dataplane, twin)]
-    missing += [twin for twin in bus_plane.TWINS if not hasattr(_forwarding, twin)]
-    if missing:
-        log.warning(
-            "compiled data plane is an old build (no %s; rebuild with uv sync): "
-            "running the Python core",
-            ", ".join(missing),
-        )
-        return None
-    return _dataplane
+@dataclass(frozen=True, slots=True)
+class Plane:
+    """The classes a node builds from, all of one plane: ``name`` (INFO
+    ``bloomcast_data_plane``), its connections' request parser, connection
+    and protocol classes, its pub/sub, its command context and counters, and
+    the run of a postponed command (:func:`router.dispatch.execute_counted`)."""
+
+    name: str
+    RequestParser: type[parser.RequestParser]
+    Connection: type[connection.Connection]
+    Client: type[client.Client]
+    PubSub: type[pubsub.PubSub]
+    CommandContext: type[context.CommandContext]
+    NodeStats: type[stats.NodeStats]
+    InstantaneousMetrics: type[stats.InstantaneousMetrics]
+    Registry: type[registry.Registry]
+    execute_counted: Callable[..., Any]
+    #: the request loop (router.dispatch): a read, the next slice, an unblock
+    process: Callable[..., Any]
+    resume: Callable[..., Any]
+    unblock: Callable[..., Any]
 
 
-def name(module: ModuleType | None) -> str:
-    """``compiled`` or ``python`` (INFO ``bloomcast_data_plane``)."""
-    return "compiled" if module is not None else "python"
-
-
-def parser_class(module: ModuleType | None) -> type[RequestParser]:
-    """The request parser a node's connections use: the compiled twin
-    (``router._dataplane.RequestParser``) or the reference
-    (:class:`router.parser.RequestParser`); same API, same behaviour."""
-    if module is None:
-        return RequestParser
-    cls: type[RequestParser] = module.RequestParser
-    return cls
-
-
-def connection_class(module: ModuleType | None) -> type[Connection]:
-    """The connection class a node's clients get: the reference
-    (:class:`router.connection.Connection`, whose request loop is
-    :func:`router.dispatch.process`) or a subclass whose ``receive`` is the
-    compiled twin of that loop (``router._dataplane.process``, which runs
-    PUBLISH in line); same API, same behaviour."""
-    if module is None:
-        return Connection
-    return type(
-        "CompiledConnection",
-        (Connection,),
-        {"receive": module.process, "__doc__": connection_class.__doc__},
+def _plane(name: str, modules: dict[str, ModuleType]) -> Plane:
+    return Plane(
+        name,
+        RequestParser=modules["parser"].RequestParser,
+        Connection=modules["connection"].Connection,
+        Client=modules["client"].Client,
+        PubSub=modules["pubsub"].PubSub,
+        CommandContext=modules["context"].CommandContext,
+        NodeStats=modules["stats"].NodeStats,
+        InstantaneousMetrics=modules["stats"].InstantaneousMetrics,
+        Registry=modules["registry"].Registry,
+        execute_counted=modules["dispatch"].execute_counted,
+        process=modules["dispatch"].process,
+        resume=modules["dispatch"].resume,
+        unblock=modules["dispatch"].unblock,
     )
 
 
-def client_class(module: ModuleType | None) -> type[Client]:
-    """The asyncio protocol of a node's client connections: the reference
-    (:class:`router.client.Client`) or its subclass whose ``data_received``
-    is the compiled twin (``router._dataplane.CompiledClient``, which calls
-    the compiled request loop in C); same API, same behaviour."""
-    if module is None:
-        return Client
-    cls: type[Client] = module.CompiledClient
-    return cls
+@functools.cache
+def python() -> Plane:
+    """The Python core: the reference of every compiled module (its modules
+    imported here, not at start: the compiled plane loads none of them, nor
+    the ``cython`` module they import)."""
+    from router import client, connection, context, dispatch, parser, pubsub, registry, stats
+
+    return _plane(
+        "python",
+        {
+            "parser": parser,
+            "connection": connection,
+            "client": client,
+            "pubsub": pubsub,
+            "context": context,
+            "stats": stats,
+            "registry": registry,
+            "dispatch": dispatch,
+        },
+    )
 
 
-def bind_node(module: ModuleType | None, node: Node) -> None:
-    """Give ``node`` the compiled twins of its own methods, before its
-    first client: ``flush_all`` (the end of a loop turn),
-    ``schedule_flush`` (which each connection is given) and
-    ``deliver_forwarded`` (what the bus calls for a forwarded PUBLISH) and
-    ``deliver_forwarded_run`` (for a read's run of them).
-    With the Python core, the node keeps its methods."""
-    if module is not None:
-        node.flush_all = MethodType(module.flush_all, node)  # type: ignore[method-assign]
-        node.schedule_flush = MethodType(module.schedule_flush, node)  # type: ignore[method-assign]
-        node.deliver_forwarded = MethodType(module.deliver_forwarded, node)  # type: ignore[method-assign]
-        node.deliver_forwarded_run = MethodType(module.deliver_forwarded_run, node)  # type: ignore[method-assign]
+def compiled() -> Plane:
+    """The compiled plane; ImportError when it was not built (or is an old
+    build: a module missing), the bus's half (:mod:`cluster_bus.dataplane`)
+    included."""
+    from router import (  # type: ignore[attr-defined]
+        _client,
+        _connection,
+        _context,
+        _dispatch,
+        _parser,
+        _pubsub,
+        _registry,
+        _resp,
+        _stats,
+    )
+
+    bus_plane.compiled()
+    del _resp
+    modules = {
+        "parser": _parser,
+        "connection": _connection,
+        "client": _client,
+        "pubsub": _pubsub,
+        "context": _context,
+        "stats": _stats,
+        "registry": _registry,
+        "dispatch": _dispatch,
+    }
+    return _plane("compiled", modules)
+
+
+def load() -> Plane:
+    """The compiled plane, or the Python core (:func:`python`) when
+    ``BLOOMCAST_NO_EXTENSIONS`` is set or the compiled one does not import
+    (one warning line)."""
+    if os.environ.get(ENV):
+        return python()
+    try:
+        return compiled()
+    except ImportError as exc:
+        log.warning("compiled data plane unavailable (%s): running the Python core", exc)
+        return python()

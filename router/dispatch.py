@@ -1,15 +1,24 @@
 """The request loop of a connection (:func:`process`, Redis's
-``processInputBuffer``) and the run of one request (:func:`execute`), its
-checks in Redis 7.0.15's ``processCommand`` order: unknown command, arity,
-authentication, ACL, CROSSSLOT (a cluster node), the subscribed context
-(RESP2 only; commands the node lacks too: :mod:`router.command_checks`),
-CLIENT PAUSE (:mod:`router.pause`), then queued if in MULTI
+``processInputBuffer``; :func:`resume` and :func:`unblock` go on with it) and
+the run of one request (:func:`execute`), its checks in Redis 7.0.15's
+``processCommand`` order: unknown command, arity, authentication, ACL,
+CROSSSLOT (a cluster node), the subscribed context (RESP2 only; commands the
+node lacks too: :mod:`router.command_checks`), CLIENT PAUSE
+(:mod:`router.pause`), then queued if in MULTI
 (:mod:`router.commands.multi`). A command that runs is counted for INFO
 commandstats, its time read once per pipelined batch (:mod:`router.stats`).
 CLIENT REPLY OFF / SKIP and CLIENT CACHING go through :func:`execute_quietly`.
 
-Functions of a :class:`router.connection.Connection`, which calls them;
-they change its state only through its methods.
+PUBLISH, SPUBLISH and PING skip the command table's checks when the
+connection passes every one of them (:func:`_open`: NORMAL, replies on,
+authenticated as a user without restrictions, no CLIENT PAUSE): then they
+do what their handlers do (:meth:`router.pubsub.PubSub.publish_reply`, a
+PONG), counted as :func:`execute` counts them.
+
+The loop drives a :class:`router.connection.Connection` (the state machine,
+which knows nothing of commands) and changes its state only through its
+methods. Compiled on the compiled data plane (``router._dispatch``,
+declared in ``router/_dispatch.pxd``).
 """
 
 from __future__ import annotations
@@ -17,6 +26,8 @@ from __future__ import annotations
 import asyncio
 from time import perf_counter_ns
 from typing import TYPE_CHECKING, cast
+
+import cython
 
 from router import client_log, parser, resp
 from router.acl.registry import noperm_text
@@ -28,10 +39,11 @@ from router.command_checks import (
     elsewhere,
     reject,
 )
-from router.commands import COMMANDS, LOOKUP, Reply
+from router.commands import COMMANDS, LOOKUP
 from router.commands.base import CONFIRMING, Command, Transaction
 from router.commands.client_view import acl_context, info_line
 from router.commands.tracking import after_command
+from router.resp import PONG
 from router.states import (
     BLOCKED,
     CLOSED,
@@ -43,16 +55,21 @@ from router.states import (
     SUBSCRIBED,
     Action,
 )
-from router.stats import CommandStat, share_time
+
+if not cython.compiled:  # (compiled: router/_dispatch.pxd cimports it)
+    from router.stats import share_time
 
 if TYPE_CHECKING:
+    from router.commands.base import Reply
+if not cython.compiled and TYPE_CHECKING:  # (compiled: the .pxd cimports them)
     from router.connection import Connection
+    from router.context import CommandContext
+    from router.stats import CommandStat
 
-#: the longest one connection's requests hold the loop before the other
-#: clients run: the rest of its pipeline (or of a huge request) waits for the
-#: next loop turn (``Action.SLICE``)
-SLICE_SECONDS = 0.005
-_SLICE_NS = int(SLICE_SECONDS * 1e9)
+#: what _in_line says a request is: the commands the loop runs without the
+#: table's checks, and the names execute gives them
+NOT_IN_LINE, IN_LINE_PUBLISH, IN_LINE_SPUBLISH, IN_LINE_PING = 0, 1, 2, 3
+IN_LINE_NAMES = ("", "publish", "spublish", "ping")
 
 # run at once inside MULTI, never queued (Redis ``processCommand``)
 _MULTI_IMMEDIATE = frozenset({"exec", "discard", "multi", "watch", "quit", "reset"})
@@ -61,13 +78,15 @@ _QUEUED = b"+QUEUED\r\n"
 
 def process(conn: Connection, data: bytes = b"", now: float = 0.0) -> Action:
     """``data`` read at ``now`` (monotonic seconds), if any, then the buffered
-    requests run (Redis's ``readQueryFromClient`` + ``processInputBuffer``).
-    It is :meth:`router.connection.Connection.receive` (one call per read)."""
+    requests run (Redis's ``readQueryFromClient`` + ``processInputBuffer``);
+    returns what the event loop must do (:class:`router.states.Action`). One
+    call per read (:class:`router.client.Client`)."""
     state = conn.state
+    ctx = conn.ctx
+    stats = ctx.stats
     if data:
         if state is CLOSED:
             return DONE  # protected mode's refusal, or cut: nothing it sends is read
-        stats = conn.ctx.stats
         stats.net_input_bytes += len(data)
         conn.parser.feed(data)
         conn.last_interaction = now
@@ -82,49 +101,76 @@ def process(conn: Connection, data: bytes = b"", now: float = 0.0) -> Action:
     # scheduled before the batch ends (below)
     out = conn._out
     deferred = not out
-    stats = conn.ctx.stats
     queued = 0
+    slice_ns = ctx.slice_ns
     # the loop turn's budget is shared by every read of this turn (libuv
     # may deliver several): flush(), at the end of the turn, resets it
     # commandstats usec: one clock read per batch, shared by the commands
     # that ran (router.stats.share_time), so runs of one command are counted
     start = perf_counter_ns()
     started = conn.work_started
-    if started is None:
+    if not started:
         started = conn.work_started = start
-    elif start - started > _SLICE_NS:
+    elif start - started > slice_ns:
         stats.parse_slices += 1
         return SLICE  # a read after this turn's budget was spent
     sliced = False
     done = 0
-    runs: list[tuple[CommandStat, int]] = []
+    runs: list[tuple[CommandStat, int]] | None = None  # made when a second command's run begins
     last: CommandStat | None = None
+    last_kind = NOT_IN_LINE  # the command in line that ran last, whose stat ``last`` is
     n = 0
+    pubsub = ctx.pubsub
+    fast = _open(conn, ctx)
     try:
         for args in conn.parser.requests():
-            reply = execute_quietly(conn, args) if conn.quiet else execute(conn, args)
-            ran = conn.ran
-            if ran is not None:
+            ran: CommandStat | None = None
+            reply: Reply
+            kind = _in_line(conn, args) if fast else NOT_IN_LINE
+            if kind != NOT_IN_LINE:
+                # what execute does for them, when _open says it may skip its checks
+                name = IN_LINE_NAMES[kind]
+                conn.last_command = name
+                if kind == IN_LINE_PING:
+                    reply = PONG if len(args) == 1 else resp.bulk(args[1])
+                else:
+                    reply = pubsub.publish_reply(args[1], args[2], kind == IN_LINE_SPUBLISH, False)
+                stats.commands_processed += 1
+                # (a run of one command looks its stat up once: only a command
+                # through execute may replace the table, CONFIG RESETSTAT)
+                ran = last if kind == last_kind and last is not None else stats.commands[name]
+                last_kind = kind
+                ran.calls += 1
+            else:
+                last_kind = NOT_IN_LINE
+                reply = execute_quietly(conn, args) if conn.quiet else execute(conn, args)
+                ran = conn.ran
                 conn.ran = None
+                fast = _open(conn, ctx)  # (a command may have changed any of it)
+            if ran is not None:
                 if ran is last:
                     n += 1
                 else:
                     if last is not None:
+                        if runs is None:
+                            runs = []
                         runs.append((last, n))
-                    last, n = ran, 1
+                    last = ran
+                    n = 1
             if type(reply) is bytes:
-                if reply[:1] == b"-":
-                    stats.error_replied(reply)
+                data = reply
+                if data.startswith(b"-"):
+                    stats.error_replied(data)
                     if ran is not None:
                         ran.failed_calls += 1
                 if not out and not deferred:
                     conn.schedule_flush(conn)
-                out.append(reply)
-                queued += len(reply)
+                out.append(data)
+                queued += len(data)
                 if conn.closed or conn.state is CLOSING:  # QUIT, or cut
                     break
                 done += 1  # the clock is read every 4th request (hot path)
-                if not done & 3 and perf_counter_ns() - started > _SLICE_NS:
+                if not done & 3 and perf_counter_ns() - started > slice_ns:
                     sliced = True  # a long pipeline: the rest after the others
                     break
                 continue
@@ -132,11 +178,13 @@ def process(conn: Connection, data: bytes = b"", now: float = 0.0) -> Action:
             # what follows stays buffered in the parser until then
             conn._out_bytes += queued
             if last is not None:
+                if runs is None:
+                    runs = []
                 runs.append((last, n))
                 share_time(runs, perf_counter_ns() - start)
             if deferred and out:
                 conn.schedule_flush(conn)
-            return conn.block(reply)  # type: ignore[arg-type]
+            return conn.block(cast("asyncio.Future[bytes]", reply))
     except parser.ProtocolError as exc:
         conn._out_bytes += queued
         queued = 0
@@ -146,7 +194,7 @@ def process(conn: Connection, data: bytes = b"", now: float = 0.0) -> Action:
         conn.write(error)
         conn.close_after_reply()
     if last is not None:
-        if runs:
+        if runs is not None:
             runs.append((last, n))
             share_time(runs, perf_counter_ns() - start)
         else:  # one command in the batch (the usual case): all of the time is its
@@ -167,7 +215,7 @@ def process(conn: Connection, data: bytes = b"", now: float = 0.0) -> Action:
         conn.flush()
         conn.wire.close()
         return DONE
-    if conn._out_bytes > conn.ctx.settings.queue_limit:
+    if conn._out_bytes > ctx.queue_limit:
         conn.flush()
     if (sliced or conn.parser.backlog) and state is not CLOSED:
         # a huge request is still being parsed, or a pipeline ran past
@@ -175,6 +223,62 @@ def process(conn: Connection, data: bytes = b"", now: float = 0.0) -> Action:
         stats.parse_slices += 1
         return SLICE
     return DONE
+
+
+def _in_line(conn: Connection, args: list[bytes]) -> int:
+    """Which of PUBLISH, SPUBLISH (three arguments) and PING (one or two) a
+    request is, the name in lower or upper case as most clients send it, or
+    :data:`NOT_IN_LINE`: the commands the loop may run without the table's
+    lookup and checks (:func:`_open`). A RESP2 connection with a
+    subscription PINGs through :func:`execute` (its reply is ``[pong, ...]``;
+    such a connection is SUBSCRIBED, so this is the handler's own test)."""
+    n = len(args)
+    if n == 3:
+        name = args[0]
+        if name == b"PUBLISH" or name == b"publish":
+            return IN_LINE_PUBLISH
+        if name == b"SPUBLISH" or name == b"spublish":
+            return IN_LINE_SPUBLISH
+    elif n == 1 or n == 2:
+        name = args[0]
+        if name == b"PING" or name == b"ping":
+            if conn.resp == 2 and (conn.channels or conn.patterns or conn.shard_channels):
+                return NOT_IN_LINE
+            return IN_LINE_PING
+    return NOT_IN_LINE
+
+
+def _open(conn: Connection, ctx: CommandContext) -> bool:
+    """Whether PUBLISH, SPUBLISH and PING may skip :func:`execute`'s checks,
+    which would all pass: the connection is NORMAL (not subscribed in RESP2, not in
+    MULTI or EXEC, not blocked or closing), replies are on (no CLIENT REPLY
+    OFF / SKIP or CACHING), it is authenticated as a user without
+    restrictions (no ACL check), and no CLIENT PAUSE holds writes. Their
+    arity is checked by the caller; CROSSSLOT cannot refuse one channel."""
+    return (
+        conn.state is NORMAL
+        and not conn.quiet
+        and conn.authenticated
+        and conn.user.unrestricted
+        and not ctx.pause.level
+    )
+
+
+def resume(conn: Connection) -> Action:
+    """The next loop turn after :data:`router.states.SLICE`: the turn's
+    budget restarts, the buffered requests run on."""
+    conn.work_started = 0
+    if conn.state is CLOSED or conn.state is BLOCKED:
+        return DONE
+    return process(conn)
+
+
+def unblock(conn: Connection) -> Action:
+    """The awaited reply is ready (``conn.blocked`` is done): it is written
+    with the messages held behind it, then the buffered requests run."""
+    if not conn.finish_block():
+        return DONE
+    return process(conn)
 
 
 def execute_quietly(conn: Connection, args: list[bytes]) -> Reply:
@@ -199,7 +303,8 @@ def execute_quietly(conn: Connection, args: list[bytes]) -> Reply:
 
 def execute_counted(conn: Connection, args: list[bytes]) -> Reply:
     """One request outside the request loop (a command CLIENT PAUSE
-    postponed, run when the pause ends), counted as the loop counts it."""
+    postponed, run when the pause ends: :class:`router.pause.ClientPause`
+    calls it), counted as the loop counts it."""
     start = perf_counter_ns()
     reply = execute(conn, args)
     ran, conn.ran = conn.ran, None

@@ -4,7 +4,7 @@ Redis 7.0.15's ``clientsCronHandleTimeout``: with ``timeout`` > 0, a client
 whose last request came more than ``timeout`` seconds ago is freed (no
 reply), logged at verbose as "Closing idle client". Pub/sub clients (RESP2
 or RESP3, subscribed to anything) and blocked ones are exempt
-(:meth:`router.connection.Connection.idle_for`). Redis's cron visits each
+(:meth:`router.connection.CommandClient.idle_for`). Redis's cron visits each
 client at least once a second (every 100 ms with few clients); the timer
 here runs only while ``timeout`` is set, every 100 ms up to 50 clients and
 then less often, at most a second apart, checking every client.
@@ -19,14 +19,14 @@ from typing import TYPE_CHECKING
 from router import client_log
 
 if TYPE_CHECKING:
-    from router.connection import Connection
+    from router.context import CommandClient
     from router.settings import Settings
 
 
 class IdleTimer:
     """Closes idle clients of ``clients`` while a timeout is set."""
 
-    def __init__(self, clients: dict[int, Connection]) -> None:
+    def __init__(self, clients: dict[int, CommandClient]) -> None:
         self._clients = clients
         self._timeout = 0
         self._handle: asyncio.TimerHandle | None = None

@@ -200,13 +200,16 @@ def info_sections(node: Node) -> dict[str, Section]:
         "cluster": {"cluster_enabled": 1, **cluster} if cluster_enabled else {"cluster_enabled": 0},
         "keyspace": {},
         "filters": dict(registry.filter_info()),
-        "collector": {**node.gc_pauses.info_fields(), "pubsub_jobs": node.pubsub.budget.pending},
+        "collector": {
+            **node.gc_pauses.info_fields(),
+            "pubsub_jobs": node.subscriptions.budget.pending,
+        },
         # which data plane serves this node (issue 29, router/dataplane.py)
         "bloomcast": {"bloomcast_data_plane": node.context.data_plane},
     }
-    if node.forwards_lost_from:
+    if node.pubsub.forwards_lost_from:
         sections["forwards_lost"] = {
-            f"from_{origin}": n for origin, n in sorted(node.forwards_lost_from.items())
+            f"from_{origin}": n for origin, n in sorted(node.pubsub.forwards_lost_from.items())
         }
     if node.tap is not None:
         sections["traffic"] = dict(node.tap.info_fields())

@@ -25,7 +25,7 @@ request, a protocol error, a limit, a non-canonical element, before AUTH —
 goes back to the reference path at the same byte, which answers as Redis
 does. ``tests/fuzz/fuzz_resp.py`` checks the two paths agree.
 
-The compiled twin of this class is ``router._dataplane.RequestParser``
+The compiled twin of this class is ``router._parser.RequestParser``
 (typed Cython, issue 29, docs/architecture.md §10): it does what the
 reference path does, from the buffer by C pointers; the node picks one of the
 two through :mod:`router.dataplane`, and the fuzzer compares it with the

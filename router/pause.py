@@ -23,11 +23,26 @@ from __future__ import annotations
 import asyncio
 import functools
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from router.commands.base import Command
-    from router.connection import Connection
+
+class _Named(Protocol):
+    @property
+    def name(self) -> str: ...
+
+
+class Connection(Protocol):
+    """What a pause reads and marks of a client (:class:`router.connection.Connection`)."""
+
+    closed: bool
+    postponed: bool
+    multi: Iterable[tuple[_Named, list[bytes]]] | None
+
+
+#: ``run(client, args)``: a postponed command run when the pause ends, counted
+#: as the request loop counts it (:func:`router.dispatch.execute_counted`)
+Run = Callable[[Any, list[bytes]], "bytes | asyncio.Future[bytes]"]
 
 OFF, WRITE, ALL = 0, 1, 2
 
@@ -36,12 +51,12 @@ WRITE_COMMANDS = frozenset({"publish", "spublish", "flushall", "flushdb", "funct
 
 
 class ClientPause:
-    """The node's pause state and its postponed commands (slots: the
-    compiled request loop reads ``level`` at its offset, router/_dataplane.pyx)."""
+    """The node's pause state and its postponed commands."""
 
-    __slots__ = ("_timer", "_waiting", "end", "level")
+    __slots__ = ("_timer", "_waiting", "end", "level", "run")
 
-    def __init__(self) -> None:
+    def __init__(self, run: Run) -> None:
+        self.run = run
         self.level = OFF
         self.end = 0.0  # time.monotonic() when the pause ends
         self._timer: asyncio.TimerHandle | None = None
@@ -70,13 +85,13 @@ class ClientPause:
             client.postponed = False
             if client.closed or future.done():
                 continue
-            reply = client.run_postponed(args)
+            reply = self.run(client, args)
             if isinstance(reply, bytes):
                 future.set_result(reply)
             else:  # postponed again (a pause started meanwhile) or waiting
                 reply.add_done_callback(functools.partial(_pass_on, target=future))
 
-    def holds(self, client: Connection, cmd: Command) -> bool:
+    def holds(self, client: Connection, cmd: _Named) -> bool:
         """Whether the pause in effect postpones ``cmd`` (Redis ``processCommand``)."""
         if self.level == ALL:
             return True

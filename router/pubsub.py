@@ -1,99 +1,136 @@
-"""Pub/sub: the node's subscriptions, the pattern index, delivery and fan-out,
-in one place, as Redis's ``src/pubsub.c``.
+"""Pub/sub: the node's subscriber tables, PUBLISH (local delivery, then one
+call to the cluster), the delivery of a PUBLISH a peer forwarded, the fan-out
+and the end-of-turn flush, in one place, as Redis's ``src/pubsub.c``
+(``publishCommand`` delivers locally, then one call to the cluster).
 
-Every operation takes a kind (:mod:`router.kinds`, Redis's ``pubsubtype``
-as descriptors): ``CHANNELS`` and ``SHARD_CHANNELS`` differ only in their
-table here (``kind.slot``), their reply names, their message frame, the count
-their confirmations carry and whether pattern subscribers also receive;
-``PATTERNS`` is kept in a :class:`PatternIndex`.
+Every operation on the tables takes a kind (:mod:`router.kinds`, Redis's
+``pubsubtype`` as descriptors): ``CHANNELS`` and ``SHARD_CHANNELS`` differ
+only in their table here (``kind.slot``), their reply names, their message
+frame, the count their confirmations carry and whether pattern subscribers
+also receive; ``PATTERNS`` is kept in a :class:`PatternIndex`. The
+(P|S)(UN)SUBSCRIBE commands' bulk work is :mod:`router.subscriptions`.
 
-Redis's rules (7.0.15): one confirmation per argument, ``[kind, name, count]``
-where count is the client's channels + patterns (shard channels counted apart);
-a bare unsubscribe walks the client's names of that kind, or replies
-``[kind, nil, count]`` when it has none; the first local subscriber of a
-name adds it to the node's filters, the last one removes it
-(:mod:`router.registry`).
+The first local subscriber of a name adds it to the node's filters, the last
+one removes it (:mod:`router.registry`); a change goes down the cluster seam
+(:meth:`PubSub.filters_changed`). :class:`PubSub` is the bus's
+:class:`cluster_bus.api.LocalDelivery`: a forwarded PUBLISH is delivered as
+a local one is, judged by the registry's false-positive policy, and never
+forwarded again.
 
-Every bulk operation (a (P|S)(UN)SUBSCRIBE of many names, bare or not, a
-gone client's cleanup, RESET) runs under the node's shared per-loop-turn
-:class:`Budget`; one :class:`Bulk` job does all of them, and there is one
-unsubscribe-all (:meth:`PubSub.drop`).
+Output: a message is queued on each subscriber's connection; every queue is
+written once per loop turn (:meth:`PubSub.flush_all`, Redis's
+``handleClientsWithPendingWrites`` in ``beforeSleep``), sooner when the
+turn's messages pass the pubsub hard limit.
 
 Memory (issue 28): a name with one subscriber maps to that client, not to a
 set of one (a set costs ~230 bytes and is one more object for the collector
 to walk); two or more share a set.
+
+Compiled on the compiled data plane (``router._pubsub``, declared in
+``router/_pubsub.pxd``), where the message frames come from
+``router/_resp.pyx``.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections import deque
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, cast
+import json
+import logging
+import time
+from typing import TYPE_CHECKING, Any
 
-from cluster_bus.api import FilterChange
+import cython
+
+from cluster_bus.api import FilterChange, NoPeers, merge_changes
 from router import resp
-from router.budget import OPS_PER_TURN, Budget, Work
 from router.channel_table import MASK, ChannelTable
-from router.kinds import (
-    ALL_KINDS,
-    PATTERN_WEIGHT,
-    Kind,
-    Subscriber,
-    weight,
-)
+from router.kinds import CHANNELS, Kind, Subscriber
 from router.pattern_index import PatternIndex
+from router.resp import SMALL_INTEGERS
+
+if not cython.compiled:  # (compiled: router/_pubsub.pxd cimports the C frames)
+    from router.resp import message as _message
+    from router.resp import smessage as _smessage
 
 if TYPE_CHECKING:
-    from router.connection import Connection
-    from router.node import Node
+    from cluster_bus.api import ClusterLink, FilterName, FilterSnapshot
+    from cluster_bus.frames import Publish
+    from router.context import Reply
+    from router.stats import InstantaneousMetrics
+    from spark.events import Role, TrafficRecorder
+if not cython.compiled and TYPE_CHECKING:  # (compiled: the .pxd cimports them)
+    from router.context import CommandContext
     from router.registry import Registry
+    from router.stats import NodeStats
 
-Reply = bytes | asyncio.Future[bytes]
-
+log = logging.getLogger("bloomcast.node")
 
 #: bytes of messages one loop turn queues before a publisher waits for the
 #: next turn: the end-of-turn write copies them all (1,000 slow subscribers of
 #: 10 KB messages: 10 MB a PUBLISH), as Redis writes at most 64 KB per
 #: client per event-loop turn (``NET_MAX_WRITES_PER_EVENT``)
 FANOUT_BYTES_PER_TURN = 8 << 20
+#: where a node tells its clients that forwarded messages were lost for good
+LOSS_CHANNEL = b"__bloomcast__:loss"
+#: origins INFO ``# Forwards_lost`` counts one by one (node ids come and go:
+#: each restart is a new one); the losses of any further origin are summed
+#: under :data:`OTHER_ORIGINS` (``from_others``)
+FORWARDS_LOST_ORIGINS = 256
+OTHER_ORIGINS = "others"
 
 
+@cython.final
+@cython.cclass
 class PubSub:
-    """The subscriptions of one node and their delivery; one asyncio loop."""
+    """The pub/sub of one node (module doc); one asyncio loop.
 
-    __slots__ = (
-        "_gone",
-        "_shards",
-        "after",
-        "budget",
-        "channels",
-        "filters",
-        "filters_changed",
-        "node",
-        "patterns",
-        "publish",
-        "shard_channels",
-        "tables",
-    )
+    ``context`` (the node's :class:`router.context.CommandContext`, for the
+    pubsub hard limit) is set by the node once it made it; ``link`` (the
+    cluster seam) and ``tap`` (the traffic recorder) by whoever wires it."""
 
-    def __init__(self, node: Node, filters: Registry) -> None:
-        self.node = node
+    def __init__(
+        self,
+        node_id: str,
+        filters: Registry,
+        stats: NodeStats,
+        metrics: InstantaneousMetrics,
+        link: ClusterLink,
+        clients: dict[int, Any],
+        on_publish_loss: str = "notify",
+    ) -> None:
+        self.node_id = node_id
         self.filters = filters
+        self.stats = stats
+        self.metrics = metrics
+        self.link = link
+        #: whether the link forwards at all (a node without a bus, NoPeers: no)
+        self.forwards = type(link) is not NoPeers
+        self.tap: TrafficRecorder | None = None
+        self.clients = clients
+        self.on_publish_loss = on_publish_loss
+        self.context: CommandContext | None = None
         self.channels = ChannelTable()  # name -> client, or set of clients
         self.shard_channels = ChannelTable()
         self.tables = (self.channels, self.shard_channels)
         # each kind's shard list, for the one lookup on the PUBLISH path
         self._shards = (self.channels.shards, self.shard_channels.shards)
-        self.patterns: PatternIndex[Connection] = PatternIndex()
-        self.budget = Budget()
-        self._gone = _Gone(self)
+        self.patterns: PatternIndex[Subscriber] = PatternIndex()
+        self._pattern_table = self.patterns.table  # (made once: read on each PUBLISH)
         filters.channel_names = self.channel_names
-        # what commands reach through their context (router/context.py), bound
-        # once: no call of ours between a PUBLISH handler and the node's code
-        self.publish = node.publish  # (channel, message, kind) -> receivers
-        self.filters_changed = node.filters_changed
-        self.after = node.after
+        #: the last PUBLISH's number here (a traffic event's id, the bus's origin_seq)
+        self.publish_seq = 0
+        #: bytes write_to_all queued since the last flush (bounded by the
+        #: pubsub hard limit: past it every queue is written at once)
+        self.turn_output = 0
+        #: :data:`FANOUT_BYTES_PER_TURN` (a test may set it)
+        self.fanout_limit = FANOUT_BYTES_PER_TURN
+        #: origin node id -> frames lost (at most FORWARDS_LOST_ORIGINS ids; the
+        #: rest under OTHER_ORIGINS)
+        self.forwards_lost_from: dict[str, int] = {}
+        self._dirty: list[Any] = []  # clients with output queued this turn
+        # the running loop, looked up once: asyncio.get_running_loop() makes a
+        # getpid() system call, and schedule_flush runs once per loop turn
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     def tables_to_freeze(self) -> tuple[dict[bytes, Any], ...]:
         """The big tables, for :func:`router.collector.settle`."""
@@ -112,7 +149,7 @@ class PubSub:
             return []
         own[name] = None
         if kind.slot == 2:
-            if self.patterns.add(name, client):  # type: ignore[arg-type]
+            if self.patterns.add(name, client):
                 return self.filters.pattern_added(name)
             return []
         table = self.tables[kind.slot].shard(name)
@@ -131,7 +168,7 @@ class PubSub:
     def remove(self, kind: Kind, client: Subscriber, name: bytes) -> list[FilterChange]:
         """Unsubscribe ``client`` from ``name`` (already off its own set)."""
         if kind.slot == 2:
-            if self.patterns.remove(name, client):  # type: ignore[arg-type]
+            if self.patterns.remove(name, client):
                 return self.filters.pattern_removed(name)
             return []
         table = self.tables[kind.slot].shard(name)
@@ -155,249 +192,265 @@ class PubSub:
         subs = self.tables[kind.slot].get(name)
         return 0 if subs is None else len(subs) if type(subs) is set else 1
 
-    # ------------------------------------------------------------ commands
+    def set_link(self, link: ClusterLink) -> None:
+        """The cluster seam from now on (:meth:`router.node.Node.set_link`)."""
+        self.link = link
+        self.forwards = type(link) is not NoPeers
 
-    def subscribe(self, kind: Kind, client: Connection, names: list[bytes]) -> Reply:
-        """(P|S)SUBSCRIBE: one confirmation per name, written once every
-        announced filter change was acknowledged (subscribe visibility)."""
-        return self.run(Bulk(self, client, (kind,), names, adding=True))
-
-    def unsubscribe(self, kind: Kind, client: Connection, names: list[bytes]) -> Reply:
-        """(P|S)UNSUBSCRIBE: the names given, or (none given) every name of
-        ``kind`` the client has, or ``[kind, nil, count]`` when it has none."""
-        if not names and not getattr(client, kind.own):
-            return resp.confirmation(kind.unsubscribe, None, kind.count(client), client.resp)
-        return self.run(Bulk(self, client, (kind,), names or None, adding=False))
-
-    def drop(self, client: Connection) -> asyncio.Future[bytes] | None:
-        """The one unsubscribe-all: every subscription of a client that went
-        away or sent RESET, no confirmation; None when done at once (or, for
-        a gone client, queued), else the future of its end.
-
-        A gone client that does not fit in this turn's budget joins the
-        queue of gone clients, one job for all of them: 10,000 connections
-        closing at once cost a deque append each, nothing the collector
-        tracks."""
-        if client.closed:
-            n = len(client.channels) + len(client.shard_channels)
-            if not self.budget.admit(n + PATTERN_WEIGHT * len(client.patterns)):
-                self._gone.add(client)
-                return None
-            Bulk(self, client, ALL_KINDS, None, adding=False, confirm=False).step(1 << 62)
+    def filters_changed(self, changes: list[FilterChange]) -> asyncio.Future[None] | None:
+        """Tell the cluster what one command (or a disconnect) changed, folded
+        into at most one change per filter, so it is one delta round on the
+        bus; returns the link's visibility future, if any."""
+        if not changes:
             return None
-        reply = self.run(Bulk(self, client, ALL_KINDS, None, adding=False, confirm=False))
-        return None if type(reply) is bytes else cast("asyncio.Future[bytes]", reply)
+        return self.link.filters_changed(merge_changes(changes))
 
-    def run(self, job: Work) -> Reply:
-        """Run ``job`` now if the loop turn's budget has room for it (or in
-        EXEC, whose commands never wait), else queue it and return the
-        future of its reply: the client waits, blocked, behind it."""
-        if job.client.in_exec or self.budget.admit(job.weight):
-            job.step(1 << 62)
-            return job.reply if job.waits is None or job.client.in_exec else job.waited()
-        self.budget.queue(job)
-        if job.client.closed:  # a gone client's drop: nobody waits for it
-            return b""
-        job.future = asyncio.get_running_loop().create_future()
-        return job.future
+    # ------------------------------------------------------------ publish
 
-    # ------------------------------------------------------------ delivery
+    def publish(self, channel: bytes, message: bytes, shard: bool) -> int:
+        """A client's PUBLISH (``shard``: SPUBLISH): local delivery, then the
+        cluster (the link forwards it to the peers whose filters may match),
+        then the traffic event; returns the local receivers (Redis Cluster's
+        reply)."""
+        self.stats.publish_received += 1
+        receivers = self.deliver_to(channel, message, shard)
+        self.publish_seq += 1
+        seq = self.publish_seq
+        forwarded = self.link.forward_publish(channel, message, shard, seq) if self.forwards else 0
+        if self.tap is not None:
+            self._record("origin", self.node_id, seq, channel, message, shard, receivers, forwarded)
+        return receivers
+
+    def publish_reply(self, channel: bytes, message: bytes, shard: bool, in_exec: bool) -> Reply:
+        """PUBLISH / SPUBLISH's reply: the local receivers, an integer (in EXEC
+        ``in_exec``). A PUBLISH that takes the loop turn's queued messages past
+        :attr:`fanout_limit` answers on the next turn (outside EXEC), so a
+        pipeline of big messages to many subscribers is written a turn at a
+        time (Redis bounds each client's writes per turn instead)."""
+        receivers = self.publish(channel, message, shard)
+        reply = SMALL_INTEGERS[receivers] if receivers < 1024 else resp.integer(receivers)
+        if self.turn_output > self.fanout_limit and not in_exec:
+            return self.after_turn(reply)  # the rest of its pipeline next turn
+        return reply
+
+    def deliver(self, kind: Kind, channel: bytes, message: bytes) -> int:
+        """Write a message to this node's subscribers of ``channel`` of
+        ``kind`` (:meth:`deliver_to`)."""
+        return self.deliver_to(channel, message, kind.shard)
+
+    def deliver_to(self, channel: bytes, message: bytes, shard: bool) -> int:
+        """Write a message to this node's subscribers of ``channel`` (a shard
+        channel: ``shard``; else then to those of the matching patterns:
+        Redis's ``pubsubPublishMessage`` order); returns how many got it.
+        Each frame is encoded once, nothing is encoded without a receiver."""
+        table = self._shards[1 if shard else 0][hash(channel) & MASK]
+        subs = table.get(channel)
+        patterned = not shard and len(self._pattern_table) != 0
+        if subs is None and not patterned:
+            return 0
+        n = 0
+        if subs is not None:
+            frame = _smessage(channel, message) if shard else _message(channel, message)
+            n = self.write_to_all(subs, frame)
+        if patterned:
+            for pattern, psubs in self.patterns.matches(channel):
+                n += self.write_to_all(psubs, resp.pmessage(pattern, channel, message))
+        self.stats.messages_delivered += n
+        return n
+
+    def write_to_all(self, subs: Any, frame2: bytes) -> int:
+        """Queue one pub/sub frame (RESP2 bytes; a RESP3 client gets it as a
+        push) for ``subs``: one client, or a set of clients; returns how many.
+
+        The fan-out loop. For a client whose queue already holds output this
+        loop turn (so it is already due to be flushed), the frame is appended
+        in line: the call per receiver was a fifth of the cost of a delivered
+        message (``bench.hot_path``, 10 subscribers). Anything else (a first
+        frame this turn, a held or closed client, a RESP3 client) goes
+        through ``write()``.
+
+        A frame appended in line is not added to its client's queued bytes:
+        that read-modify-write of an int was a third of the loop. The loop's
+        bytes are added once to :attr:`turn_output` instead. No queue holds
+        more than all of them together, so when that total passes the pubsub
+        hard limit, every queue is written at once (:meth:`flush_all`), where
+        its client's own count would have had it written (``write()``)."""
+        if type(subs) is not set:
+            subs = (subs,)
+        frame3: bytes | None = None
+        for client in subs:
+            if client.resp == 2:
+                if client._out and client.blocked is None and not client.closed:
+                    client._out.append(frame2)
+                else:
+                    client.write(frame2)
+            else:
+                if frame3 is None:
+                    frame3 = resp.as_push(frame2)
+                client.write(frame3)
+        n = len(subs)
+        self.turn_output += n * len(frame2)
+        context = self.context
+        if context is not None and self.turn_output > context.queue_limit:
+            self.flush_all()  # the pubsub hard limit (none: sys.maxsize)
+        return n
 
     def after_turn(self, reply: bytes) -> asyncio.Future[bytes]:
         """``reply`` once this turn's output is written: a PUBLISH whose
-        messages took the turn past :data:`FANOUT_BYTES_PER_TURN` holds its
-        client's next commands (a blocked client) until then."""
+        messages took the turn past :attr:`fanout_limit` holds its client's
+        next commands (a blocked client) until then."""
         loop = asyncio.get_running_loop()
         done: asyncio.Future[bytes] = loop.create_future()
         loop.call_soon(_resolve, done, reply)  # after the flush scheduled before it
         return done
 
-    def deliver(self, kind: Kind, channel: bytes, message: bytes) -> int:
-        """Write a message to this node's subscribers of ``channel`` (then,
-        for CHANNELS, to those of the matching patterns: Redis's
-        ``pubsubPublishMessage`` order); returns how many got it. Each frame
-        is encoded once, nothing is encoded without a receiver."""
-        subs = self._shards[kind.slot][hash(channel) & MASK].get(channel)
-        patterned = kind.patterned and self.patterns.table
-        if subs is None and not patterned:
-            return 0
-        node = self.node
-        n = 0 if subs is None else write_to_all(node, subs, kind.frame(channel, message))
-        if patterned:
-            pmessage = resp.pmessage
-            for pattern, psubs in self.patterns.matches(channel):
-                n += write_to_all(node, psubs, pmessage(pattern, channel, message))
-        node.stats.messages_delivered += n
-        return n
+    def after(self, future: asyncio.Future[Any], reply: bytes) -> asyncio.Future[bytes]:
+        """A future of ``reply`` that resolves once ``future`` has, however it ends."""
+        done: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
 
+        def finish(ended: asyncio.Future[Any]) -> None:
+            if not ended.cancelled():
+                ended.exception()  # retrieved: a failed wait still confirms
+            if not done.done():
+                done.set_result(reply)
 
-class Bulk(Work):
-    """Subscribe or unsubscribe one client to many names of some kinds:
-    ``names`` given, or (None) every name of each kind the client has, taken
-    off its dict one by one (``popitem``: O(1), no copy of a million names).
-    A name costs its kind's weight plus one operation per KiB of it."""
+        future.add_done_callback(finish)
+        return done
 
-    __slots__ = ("adding", "confirm", "kinds", "names", "pubsub")
+    # ------------------------------------------------------------ the end of a loop turn
 
-    def __init__(
-        self,
-        pubsub: PubSub,
-        client: Connection,
-        kinds: Sequence[Kind],
-        names: list[bytes] | None,
-        adding: bool,
-        confirm: bool = True,
+    def schedule_flush(self, client: Any) -> None:
+        """Flush ``client``'s queued output at the end of this loop turn."""
+        if not self._dirty:
+            loop = self._loop
+            if loop is None or loop.is_closed():
+                loop = self._loop = asyncio.get_running_loop()
+            loop.call_soon(self.flush_all)
+        self._dirty.append(client)
+
+    def flush_all(self) -> None:
+        """Write every queued client's output: at the end of a loop turn, or
+        sooner when the turn's output passed the pubsub hard limit; then
+        INFO's metrics, when a 100 ms period passed."""
+        dirty = self._dirty
+        self._dirty = []
+        self.turn_output = 0
+        for client in dirty:
+            client.flush()
+        if time.monotonic() >= self.metrics.next_sample:
+            self.sample_metrics()
+
+    def sample_metrics(self) -> None:
+        """INFO's instantaneous metrics, sampled lazily (:mod:`router.stats`)."""
+        stats = self.stats
+        self.metrics.sample(
+            time.monotonic(),
+            (stats.commands_processed, stats.net_input_bytes, stats.net_output_bytes),
+        )
+
+    # ------------------------------------------------------------ from the cluster (LocalDelivery)
+
+    def deliver_forwarded(
+        self, origin: str, origin_seq: int, channel: bytes, message: bytes, shard: bool
     ) -> None:
-        total = 0
-        for kind in kinds:
-            some = names if names is not None else getattr(client, kind.own)
-            total += len(some) * weight(kind)
-            if confirm and len(some) <= OPS_PER_TURN:  # (a bigger one is sliced anyway)
-                total += sum(map(len, some)) >> 10
-        super().__init__(pubsub.node, client, total)
-        self.pubsub = pubsub
-        self.kinds = list(kinds)
-        if names is not None:
-            names.reverse()  # taken with pop(): each name is freed once done
-        self.names = names
-        self.adding = adding
-        self.confirm = confirm
+        """A PUBLISH a peer forwarded: deliver it, never forward it again. No
+        receiver makes it a false positive of our filter, which the
+        registry's resize policy judges; a rebuilt filter is announced."""
+        receivers = self.deliver_to(channel, message, shard)
+        changes = self.filters.forward_received(receivers == 0)
+        if changes:
+            self.link.filters_changed(changes)
+        if self.tap is not None:
+            self._record("receiver", origin, origin_seq, channel, message, shard, receivers, 0)
 
-    def step(self, ops: int) -> int:
-        client = self.client
-        if client.closed and self.confirm:  # the disconnect's own drop takes over
-            self.finish()
-            return 1
-        changes: list[FilterChange] = []
-        used = 0
-        while self.kinds and used < ops:
-            used += self._some(self.kinds[0], ops - used, changes)
-        self._announce(changes)
-        if not self.kinds:
-            self.finish()
-        return used
+    def deliver_forwarded_run(self, origin: str, msgs: list[Publish], count: int) -> None:
+        """The first ``count`` of a run of PUBLISH frames ``origin`` forwarded,
+        each delivered as :meth:`deliver_forwarded` does."""
+        for i in range(count):
+            msg = msgs[i]
+            # a Publish is a tuple: compiled, unpacked in C
+            frame = cython.cast(tuple, msg) if isinstance(msg, tuple) else tuple(msg)
+            _, origin_seq, shard, channel, payload = frame
+            self.deliver_forwarded(origin, origin_seq, channel, payload, shard)
 
-    def _some(self, kind: Kind, ops: int, changes: list[FilterChange]) -> int:
-        """Names of ``kind`` for about ``ops`` operations; returns those used
-        (at least one); drops the kind once it is done."""
-        client = self.client
-        pubsub = self.pubsub
-        confirm = self.confirm
-        name_b = kind.subscribe if self.adding else kind.unsubscribe
-        count = kind.count
-        version = client.resp
-        cost = weight(kind)
-        own: dict[bytes, None] = getattr(client, kind.own)
-        names = self.names
-        out: list[bytes] = []
-        used = 0
-        if names is None:  # bare: every name the client has, popped
-            remove = pubsub.remove
-            popitem = own.popitem
-            while own and used < ops:
-                name = popitem()[0]
-                used += cost + (len(name) >> 10)
-                changes += remove(kind, client, name)
-                if confirm:
-                    out.append(resp.confirmation(name_b, name, count(client), version))
-            done = not own
-        else:
-            adding = self.adding
-            pop = names.pop
-            while names and used < ops:
-                name = pop()
-                used += cost + (len(name) >> 10)
-                if adding:
-                    changes += pubsub.add(kind, client, name)
-                elif name in own:
-                    del own[name]
-                    changes += pubsub.remove(kind, client, name)
-                out.append(resp.confirmation(name_b, name, count(client), version))
-            done = not names
-        self.parts.append(b"".join(out))  # one part per slice: a short list
-        if done:
-            self.kinds.pop(0)
-        return max(used, 1)
+    def forwards_lost(self, origin: str, count: int, from_ms: int, to_ms: int) -> None:
+        """``count`` forwards from ``origin`` are lost for good. Counted per
+        origin (INFO), announced on ``__bloomcast__:loss`` to local
+        subscribers (JSON: ``node``, ``lost``, and ``from`` / ``to``: seconds
+        since the epoch, bounds on when ``origin`` received those PUBLISHes
+        from its clients, as its replay buffer's stamps give them), and with
+        ``--on-publish-loss disconnect`` every client subscribed to anything
+        else is closed, so it resubscribes and knows it may have missed
+        messages (redis/redis #122)."""
+        self.stats.forwards_lost += count
+        by_origin = self.forwards_lost_from
+        if origin not in by_origin and len(by_origin) >= FORWARDS_LOST_ORIGINS:
+            origin = OTHER_ORIGINS  # a churning cluster's ids do not grow the map
+        by_origin[origin] = by_origin.get(origin, 0) + count
+        note = {
+            "node": origin,
+            "lost": count,
+            "from": round(from_ms / 1000, 3),
+            "to": round(to_ms / 1000, 3),
+        }
+        self.deliver(CHANNELS, LOSS_CHANNEL, json.dumps(note, separators=(",", ":")).encode())
+        if self.on_publish_loss != "disconnect":
+            return
+        for client in list(self.clients.values()):
+            if (
+                (client.channels.keys() - {LOSS_CHANNEL})
+                or client.patterns
+                or client.shard_channels
+            ):
+                self.stats.loss_disconnections += 1
+                client.close_now()
+        log.warning(
+            "clients closed after a loss of %d forwards (on-publish-loss disconnect)", count
+        )
 
-    def _announce(self, changes: list[FilterChange]) -> None:
-        """One announcement per slice: one delta round, one wait (subscribe
-        visibility; unsubscribes never wait)."""
-        wait = self.node.filters_changed(changes)
-        if wait is not None and self.adding:
-            if self.waits is None:
-                self.waits = []
-            self.waits.append(wait)
+    def filter_snapshot(self, name: FilterName) -> FilterSnapshot:
+        """One of our filters whole (the bus sends it as FILTER_FULL)."""
+        return self.filters.snapshot(name)
 
+    # ------------------------------------------------------------ traffic events
 
-class _Gone:
-    """The gone clients whose subscriptions are still to drop, one at a time
-    (a :class:`router.budget.Job` while any is left)."""
+    def _record(
+        self,
+        role: Role,
+        origin: str,
+        origin_seq: int,
+        channel: bytes,
+        message: bytes,
+        shard: bool,
+        receivers: int,
+        forwarded: int,
+    ) -> None:
+        """The traffic event of one PUBLISH this node handled (spark.events)."""
+        tap = self.tap
+        event_id = f"{origin}-{origin_seq}"
+        if tap is None or not tap.keeps(event_id):
+            return
+        # imported here: only a node with a tap records (and its tap, in
+        # spark.tap, has imported the module already); ~0.45 MB on every other node
+        from spark.events import TrafficEvent, channel_text
 
-    __slots__ = ("clients", "current", "done", "pubsub")
-
-    def __init__(self, pubsub: PubSub) -> None:
-        self.pubsub = pubsub
-        self.clients: deque[Connection] = deque()
-        self.current: Bulk | None = None
-        self.done = True
-
-    def add(self, client: Connection) -> None:
-        self.clients.append(client)
-        if self.done:
-            self.done = False
-            self.pubsub.budget.queue(self)
-
-    def step(self, ops: int) -> int:
-        used = 0
-        while used < ops and (self.current is not None or self.clients):
-            if self.current is None:
-                client = self.clients.popleft()
-                self.current = Bulk(self.pubsub, client, ALL_KINDS, None, False, confirm=False)
-            used += self.current.step(ops - used)
-            if self.current.done:
-                self.current = None
-        self.done = self.current is None and not self.clients
-        return max(used, 1)
+        tap.record(
+            TrafficEvent(
+                event_id=event_id,
+                time=time.time(),
+                node=self.node_id,
+                role=role,
+                channel=channel_text(channel),
+                bytes=len(message),
+                receivers=receivers,
+                forwarded=forwarded,
+                peers=self.link.peer_count(),
+                false_positive=role == "receiver" and receivers == 0,
+                shard=shard,
+            )
+        )
 
 
 def _resolve(future: asyncio.Future[bytes], reply: bytes) -> None:
     if not future.done():  # (cancelled: its client went away)
         future.set_result(reply)
-
-
-def write_to_all(node: Node, subs: Any, frame2: bytes) -> int:
-    """Queue one pub/sub frame (RESP2 bytes; a RESP3 client gets it as a push)
-    for ``subs``: one client, or a set of clients; returns how many.
-
-    The fan-out loop. For a client whose queue already holds output this loop
-    turn (so it is already due to be flushed), the frame is appended in line:
-    the call per receiver was a fifth of the cost of a delivered message
-    (``bench.hot_path``, 10 subscribers). Anything else (a first frame this
-    turn, a held or closed client, a RESP3 client) goes through ``write()``.
-
-    A frame appended in line is not added to its client's ``_out_bytes``:
-    that read-modify-write of an int was a third of the loop. The loop's bytes
-    are added once to ``node.turn_output`` instead. No queue holds more than
-    all of them together, so when that total passes the pubsub hard limit,
-    every queue is written at once (``node.flush_all``), where its client's
-    own count would have had it written (``write()``)."""
-    if type(subs) is not set:
-        subs = (subs,)
-    frame3: bytes | None = None
-    for client in subs:
-        if client.resp == 2:
-            out = client._out
-            if out and client.blocked is None and not client.closed:
-                out.append(frame2)
-            else:
-                client.write(frame2)
-        else:
-            if frame3 is None:
-                frame3 = resp.as_push(frame2)
-            client.write(frame3)
-    n = len(subs)
-    queued = node.turn_output + n * len(frame2)
-    node.turn_output = queued
-    if queued > node.context.settings.queue_limit:  # the pubsub hard limit, or no limit
-        node.flush_all()
-    return n

@@ -17,12 +17,16 @@ mask and match-all flag, so the bus never asks back.
 The registry also keeps the false-positive resize policy
 (:meth:`Registry.forward_received`): a filter that makes peers forward too
 much here for nothing is rebuilt at twice its m from the exact subscriptions.
+Compiled on the compiled data plane (``router._registry``): every forwarded
+PUBLISH is counted there in C.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+
+import cython
 
 from bloom import CountingBloomFilter, PatternFilter
 from cluster_bus.api import FilterChange, FilterName, FilterSnapshot
@@ -35,22 +39,10 @@ MAX_RESIZE_M = 1 << 24
 FP_CHECK_EVERY = 256
 
 
+@cython.final
+@cython.cclass
 class Registry:
-    """The filters of one node; not thread-safe (one asyncio loop). Slots:
-    the compiled twin of ``Node.deliver_forwarded_run`` adds to the resize
-    policy's counters at their offsets (router/_dataplane.pyx)."""
-
-    __slots__ = (
-        "_window_false",
-        "_window_received",
-        "channel_filter",
-        "channel_names",
-        "false_positives_received",
-        "filter_epoch",
-        "fp_rate",
-        "max_m",
-        "pattern_filter",
-    )
+    """The filters of one node; not thread-safe (one asyncio loop)."""
 
     def __init__(self, capacity: int, fp_rate: float, max_m: int = MAX_RESIZE_M) -> None:
         self.fp_rate = fp_rate
@@ -64,6 +56,8 @@ class Registry:
         self.false_positives_received = 0  # forwards here that no local subscriber wanted
         self._window_received = 0
         self._window_false = 0
+        #: :data:`FP_CHECK_EVERY` (a test may set it)
+        self.check_every = FP_CHECK_EVERY
 
     # ------------------------------------------------------------ channels
 
@@ -119,7 +113,7 @@ class Registry:
 
     def forward_received(self, false_positive: bool) -> list[FilterChange]:
         """Count a PUBLISH a peer forwarded here (``false_positive``: no local
-        receiver). Every ``FP_CHECK_EVERY`` forwards, rebuild the channel filter
+        receiver). Every :attr:`check_every` forwards, rebuild the channel filter
         at twice its m (up to ``max_m``) when that window was mostly false
         positives beyond the target (at least 16, and above max(4 x target,
         5%)) or the filter's own estimate (X/m)^k passes twice the target. The
@@ -128,7 +122,7 @@ class Registry:
         if false_positive:
             self.false_positives_received += 1
             self._window_false += 1
-        if self._window_received < FP_CHECK_EVERY:
+        if self._window_received < self.check_every:
             return []
         received, false = self._window_received, self._window_false
         self._window_received = self._window_false = 0

@@ -12,7 +12,12 @@ RESP3 push frames (same count, ``>`` for ``*``) for RESP3 receivers.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
+
+#: what a command answers: the encoded reply, or a future of it when the
+#: reply waits (subscribe visibility, CLIENT PAUSE, a bulk job)
+Reply = bytes | asyncio.Future[bytes]
 
 OK = b"+OK\r\n"
 PONG = b"+PONG\r\n"

@@ -59,8 +59,7 @@ class Settings:
     #: limit, or no bound (``sys.maxsize``) when it is 0
     queue_limit: int = field(init=False, repr=False, compare=False)
     #: the normal class's (hard, soft, seconds), and whether it limits at all
-    #: (the flush of a normal client reads the flag only: the compiled twin
-    #: at its offset)
+    #: (the flush of a normal client reads the flag only)
     normal_limits: tuple[int, int, int] = field(init=False, repr=False, compare=False)
     normal_limited: bool = field(init=False, repr=False, compare=False)
 

@@ -52,11 +52,11 @@ class ReplyMode(enum.IntEnum):
 
 
 class Action(enum.IntEnum):
-    """What :meth:`router.connection.Connection.receive` asks of the event loop."""
+    """What the request loop (:func:`router.dispatch.process`) asks of the event loop."""
 
     DONE = 0  # nothing: read on
-    SLICE = 1  # stop reading; ``Connection.resume()`` on the next loop turn
-    BLOCK = 2  # stop reading until ``Connection.blocked`` is done, then ``unblock()``
+    SLICE = 1  # stop reading; ``dispatch.resume()`` on the next loop turn
+    BLOCK = 2  # stop reading until ``Connection.blocked`` is done, then ``dispatch.unblock()``
 
 
 # module-level names: the hot path compares states by identity

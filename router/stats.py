@@ -20,22 +20,24 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass, field, fields
+
+import cython
 
 #: Redis's STATS_METRIC_SAMPLES and the serverCron period that samples them
 SAMPLES = 16
 PERIOD = 0.1
 
 
-@dataclass(slots=True)
+@cython.final
+@cython.cclass
 class CommandStat:
-    """One ``cmdstat_<name>`` line (slots: the compiled request loop adds to
-    ``calls`` at its offset, router/_dataplane.pyx)."""
+    """One ``cmdstat_<name>`` line (C counters on the compiled plane)."""
 
-    calls: int = 0
-    nanoseconds: int = 0
-    rejected_calls: int = 0
-    failed_calls: int = 0
+    def __init__(self) -> None:
+        self.calls = 0
+        self.nanoseconds = 0
+        self.rejected_calls = 0
+        self.failed_calls = 0
 
     def info(self) -> str:
         usec = self.nanoseconds // 1000
@@ -46,41 +48,39 @@ class CommandStat:
         )
 
 
-@dataclass(slots=True)
+@cython.final
+@cython.cclass
 class NodeStats:
-    """Counters shown in INFO (Redis's names); a new one is CONFIG RESETSTAT.
-    Slots: the compiled request loop adds to the PUBLISH counters at their
-    offsets (router/_dataplane.pyx)."""
+    """Counters shown in INFO (Redis's names); CONFIG RESETSTAT zeroes them
+    in place (:meth:`reset`: the node's context and its connections keep
+    this object). C counters on the compiled plane, which adds to them
+    without a Python call."""
 
-    connections_received: int = 0
-    commands_processed: int = 0
-    output_buffer_limit_disconnections: int = 0
-    rejected_connections: int = 0
-    publish_received: int = 0  # client PUBLISH/SPUBLISH handled here
-    messages_delivered: int = 0  # messages written to local subscribers
-    forwards_lost: int = 0  # forwarded PUBLISH lost for good (peer's replay buffer passed)
-    net_input_bytes: int = 0  # bytes read from clients (INFO total_net_input_bytes)
-    net_output_bytes: int = 0  # bytes written to clients (total_net_output_bytes)
-    loss_disconnections: int = 0  # clients closed by --on-publish-loss disconnect
-    protected_mode_denied: int = 0  # non-loopback clients refused by protected mode
-    tls_handshake_failures: int = 0  # TLS port: connections that never completed TLS
-    #: times a huge request was parsed in slices, letting other clients run between
-    parse_slices: int = 0
-    #: exceptions that escaped an event-loop callback (bloomcast/node_log.py)
-    loop_exceptions: int = 0
-    #: error replies by their first word (INFO errorstats, as Redis's afterErrorReply)
-    errors: dict[str, int] = field(default_factory=dict)
-    #: command full name (``client|list``) -> its INFO commandstats line
-    commands: defaultdict[str, CommandStat] = field(
-        default_factory=lambda: defaultdict(CommandStat)
-    )
+    def __init__(self) -> None:
+        self.reset()
 
     def reset(self) -> None:
-        """CONFIG RESETSTAT: every counter back to its start, in place (the
-        node's command context and its connections keep this object)."""
-        fresh = NodeStats()
-        for f in fields(self):
-            setattr(self, f.name, getattr(fresh, f.name))
+        """CONFIG RESETSTAT: every counter back to its start."""
+        self.connections_received = 0
+        self.commands_processed = 0
+        self.output_buffer_limit_disconnections = 0
+        self.rejected_connections = 0
+        self.publish_received = 0  # client PUBLISH/SPUBLISH handled here
+        self.messages_delivered = 0  # messages written to local subscribers
+        self.forwards_lost = 0  # forwarded PUBLISH lost for good (peer's replay buffer passed)
+        self.net_input_bytes = 0  # bytes read from clients (INFO total_net_input_bytes)
+        self.net_output_bytes = 0  # bytes written to clients (total_net_output_bytes)
+        self.loss_disconnections = 0  # clients closed by --on-publish-loss disconnect
+        self.protected_mode_denied = 0  # non-loopback clients refused by protected mode
+        self.tls_handshake_failures = 0  # TLS port: connections that never completed TLS
+        #: times a huge request was parsed in slices, letting other clients run between
+        self.parse_slices = 0
+        #: exceptions that escaped an event-loop callback (bloomcast/node_log.py)
+        self.loop_exceptions = 0
+        #: error replies by their first word (INFO errorstats, as Redis's afterErrorReply)
+        self.errors: dict[str, int] = {}
+        #: command full name (``client|list``) -> its INFO commandstats line
+        self.commands: defaultdict[str, CommandStat] = defaultdict(CommandStat)
 
     def error_replied(self, reply: bytes) -> None:
         """Count one error reply (``-PREFIX text``) under its prefix."""
@@ -136,6 +136,8 @@ def share_time(runs: list[tuple[CommandStat, int]], elapsed: int) -> None:
     if len(runs) == 1:
         runs[0][0].nanoseconds += elapsed
         return
-    total = sum(count for _, count in runs)
+    total = 0
+    for _, count in runs:
+        total += count
     for stat, count in runs:
         stat.nanoseconds += elapsed * count // total

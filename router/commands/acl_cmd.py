@@ -34,11 +34,10 @@ from router.commands.base import Command, Reply, subcommand_table
 from router.resp import Set
 
 if TYPE_CHECKING:
-    from router.connection import Connection
-    from router.context import CommandContext
+    from router.context import CommandClient, CommandContext
 
 
-def setuser(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
+def setuser(ctx: CommandContext, client: CommandClient, args: list[bytes]) -> Reply:
     name = args[2]
     if b" " in name or b"\x00" in name:
         return resp.error("ERR Usernames can't contain spaces or null characters")
@@ -68,7 +67,7 @@ def setuser(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply
     return resp.OK
 
 
-def deluser(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
+def deluser(ctx: CommandContext, client: CommandClient, args: list[bytes]) -> Reply:
     if any(name == b"default" for name in args[2:]):
         return resp.error("ERR The 'default' user cannot be removed")
     deleted = 0
@@ -82,7 +81,7 @@ def deluser(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply
     return resp.integer(deleted)
 
 
-def getuser(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
+def getuser(ctx: CommandContext, client: CommandClient, args: list[bytes]) -> Reply:
     user = ctx.acl.users.get(args[2])
     if user is None:
         return resp.encode_value(None, client.resp)
@@ -97,20 +96,20 @@ def getuser(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply
     return resp.encode_value(fields, client.resp)
 
 
-def list_(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
+def list_(ctx: CommandContext, client: CommandClient, args: list[bytes]) -> Reply:
     lines = [describe(u).encode(errors="surrogateescape") for u in ctx.acl.users.values()]
     return resp.bulk_array(lines)
 
 
-def users(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
+def users(ctx: CommandContext, client: CommandClient, args: list[bytes]) -> Reply:
     return resp.bulk_array(list(ctx.acl.users))
 
 
-def whoami(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
+def whoami(ctx: CommandContext, client: CommandClient, args: list[bytes]) -> Reply:
     return resp.bulk(client.user.name)
 
 
-def cat(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
+def cat(ctx: CommandContext, client: CommandClient, args: list[bytes]) -> Reply:
     if len(args) > 3:
         return _syntax(args)
     if len(args) == 2:
@@ -123,7 +122,7 @@ def cat(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
     return resp.bulk_array(names)
 
 
-def log(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
+def log(ctx: CommandContext, client: CommandClient, args: list[bytes]) -> Reply:
     acl = ctx.acl
     count = 10
     if len(args) > 3:
@@ -187,7 +186,7 @@ _HELP = (
 )
 
 
-def help_(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
+def help_(ctx: CommandContext, client: CommandClient, args: list[bytes]) -> Reply:
     return resp.array_header(len(_HELP)) + b"".join(resp.simple(line) for line in _HELP)
 
 
@@ -199,7 +198,7 @@ def _syntax(args: list[bytes]) -> bytes:
     )
 
 
-def genpass(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
+def genpass(ctx: CommandContext, client: CommandClient, args: list[bytes]) -> Reply:
     if len(args) > 3:
         return _syntax(args)
     bits = 256
@@ -219,7 +218,7 @@ def genpass(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply
     return resp.bulk(os.urandom((chars + 1) // 2).hex()[:chars].encode())
 
 
-def dryrun(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
+def dryrun(ctx: CommandContext, client: CommandClient, args: list[bytes]) -> Reply:
     user = ctx.acl.users.get(args[2])
     if user is None:
         return resp.error(f"ERR User '{args[2].decode(errors='replace')}' not found")
@@ -229,9 +228,7 @@ def dryrun(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
         name = sub if sub in COMMAND_CATEGORIES else name
     if name not in COMMAND_CATEGORIES:
         return resp.error(f"ERR Command '{args[3].decode(errors='replace')}' not found")
-    from router.commands import COMMANDS
-
-    top = COMMANDS.get(name.split("|")[0].encode())
+    top = ctx.commands.get(name.split("|")[0].encode())
     cmd = top
     if top is not None and top.subcommands and "|" in name:
         cmd = top.subcommands.get(name.split("|")[1].encode())
@@ -254,7 +251,7 @@ _NO_FILE = (
 )
 
 
-def load(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
+def load(ctx: CommandContext, client: CommandClient, args: list[bytes]) -> Reply:
     path = ctx.config.aclfile
     if not path:
         return resp.error(_NO_FILE)
@@ -262,7 +259,7 @@ def load(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
     return resp.error(f"ERR {error}") if error else resp.OK
 
 
-def save(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
+def save(ctx: CommandContext, client: CommandClient, args: list[bytes]) -> Reply:
     path = ctx.config.aclfile
     if not path:
         return resp.error(_NO_FILE)
@@ -276,7 +273,7 @@ def save(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
     return resp.OK
 
 
-def _container(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
+def _container(ctx: CommandContext, client: CommandClient, args: list[bytes]) -> Reply:
     raise AssertionError("ACL always dispatches to a subcommand")  # arity -2
 
 

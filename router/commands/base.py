@@ -5,35 +5,33 @@ A :class:`Command` is Redis's lower-case full name (``pubsub|numsub`` for
 subcommands, as Redis names them in errors), its arity in Redis's convention
 (n > 0: exactly n arguments including the name; n < 0: at least -n), and a
 handler ``(ctx, client, args) -> Reply``: ``ctx`` is the node's
-:class:`router.context.CommandContext`, ``client`` the
-:class:`router.connection.Connection` that sent the request. A Reply is the
+:class:`router.context.CommandContext`, ``client`` the client that sent the
+request (:class:`router.context.CommandClient`). A Reply is the
 encoded bytes, or a future of them when the reply waits (subscribe
 visibility, CLIENT PAUSE).
 """
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from router.commands.redis_meta import command_meta
-from router.resp import Set
+from router.resp import Reply, Set
 from router.resp import Status as S
 
 if TYPE_CHECKING:
-    from router.connection import Connection
-    from router.context import CommandContext
+    from router.context import CommandClient, CommandContext
 
-Reply = bytes | asyncio.Future[bytes]
+__all__ = ["CONFIRMING", "SETTLING", "Command", "Handler", "Reply", "Transaction"]
 
 #: commands whose replies are pub/sub confirmations: Redis 7.0 sends them as
 #: pushes (CLIENT_PUSHING), which CLIENT REPLY OFF / SKIP do not silence
 CONFIRMING = frozenset(
     {"subscribe", "ssubscribe", "sunsubscribe", "psubscribe", "unsubscribe", "punsubscribe"}
 )
-Handler = Callable[["CommandContext", "Connection", list[bytes]], Reply]
+Handler = Callable[["CommandContext", "CommandClient", list[bytes]], Reply]
 #: commands after which the connection's state may change (subscriptions,
 #: the protocol): :meth:`router.connection.Connection.settle` (MULTI, EXEC
 #: and DISCARD change it themselves)

@@ -26,20 +26,19 @@ from router.parser import string2ll
 if TYPE_CHECKING:
     from router.acl.user import User
     from router.commands.base import Reply
-    from router.connection import Connection
-    from router.context import CommandContext
+    from router.context import CommandClient, CommandContext
 
 _LONG_MAX = 2**63 - 1
 
 
-def _kill(ctx: CommandContext, caller: Connection, victim: Connection) -> None:
+def _kill(ctx: CommandContext, caller: CommandClient, victim: CommandClient) -> None:
     if victim is caller:
         caller.close_after_reply()
         return
     victim.close_now()
 
 
-def kill(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
+def kill(ctx: CommandContext, client: CommandClient, args: list[bytes]) -> Reply:
     if len(args) == 3:  # old form: CLIENT KILL ip:port
         for c in list(ctx.clients.values()):
             if c.addr.encode() == args[2] and not c.closed:
@@ -102,7 +101,7 @@ def kill(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
     return resp.integer(killed)
 
 
-def no_evict(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
+def no_evict(ctx: CommandContext, client: CommandClient, args: list[bytes]) -> Reply:
     mode = args[2].lower()
     if mode not in (b"on", b"off"):
         return resp.error("ERR syntax error")
@@ -110,7 +109,7 @@ def no_evict(ctx: CommandContext, client: Connection, args: list[bytes]) -> Repl
     return resp.OK
 
 
-def pause_(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
+def pause_(ctx: CommandContext, client: CommandClient, args: list[bytes]) -> Reply:
     """CLIENT PAUSE timeout [WRITE|ALL] (Redis ``getTimeoutFromObjectOrReply``)."""
     ms = string2ll(args[2])
     if ms is None:
@@ -135,6 +134,6 @@ def pause_(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
     return resp.OK
 
 
-def unpause(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
+def unpause(ctx: CommandContext, client: CommandClient, args: list[bytes]) -> Reply:
     ctx.pause.unpause()
     return resp.OK

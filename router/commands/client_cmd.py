@@ -16,26 +16,25 @@ from router.parser import string2ll
 from router.states import ReplyMode
 
 if TYPE_CHECKING:
-    from router.connection import Connection
-    from router.context import CommandContext
+    from router.context import CommandClient, CommandContext
 
 
-def client_id(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
+def client_id(ctx: CommandContext, client: CommandClient, args: list[bytes]) -> Reply:
     return resp.integer(client.id)
 
 
-def setname(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
+def setname(ctx: CommandContext, client: CommandClient, args: list[bytes]) -> Reply:
     if not valid_client_name(args[2]):
         return resp.error("ERR Client names cannot contain spaces, newlines or special characters.")
     client.name = args[2]
     return resp.OK
 
 
-def getname(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
+def getname(ctx: CommandContext, client: CommandClient, args: list[bytes]) -> Reply:
     return resp.bulk(client.name) if client.name else resp.null(client.resp)
 
 
-def setinfo(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
+def setinfo(ctx: CommandContext, client: CommandClient, args: list[bytes]) -> Reply:
     attr = args[2].lower()
     if attr not in (b"lib-name", b"lib-ver"):
         return resp.error(f"ERR Unrecognized option '{resp.c_string(args[2])}'")
@@ -50,9 +49,9 @@ def setinfo(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply
     return resp.OK
 
 
-def client_list(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
+def client_list(ctx: CommandContext, client: CommandClient, args: list[bytes]) -> Reply:
     """CLIENT LIST [TYPE type | ID id [id ...]] (Redis 7.0 clientCommand)."""
-    listed: list[Connection]
+    listed: list[CommandClient]
     option = args[2].lower() if len(args) > 2 else b""
     if len(args) == 4 and option == b"type":
         kind = args[3].lower()
@@ -76,7 +75,7 @@ def client_list(ctx: CommandContext, client: Connection, args: list[bytes]) -> R
     return resp.verbatim(text.encode(), client.resp)
 
 
-def client_info(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
+def client_info(ctx: CommandContext, client: CommandClient, args: list[bytes]) -> Reply:
     return resp.verbatim((info_line(client, args) + "\n").encode(), client.resp)
 
 
@@ -137,7 +136,7 @@ _HELP = (
 )
 
 
-def reply(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
+def reply(ctx: CommandContext, client: CommandClient, args: list[bytes]) -> Reply:
     """CLIENT REPLY ON|OFF|SKIP (Redis's clientCommand): ON answers OK; OFF and
     SKIP answer nothing (their own reply is already silenced)."""
     mode = args[2].lower()
@@ -153,11 +152,11 @@ def reply(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
     return resp.error("ERR syntax error")
 
 
-def help_(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
+def help_(ctx: CommandContext, client: CommandClient, args: list[bytes]) -> Reply:
     return resp.array_header(len(_HELP)) + b"".join(resp.simple(line) for line in _HELP)
 
 
-def _container(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
+def _container(ctx: CommandContext, client: CommandClient, args: list[bytes]) -> Reply:
     raise AssertionError("CLIENT always dispatches to a subcommand")
 
 

@@ -21,7 +21,7 @@ import time
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from router.connection import Connection
+    from router.context import CommandClient
 
 #: Redis getClientTypeByName; the node has no master or replica connections
 CLIENT_TYPES = frozenset({b"normal", b"pubsub", b"master", b"slave", b"replica"})
@@ -30,12 +30,12 @@ CLIENT_TYPES = frozenset({b"normal", b"pubsub", b"master", b"slave", b"replica"}
 _POINTER = 8
 
 
-def client_type(c: Connection) -> bytes:
+def client_type(c: CommandClient) -> bytes:
     """Redis getClientType: pubsub while subscribed to anything, else normal."""
     return b"pubsub" if c.channels or c.patterns or c.shard_channels else b"normal"
 
 
-def flags(c: Connection) -> str:
+def flags(c: CommandClient) -> str:
     """CLIENT LIST flags=, in Redis's order: P pub/sub, x MULTI, b blocked
     (a reply waiting: CLIENT PAUSE, subscribe visibility), t tracking, R its
     tracking redirect is gone, B tracking in BCAST mode, c closing after the
@@ -59,7 +59,7 @@ def flags(c: Connection) -> str:
     return shown or "N"
 
 
-def info_line(c: Connection, argv: list[bytes] | None = None) -> str:
+def info_line(c: CommandClient, argv: list[bytes] | None = None) -> str:
     """One CLIENT LIST / CLIENT INFO line (also ACL LOG's ``client-info`` and
     the log's client). ``argv``: the request ``c`` is running (the caller of
     CLIENT LIST / INFO, the client an ACL LOG entry is about), None for a
@@ -78,9 +78,9 @@ def info_line(c: Connection, argv: list[bytes] | None = None) -> str:
         if multi is not None
         else 0
     )
-    obl = before + sum(len(frame) for frame in c._out)
+    obl = before + c.queued_bytes()
     omem = c.output_buffer_size()
-    reading = not c.closed and c.wire.is_reading()
+    reading = c.is_reading()
     events = ("r" if reading else "") + ("w" if omem else "")
     tracking = c.extras.tracking
     return (
@@ -99,7 +99,7 @@ def info_line(c: Connection, argv: list[bytes] | None = None) -> str:
     )
 
 
-def acl_context(c: Connection) -> str:
+def acl_context(c: CommandClient) -> str:
     """ACL LOG's context of what ``c`` runs now: ``multi`` while queueing in
     MULTI or running EXEC's commands (Redis's CLIENT_MULTI), else ``toplevel``."""
     return "multi" if c.multi is not None or c.in_exec else "toplevel"

@@ -31,27 +31,26 @@ from router.commands.tracking import flush_invalidations
 from router.parser import string2ll
 
 if TYPE_CHECKING:
-    from router.connection import Connection
-    from router.context import CommandContext
+    from router.context import CommandClient, CommandContext
 
 _NOT_INTEGER = resp.error("ERR value is not an integer or out of range")
 
 
-def cluster_info(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
+def cluster_info(ctx: CommandContext, client: CommandClient, args: list[bytes]) -> Reply:
     text = "".join(f"{k}:{v}\r\n" for k, v in ctx.view.cluster_info().items())
     return resp.verbatim(text.encode(), client.resp)
 
 
-def cluster_myid(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
+def cluster_myid(ctx: CommandContext, client: CommandClient, args: list[bytes]) -> Reply:
     return resp.bulk(ctx.node_id.encode())
 
 
-def _tls(client: Connection) -> bool:
+def _tls(client: CommandClient) -> bool:
     """The client came over the TLS port (router/tls.py ``TlsTransport``)."""
     return bool(getattr(client.wire, "tls", False))
 
 
-def cluster_nodes(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
+def cluster_nodes(ctx: CommandContext, client: CommandClient, args: list[bytes]) -> Reply:
     text = "".join(line + "\n" for line in ctx.link.nodes_lines(_tls(client)))
     return resp.verbatim(text.encode(), client.resp)
 
@@ -67,7 +66,7 @@ def _endpoint(ctx: CommandContext, r: SlotRange) -> str | None:
     return r.host
 
 
-def cluster_slots(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
+def cluster_slots(ctx: CommandContext, client: CommandClient, args: list[bytes]) -> Reply:
     """``[start, end, [endpoint, port, id, {ip | hostname that is not the
     endpoint}]]`` per range (Redis 7.0 ``addNodeToNodeReply``); the port is
     the TLS one for a client on the TLS port."""
@@ -97,7 +96,7 @@ def cluster_slots(ctx: CommandContext, client: Connection, args: list[bytes]) ->
     return b"".join(out)
 
 
-def cluster_shards(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
+def cluster_shards(ctx: CommandContext, client: CommandClient, args: list[bytes]) -> Reply:
     """One map per shard (Redis 7.0 ``addNodeDetailsToShardReply``): the
     plaintext ``port`` and the ``tls-port`` where the node has them."""
     shards: list[Any] = []
@@ -116,17 +115,17 @@ def cluster_shards(ctx: CommandContext, client: Connection, args: list[bytes]) -
     return resp.encode_value(shards, client.resp)
 
 
-def cluster_myshardid(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
+def cluster_myshardid(ctx: CommandContext, client: CommandClient, args: list[bytes]) -> Reply:
     """Redis 7.2's: this node's shard (each node is its own shard)."""
     return resp.bulk(shard_id(ctx.node_id).encode())
 
 
-def cluster_forget(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
+def cluster_forget(ctx: CommandContext, client: CommandClient, args: list[bytes]) -> Reply:
     error = ctx.link.forget_node(args[2].decode(errors="replace"))
     return resp.OK if error is None else resp.error(f"ERR {error}")
 
 
-def cluster_meet(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
+def cluster_meet(ctx: CommandContext, client: CommandClient, args: list[bytes]) -> Reply:
     """CLUSTER MEET <ip> <port> [<bus-port>]: Redis 7.0's checks and wording
     (an IP address, not a host name; bus port = port + 10000 by default), then
     the bus dials it like a ``--join`` seed."""
@@ -161,7 +160,7 @@ def cluster_meet(ctx: CommandContext, client: Connection, args: list[bytes]) -> 
     return resp.OK
 
 
-def cluster_links(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
+def cluster_links(ctx: CommandContext, client: CommandClient, args: list[bytes]) -> Reply:
     links: list[Any] = [
         {
             "direction": link.direction,
@@ -176,7 +175,7 @@ def cluster_links(ctx: CommandContext, client: Connection, args: list[bytes]) ->
     return resp.encode_value(links, client.resp)
 
 
-def cluster_keyslot(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
+def cluster_keyslot(ctx: CommandContext, client: CommandClient, args: list[bytes]) -> Reply:
     return resp.integer(key_slot(args[2]))
 
 
@@ -190,12 +189,12 @@ def _slot(arg: bytes) -> int | bytes:
     return slot
 
 
-def cluster_countkeysinslot(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
+def cluster_countkeysinslot(ctx: CommandContext, client: CommandClient, args: list[bytes]) -> Reply:
     slot = _slot(args[2])
     return slot if isinstance(slot, bytes) else resp.integer(0)
 
 
-def cluster_getkeysinslot(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
+def cluster_getkeysinslot(ctx: CommandContext, client: CommandClient, args: list[bytes]) -> Reply:
     slot, count = string2ll(args[2]), string2ll(args[3])
     if slot is None or count is None:
         return _NOT_INTEGER
@@ -239,16 +238,16 @@ _HELP = (
 )
 
 
-def cluster_help(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
+def cluster_help(ctx: CommandContext, client: CommandClient, args: list[bytes]) -> Reply:
     """Redis 7.0.15's lines for the subcommands this node has."""
     return resp.array_header(len(_HELP)) + b"".join(resp.simple(line) for line in _HELP)
 
 
-def dbsize(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
+def dbsize(ctx: CommandContext, client: CommandClient, args: list[bytes]) -> Reply:
     return resp.integer(0)  # a pub/sub node holds no keys
 
 
-def flush(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
+def flush(ctx: CommandContext, client: CommandClient, args: list[bytes]) -> Reply:
     """FLUSHALL / FLUSHDB [ASYNC|SYNC]: nothing to flush; Redis's argument check
     (test suites and tools call them between tests), and Redis's "every key"
     invalidation to the clients that track keys (:mod:`router.commands.tracking`)."""
@@ -257,14 +256,14 @@ def flush(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
     return resp.OK + flush_invalidations(ctx, client)
 
 
-def function_flush(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
+def function_flush(ctx: CommandContext, client: CommandClient, args: list[bytes]) -> Reply:
     """FUNCTION FLUSH [ASYNC|SYNC]: a node has no functions to delete."""
     if len(args) > 3 or (len(args) == 3 and args[2].lower() not in (b"async", b"sync")):
         return resp.error("ERR FUNCTION FLUSH only supports SYNC|ASYNC option")
     return resp.OK
 
 
-def _container(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
+def _container(ctx: CommandContext, client: CommandClient, args: list[bytes]) -> Reply:
     raise AssertionError("a container always dispatches to a subcommand")
 
 
@@ -276,7 +275,7 @@ def _cluster_only(handler: Handler) -> Handler:
     as a standalone Redis 7.0.15 (``clusterCommand``'s first check, after the
     command's existence and arity)."""
 
-    def checked(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
+    def checked(ctx: CommandContext, client: CommandClient, args: list[bytes]) -> Reply:
         return handler(ctx, client, args) if ctx.cluster_enabled else _DISABLED
 
     return checked

@@ -51,8 +51,7 @@ from router.glob import stringmatch
 from router.parser import string2ll
 
 if TYPE_CHECKING:
-    from router.connection import Connection
-    from router.context import CommandContext
+    from router.context import CommandClient, CommandContext
     from router.settings import Settings
 
 #: a parameter's new value: the settings with it, or Redis's error text
@@ -211,7 +210,7 @@ PARAMS: dict[str, Param] = {
 }
 
 
-def config_get(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
+def config_get(ctx: CommandContext, client: CommandClient, args: list[bytes]) -> Reply:
     matches: dict[str, tuple[bytes, Param]] = {}  # param name -> (name shown, param)
     for pattern in args[2:]:
         if not any(c in pattern for c in b"[*?"):
@@ -233,7 +232,7 @@ def _set_error(name: str, text: str) -> bytes:
     return resp.error(f"ERR CONFIG SET failed (possibly related to argument '{name}') - {text}")
 
 
-def config_set(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
+def config_set(ctx: CommandContext, client: CommandClient, args: list[bytes]) -> Reply:
     if len(args) % 2:
         return resp.error("ERR syntax error")
     pairs: list[tuple[Param, bytes]] = []
@@ -265,7 +264,7 @@ def config_set(ctx: CommandContext, client: Connection, args: list[bytes]) -> Re
     return resp.OK
 
 
-def config_resetstat(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
+def config_resetstat(ctx: CommandContext, client: CommandClient, args: list[bytes]) -> Reply:
     ctx.view.reset_stats()
     return resp.OK
 
@@ -284,11 +283,11 @@ _HELP = (
 )
 
 
-def config_help(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
+def config_help(ctx: CommandContext, client: CommandClient, args: list[bytes]) -> Reply:
     return resp.array_header(len(_HELP)) + b"".join(resp.simple(line) for line in _HELP)
 
 
-def _container(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
+def _container(ctx: CommandContext, client: CommandClient, args: list[bytes]) -> Reply:
     raise AssertionError("CONFIG always dispatches to a subcommand")
 
 

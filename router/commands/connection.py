@@ -12,11 +12,10 @@ from router.parser import string2ll
 from router.states import ReplyMode
 
 if TYPE_CHECKING:
-    from router.connection import Connection
-    from router.context import CommandContext
+    from router.context import CommandClient, CommandContext
 
 
-def ping(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
+def ping(ctx: CommandContext, client: CommandClient, args: list[bytes]) -> Reply:
     if len(args) > 2:
         return resp.error("ERR wrong number of arguments for 'ping' command")
     # RESP2 in subscribed mode: [pong, arg-or-empty] (Redis pingCommand)
@@ -25,12 +24,12 @@ def ping(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
     return resp.bulk(args[1]) if len(args) == 2 else resp.PONG
 
 
-def echo(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
+def echo(ctx: CommandContext, client: CommandClient, args: list[bytes]) -> Reply:
     return resp.bulk(args[1])
 
 
 def _login(
-    ctx: CommandContext, client: Connection, user: bytes, password: bytes, args: list[bytes]
+    ctx: CommandContext, client: CommandClient, user: bytes, password: bytes, args: list[bytes]
 ) -> bool:
     """Authenticate ``client`` as ``user`` (Redis's ``ACLAuthenticateUser``):
     a failure is logged in ACL LOG with reason auth and the command's name."""
@@ -44,7 +43,7 @@ def _login(
     return True
 
 
-def auth(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
+def auth(ctx: CommandContext, client: CommandClient, args: list[bytes]) -> Reply:
     if len(args) > 3:
         return resp.error("ERR syntax error")
     if len(args) == 2:
@@ -61,7 +60,7 @@ def auth(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
     return resp.OK
 
 
-def hello(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
+def hello(ctx: CommandContext, client: CommandClient, args: list[bytes]) -> Reply:
     """HELLO [protover [AUTH user pass] [SETNAME name]] (Redis 7.0.15
     ``helloCommand``): options take effect as they are read, then the
     NOAUTH check; the map declares :mod:`router.identity`'s version and
@@ -125,7 +124,7 @@ def valid_client_name(name: bytes) -> bool:
 DATABASES = 16
 
 
-def select(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
+def select(ctx: CommandContext, client: CommandClient, args: list[bytes]) -> Reply:
     """SELECT db: pub/sub does not depend on the database (as in Redis), so the
     number is only recorded (CLIENT LIST db=). A Redis Cluster node refuses any
     db but 0; bloomcast accepts 0..15 as a standalone Redis does, so clients
@@ -144,8 +143,8 @@ def select(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
     return resp.OK
 
 
-def reset(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
-    dropped = ctx.pubsub.drop(client)  # a future when it runs over several loop turns
+def reset(ctx: CommandContext, client: CommandClient, args: list[bytes]) -> Reply:
+    dropped = ctx.subscriptions.drop(client)  # a future when it runs over several loop turns
     client.resp = 2
     client.name = b""
     client.extras.tracking = None  # Redis's clearClientConnectionState: disableTracking
@@ -157,7 +156,7 @@ def reset(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
     return b"+RESET\r\n" if dropped is None else ctx.pubsub.after(dropped, b"+RESET\r\n")
 
 
-def quit_(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
+def quit_(ctx: CommandContext, client: CommandClient, args: list[bytes]) -> Reply:
     client.close_after_reply()
     return resp.OK
 

@@ -28,29 +28,28 @@ from time import perf_counter_ns
 from typing import TYPE_CHECKING
 
 from router import resp
-from router.commands.base import CONFIRMING, Command, Reply
+from router.commands.base import CONFIRMING, Command, Reply, Transaction
 from router.commands.client_view import info_line
 
 if TYPE_CHECKING:
-    from router.connection import Connection
-    from router.context import CommandContext
+    from router.context import CommandClient, CommandContext
 
 
-def multi(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
+def multi(ctx: CommandContext, client: CommandClient, args: list[bytes]) -> Reply:
     if client.multi is not None:
         return resp.error("ERR MULTI calls can not be nested")
-    client.begin_multi()
+    client.begin_multi(Transaction())
     return resp.OK
 
 
-def discard(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
+def discard(ctx: CommandContext, client: CommandClient, args: list[bytes]) -> Reply:
     if client.multi is None:
         return resp.error("ERR DISCARD without MULTI")
     client.end_multi()
     return resp.OK
 
 
-def exec_(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
+def exec_(ctx: CommandContext, client: CommandClient, args: list[bytes]) -> Reply:
     if client.multi is None:
         return resp.error("ERR EXEC without MULTI")
     if client.multi.dirty:
@@ -87,7 +86,9 @@ def exec_(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
     return b"".join(parts)
 
 
-def _acl_changed(ctx: CommandContext, client: Connection, cmd: Command, args: list[bytes]) -> bytes:
+def _acl_changed(
+    ctx: CommandContext, client: CommandClient, cmd: Command, args: list[bytes]
+) -> bytes:
     """EXEC's check of a queued command against the user's rules now: b"" if
     allowed, else Redis's error."""
     user = client.user
@@ -108,7 +109,7 @@ def _acl_changed(ctx: CommandContext, client: Connection, cmd: Command, args: li
     )
 
 
-def _call(ctx: CommandContext, client: Connection, cmd: Command, args: list[bytes]) -> Reply:
+def _call(ctx: CommandContext, client: CommandClient, cmd: Command, args: list[bytes]) -> Reply:
     """Run a queued command and count it (calls, time, failed calls), as the
     request loop does for the others (:func:`router.dispatch.execute`)."""
     start = perf_counter_ns()
@@ -123,13 +124,13 @@ def _call(ctx: CommandContext, client: Connection, cmd: Command, args: list[byte
     return reply
 
 
-def watch(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
+def watch(ctx: CommandContext, client: CommandClient, args: list[bytes]) -> Reply:
     if client.multi is not None:
         return resp.error("ERR WATCH inside MULTI is not allowed")
     return resp.OK
 
 
-def unwatch(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
+def unwatch(ctx: CommandContext, client: CommandClient, args: list[bytes]) -> Reply:
     return resp.OK
 
 

@@ -15,9 +15,7 @@ from router.glob import Glob
 from router.kinds import CHANNELS, SHARD_CHANNELS, Kind
 
 if TYPE_CHECKING:
-    from router.connection import Connection
-    from router.context import CommandContext
-    from router.node import Node
+    from router.context import CommandClient, CommandContext, PubSubView
 
 _HELP = (
     "PUBSUB <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
@@ -44,11 +42,11 @@ class _Channels(Work):
     __slots__ = ("found", "glob", "names", "per_name")
 
     def __init__(
-        self, node: Node, client: Connection, names: list[bytes], glob: Glob | None
+        self, pubsub: PubSubView, client: CommandClient, names: list[bytes], glob: Glob | None
     ) -> None:
         # a long pattern may cost more per name (bounded by its length)
         self.per_name = 1 if glob is None else 1 + len(glob.pattern) // 64
-        super().__init__(node, client, len(names) * self.per_name)
+        super().__init__(pubsub.after, client, len(names) * self.per_name)
         names.reverse()
         self.names = names
         self.glob = glob
@@ -72,17 +70,20 @@ class _Channels(Work):
 class _Numsub(Work):
     """PUBSUB (SHARD)NUMSUB: ``[name, count, ...]`` in slices."""
 
-    __slots__ = ("kind", "names")
+    __slots__ = ("kind", "names", "pubsub")
 
-    def __init__(self, node: Node, client: Connection, kind: Kind, names: list[bytes]) -> None:
-        super().__init__(node, client, len(names))
+    def __init__(
+        self, pubsub: PubSubView, client: CommandClient, kind: Kind, names: list[bytes]
+    ) -> None:
+        super().__init__(pubsub.after, client, len(names))
+        self.pubsub = pubsub
         self.kind = kind
         names.reverse()  # taken with pop(): each name is freed once done
         self.names = names
         self.parts.append(resp.array_header(2 * len(names)))
 
     def step(self, ops: int) -> int:
-        count = self.node.pubsub.count
+        count = self.pubsub.count
         kind = self.kind
         names = self.names
         pop = names.pop
@@ -96,47 +97,42 @@ class _Numsub(Work):
         return ops
 
 
-def _list(node: Node, client: Connection, kind: Kind, args: list[bytes]) -> Reply:
+def _list(ctx: CommandContext, client: CommandClient, kind: Kind, args: list[bytes]) -> Reply:
     if len(args) > 3:
         sub = args[1].decode(errors="replace")
         return resp.error(
             f"ERR unknown subcommand or wrong number of arguments for '{sub}'. Try PUBSUB HELP."
         )
     glob = Glob(args[2]) if len(args) == 3 else None
-    names = list(node.pubsub.tables[kind.slot])
-    return node.pubsub.run(_Channels(node, client, names, glob))
+    names = list(ctx.pubsub.tables[kind.slot])
+    return ctx.subscriptions.run(_Channels(ctx.pubsub, client, names, glob))
 
 
-def channels(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
-    node = ctx.pubsub.node
-    return _list(node, client, CHANNELS, args)
+def channels(ctx: CommandContext, client: CommandClient, args: list[bytes]) -> Reply:
+    return _list(ctx, client, CHANNELS, args)
 
 
-def shardchannels(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
-    node = ctx.pubsub.node
-    return _list(node, client, SHARD_CHANNELS, args)
+def shardchannels(ctx: CommandContext, client: CommandClient, args: list[bytes]) -> Reply:
+    return _list(ctx, client, SHARD_CHANNELS, args)
 
 
-def numsub(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
-    node = ctx.pubsub.node
-    return node.pubsub.run(_Numsub(node, client, CHANNELS, args[2:]))
+def numsub(ctx: CommandContext, client: CommandClient, args: list[bytes]) -> Reply:
+    return ctx.subscriptions.run(_Numsub(ctx.pubsub, client, CHANNELS, args[2:]))
 
 
-def shardnumsub(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
-    node = ctx.pubsub.node
-    return node.pubsub.run(_Numsub(node, client, SHARD_CHANNELS, args[2:]))
+def shardnumsub(ctx: CommandContext, client: CommandClient, args: list[bytes]) -> Reply:
+    return ctx.subscriptions.run(_Numsub(ctx.pubsub, client, SHARD_CHANNELS, args[2:]))
 
 
-def numpat(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
-    node = ctx.pubsub.node
-    return resp.integer(len(node.pubsub.patterns))
+def numpat(ctx: CommandContext, client: CommandClient, args: list[bytes]) -> Reply:
+    return resp.integer(len(ctx.pubsub.patterns))
 
 
-def help_(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
+def help_(ctx: CommandContext, client: CommandClient, args: list[bytes]) -> Reply:
     return resp.array_header(len(_HELP)) + b"".join(resp.simple(line) for line in _HELP)
 
 
-def _container(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
+def _container(ctx: CommandContext, client: CommandClient, args: list[bytes]) -> Reply:
     raise AssertionError("PUBSUB always dispatches to a subcommand")  # arity -2
 
 

@@ -8,8 +8,7 @@ from router import resp
 from router.commands.base import Command, Reply, subcommand_table
 
 if TYPE_CHECKING:
-    from router.connection import Connection
-    from router.context import CommandContext
+    from router.context import CommandClient, CommandContext
 
 #: Redis 7's default sections in its order, then bloomcast's
 _DEFAULT_SECTIONS = (
@@ -35,7 +34,7 @@ _ALL_SECTIONS = (
 )
 
 
-def info(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
+def info(ctx: CommandContext, client: CommandClient, args: list[bytes]) -> Reply:
     """INFO [section ...]: ``default`` (or none) = Redis's default sections and
     bloomcast's; ``all`` / ``everything`` add ``commandstats`` where Redis
     puts it (Redis 7.0 ``genRedisInfoString``)."""
@@ -60,34 +59,34 @@ def info(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
     return resp.verbatim("\r\n".join(parts).encode(), client.resp)
 
 
-def _table() -> dict[bytes, Command]:
-    # imported late: this module is part of the table being built
-    from router.commands import COMMANDS
-
-    return COMMANDS
-
-
-def _commands() -> list[Command]:
-    return list(_table().values())
+def _table(ctx: CommandContext) -> dict[bytes, Command]:
+    """The node's command table (this module is part of it: the node hands
+    it over in its context)."""
+    table: dict[bytes, Command] = ctx.commands
+    return table
 
 
-def command_all(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
-    return resp.encode_value([c.info() for c in _commands()], client.resp)
+def _commands(ctx: CommandContext) -> list[Command]:
+    return list(_table(ctx).values())
 
 
-def command_count(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
-    return resp.integer(len(_commands()))
+def command_all(ctx: CommandContext, client: CommandClient, args: list[bytes]) -> Reply:
+    return resp.encode_value([c.info() for c in _commands(ctx)], client.resp)
 
 
-def command_list(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
-    return resp.encode_value([c.name for c in _commands()], client.resp)
+def command_count(ctx: CommandContext, client: CommandClient, args: list[bytes]) -> Reply:
+    return resp.integer(len(_commands(ctx)))
 
 
-def lookup(name: bytes) -> Command | None:
+def command_list(ctx: CommandContext, client: CommandClient, args: list[bytes]) -> Reply:
+    return resp.encode_value([c.name for c in _commands(ctx)], client.resp)
+
+
+def lookup(ctx: CommandContext, name: bytes) -> Command | None:
     """Redis ``lookupCommandBySds``: ``name`` or ``container|subcommand``,
     any case; None for anything else."""
     parts = name.lower().split(b"|")
-    cmd = _table().get(parts[0])
+    cmd = _table(ctx).get(parts[0])
     if cmd is None or len(parts) == 1:
         return cmd
     if len(parts) > 2 or cmd.subcommands is None:
@@ -95,28 +94,28 @@ def lookup(name: bytes) -> Command | None:
     return cmd.subcommands.get(parts[1])
 
 
-def command_info(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
+def command_info(ctx: CommandContext, client: CommandClient, args: list[bytes]) -> Reply:
     names = args[2:]
     if not names:
         return command_all(ctx, client, args)
     out: list[Any] = []
     for name in names:
-        cmd = lookup(name)
+        cmd = lookup(ctx, name)
         out.append(cmd.info() if cmd else None)
     return resp.encode_value(out, client.resp)
 
 
-def command_docs(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
+def command_docs(ctx: CommandContext, client: CommandClient, args: list[bytes]) -> Reply:
     """A map of full name -> docs, one entry per name given (a repeated name
     repeated), unknown names left out (Redis 7.0 ``commandDocsCommand``)."""
-    found = [lookup(n) for n in args[2:]] if len(args) > 2 else _commands()
+    found = [lookup(ctx, n) for n in args[2:]] if len(args) > 2 else _commands(ctx)
     cmds = [c for c in found if c is not None]
     return resp.map_header(len(cmds), client.resp) + b"".join(
         resp.bulk(c.name.encode()) + resp.encode_value(c.docs(), client.resp) for c in cmds
     )
 
 
-def _container(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
+def _container(ctx: CommandContext, client: CommandClient, args: list[bytes]) -> Reply:
     return command_all(ctx, client, args)
 
 

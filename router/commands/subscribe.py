@@ -25,25 +25,24 @@ from router.commands.base import Command, Reply
 from router.kinds import CHANNELS, PATTERNS, SHARD_CHANNELS, Kind
 
 if TYPE_CHECKING:
-    from router.connection import Connection
-    from router.context import CommandContext
+    from router.context import CommandClient, CommandContext
 
 
 def _subscribe(name: str, kind: Kind) -> Command:
-    def handler(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
+    def handler(ctx: CommandContext, client: CommandClient, args: list[bytes]) -> Reply:
         if kind is SHARD_CHANNELS and client.in_exec:
             # Redis 7.0 ssubscribeCommand: EXEC runs with CLIENT_DENY_BLOCKING,
             # and unlike SUBSCRIBE / PSUBSCRIBE it makes no exception for MULTI
             return resp.error("ERR SSUBSCRIBE isn't allowed for a DENY BLOCKING client")
-        return ctx.pubsub.subscribe(kind, client, args[1:])
+        return ctx.subscriptions.subscribe(kind, client, args[1:])
 
     summary = f"Listens for messages published to {name} targets."
     return Command(name, -2, handler, summary, slot_checked=kind is SHARD_CHANNELS)
 
 
 def _unsubscribe(name: str, kind: Kind) -> Command:
-    def handler(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
-        return ctx.pubsub.unsubscribe(kind, client, args[1:])
+    def handler(ctx: CommandContext, client: CommandClient, args: list[bytes]) -> Reply:
+        return ctx.subscriptions.unsubscribe(kind, client, args[1:])
 
     target = name[2:] if kind is SHARD_CHANNELS else name
     summary = f"Stops listening to {target} targets."

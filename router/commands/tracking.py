@@ -21,39 +21,21 @@ not a CLIENT command runs outside MULTI (``resetClient``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from router import resp
+from router.client_extras import Tracking
 from router.commands.client_view import client_type
 from router.parser import string2ll
 
 if TYPE_CHECKING:
     from router.commands.base import Reply
-    from router.connection import Connection
-    from router.context import CommandContext
+    from router.context import CommandClient, CommandContext
 
 _SYNTAX = resp.error("ERR syntax error")
 _INVALIDATE = b"$10\r\ninvalidate\r\n"
 #: a RESP2 redirect target that is subscribed gets it as a message on this channel
 _INVALIDATE_MESSAGE = b"*3\r\n$7\r\nmessage\r\n$20\r\n__redis__:invalidate\r\n"
-
-
-@dataclass(slots=True)
-class Tracking:
-    """A connection's CLIENT TRACKING state while it is on (Redis's
-    ``CLIENT_TRACKING*`` flags, redirection and prefixes)."""
-
-    redirect: int = 0  # client id; 0: none
-    bcast: bool = False
-    optin: bool = False
-    optout: bool = False
-    noloop: bool = False
-    caching: bool = False  # CLIENT CACHING given for the next command
-    broken_redirect: bool = False  # its redirect target was gone at an invalidation
-    prefixes: list[bytes] = field(default_factory=list)  # BCAST, in byte order
-    #: invalidations of this client due after its EXEC's reply
-    after_exec: list[bytes] = field(default_factory=list)
 
 
 def _overlap(a: bytes, b: bytes) -> bool:
@@ -78,7 +60,7 @@ def _collision(held: list[bytes], new: list[bytes]) -> tuple[bytes, int]:
     return b"", 1
 
 
-def tracking(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
+def tracking(ctx: CommandContext, client: CommandClient, args: list[bytes]) -> Reply:
     """CLIENT TRACKING (ON|OFF) [REDIRECT id] [BCAST] [PREFIX p ...] [OPTIN]
     [OPTOUT] [NOLOOP]: every option read first, then ON's checks."""
     redirect = 0
@@ -153,7 +135,7 @@ def tracking(ctx: CommandContext, client: Connection, args: list[bytes]) -> Repl
     return error + resp.OK
 
 
-def caching(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
+def caching(ctx: CommandContext, client: CommandClient, args: list[bytes]) -> Reply:
     """CLIENT CACHING (YES|NO): the next command's keys are (not) tracked."""
     state = client.extras.tracking
     if state is None:
@@ -179,7 +161,7 @@ def caching(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply
     return resp.OK
 
 
-def after_command(client: Connection) -> None:
+def after_command(client: CommandClient) -> None:
     """After a tracking client's command: the CACHING flag is cleared once a
     command that is not a CLIENT subcommand ran outside MULTI (an unknown
     command, or CLIENT alone, too: Redis's ``resetClient``)."""
@@ -188,13 +170,13 @@ def after_command(client: Connection) -> None:
         tracking.caching = False
 
 
-def getredir(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
+def getredir(ctx: CommandContext, client: CommandClient, args: list[bytes]) -> Reply:
     """CLIENT GETREDIR: the redirect id, 0 for none, -1 when not tracking."""
     state = client.extras.tracking
     return resp.integer(-1 if state is None else state.redirect)
 
 
-def trackinginfo(ctx: CommandContext, client: Connection, args: list[bytes]) -> Reply:
+def trackinginfo(ctx: CommandContext, client: CommandClient, args: list[bytes]) -> Reply:
     """CLIENT TRACKINGINFO: flags (a set), redirect, prefixes."""
     state = client.extras.tracking
     if state is None:
@@ -215,7 +197,7 @@ def trackinginfo(ctx: CommandContext, client: Connection, args: list[bytes]) -> 
     return resp.encode_value(info, client.resp)
 
 
-def flush_invalidations(ctx: CommandContext, client: Connection) -> bytes:
+def flush_invalidations(ctx: CommandContext, client: CommandClient) -> bytes:
     """FLUSHALL / FLUSHDB: every tracking client is told that every key is
     invalid (``trackingInvalidateKeysOnFlush``, a null in the client's own
     RESP). Other clients get it now; the caller's goes after its reply: it is
@@ -236,7 +218,7 @@ def flush_invalidations(ctx: CommandContext, client: Connection) -> bytes:
     return mine
 
 
-def _invalidation(ctx: CommandContext, client: Connection, state: Tracking) -> bytes:
+def _invalidation(ctx: CommandContext, client: CommandClient, state: Tracking) -> bytes:
     """Redis ``sendTrackingMessage`` with the null of ``client``'s RESP:
     what to write to ``client`` (b"" when it goes elsewhere or nowhere)."""
     null = resp.null(client.resp)

@@ -1,18 +1,37 @@
 """The bus's per-node maps that grow with what peers do stay bounded (issue 41,
 docs/architecture.md §11): lost nodes (``MAX_LOST``), the sessions kept for
 forgotten peers (``MAX_RETAINED``), the routing cache (``ROUTE_CACHE_SIZE``).
-Each bound is made small here so the test reaches it."""
+Each bound is made small here so the test reaches it; the forwarding's and
+the routing cache's on both data planes (a compiled module reads its bound
+from its module's globals, as the Python one)."""
 
 from __future__ import annotations
 
 import logging
+import os
 import random
+import sys
 
-from cluster_bus import forwarding, membership, routing
-from cluster_bus.forwarding import Forwarding
+import pytest
+
+from cluster_bus import dataplane, membership
 from cluster_bus.info import BusStats
 from cluster_bus.membership import Membership
-from cluster_bus.routing import PeerTable
+from cluster_bus.mesh import Mesh
+
+
+@pytest.fixture(params=["python", "compiled"])
+def bus_plane(request: pytest.FixtureRequest) -> dataplane.BusPlane:
+    """The bus's Python classes, then its compiled ones (skipped only on a
+    pure build, ``BLOOMCAST_NO_EXTENSIONS=1``)."""
+    if request.param == "python":
+        return dataplane.python()
+    try:
+        return dataplane.compiled()
+    except ImportError:
+        if os.environ.get(dataplane.ENV):
+            pytest.skip("a pure build (BLOOMCAST_NO_EXTENSIONS=1): no compiled plane")
+        raise
 
 
 def nid(i: int) -> str:
@@ -30,13 +49,14 @@ def test_lost_nodes_are_bounded_the_oldest_dropped_first(monkeypatch):
     assert (nid(1), True) in m.removed and (nid(2), True) in m.removed
 
 
-def test_sessions_kept_for_forgotten_peers_are_bounded(monkeypatch, caplog):
-    monkeypatch.setattr(forwarding, "MAX_RETAINED", 2)
-    f = Forwarding(
+def test_sessions_kept_for_forgotten_peers_are_bounded(bus_plane, monkeypatch, caplog):
+    monkeypatch.setattr(sys.modules[bus_plane.Forwarding.__module__], "MAX_RETAINED", 2)
+    stats = BusStats()
+    f = bus_plane.Forwarding(
         None,  # type: ignore[arg-type]
-        PeerTable(),
-        None,  # type: ignore[arg-type]
-        BusStats(),
+        bus_plane.PeerTable(),
+        Mesh(lambda node_id: 1, stats),
+        stats,
         sender=1,
         replay_bytes=1 << 20,
         replay_ms=10_000,
@@ -48,9 +68,9 @@ def test_sessions_kept_for_forgotten_peers_are_bounded(monkeypatch, caplog):
     assert sum("forgotten nodes kept" in r.getMessage() for r in caplog.records) == 2
 
 
-def test_the_routing_cache_is_bounded(monkeypatch):
-    monkeypatch.setattr(routing, "ROUTE_CACHE_SIZE", 8)
-    table = PeerTable()
+def test_the_routing_cache_is_bounded(bus_plane, monkeypatch):
+    monkeypatch.setattr(sys.modules[bus_plane.PeerTable.__module__], "ROUTE_CACHE_SIZE", 8)
+    table = bus_plane.PeerTable()
     for i in range(100):
         table.route(b"ch:%d" % i)
         table.route(b"s:%d" % i, shard=True)

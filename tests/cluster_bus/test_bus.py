@@ -358,10 +358,10 @@ def test_a_late_timer_is_measured_and_the_node_doubts_itself():
         buses = [p[1] for p in pairs]
         try:
             await until(lambda: converged(buses))
-            assert stat(buses[0], "cluster_stats_late_ticks") == 0
-            assert stat(buses[0], "cluster_health_score") == 0
+            # (a loaded machine, or an ASan build, may have made a start-up tick late)
+            late = stat(buses[0], "cluster_stats_late_ticks")
             time.sleep(3 * buses[0].ping_interval_ms / 1000)  # the whole loop stalls
-            await until(lambda: stat(buses[0], "cluster_stats_late_ticks") >= 1)
+            await until(lambda: stat(buses[0], "cluster_stats_late_ticks") >= late + 1)
             assert stat(buses[0], "cluster_loop_lag_ms") >= buses[0].membership.lag_limit_ms
             assert stat(buses[0], "cluster_health_score") >= 1
         finally:

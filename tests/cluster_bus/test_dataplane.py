@@ -21,6 +21,7 @@ from cluster_bus.api import BusConfig
 from cluster_bus.bus import ClusterBus
 from cluster_bus.forwarding import Forwarding
 from cluster_bus.link import Link
+from cluster_bus.routing import PeerTable
 from router import dataplane as node_plane
 from router.config import NodeConfig
 from router.node import Node
@@ -46,22 +47,21 @@ def test_the_bus_twin_is_built():
 
 def test_the_bus_builds_its_links_and_forwarding_from_the_switch(monkeypatch):
     monkeypatch.setenv(dataplane.ENV, "1")
-    bus = ClusterBus(Node(NodeConfig(port=0)), BusConfig(port=0))
+    bus = ClusterBus(Node(NodeConfig(port=0)).pubsub, BusConfig(port=0))
+    assert bus.plane.name == "python"
     assert bus.link_class is Link and type(bus.forwarding) is Forwarding
-    assert bus.forward_publish == bus.forwarding.forward  # the reference's method
+    assert type(bus.routing) is PeerTable
+    assert bus.forward_publish == bus.forwarding.forward
     monkeypatch.delenv(dataplane.ENV)
-    bus = ClusterBus(Node(NodeConfig(port=0)), BusConfig(port=0))
+    bus = ClusterBus(Node(NodeConfig(port=0)).pubsub, BusConfig(port=0))
     if _compiled is None:
         assert bus.link_class is Link
         return
-    assert (
-        issubclass(bus.link_class, Link) and bus.link_class.data_received is _compiled.data_received
-    )
-    forwarding = bus.forwarding
-    assert isinstance(forwarding, Forwarding)
-    assert type(forwarding).publishes_received is _compiled.publishes_received
-    assert type(bus.forward_publish.__self__) is _compiled.Forwarder  # type: ignore[attr-defined]
-    assert forwarding.forward == bus.forward_publish
+    assert bus.plane.name == "compiled"
+    assert bus.link_class.__module__ == "cluster_bus._link"
+    assert type(bus.forwarding).__module__ == "cluster_bus._forwarding"
+    assert type(bus.routing).__module__ == "cluster_bus._routing"
+    assert bus.forward_publish == bus.forwarding.forward
 
 
 @needs_compiled
@@ -78,8 +78,8 @@ def test_a_missing_bus_twin_is_one_warning_and_the_python_core(monkeypatch, capl
     monkeypatch.setitem(sys.modules, "cluster_bus._forwarding", None)  # import fails
     monkeypatch.delattr(cluster_bus, "_forwarding", raising=False)
     with caplog.at_level(logging.WARNING, logger="bloomcast.node"):
-        assert node_plane.load() is None
+        assert node_plane.load() is node_plane.python()
     assert len(caplog.records) == 1
     assert "running the Python core" in caplog.records[0].getMessage()
-    assert dataplane.load() is None
-    assert dataplane.link_class(None) is Link and dataplane.forwarding_class(None) is Forwarding
+    assert dataplane.load().name == "python"
+    assert dataplane.load().Link is Link and dataplane.load().Forwarding is Forwarding

@@ -9,7 +9,10 @@ no exception other than BusProtocolError, no input slower than a second
 (hang), the decoder's buffer never above one header plus max_body
 (bounded memory), and the PUBLISH fast path agreeing with the reference
 decoder (``fast=False``, fed the same pieces): the same frames, then the same
-error text. Exit status 1 with the offending input in hex on failure.
+error text; when the compiled plane is built, its decoder too
+(``cluster_bus._decoder``, whose PUBLISH run is ``cluster_bus/_codec.pyx``'s
+C), fed the same pieces. Exit status 1 with the offending input in hex on
+failure.
 """
 
 from __future__ import annotations
@@ -21,6 +24,11 @@ import time
 
 from cluster_bus.codec import HEADER_SIZE, BusProtocolError, encode
 from cluster_bus.decoder import FrameDecoder
+
+try:
+    from cluster_bus._decoder import FrameDecoder as CompiledDecoder  # type: ignore[import-not-found]
+except ImportError:  # not built: the Python paths only
+    CompiledDecoder = None
 from cluster_bus.frames import (
     Ack,
     Fail,
@@ -118,9 +126,12 @@ def mutate(rng: random.Random, data: bytes, pool: list[bytes]) -> bytes:
     return bytes(buf)
 
 
-def _reference(data: bytes, steps: list[int]) -> tuple[list[Message], str | None]:
-    """What the reference decoder (no PUBLISH fast path) makes of the same pieces."""
-    dec = FrameDecoder(max_body=MAX_BODY, fast=False)
+def _reference(
+    data: bytes, steps: list[int], cls: type = FrameDecoder, fast: bool = False
+) -> tuple[list[Message], str | None]:
+    """What the reference decoder (no PUBLISH fast path) makes of the same
+    pieces (or ``cls`` with ``fast``)."""
+    dec = cls(max_body=MAX_BODY, fast=fast)
     out: list[Message] = []
     pos = 0
     try:
@@ -173,6 +184,13 @@ def run(count: int, seed: int = 0) -> dict[str, float]:
                 f"fast path {got!r} / {error!r} != reference {want!r} / {want_error!r}"
                 f" on input {data.hex()}"
             )
+        if CompiledDecoder is not None:
+            compiled = _reference(data, steps, CompiledDecoder, fast=True)
+            if compiled != (want, want_error):
+                raise AssertionError(
+                    f"compiled {compiled!r} != reference {want!r} / {want_error!r}"
+                    f" on input {data.hex()}"
+                )
         elapsed = (time.perf_counter() - t0) * 1000
         if elapsed > 1000:
             raise AssertionError(f"input took {elapsed:.0f} ms (hang?): {data.hex()}")

@@ -1,12 +1,14 @@
-"""Fuzz the bus's forwarding hot path: the compiled twin against the reference (issue 29).
+"""Fuzz the bus's forwarding hot path: the compiled data plane against the
+Python core (issues 29, 42).
 
 ``uv run python -m tests.fuzz.fuzz_forwarding --count 500 --seed 1``
 
-Two nodes, the Python core and the compiled twins (the pair of
-``tests/fuzz/fuzz_loop.py``), each with a bus: one running the reference
-(:class:`cluster_bus.link.Link`, :class:`cluster_bus.forwarding.Forwarding`),
-one the twins of ``cluster_bus/_forwarding.pyx`` (``CompiledLink``,
-``CompiledForwarding``). Each script does one of:
+Two nodes, the Python core and the compiled plane (the pair of
+``tests/fuzz/fuzz_loop.py``), each with a bus: one on the reference
+(:func:`cluster_bus.dataplane.python`: ``cluster_bus/link.py``,
+``forwarding.py``, ``session.py``, ``decoder.py``, ``routing.py`` run as plain
+Python), one on the same sources compiled (``cluster_bus._link``, ...) and
+``cluster_bus/_codec.pyx``. Each script does one of:
 
 - *in*: the same byte stream from one peer, cut at the same random points,
   is read by each bus's authenticated link from that peer: PUBLISH and
@@ -30,7 +32,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
-import importlib
 import logging
 import random
 import sys
@@ -46,7 +47,7 @@ from cluster_bus.forwarding import Forwarding
 from cluster_bus.frames import FilterKind, Resend, Session
 from cluster_bus.handshake import Handshake
 from cluster_bus.link import Link
-from router import registry as registry_module
+from router.registry import FP_CHECK_EVERY
 from tests.fuzz.fuzz_loop import Side, nodes
 
 PEER = "ab" * 20
@@ -80,15 +81,10 @@ class Recorder:
 
 
 def _bus(node: Any, compiled: bool, **config: Any) -> ClusterBus:
-    """A bus on the twins (``compiled``) or the reference, whatever
+    """A bus on the compiled plane (``compiled``) or the reference, whatever
     ``BLOOMCAST_NO_EXTENSIONS`` says."""
-    module = importlib.import_module("cluster_bus._forwarding") if compiled else None
-    load = bus_plane.load
-    bus_plane.load = lambda: module  # type: ignore[assignment]
-    try:
-        bus = ClusterBus(node, BusConfig(port=0, **config))
-    finally:
-        bus_plane.load = load  # type: ignore[assignment]
+    plane = bus_plane.compiled() if compiled else bus_plane.python()
+    bus = ClusterBus(node.pubsub, BusConfig(port=0, **config), plane=plane)
     assert (type(bus.forwarding) is Forwarding) is not compiled
     return bus
 
@@ -194,14 +190,14 @@ def rx_state(side: Side, link: Link, transport: Recorder) -> Any:
         node.stats.messages_delivered,
         _registry(node.registry),
         None if node.tap is None else node.tap.seen,
-        node.turn_output,
+        node.pubsub.turn_output,
         [client.conn.closed for client in side.clients if client.conn is not None],
     )
 
 
 class CountersTap:
     """A traffic recorder that keeps, for each event, the node's counters as
-    they stand when it is recorded (the twin settles before it)."""
+    they stand when it is recorded."""
 
     def __init__(self, node: Any) -> None:
         self.node = node
@@ -214,7 +210,7 @@ class CountersTap:
         node = self.node
         self.seen.append(
             (event.event_id, event.receivers, node.stats.messages_delivered,
-             _registry(node.registry), node.turn_output)
+             _registry(node.registry), node.pubsub.turn_output)
         )  # fmt: skip
 
 
@@ -232,26 +228,18 @@ def _registry(registry: Any) -> tuple[Any, ...]:
 
 
 def pair() -> tuple[Any, Any]:
-    """fuzz_loop's two nodes, with one node id (the bus frames carry it)."""
-    ref, twin = nodes()
-    twin.node_id = ref.node_id
-    return ref, twin
+    """fuzz_loop's two nodes (one node id: the bus frames carry it)."""
+    return nodes()
 
 
 async def script_in(rnd: random.Random) -> None:
+    ref, twin = pair()
     # the resize policy's window: at 3 or 20 its end falls inside the runs of a
     # read, and 16 false positives in a window of 20 resize the filter (256,
     # the node's own, is never reached here: the run counted whole)
-    every = rnd.choice([registry_module.FP_CHECK_EVERY, 3, 20])
-    saved, registry_module.FP_CHECK_EVERY = registry_module.FP_CHECK_EVERY, every
-    try:
-        await _script_in(rnd)
-    finally:
-        registry_module.FP_CHECK_EVERY = saved
-
-
-async def _script_in(rnd: random.Random) -> None:
-    ref, twin = pair()
+    every = rnd.choice([FP_CHECK_EVERY, 3, 20])
+    for node in (ref, twin):
+        node.registry.check_every = every
     if rnd.random() < 0.3:  # a filter of another m (a resize doubles it)
         for node in (ref, twin):
             node.registry.rebuild_channel_filter(64)

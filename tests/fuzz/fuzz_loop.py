@@ -1,19 +1,22 @@
-"""Fuzz the request loop: the compiled twin against the reference (issue 29).
+"""Fuzz the request loop: the compiled data plane against the Python core
+(issues 29, 42).
 
 ``uv run python -m tests.fuzz.fuzz_loop --count 2000 --seed 1``
 
-Two in-process nodes on one event loop: the reference (the Python core's
-:class:`router.connection.Connection`, whose loop is
-:func:`router.dispatch.process`, and :class:`router.parser.RequestParser`)
-and the twin (``router._dataplane.process`` and its parser). Each gets the
-same clients and, script by script, the same requests, split at the same
-random points: PUBLISH, SPUBLISH and PING (the commands the twin runs in
-line) in every casing and arity and with names one letter off, RESP2
+Two in-process nodes on one event loop: the reference on the Python core
+(:func:`router.dataplane.python`: ``router/connection.py``, ``dispatch.py``,
+``pubsub.py`` ... run as plain Python, and :class:`router.parser.RequestParser`)
+and the twin on the compiled plane (the same sources compiled,
+``router._connection``, ``router._dispatch``, ..., and ``router/_parser.pyx``).
+Each gets the same clients and, script by script, the same requests, split at
+the same random points: PUBLISH, SPUBLISH and PING (the commands the loop runs
+in line) in every casing and arity and with names one letter off, RESP2
 subscribers PINGing, CONFIG RESETSTAT, (P|S)(UN)SUBSCRIBE, MULTI /
 EXEC / DISCARD, CLIENT REPLY, HELLO 2/3, RESET, AUTH as a restricted ACL
 user (no PUBLISH, or no channel) and as the default user, CLIENT PAUSE
 WRITE / UNPAUSE (postponed PUBLISH), QUIT, protocol errors, and PUBLISH
-and SPUBLISH forwarded by a peer (``Node.deliver_forwarded``). After every
+and SPUBLISH forwarded by a peer (``PubSub.deliver_forwarded``, and runs of
+them). After every
 step, each client's output so far must be the same bytes on both nodes,
 and at the end of a script so must each connection's state, reply mode,
 subscriptions and the node's counters (commandstats calls / failed /
@@ -24,7 +27,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib
+import os
 import random
 import sys
 import time
@@ -32,14 +35,11 @@ from collections.abc import Callable
 from typing import Any
 
 from cluster_bus.frames import Publish
-from router import dataplane, dispatch
-from router import registry as registry_module
+from router import dataplane
 from router.client import Client
-from router.commands import publish as publish_command
 from router.config import NodeConfig
-from router.connection import Connection
 from router.node import Node
-from router.parser import RequestParser
+from router.registry import FP_CHECK_EVERY
 
 CHANNELS = [b"a", b"b", b"news", b"x{1}", b"L" * 1100]
 PATTERNS = [b"a*", b"*", b"n?ws", b"[ab]"]
@@ -105,8 +105,6 @@ class Side:
     def open(self, at: int | None = None) -> None:
         client, wire = self.node.client_class(self.node), Wire()
         client.connection_made(wire)  # type: ignore[arg-type]
-        want = self.node.context.connection_class.receive
-        assert client.conn is not None and type(client.conn).receive is want
         if at is None:
             self.clients.append(client)
             self.wires.append(wire)
@@ -141,22 +139,15 @@ def forwarded_run(rnd: random.Random, step: int) -> tuple[list[Publish], int]:
 
 
 def nodes() -> tuple[Node, Node]:
-    """(reference, twin), whatever ``BLOOMCAST_NO_EXTENSIONS`` says; ImportError
-    if the extension is not built."""
-    module = importlib.import_module("router._dataplane")
-    ref, twin = Node(NodeConfig(port=0)), Node(NodeConfig(port=0))
-    ref.context.parser_class = RequestParser
-    ref.context.connection_class = Connection
-    ref.client_class = Client
-    vars(ref).pop("flush_all", None)  # the reference Node.flush_all
-    vars(ref).pop("schedule_flush", None)  # and Node.schedule_flush
-    vars(ref).pop("deliver_forwarded", None)  # and Node.deliver_forwarded
-    vars(ref).pop("deliver_forwarded_run", None)  # and Node.deliver_forwarded_run
-    twin.context.parser_class = module.RequestParser
-    twin.context.connection_class = dataplane.connection_class(module)
-    twin.client_class = dataplane.client_class(module)
-    dataplane.bind_node(module, twin)
-    return ref, twin
+    """(reference, twin): a node on the Python core and one on the compiled
+    data plane, with one node id, whatever ``BLOOMCAST_NO_EXTENSIONS`` says;
+    ImportError if the extension is not built."""
+    twin = dataplane.compiled()
+    node_id = os.urandom(20).hex()  # one id: traffic events and bus frames carry it
+    return (
+        Node(NodeConfig(port=0), node_id, plane=dataplane.python()),
+        Node(NodeConfig(port=0), node_id, plane=twin),
+    )
 
 
 def case(rnd: random.Random, name: bytes) -> bytes:
@@ -172,7 +163,7 @@ def message(rnd: random.Random) -> bytes:
     return rnd.choice([b"hi", b"", b"x" * rnd.randint(1, 300), b"-err", b"\r\n", b"y" * 1500])
 
 
-#: the commands run in line (router/_dataplane.pyx ``_in_line``), PUBLISH weighted most
+#: the commands run in line (router/dispatch.py ``_in_line``), PUBLISH weighted most
 IN_LINE: list[Callable[[bytes, bytes], list[bytes]]] = [
     lambda ch, msg: [b"publish", ch, msg],
     lambda ch, msg: [b"publish", ch, msg],
@@ -193,7 +184,7 @@ def request(rnd: random.Random) -> list[bytes]:
     msg = message(rnd)
     r = rnd.random()
     if r < 0.45:
-        # the commands the twin runs in line, at every count of arguments
+        # the commands the loop runs in line, at every count of arguments
         # around theirs and with names one letter off
         args = rnd.choice(IN_LINE)(ch, msg)
         if rnd.random() < 0.1:
@@ -301,7 +292,7 @@ def snapshot(side: Side) -> Any:
         stats.messages_delivered,
         stats.net_input_bytes,
         dict(stats.errors),
-        node.publish_seq,
+        node.pubsub.publish_seq,
         node.registry.false_positives_received,
         node.registry._window_received,  # the resize policy's window (FP_CHECK_EVERY)
         node.registry._window_false,
@@ -328,28 +319,30 @@ async def script(rnd: random.Random, steps: int) -> None:
     spent at once (every fourth request and every later read of a turn
     slices), the same in both loops; a wall-clock budget would slice where
     the machine happened to be slow."""
-    saved = dispatch._SLICE_NS, publish_command.FANOUT_BYTES_PER_TURN
-    dispatch._SLICE_NS = rnd.choice([1 << 62, 0])  # both loops read it
-    # a small turn's fan-out budget: PUBLISH answers on the next turn
-    publish_command.FANOUT_BYTES_PER_TURN = rnd.choice([8 << 20, 600])
     loop = asyncio.get_running_loop()
     failures: list[object] = []
     loop.set_exception_handler(lambda _loop, context: failures.append(context))
-    try:
-        await _script(rnd, steps)
-    finally:
-        dispatch._SLICE_NS, publish_command.FANOUT_BYTES_PER_TURN = saved
+    await _script(rnd, steps)
     if failures:  # an exception in a loop callback (a flush, an unblock)
         raise AssertionError(f"a loop callback raised: {failures[0]!r}")
 
 
 async def _script(rnd: random.Random, steps: int) -> None:
     ref, twin = nodes()
+    slice_ns = rnd.choice([1 << 62, 0])
+    # a small turn's fan-out budget: PUBLISH answers on the next turn
+    fanout = rnd.choice([8 << 20, 600])
+    # the resize policy's window ends within a script's forwards too
+    every = rnd.choice([FP_CHECK_EVERY, 3, 7])
+    for node in (ref, twin):
+        node.context.slice_ns = slice_ns
+        node.pubsub.fanout_limit = fanout
+        node.registry.check_every = every
     # a pub/sub work budget of one operation a turn: a SUBSCRIBE of two
     # names waits, its client blocked, while others publish to it
     if rnd.random() < 0.3:
         for node in (ref, twin):
-            node.pubsub.budget.ops = node.pubsub.budget.left = 1
+            node.subscriptions.budget.ops = node.subscriptions.budget.left = 1
     sides = [Side(ref), Side(twin)]
     for args in SETUP:
         data = encode(random.Random(0), args)
@@ -369,13 +362,13 @@ async def _script(rnd: random.Random, steps: int) -> None:
         if rnd.random() < 0.2:  # a PUBLISH (or SPUBLISH) a peer forwarded
             forwarded = (rnd.choice(CHANNELS), message(rnd), rnd.random() < 0.2)
             for side in sides:
-                side.node.deliver_forwarded(PEER, step, *forwarded)
+                side.node.pubsub.deliver_forwarded(PEER, step, *forwarded)
         elif rnd.random() < 0.1:  # a read's run of them
             run, count = forwarded_run(rnd, step)
             errors = []
             for side in sides:
                 try:
-                    side.node.deliver_forwarded_run(PEER, list(run), count)
+                    side.node.pubsub.deliver_forwarded_run(PEER, list(run), count)
                     errors.append(None)
                 except IndexError as exc:
                     errors.append(repr(exc))
@@ -408,15 +401,8 @@ async def _script(rnd: random.Random, steps: int) -> None:
 
 def run(count: int, seed: int, steps: int = 40) -> int:
     rnd = random.Random(seed)
-    saved = registry_module.FP_CHECK_EVERY
-    try:
-        for _ in range(count):
-            one = random.Random(rnd.getrandbits(64))
-            # the resize policy's window ends within a script's forwards too
-            registry_module.FP_CHECK_EVERY = one.choice([saved, 3, 7])
-            asyncio.run(script(one, steps))
-    finally:
-        registry_module.FP_CHECK_EVERY = saved
+    for _ in range(count):
+        asyncio.run(script(random.Random(rnd.getrandbits(64)), steps))
     return count
 
 

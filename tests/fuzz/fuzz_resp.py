@@ -4,7 +4,7 @@ Mutates valid requests (bit flips, cut points, insertions of protocol bytes
 and RESP3 type bytes, huge counts) and feeds them in random chunks to three
 parsers: the Python core's (hiredis fast path on), the pure-Python reference
 (``fast=False``) and, when the extension is built, the compiled twin
-(``router._dataplane.RequestParser``, issue 29; ``--no-compiled`` leaves it
+(``router._parser.RequestParser``, issue 29; ``--no-compiled`` leaves it
 out, and ``--require-compiled`` fails without it). Only ProtocolError may
 escape; every call returns; the parser never holds more than it was fed;
 all of them return the same requests and raise the same error (class and
@@ -23,7 +23,7 @@ import time
 from router.parser import SLICE_BULKS, ProtocolError, RequestParser
 
 try:
-    from router._dataplane import RequestParser as CompiledParser
+    from router._parser import RequestParser as CompiledParser
 except ImportError:  # not built: the fuzzer compares the Python paths only
     CompiledParser = None  # type: ignore[assignment,misc]
 
@@ -167,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     compiled = not args.no_compiled and CompiledParser is not None
     if args.require_compiled and not compiled:
-        print("the compiled parser (router._dataplane) is not built", file=sys.stderr)
+        print("the compiled parser (router._parser) is not built", file=sys.stderr)
         return 2
     rnd = random.Random(args.seed)
     start = time.monotonic()

@@ -1,12 +1,13 @@
 #!/bin/sh
-# valgrind memcheck over the differential fuzzers with the compiled request
-# parser, request loop and bus forwarding (the normal -O2 build that uv sync
-# makes), issue 29.
+# valgrind memcheck over the differential fuzzers with the compiled data
+# plane (the normal -O2 build that uv sync makes), issues 29 and 42.
 #
 #   nice -n 10 sh tests/fuzz/memcheck.sh [FUZZ_INPUTS] [SEED]
 #
 # Prints the error summary, the definite leaks, and the errors that are the
-# extensions' (_dataplane, _forwarding): raised in them or in what it calls directly (before
+# extensions' (setup.py's MODULES: router/_*.so and cluster_bus/_*.so, their
+# functions named __pyx_..._6router_... and ..._11cluster_bus_...): raised in
+# them or in what it calls directly (before
 # any interpreter frame), or an invalid access or a definite leak through it.
 # That count must be 0.
 # CPython itself, without its Misc/valgrind-python.supp, reports a few
@@ -19,11 +20,11 @@ log="${MEMCHECK_LOG:-/tmp/bloomcast-memcheck.log}"
 PYTHONMALLOC=malloc valgrind --tool=memcheck --leak-check=full --show-leak-kinds=definite \
     --errors-for-leak-kinds=definite --num-callers=40 --log-file="$log" \
     .venv/bin/python -m tests.fuzz.fuzz_resp --count "${1:-3000}" --seed "${2:-31}" --require-compiled
-# the request loop's twin (tests/fuzz/fuzz_loop.py): a script per 100 inputs
+# the compiled request loop (tests/fuzz/fuzz_loop.py): a script per 100 inputs
 PYTHONMALLOC=malloc valgrind --tool=memcheck --leak-check=full --show-leak-kinds=definite \
     --errors-for-leak-kinds=definite --num-callers=40 --log-file="$log.loop" \
     .venv/bin/python -m tests.fuzz.fuzz_loop --count "$(( ${1:-3000} / 100 + 1 ))" --seed "${2:-31}"
-# the bus's twins (tests/fuzz/fuzz_forwarding.py): a script per 10 inputs
+# the compiled bus (tests/fuzz/fuzz_forwarding.py): a script per 10 inputs
 PYTHONMALLOC=malloc valgrind --tool=memcheck --leak-check=full --show-leak-kinds=definite \
     --errors-for-leak-kinds=definite --num-callers=40 --log-file="$log.bus" \
     .venv/bin/python -m tests.fuzz.fuzz_forwarding --count "$(( ${1:-3000} / 10 + 1 ))" --seed "${2:-31}"
@@ -39,12 +40,12 @@ for l in "$log" "$log.loop" "$log.bus"; do
     # the reference path's stacks show too) pass through it as well: those
     # are not its own
     top=$(awk '/^==[0-9]+== $/ { seen = 0; next }
-               / (at|by) 0x/ && !seen { if ($0 ~ /_dataplane|_forwarding/) { n++; seen = 1 }
+               / (at|by) 0x/ && !seen { if ($0 ~ /6router_|11cluster_bus_|router\/_[a-z]+\.cpython|cluster_bus\/_[a-z]+\.cpython/) { n++; seen = 1 }
                                         else if ($0 ~ /_PyEval_EvalFrameDefault/) seen = 1 }
                END { print n + 0 }' "$l")
-    bad=$(awk '/^==[0-9]+== $/ { if (b ~ /_dataplane|_forwarding/ && b ~ /(Invalid|Mismatched|overlap|definitely lost)/) n++; b = ""; next }
+    bad=$(awk '/^==[0-9]+== $/ { if (b ~ /6router_|11cluster_bus_|router\/_[a-z]+\.cpython|cluster_bus\/_[a-z]+\.cpython/ && b ~ /(Invalid|Mismatched|overlap|definitely lost)/) n++; b = ""; next }
                { b = b "\n" $0 } END { print n + 0 }' "$l")
-    through=$(grep -cE "_dataplane|_forwarding" "$l" || true)
+    through=$(grep -cE "6router_|11cluster_bus_|router/_[a-z]+\.cpython|cluster_bus/_[a-z]+\.cpython" "$l" || true)
     echo "errors of the extensions: $top; invalid accesses or leaks through them: $bad; frames through them in all: $through (log: $l)"
     ours=$((ours + top + bad))
 done

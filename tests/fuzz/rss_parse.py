@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.python:
         cls: type = RequestParser
     else:
-        from router._dataplane import RequestParser as cls  # type: ignore[import-not-found,no-redef]
+        from router._parser import RequestParser as cls  # type: ignore[import-not-found,no-redef]
     rnd = random.Random(5)
     batches = args.requests // 16
     run(cls, max(batches // 10, 1), rnd)  # warm-up: allocator and caches settle

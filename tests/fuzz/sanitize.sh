@@ -1,7 +1,8 @@
 #!/bin/sh
-# The compiled data plane (router/_dataplane.pyx, cluster_bus/_forwarding.pyx)
-# built with ASan + UBSan, then the router and bus tests and the differential
-# fuzzers run against that build (issue 29).
+# The compiled data plane (every module of setup.py's MODULES: the .pyx files
+# and the pure-Python mode sources compiled under their _names) built with
+# ASan + UBSan, then the router and bus tests and the differential fuzzers run
+# against that build (issues 29, 42).
 #
 #   nice -n 10 sh tests/fuzz/sanitize.sh [FUZZ_INPUTS] [SEED] [PYTEST_PATHS...]
 #
@@ -25,7 +26,11 @@ CFLAGS="-O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitiz
 LDFLAGS="-fsanitize=address,undefined" \
     uv run --project "$root" --no-sync --with 'cython>=3.1,<3.4' --with 'setuptools>=70' \
     python setup.py -q build_ext --inplace >build.log 2>&1 || { cat build.log; exit 1; }
-for so in router/_dataplane.*.so cluster_bus/_forwarding.*.so; do
+# setup.py's MODULES: ("router._parser", "router/_parser.pyx"), ...
+modules=$(sed -n 's/^    ("\([a-z_.]*\)", "[a-z_/.]*"),$/\1/p' setup.py)
+[ -n "$modules" ] || { echo "no modules read from setup.py" >&2; exit 1; }
+for m in $modules; do
+    so=$(ls "$(echo "$m" | tr . /)".*.so)
     nm -D "$so" | grep -q __asan_report || { echo "$so is not instrumented" >&2; exit 1; }
 done
 LD_PRELOAD="$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libubsan.so)"
@@ -33,10 +38,17 @@ export LD_PRELOAD PYTHONMALLOC=malloc PYTHONPATH="$out"
 export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 py="$root/.venv/bin/python"
-for m in router._dataplane cluster_bus._forwarding; do
+for m in $modules; do
     "$py" -c "import $m as d; assert d.__file__.startswith('$out'), d.__file__; print('sanitized:', d.__file__)"
 done
-"$py" -m pytest -q -p no:cacheprovider "$@"
+# not here: glibc malloc's mmap threshold (ASan replaces the allocator), and
+# 100 PUBSUB CHANNELS of a 50,000-byte glob over 20,000 channels within the
+# test's 60 s (every Python allocation through ASan: minutes)
+"$py" -m pytest -q -p no:cacheprovider \
+    --deselect tests/router/test_allocator.py::test_freed_large_blocks_leave_the_rss_once_the_threshold_is_fixed \
+    --deselect tests/router/test_hostile_input.py::test_probe_answered_between_pipelined_hostile_pubsub_channels \
+    "$@"
 "$py" -m tests.fuzz.fuzz_resp --count "$inputs" --seed "$seed" --require-compiled
 "$py" -m tests.fuzz.fuzz_loop --count "$((inputs / 1000 + 1))" --seed "$seed"
 "$py" -m tests.fuzz.fuzz_forwarding --count "$((inputs / 100 + 1))" --seed "$seed"
+"$py" -m tests.fuzz.fuzz_bus --count "$((inputs / 10 + 1))" --seed "$seed"

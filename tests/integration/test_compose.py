@@ -256,11 +256,12 @@ def test_dockerignore_keeps_the_venv_git_and_caches_out():
     assert not copied & ignored, "the Dockerfile copies something .dockerignore drops"
 
 
-def _modules() -> list[str]:
-    """setup.py's MODULES, each without ``.pyx`` (setup.py runs setup() when imported)."""
-    modules = re.findall(r'"([\w/]+)\.pyx"', (ROOT / "setup.py").read_text())
+def _modules() -> list[tuple[str, str]]:
+    """setup.py's MODULES: (the compiled module as a path, its source), read
+    from the file (setup.py runs setup() when imported)."""
+    modules = re.findall(r'\("([\w.]+)", "([\w/.]+)"\)', (ROOT / "setup.py").read_text())
     assert modules, "setup.py's MODULES"
-    return modules
+    return [(module.replace(".", "/"), source) for module, source in modules]
 
 
 #: what setup.py's build leaves beside the sources (the generated C, the
@@ -270,14 +271,16 @@ BUILD_OUTPUTS = (".c", ".so", ".o")
 
 def test_dockerignore_keeps_the_in_place_build_out():
     # `uv sync` builds the compiled data plane in place (setup.py's MODULES:
-    # the generated C next to each .pyx, the .so beside it). The image
+    # the generated C under build/cy, the .so beside its source). The image
     # generates and compiles its own from the sources, so the context must not
     # carry a checkout's (another Cython, compiler or Python may have made them)
     patterns = _dockerignore()
-    for module in _modules():
-        assert _ignored(f"{module}.c", patterns), module
+    for module, source in _modules():
+        assert _ignored(f"build/cy/{source.rsplit('.', 1)[0]}.c", patterns), module
         assert _ignored(f"{module}.cpython-311-x86_64-linux-gnu.so", patterns), module
-        assert not _ignored(f"{module}.pyx", patterns), module
+        assert not _ignored(source, patterns), module
+        if source.endswith(".py"):  # its C declarations
+            assert not _ignored(f"{module}.pxd", patterns), module
     # and any other build output this checkout holds in the copied folders
     copies, _ = _node_stage()
     folders = [src for words in copies for src in words[:-1] if (ROOT / src).is_dir()]
@@ -322,7 +325,7 @@ def test_the_node_stage_replayed_builds_the_compiled_data_plane(tmp_path):
                 shutil.copy(f, target)
     copied = [f.relative_to(app).as_posix() for f in app.rglob("*") if f.is_file()]
     assert not [path for path in copied if path.endswith(BUILD_OUTPUTS)]
-    assert all((app / f"{module}.pyx").is_file() for module in _modules())
+    assert all((app / source).is_file() for _, source in _modules())
     # as a build in the image: none of this run's uv settings (but its cache),
     # venv, compiler flags, Python path or bloomcast settings, and no uv config
     # file; the network's (proxy, CA certificates) kept
@@ -338,8 +341,8 @@ def test_the_node_stage_replayed_builds_the_compiled_data_plane(tmp_path):
     assert built.returncode == 0, built.stderr[-2000:]
     python = app / ".venv" / "bin" / "python"
     probe = (
-        "from router import dataplane; m = dataplane.load(); "
-        "print(dataplane.name(m), m.__file__ if m else '')"
+        "import sys; from router import dataplane; p = dataplane.load(); "
+        "print(p.name, sys.modules[p.PubSub.__module__].__file__)"
     )
     out = subprocess.run(
         [python, "-c", probe], cwd=tmp_path, env=env, capture_output=True, text=True

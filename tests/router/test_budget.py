@@ -45,7 +45,7 @@ def in_node(
         node = Node(NodeConfig(port=0))
 
         def client() -> tuple[Client, Recording]:
-            c = Client(node)
+            c = node.client_class(node)
             t = Recording()
             c.connection_made(t)  # type: ignore[arg-type]
             return c, t
@@ -194,14 +194,12 @@ def test_sliced_listings_give_the_bytes_of_one_go():
     in_node(scenario)
 
 
-def test_a_publish_past_the_turns_fanout_bytes_answers_next_turn(monkeypatch):
+def test_a_publish_past_the_turns_fanout_bytes_answers_next_turn():
     """1,000 slow subscribers of big messages: a pipeline of PUBLISH is
     written a turn at a time, its replies in order (issue 28)."""
-    import router.commands.publish as publish
-
-    monkeypatch.setattr(publish, "FANOUT_BYTES_PER_TURN", 1000)
 
     async def scenario(node: Node, client: Callable[[], tuple[Client, Recording]]) -> None:
+        node.pubsub.fanout_limit = 1000
         subs = [client() for _ in range(3)]
         for sub, _ in subs:
             sub.data_received(bulk(b"SUBSCRIBE", b"big"))

@@ -1,6 +1,8 @@
-"""The connection state machine, sans-IO (router/connection.py, router/states.py):
-bytes in, its state and the wire's calls out; the output limits it holds a
-client to; ``timeout``, ``tcp-keepalive`` and ``tcp-backlog`` on a node."""
+"""The connection state machine, sans-IO (router/connection.py, router/states.py),
+driven by the request loop (router/dispatch.py): bytes in, its state and the
+wire's calls out; the output limits it holds a client to; on both data planes
+(the ``plane`` fixture). ``timeout``, ``tcp-keepalive`` and ``tcp-backlog`` on
+a node."""
 
 from __future__ import annotations
 
@@ -11,10 +13,9 @@ from typing import Any
 
 import pytest
 
-from router import client_output, dispatch, pause
+from router import client_output, pause
 from router.config import NodeConfig
-from router.connection import Connection
-from router.kinds import CHANNELS
+from router.dataplane import Plane
 from router.node import Node
 from router.settings import Settings
 from router.states import (
@@ -53,23 +54,23 @@ class Wire:
         return True
 
 
-def _conn(config: NodeConfig | None = None) -> tuple[Node, Connection, Wire]:
-    node = Node(config or NodeConfig(port=0))
+def _conn(plane: Plane, config: NodeConfig | None = None) -> tuple[Node, Any, Wire]:
+    node = Node(config or NodeConfig(port=0), plane=plane)
     wire = Wire()
-    conn = Connection(node.context, wire, node.next_client_id(), node.schedule_flush)
+    conn = plane.Connection(node.context, wire, node.next_client_id(), node.pubsub.schedule_flush)
     assert conn.admit()
     return node, conn, wire
 
 
-def _feed(conn: Connection, data: bytes) -> Any:
-    action = conn.receive(data, time.monotonic())
+def _feed(plane: Plane, conn: Any, data: bytes) -> Any:
+    action = plane.process(conn, data, time.monotonic())
     conn.flush()
     return action
 
 
-def test_states_follow_subscriptions_multi_and_protocol():
+def test_states_follow_subscriptions_multi_and_protocol(plane):
     async def main() -> list[State]:
-        _, conn, _ = _conn()
+        _, conn, _ = _conn(plane)
         seen = [conn.state]
         for request in (
             b"SUBSCRIBE a\r\n",  # RESP2 + a subscription: the restricted context
@@ -83,7 +84,7 @@ def test_states_follow_subscriptions_multi_and_protocol():
             b"RESET\r\n",
             b"QUIT\r\n",
         ):
-            _feed(conn, request)
+            _feed(plane, conn, request)
             seen.append(conn.state)
         return seen
 
@@ -102,9 +103,9 @@ def test_states_follow_subscriptions_multi_and_protocol():
     ]
 
 
-def test_every_transition_is_in_the_table_and_closing_is_final():
+def test_every_transition_is_in_the_table_and_closing_is_final(plane):
     async def main() -> None:
-        _, conn, wire = _conn()
+        _, conn, wire = _conn(plane)
         with pytest.raises(RuntimeError):
             conn._to(State.EXECUTING)  # not from NORMAL
         conn.close_after_reply()
@@ -118,19 +119,19 @@ def test_every_transition_is_in_the_table_and_closing_is_final():
     assert set(TRANSITIONS) == set(State)
 
 
-def test_quit_writes_the_reply_then_closes():
+def test_quit_writes_the_reply_then_closes(plane):
     async def main() -> Wire:
-        _, conn, wire = _conn()
-        conn.receive(b"PING\r\nQUIT\r\nPING\r\n", time.monotonic())
+        _, conn, wire = _conn(plane)
+        plane.process(conn, b"PING\r\nQUIT\r\nPING\r\n", time.monotonic())
         return wire
 
     wire = asyncio.run(main())
     assert b"".join(wire.writes) == b"+PONG\r\n+OK\r\n" and wire.calls == ["close"]
 
 
-def test_client_reply_is_a_state_of_its_own():
+def test_client_reply_is_a_state_of_its_own(plane):
     async def main() -> tuple[bytes, list[ReplyMode]]:
-        _, conn, wire = _conn()
+        _, conn, wire = _conn(plane)
         modes = []
         for request in (
             b"CLIENT REPLY SKIP\r\n",
@@ -141,7 +142,7 @@ def test_client_reply_is_a_state_of_its_own():
             b"PING three\r\n",
             b"CLIENT REPLY ON\r\n",  # answers +OK
         ):
-            _feed(conn, request)
+            _feed(plane, conn, request)
             modes.append(conn.reply_mode)
         return b"".join(wire.writes), modes
 
@@ -151,19 +152,19 @@ def test_client_reply_is_a_state_of_its_own():
     assert modes == [skip, on, on, off, off, off, on]
 
 
-def test_subscribe_visibility_blocks_and_holds_messages_behind_the_reply():
+def test_subscribe_visibility_blocks_and_holds_messages_behind_the_reply(plane):
     async def main() -> tuple[list[State], bytes]:
-        node, conn, wire = _conn()
+        node, conn, wire = _conn(plane)
         waiting: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         node.link.filters_changed = lambda changes: waiting  # type: ignore[method-assign]
         states = []
-        action = conn.receive(b"SUBSCRIBE a\r\nPING\r\n", time.monotonic())
+        action = plane.process(conn, b"SUBSCRIBE a\r\nPING\r\n", time.monotonic())
         states.append(conn.state)
         assert action is BLOCK and conn.blocked is not None
-        node.publish(b"a", b"early", CHANNELS)  # held behind the confirmation
+        node.pubsub.publish(b"a", b"early", False)  # held behind the confirmation
         waiting.set_result(None)
         await asyncio.sleep(0)
-        assert conn.unblock() is DONE
+        assert plane.unblock(conn) is DONE
         states.append(conn.state)
         conn.flush()
         return states, b"".join(wire.writes)
@@ -177,32 +178,26 @@ def test_subscribe_visibility_blocks_and_holds_messages_behind_the_reply():
     )
 
 
-def _limited(hard: int) -> tuple[Node, Connection, Wire]:
-    """A connection of the node's own class (the compiled twin's, unless
-    BLOOMCAST_NO_EXTENSIONS=1) under a pubsub hard limit of ``hard`` bytes."""
-    node = Node(NodeConfig(port=0, pubsub_hard_limit=hard, pubsub_soft_limit=0))
-    wire = Wire()
-    ctx = node.context
-    conn = ctx.connection_class(ctx, wire, node.next_client_id(), node.schedule_flush)
-    assert conn.admit()
-    return node, conn, wire
+def _limited(plane: Plane, hard: int) -> tuple[Node, Any, Wire]:
+    """A connection under a pubsub hard limit of ``hard`` bytes."""
+    return _conn(plane, NodeConfig(port=0, pubsub_hard_limit=hard, pubsub_soft_limit=0))
 
 
-def test_messages_held_behind_a_reply_count_against_the_pubsub_hard_limit():
+def test_messages_held_behind_a_reply_count_against_the_pubsub_hard_limit(plane):
     """A subscriber BLOCKED on its SUBSCRIBE's confirmation holds the messages
     that come meanwhile (module doc): their bytes are its output buffer
     (CLIENT LIST omem) and it is cut at the hard limit, the held messages
     freed, as Redis cuts a client whose reply buffer passes it."""
 
     async def main() -> tuple[list[int], list[str], int, int, list[bytes]]:
-        node, conn, wire = _limited(10_000)
+        node, conn, wire = _limited(plane, 10_000)
         waiting: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         node.link.filters_changed = lambda changes: waiting  # type: ignore[method-assign]
-        assert conn.receive(b"SUBSCRIBE a\r\nPING\r\n", time.monotonic()) is BLOCK
+        assert plane.process(conn, b"SUBSCRIBE a\r\nPING\r\n", time.monotonic()) is BLOCK
         omem = []
         for _ in range(12):  # 12 x ~1 KB: past 10,000 at the 10th
-            node.publish(b"a", b"m" * 1000, CHANNELS)
-            node.flush_all()
+            node.pubsub.publish(b"a", b"m" * 1000, False)
+            node.pubsub.flush_all()
             omem.append(conn.output_buffer_size())
         waiting.set_result(None)
         await asyncio.sleep(0)
@@ -216,7 +211,7 @@ def test_messages_held_behind_a_reply_count_against_the_pubsub_hard_limit():
     assert (calls, cut, held, writes) == (["abort"], 1, 0, [])
 
 
-def test_a_postponed_subscriber_gets_its_messages_and_is_cut_at_the_hard_limit():
+def test_a_postponed_subscriber_gets_its_messages_and_is_cut_at_the_hard_limit(plane):
     """CLIENT PAUSE ALL postpones a subscriber's PING (BLOCKED): nothing waits
     behind a command that has not run, so its messages are written as ever
     (Redis writes to a postponed client) and its output buffer is held to the
@@ -224,34 +219,35 @@ def test_a_postponed_subscriber_gets_its_messages_and_is_cut_at_the_hard_limit()
     with no bound (281 MB of RSS for 256 MB published)."""
 
     async def main() -> tuple[int, int, list[str], int]:
-        node, conn, wire = _limited(10_000)
-        _feed(conn, b"SUBSCRIBE a\r\n")
+        node, conn, wire = _limited(plane, 10_000)
+        _feed(plane, conn, b"SUBSCRIBE a\r\n")
         node.context.pause.pause(60_000, pause.ALL)
-        assert conn.receive(b"PING\r\n", time.monotonic()) is BLOCK
-        node.publish(b"a", b"m" * 1000, CHANNELS)
-        node.flush_all()
+        assert plane.process(conn, b"PING\r\n", time.monotonic()) is BLOCK
+        node.pubsub.publish(b"a", b"m" * 1000, False)
+        node.pubsub.flush_all()
         written = len(wire.writes)
         wire.pending = 10_001  # what the socket did not take, past the limit
-        node.publish(b"a", b"m" * 1000, CHANNELS)
-        node.flush_all()
+        node.pubsub.publish(b"a", b"m" * 1000, False)
+        node.pubsub.flush_all()
         cut = node.stats.output_buffer_limit_disconnections
         node.context.pause.unpause()
         return written, len(wire.writes), wire.calls, cut
 
     written, writes, calls, cut = asyncio.run(main())
-    assert (written, writes) == (2, 3)  # the confirmation, then each message at once
+    # the confirmation and the first message at once; the second, past the
+    # limit with what the socket holds, is not buffered: the client is cut first
+    assert (written, writes) == (2, 2)
     assert (calls, cut) == (["abort"], 1)
 
 
-def test_unauthenticated_client_over_the_preauth_limit_is_cut(monkeypatch):
+def test_unauthenticated_client_over_the_preauth_limit_is_cut(plane):
     # one read, no slice: 481 replies in one turn whatever the machine's
     # load (under ASan and a loaded machine the 5 ms budget ended it at 300)
-    monkeypatch.setattr(dispatch, "_SLICE_NS", 1 << 62)
-
     async def main(pings: int, pending: int, auth: bool) -> tuple[int, list[str], int]:
-        node, conn, wire = _conn(NodeConfig(port=0, requirepass="pw"))
+        node, conn, wire = _conn(plane, NodeConfig(port=0, requirepass="pw"))
+        node.context.slice_ns = 1 << 62
         wire.pending = pending
-        _feed(conn, (b"AUTH pw\r\n" if auth else b"") + b"PING\r\n" * pings)
+        _feed(plane, conn, (b"AUTH pw\r\n" if auth else b"") + b"PING\r\n" * pings)
         out = b"".join(wire.writes)
         return out.count(b"\r\n"), wire.calls, node.stats.output_buffer_limit_disconnections
 
@@ -267,12 +263,12 @@ def test_unauthenticated_client_over_the_preauth_limit_is_cut(monkeypatch):
     assert (replies, calls, cut) == (601, [], 0)
 
 
-def test_config_set_swaps_the_settings_whole():
+def test_config_set_swaps_the_settings_whole(plane):
     async def main() -> tuple[Settings, Settings, bytes]:
-        node, conn, wire = _conn()
+        node, conn, wire = _conn(plane)
         before = node.context.settings
-        _feed(conn, b"CONFIG SET timeout 7 client-output-buffer-limit 'pubsub 1mb 0 0'\r\n")
-        _feed(conn, b"CONFIG SET timeout 9 maxclients 0\r\n")  # a bad pair: nothing
+        _feed(plane, conn, b"CONFIG SET timeout 7 client-output-buffer-limit 'pubsub 1mb 0 0'\r\n")
+        _feed(plane, conn, b"CONFIG SET timeout 9 maxclients 0\r\n")  # a bad pair: nothing
         return before, node.context.settings, b"".join(wire.writes)
 
     before, after, out = asyncio.run(main())

@@ -1,11 +1,12 @@
-"""The compiled data plane's switch, its request parser and its request
-loop (issue 29).
+"""The data plane's one switch (router/dataplane.py), the compiled request
+parser (router/_parser.pyx) and the compiled plane as a whole (issues 29, 42).
 
 The long differential runs are ``python -m tests.fuzz.fuzz_resp`` and
-``python -m tests.fuzz.fuzz_loop``; here: which parser and loop a node
-picks, INFO's ``bloomcast_data_plane`` of a real process, the parser twin
-against the reference on the cases that matter most, and a short run of
-the loop fuzzer."""
+``python -m tests.fuzz.fuzz_loop``; here: which plane a node builds from,
+INFO's ``bloomcast_data_plane`` of a real process, the build's module list
+(setup.py, pyproject's cache keys, the switch), the parser twin against the
+reference on the cases that matter most, and a short run of the loop
+fuzzer."""
 
 from __future__ import annotations
 
@@ -13,16 +14,12 @@ import importlib
 import logging
 import os
 import sys
-import types
 
 import pytest
 
 import router
-from cluster_bus.api import NoPeers
 from router import dataplane
-from router.client import Client
 from router.config import NodeConfig
-from router.connection import Connection
 from router.info import info_sections
 from router.node import Node
 from router.parser import SLICE_BULKS, ProtocolError, RequestParser
@@ -30,7 +27,7 @@ from tests.fuzz import fuzz_loop
 from tests.procs import bloomcast_node, connect, read_quiet
 
 try:
-    _compiled = importlib.import_module("router._dataplane")
+    _compiled = importlib.import_module("router._parser")
 except ImportError:
     _compiled = None
 
@@ -56,7 +53,7 @@ def _info_plane(env: dict[str, str]) -> bytes:
 def test_the_extension_is_built():
     """This machine kind has gcc and the Python headers: `uv sync` builds the
     compiled data plane, so its absence is a broken build, not a skip."""
-    assert _compiled is not None, "router._dataplane was not built (see `uv sync`'s output)"
+    assert _compiled is not None, "router._parser was not built (see `uv sync`'s output)"
 
 
 def test_a_node_started_with_no_extensions_reports_python():
@@ -72,23 +69,84 @@ def test_a_node_started_without_the_switch_reports_compiled():
     assert b"# Bloomcast\r\nbloomcast_data_plane:compiled\r\n" in reply
 
 
-def test_the_node_builds_its_connections_parser_and_loop_from_the_switch(monkeypatch):
+def test_the_node_builds_its_parts_from_the_switch(monkeypatch):
     monkeypatch.setenv(dataplane.ENV, "1")
     node = Node(NodeConfig(port=0))
-    assert node.context.parser_class is RequestParser
-    assert node.context.connection_class is Connection
-    assert node.client_class is Client
+    assert node.plane is dataplane.python()
+    python_modules = {
+        type(node.pubsub): "router.pubsub",
+        type(node.context): "router.context",
+        type(node.stats): "router.stats",
+        node.client_class: "router.client",
+    }
+    assert {cls.__module__: name for cls, name in python_modules.items()} == {
+        name: name for name in python_modules.values()
+    }
     assert info_sections(node)["bloomcast"] == {"bloomcast_data_plane": "python"}
     monkeypatch.delenv(dataplane.ENV)
     node = Node(NodeConfig(port=0))
     want = "python" if _compiled is None else "compiled"
     assert info_sections(node)["bloomcast"] == {"bloomcast_data_plane": want}
     if _compiled is not None:
-        assert node.context.parser_class is _compiled.RequestParser
-        cls = node.context.connection_class
-        assert issubclass(cls, Connection) and cls.receive is _compiled.process
-        assert issubclass(node.client_class, Client)
-        assert node.client_class.data_received is _compiled.data_received
+        assert type(node.pubsub).__module__ == "router._pubsub"
+        assert type(node.context).__module__ == "router._context"
+        assert node.client_class.__module__ == "router._client"
+        assert node.plane.RequestParser is _compiled.RequestParser
+
+
+def test_a_plane_is_one_set_of_modules():
+    """No compiled class on the Python core, no Python one on the compiled
+    plane (a compiled module reaches the others by cimport)."""
+    for plane in (dataplane.python(), *([] if _compiled is None else [dataplane.compiled()])):
+        compiled = plane.name == "compiled"
+        for name in ("RequestParser", "Connection", "Client", "PubSub", "CommandContext"):
+            module = getattr(plane, name).__module__
+            assert module.rpartition(".")[2].startswith("_") is compiled, (plane.name, name)
+
+
+def test_setup_compiles_what_the_switch_loads_and_uv_rebuilds_on_each_source():
+    """setup.py's MODULES, the compiled plane's imports and pyproject's
+    cache keys name the same sources (a source missing from the keys would
+    leave a stale build after an edit)."""
+    import re
+    import tomllib
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    modules = dict(re.findall(r'\("([\w.]+)", "([\w/.]+)"\)', (root / "setup.py").read_text()))
+    router_modules = {m.split(".")[1] for m in modules if m.startswith("router.")}
+    loaded = set(re.findall(r"^\s+(_\w+),$", (root / "router/dataplane.py").read_text(), re.M))
+    assert loaded == router_modules
+    keys = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["uv"]["cache-keys"]
+    files = {key["file"] for key in keys}
+    for module, source in modules.items():
+        if source.endswith(".py"):
+            assert source in files, source
+            assert (root / (module.replace(".", "/") + ".pxd")).is_file(), module
+
+
+@needs_compiled
+def test_every_compiled_module_was_built_against_the_others_layout():
+    """Each compiled module checks, at import, the size of the classes it
+    cimports from another; one built against an older ``.pxd`` says "size
+    changed, may indicate binary incompatibility" (a RuntimeWarning) and then
+    reads fields at the wrong offsets. setup.py regenerates every module when
+    any source or ``.pxd`` is newer than the generated C, since Cython does
+    not see those dependencies of a pure-Python mode module."""
+    import re
+    import subprocess
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    modules = re.findall(r'\("([\w.]+)", "[\w/.]+"\)', (root / "setup.py").read_text())
+    code = "; ".join(f"import {m}" for m in modules)
+    run = subprocess.run(
+        [sys.executable, "-W", "error::RuntimeWarning", "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=root,
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
 
 
 @needs_compiled
@@ -102,9 +160,9 @@ def test_the_compiled_request_loop_agrees_with_the_reference():
 def test_a_blocked_subscribers_message_waits_behind_its_reply_in_both_loops():
     """A subscriber whose second SUBSCRIBE waits for the pub/sub budget
     (blocked, a reply already queued this turn) is published to in the same
-    turn: the message is held behind the awaited reply in both loops, where
-    the twin's fast path (the queue's slot read at its offset) would have
-    appended it before the reply."""
+    turn: the message is held behind the awaited reply in both loops (the
+    fan-out's fast path appends to a queue only when its client is not
+    blocked)."""
     import asyncio
 
     subscribe = b"*2\r\n$9\r\nSUBSCRIBE\r\n$1\r\na\r\n"
@@ -114,7 +172,7 @@ def test_a_blocked_subscribers_message_waits_behind_its_reply_in_both_loops():
     async def run() -> list[bytes]:
         sides = [fuzz_loop.Side(node) for node in fuzz_loop.nodes()]
         for side in sides:
-            side.node.pubsub.budget.ops = side.node.pubsub.budget.left = 1
+            side.node.subscriptions.budget.ops = side.node.subscriptions.budget.left = 1
         await asyncio.sleep(0)
         for side in sides:
             side.send(0, subscribe)
@@ -190,142 +248,15 @@ def test_a_client_cut_by_its_own_publish_is_logged_with_publish_in_both_loops(ca
     assert all(" cmd=publish " in line for line in cuts), cuts
 
 
-@needs_compiled
-def test_a_counter_held_elsewhere_keeps_its_value_and_one_past_a_digit_is_exact():
-    """The twin adds to a counter's int in place when only its slot holds it
-    (``_long_add_in_place``): an int read out of the stats before a PUBLISH
-    must keep its value, and sums across the small ints' end (256) and a
-    30-bit digit (2**30) must be exact, in both loops."""
-    import asyncio
-
-    request = _resp(b"PUBLISH", b"ch", b"x" * 5)
-
-    async def run() -> tuple[list[list[tuple[int, ...]]], list[bool]]:
-        sides = [fuzz_loop.Side(node) for node in fuzz_loop.nodes()]
-        for side in sides:
-            # ints made here, held by the slot alone once assigned
-            side.node.stats.net_input_bytes = int("1073741800")  # 2**30 - 24
-            side.node.stats.publish_received = int("254")
-        await asyncio.sleep(0)
-        seen: list[list[tuple[int, ...]]] = [[], []]
-        same_int: list[bool] = []  # the twin's counter kept its object (added in place)
-        for _ in range(3):
-            # unheld: the twin may add in place
-            ids = [id(s.node.stats.net_input_bytes) for s in sides]
-            for side in sides:
-                side.send(0, request)
-            await asyncio.sleep(0)
-            same_int.append(id(sides[1].node.stats.net_input_bytes) == ids[1])
-            # held: the ints read here must not change
-            held = [(s.node.stats.net_input_bytes, s.node.stats.publish_received) for s in sides]
-            for side in sides:
-                side.send(0, request)
-            await asyncio.sleep(0)
-            for side, got, (bytes_before, published_before) in zip(sides, seen, held, strict=True):
-                stats = side.node.stats
-                # copies: the list must not hold the counters' own ints
-                now = (int(str(stats.net_input_bytes)), int(str(stats.publish_received)))
-                got.append((bytes_before, published_before, *now))
-            del held
-        return seen, same_int
-
-    (reference, twin), same_int = asyncio.run(run())
-    n, start = len(request), 2**30 - 24
-    expected = [
-        (start + (2 * i + 1) * n, 255 + 2 * i, start + (2 * i + 2) * n, 256 + 2 * i)
-        for i in range(3)
-    ]
-    assert reference == expected
-    assert twin == reference
-    # the first add crosses 2**30 (a new int); the later unheld ones are in place
-    assert same_int == [False, True, True]
-
-
-@needs_compiled
-def test_a_connections_replaced_receive_is_called_by_both_clients():
-    """``CompiledClient.data_received`` runs the compiled loop in C only when
-    ``conn.receive`` is that loop bound to the connection; a ``receive``
-    replaced on the instance is called, as the reference client calls it
-    (review of this round: the twin decided from the class alone)."""
-    import asyncio
-
-    async def run() -> list[list[bytes]]:
-        sides = [fuzz_loop.Side(node) for node in fuzz_loop.nodes()]
-        seen: list[list[bytes]] = [[], []]
-        for side, got in zip(sides, seen, strict=True):
-            conn = side.clients[0].conn
-            assert conn is not None
-            original = conn.receive
-
-            def spy(data=b"", now=0.0, got=got, original=original):
-                got.append(data)
-                return original(data, now)
-
-            conn.receive = spy  # type: ignore[method-assign]
-        await asyncio.sleep(0)
-        for side in sides:
-            side.send(0, _resp(b"PING"))
-        await asyncio.sleep(0)
-        assert [bytes(side.wires[0].out) for side in sides] == [b"+PONG\r\n"] * 2
-        return seen
-
-    reference, twin = asyncio.run(run())
-    assert reference == [b"*1\r\n$4\r\nPING\r\n"]
-    assert twin == reference
-
-
-@needs_compiled
-def test_a_lone_nodes_replaced_forward_publish_is_called_by_both_loops():
-    """On a node without a bus (``NoPeers``) the twin skips the call of
-    ``forward_publish``, whose answer is always 0; a method replaced on the
-    link (as tests do with ``filters_changed``) is still called, in order."""
-    import asyncio
-
-    async def run() -> list[list[tuple[bytes, bytes, bool, int]]]:
-        nodes = fuzz_loop.nodes()
-        calls: list[list[tuple[bytes, bytes, bool, int]]] = [[], []]
-        sides = []
-        for node, seen in zip(nodes, calls, strict=True):
-            assert type(node.link) is NoPeers
-
-            def forward(channel, message, shard, seq, seen=seen):
-                seen.append((channel, message, shard, seq))
-                return 1
-
-            node.link.forward_publish = forward  # type: ignore[method-assign]
-            sides.append(fuzz_loop.Side(node))
-        await asyncio.sleep(0)
-        for side in sides:
-            side.send(0, _resp(b"PUBLISH", b"a", b"1") + _resp(b"SPUBLISH", b"b", b"2"))
-        await asyncio.sleep(0)
-        return calls
-
-    reference, twin = asyncio.run(run())
-    assert reference == [(b"a", b"1", False, 1), (b"b", b"2", True, 2)]
-    assert twin == reference
-
-
 def test_an_extension_that_does_not_import_is_one_warning(monkeypatch, caplog):
     monkeypatch.delenv(dataplane.ENV, raising=False)
-    monkeypatch.setitem(sys.modules, "router._dataplane", None)  # import fails
-    monkeypatch.delattr(router, "_dataplane", raising=False)
+    monkeypatch.setitem(sys.modules, "router._connection", None)  # import fails
+    monkeypatch.delattr(router, "_connection", raising=False)
     with caplog.at_level(logging.WARNING, logger="bloomcast.node"):
-        assert dataplane.load() is None
-    assert len(caplog.records) == 1
+        assert dataplane.load() is dataplane.python()
+        assert Node(NodeConfig(port=0)).context.data_plane == "python"
+    assert len(caplog.records) == 2  # one line per node
     assert "running the Python core" in caplog.records[0].getMessage()
-    assert dataplane.parser_class(None) is RequestParser
-
-
-def test_a_stale_build_without_every_twin_is_one_warning(monkeypatch, caplog):
-    stale = types.ModuleType("router._dataplane")
-    stale.RequestParser = RequestParser  # type: ignore[attr-defined]  # no `process`
-    monkeypatch.delenv(dataplane.ENV, raising=False)
-    monkeypatch.setitem(sys.modules, "router._dataplane", stale)
-    monkeypatch.setattr(router, "_dataplane", stale, raising=False)
-    with caplog.at_level(logging.WARNING, logger="bloomcast.node"):
-        assert dataplane.load() is None
-    assert len(caplog.records) == 1
-    assert "old build (no process" in caplog.records[0].getMessage()
 
 
 def _outcome(cls: type, data: bytes, step: int, **kw: object) -> list[object]:

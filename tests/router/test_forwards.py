@@ -1,6 +1,7 @@
-"""The node's side of a forwarded PUBLISH (``Node.deliver_forwarded``): local
-delivery, the traffic event of the receiver, and the registry's false-positive
-resize policy, whose rebuilt filter goes to the ClusterLink with its new m."""
+"""The node's side of a forwarded PUBLISH (``PubSub.deliver_forwarded``, the
+bus's LocalDelivery): local delivery, the traffic event of the receiver, and
+the registry's false-positive resize policy, whose rebuilt filter goes to the
+ClusterLink with its new m; on both data planes (the ``plane`` fixture)."""
 
 from __future__ import annotations
 
@@ -15,12 +16,12 @@ import pytest
 
 from bloom import CountingBloomFilter
 from cluster_bus.frames import Publish
-from router import node as node_module
-from router import registry as registry_module
 from router.config import NodeConfig
+from router.dataplane import Plane
 from router.info import info_sections
 from router.kinds import CHANNELS
-from router.node import LOSS_CHANNEL, Node
+from router.node import Node
+from router.pubsub import FORWARDS_LOST_ORIGINS, LOSS_CHANNEL
 from router.registry import FP_CHECK_EVERY, Registry
 from spark.events import TrafficEvent
 from tests.router.fakes import FakeSubscriber, RecordingLink
@@ -45,8 +46,10 @@ class Recorder:
 
 
 @contextlib.asynccontextmanager
-async def wired_node(**config: Any) -> AsyncIterator[tuple[Node, RecordingLink, Recorder]]:
-    node = Node(NodeConfig(port=0, **config))
+async def wired_node(
+    plane: Plane | None = None, **config: Any
+) -> AsyncIterator[tuple[Node, RecordingLink, Recorder]]:
+    node = Node(NodeConfig(port=0, **config), plane=plane)
     await node.start()
     link, tap = RecordingLink(), Recorder()
     node.set_link(link)
@@ -68,18 +71,18 @@ def crowded_registry() -> tuple[Registry, FakeSubscriber]:
     return registry, sub
 
 
-def test_forwarded_publish_is_delivered_and_recorded_as_receiver():
+def test_forwarded_publish_is_delivered_and_recorded_as_receiver(plane):
     async def scenario() -> None:
-        async with wired_node() as (node, link, tap):
+        async with wired_node(plane) as (node, link, tap):
             r, w = await asyncio.open_connection("127.0.0.1", node.port)
             w.write(b"SUBSCRIBE news\r\n")
             await asyncio.wait_for(
                 r.readexactly(len(b"*3\r\n$9\r\nsubscribe\r\n$4\r\nnews\r\n:1\r\n")), 5
             )
-            node.deliver_forwarded(ORIGIN, 7, b"news", b"hi", False)
+            node.pubsub.deliver_forwarded(ORIGIN, 7, b"news", b"hi", False)
             frame = b"*3\r\n$7\r\nmessage\r\n$4\r\nnews\r\n$2\r\nhi\r\n"
             assert await asyncio.wait_for(r.readexactly(len(frame)), 5) == frame
-            node.deliver_forwarded(ORIGIN, 8, b"nobody", b"x", False)
+            node.pubsub.deliver_forwarded(ORIGIN, 8, b"nobody", b"x", False)
             hit, miss = tap.events
             assert (hit.event_id, hit.role, hit.receivers, hit.false_positive) == (
                 f"{ORIGIN}-7",
@@ -98,10 +101,10 @@ def test_forwarded_publish_is_delivered_and_recorded_as_receiver():
     asyncio.run(scenario())
 
 
-def test_origin_event_shares_the_event_id_scheme():
+def test_origin_event_shares_the_event_id_scheme(plane):
     async def scenario() -> None:
-        async with wired_node() as (node, _, tap):
-            node.publish(b"ch", b"payload", CHANNELS)
+        async with wired_node(plane) as (node, _, tap):
+            node.pubsub.publish(b"ch", b"payload", False)
             (event,) = tap.events
             assert event.event_id == f"{node.node_id}-1" and event.role == "origin"
             assert event.bytes == 7 and not event.false_positive
@@ -152,35 +155,32 @@ def test_rebuild_stops_at_max_m():
     assert registry.channel_filter.m == 64
 
 
-def test_node_hands_a_rebuilt_filter_to_its_link():
+def test_node_hands_a_rebuilt_filter_to_its_link(plane):
     async def scenario() -> None:
-        async with wired_node() as (node, link, _):
+        async with wired_node(plane) as (node, link, _):
             sub = FakeSubscriber("s")
             node.registry.channel_filter = CountingBloomFilter(64)
             for i in range(40):
                 node.pubsub.add(CHANNELS, sub, b"sub%d" % i)
             for i in range(FP_CHECK_EVERY):
-                node.deliver_forwarded(ORIGIN, i, b"other%d" % i, b"x", False)
+                node.pubsub.deliver_forwarded(ORIGIN, i, b"other%d" % i, b"x", False)
             assert [[c.m for c in call] for call in link.calls] == [[128]]
 
     asyncio.run(scenario())
 
 
 @pytest.mark.parametrize("tapped", [True, False], ids=["tap", "no-tap"])
-def test_a_run_of_forwards_is_delivered_counted_and_recorded_as_each_forward(monkeypatch, tapped):
-    # the run the bus hands over for a read (Node.deliver_forwarded_run; its
-    # compiled twin counts the resize policy's window itself until it ends,
-    # settling before each event the tap records)
-    monkeypatch.setattr(registry_module, "FP_CHECK_EVERY", 4)
-
+def test_a_run_of_forwards_is_delivered_counted_and_recorded_as_each_forward(tapped, plane):
+    # the run the bus hands over for a read (PubSub.deliver_forwarded_run)
     async def scenario() -> None:
-        async with wired_node() as (node, link, tap):
+        async with wired_node(plane) as (node, link, tap):
+            node.registry.check_every = 4
             if not tapped:
                 node.tap = None
             r, w = await subscribed(node.port, b"news")
             channels = [b"news", b"nobody", b"nobody", b"news", b"x", b"y", b"news", b"z"]
             run = [Publish(i, 10 + i, False, ch, b"m%d" % i) for i, ch in enumerate(channels)]
-            node.deliver_forwarded_run(ORIGIN, run, 7)  # the eighth is not in order
+            node.pubsub.deliver_forwarded_run(ORIGIN, run, 7)  # the eighth is not in order
             frames = [b"*3\r\n$7\r\nmessage\r\n$4\r\nnews\r\n$2\r\nm%d\r\n" % i for i in (0, 3, 6)]
             got = await asyncio.wait_for(r.readexactly(sum(map(len, frames))), 5)
             assert got == b"".join(frames)
@@ -192,7 +192,7 @@ def test_a_run_of_forwards_is_delivered_counted_and_recorded_as_each_forward(mon
             assert (registry._window_received, registry._window_false) == (7 % 4, 2)
             assert node.stats.messages_delivered == 3
             with pytest.raises(IndexError):  # one past the run: after its frames
-                node.deliver_forwarded_run(ORIGIN, run[7:], 2)
+                node.pubsub.deliver_forwarded_run(ORIGIN, run[7:], 2)
             assert registry.false_positives_received == 5 and len(tap.events) == 8 * tapped
             assert len(link.calls) == 1  # the SUBSCRIBE's change only
             w.close()
@@ -200,28 +200,15 @@ def test_a_run_of_forwards_is_delivered_counted_and_recorded_as_each_forward(mon
     asyncio.run(scenario())
 
 
-def test_a_run_goes_through_a_replaced_deliver_forwarded():
-    # the reference hands each frame to self.deliver_forwarded: whatever stands there
+def test_a_frame_of_a_run_that_does_not_unpack_fails_after_the_frames_before_it(plane):
+    # (the message is the interpreter's on the Python core, "not enough
+    # values to unpack (expected 5, got 4)", and Cython's compiled: "need
+    # more than 4 values to unpack")
     async def scenario() -> None:
-        async with wired_node() as (node, _, _):
-            seen: list[tuple[str, int, bytes, bytes, bool]] = []
-            node.deliver_forwarded = lambda *args: seen.append(args)  # type: ignore[method-assign]
-            run = [Publish(1, 7, False, b"a", b"x"), Publish(2, 8, True, b"b", b"y")]
-            node.deliver_forwarded_run(ORIGIN, run, 2)
-            assert seen == [(ORIGIN, 7, b"a", b"x", False), (ORIGIN, 8, b"b", b"y", True)]
-            assert node.registry._window_received == 0  # not counted: not delivered here
-
-    asyncio.run(scenario())
-
-
-def test_a_frame_of_a_run_that_does_not_unpack_fails_as_the_reference_fails():
-    async def scenario() -> None:
-        async with wired_node() as (node, _, tap):
+        async with wired_node(plane) as (node, _, tap):
             run: list[Any] = [Publish(1, 7, False, b"a", b"x"), (1, 8, False, b"b")]
-            with pytest.raises(
-                ValueError, match=r"not enough values to unpack \(expected 5, got 4\)"
-            ):
-                node.deliver_forwarded_run(ORIGIN, run, 2)
+            with pytest.raises(ValueError, match=r"values to unpack"):
+                node.pubsub.deliver_forwarded_run(ORIGIN, run, 2)
             assert [e.event_id for e in tap.events] == [f"{ORIGIN}-7"]  # the first, then the error
             assert node.registry.false_positives_received == 1
 
@@ -245,12 +232,12 @@ async def loss_note(r: asyncio.StreamReader) -> dict:
     return json.loads(lines[6])
 
 
-def test_lost_forwards_are_counted_and_announced_on_the_loss_channel():
+def test_lost_forwards_are_counted_and_announced_on_the_loss_channel(plane):
     async def scenario() -> None:
-        async with wired_node() as (node, _, _):
+        async with wired_node(plane) as (node, _, _):
             watch_r, watch_w = await subscribed(node.port, LOSS_CHANNEL)
             news_r, news_w = await subscribed(node.port, b"news")
-            node.forwards_lost(ORIGIN, 7, 1_700_000_000_000, 1_700_000_004_250)
+            node.pubsub.forwards_lost(ORIGIN, 7, 1_700_000_000_000, 1_700_000_004_250)
             note = await loss_note(watch_r)
             assert note["node"] == ORIGIN and note["lost"] == 7
             # the sender's bounds on when the lost PUBLISHes were made, in seconds
@@ -267,13 +254,13 @@ def test_lost_forwards_are_counted_and_announced_on_the_loss_channel():
     asyncio.run(scenario())
 
 
-def test_disconnect_mode_closes_the_affected_subscribers_only():
+def test_disconnect_mode_closes_the_affected_subscribers_only(plane):
     async def scenario() -> None:
-        async with wired_node(on_publish_loss="disconnect") as (node, _, _):
+        async with wired_node(plane, on_publish_loss="disconnect") as (node, _, _):
             watch_r, watch_w = await subscribed(node.port, LOSS_CHANNEL)
             news_r, news_w = await subscribed(node.port, b"news")
             plain_r, plain_w = await asyncio.open_connection("127.0.0.1", node.port)
-            node.forwards_lost(ORIGIN, 2, 0, 0)
+            node.pubsub.forwards_lost(ORIGIN, 2, 0, 0)
             assert (await loss_note(watch_r))["lost"] == 2
             assert await asyncio.wait_for(news_r.read(), 5) == b""  # closed
             plain_w.write(b"PING\r\n")
@@ -287,18 +274,18 @@ def test_disconnect_mode_closes_the_affected_subscribers_only():
     asyncio.run(scenario())
 
 
-def test_losses_per_origin_are_bounded_the_rest_summed_under_others():
+def test_losses_per_origin_are_bounded_the_rest_summed_under_others(plane):
     """Node ids come and go (each restart is a new one): INFO counts the
     first FORWARDS_LOST_ORIGINS origins one by one and sums any further one
     under ``from_others``; the total stays exact (issue 41)."""
-    node = Node(NodeConfig(port=0))
+    node = Node(NodeConfig(port=0), plane=plane)
     extra = 5
-    for i in range(node_module.FORWARDS_LOST_ORIGINS + extra):
-        node.forwards_lost(f"{i:040x}", 2, 0, 0)
-    node.forwards_lost(f"{0:040x}", 1, 0, 0)  # a known origin keeps its own line
+    for i in range(FORWARDS_LOST_ORIGINS + extra):
+        node.pubsub.forwards_lost(f"{i:040x}", 2, 0, 0)
+    node.pubsub.forwards_lost(f"{0:040x}", 1, 0, 0)  # a known origin keeps its own line
     lost = info_sections(node)["forwards_lost"]
-    assert len(lost) == node_module.FORWARDS_LOST_ORIGINS + 1
+    assert len(lost) == FORWARDS_LOST_ORIGINS + 1
     assert lost["from_others"] == 2 * extra
     assert lost[f"from_{0:040x}"] == 3
-    total = 2 * (node_module.FORWARDS_LOST_ORIGINS + extra) + 1
+    total = 2 * (FORWARDS_LOST_ORIGINS + extra) + 1
     assert info_sections(node)["stats"]["total_forwards_lost"] == total

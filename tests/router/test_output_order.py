@@ -11,8 +11,8 @@ import pytest
 
 from bench.hot_path import CountingTransport
 from router import resp
-from router.client import Client
 from router.config import NodeConfig
+from router.dataplane import Plane
 from router.node import Node
 
 
@@ -28,11 +28,11 @@ class RecordingTransport(CountingTransport):
         self.writes.append(data)
 
 
-def _run(batches: list[bytes]) -> list[bytes]:
+def _run(plane: Plane, batches: list[bytes]) -> list[bytes]:
     """Feed each batch to one client, one loop turn apart; its writes."""
 
     async def main() -> list[bytes]:
-        client = Client(Node(NodeConfig(port=0)))
+        client = plane.Client(Node(NodeConfig(port=0), plane=plane))
         transport = RecordingTransport()
         client.connection_made(transport)  # type: ignore[arg-type]
         for batch in batches:
@@ -48,9 +48,9 @@ SUBSCRIBED = b">3\r\n$9\r\nsubscribe\r\n$4\r\nself\r\n:1\r\n"
 MESSAGE = b">3\r\n$7\r\nmessage\r\n$4\r\nself\r\n$2\r\nm%d\r\n"  # m0 .. m9
 
 
-def test_self_publish_pushes_follow_the_replies_before_them():
+def test_self_publish_pushes_follow_the_replies_before_them(plane):
     writes = _run(
-        [b"HELLO 3\r\n", b"SUBSCRIBE self\r\nPUBLISH self m1\r\nPING\r\nPUBLISH self m2\r\n"]
+        plane, [b"HELLO 3\r\n", b"SUBSCRIBE self\r\nPUBLISH self m1\r\nPING\r\nPUBLISH self m2\r\n"]
     )
     assert len(writes) == 2  # one write per loop turn
     assert writes[1] == (
@@ -58,10 +58,10 @@ def test_self_publish_pushes_follow_the_replies_before_them():
     )
 
 
-def test_a_pipelined_batch_is_one_write():
+def test_a_pipelined_batch_is_one_write(plane):
     publish = b"*3\r\n$7\r\nPUBLISH\r\n$4\r\nself\r\n$2\r\nm%d\r\n"
     batch = b"HELLO 3\r\nSUBSCRIBE self\r\n" + b"".join(publish % (i % 10) for i in range(16))
-    writes = _run([batch, b"RESET\r\nPING\r\n"])
+    writes = _run(plane, [batch, b"RESET\r\nPING\r\n"])
     assert len(writes) == 2
     first = writes[0]
     assert first.index(SUBSCRIBED) < first.index(MESSAGE % 0)
@@ -70,7 +70,7 @@ def test_a_pipelined_batch_is_one_write():
 
 
 @pytest.mark.parametrize("set_by", ["start", "CONFIG SET"])
-def test_a_turn_past_the_pubsub_hard_limit_writes_the_queues_at_once(set_by):
+def test_a_turn_past_the_pubsub_hard_limit_writes_the_queues_at_once(set_by, plane):
     """Messages queued in one loop turn are written as soon as the turn's
     output passes ``client-output-buffer-limit pubsub``'s hard limit, so no
     queue grows past it before the end-of-turn flush (write_to_all)."""
@@ -80,8 +80,8 @@ def test_a_turn_past_the_pubsub_hard_limit_writes_the_queues_at_once(set_by):
     frame = b"*3\r\n$7\r\nmessage\r\n$4\r\nfeed\r\n$100\r\n" + message + b"\r\n"
 
     async def main() -> tuple[list[bytes], list[bytes]]:
-        node = Node(config)
-        subscriber, publisher = Client(node), Client(node)
+        node = Node(config, plane=plane)
+        subscriber, publisher = plane.Client(node), plane.Client(node)
         sub_out, pub_out = RecordingTransport(), RecordingTransport()
         subscriber.connection_made(sub_out)  # type: ignore[arg-type]
         publisher.connection_made(pub_out)  # type: ignore[arg-type]
@@ -107,13 +107,13 @@ def test_a_turn_past_the_pubsub_hard_limit_writes_the_queues_at_once(set_by):
     assert all(len(w) <= hard + len(frame) for w in writes)
 
 
-def test_a_lone_request_is_written_when_it_has_run():
+def test_a_lone_request_is_written_when_it_has_run(plane):
     """An unpipelined request (one command, the first work of this loop turn)
     is written at once, without waiting for the end-of-turn flush; what it
     delivers to its own connection still precedes its reply, in one write."""
 
     async def main() -> list[list[bytes]]:
-        client = Client(Node(NodeConfig(port=0)))
+        client = plane.Client(Node(NodeConfig(port=0), plane=plane))
         transport = RecordingTransport()
         client.connection_made(transport)  # type: ignore[arg-type]
         seen = []

@@ -17,7 +17,7 @@ from cluster_bus.api import FilterChange
 from router.config import NodeConfig
 from router.kinds import ALL_KINDS, PATTERNS, kind_of
 from router.node import Node
-from router.pubsub import Bulk
+from router.subscriptions import Bulk
 from tests.router.fakes import FakeSubscriber, RecordingLink
 
 
@@ -32,7 +32,7 @@ class Registry:
     def __init__(self, capacity: int, fp_rate: float) -> None:
         self.node = Node(NodeConfig(port=0, filter_capacity=capacity, filter_fp_rate=fp_rate))
         self.link = RecordingLink()
-        self.node.link = self.link
+        self.node.set_link(self.link)
         self.pubsub = self.node.pubsub
         self.filters = self.node.registry
 

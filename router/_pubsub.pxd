@@ -1,0 +1,39 @@
+# The C declarations of router/pubsub.py compiled as router._pubsub (issue 42).
+cimport cython
+from router._connection cimport Connection
+from router._context cimport CommandContext
+from router._registry cimport Registry
+from router._resp cimport message as _message, smessage as _smessage
+from router._stats cimport NodeStats
+
+cdef Py_hash_t MASK
+
+
+@cython.final
+cdef class PubSub:
+    cdef public str node_id, on_publish_loss
+    cdef public Registry filters
+    cdef public object metrics, link, tap, channels, shard_channels, patterns, _loop
+    cdef public NodeStats stats
+    cdef public dict clients, forwards_lost_from
+    cdef public CommandContext context
+    cdef public tuple tables, _shards
+    cdef public long long publish_seq
+    cdef public Py_ssize_t turn_output, fanout_limit
+    cdef public list _dirty
+    cdef public bint forwards
+    cdef dict _pattern_table
+
+    cpdef Py_ssize_t publish(self, bytes channel, bytes message, bint shard) except -1
+    cpdef object publish_reply(self, bytes channel, bytes message, bint shard, bint in_exec)
+    @cython.locals(table=dict, subs=object, patterned=bint, n=Py_ssize_t, frame=bytes)
+    cpdef Py_ssize_t deliver_to(self, bytes channel, bytes message, bint shard) except -1
+    @cython.locals(client=Connection, n=Py_ssize_t, frame3=bytes)
+    cpdef Py_ssize_t write_to_all(self, subs, bytes frame2) except -1
+    cpdef schedule_flush(self, client)
+    @cython.locals(dirty=list, client=Connection)
+    cpdef flush_all(self)
+    @cython.locals(receivers=Py_ssize_t)
+    cpdef deliver_forwarded(self, str origin, origin_seq, bytes channel, bytes message, bint shard)
+    @cython.locals(i=Py_ssize_t, frame=tuple)
+    cpdef deliver_forwarded_run(self, str origin, list msgs, Py_ssize_t count)

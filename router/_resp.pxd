@@ -1,0 +1,2 @@
+cpdef bytes message(bytes channel, bytes payload)
+cpdef bytes smessage(bytes channel, bytes payload)

@@ -1,0 +1,23 @@
+# The C declarations of router/stats.py compiled as router._stats (issue 42).
+cimport cython
+
+
+@cython.final
+cdef class CommandStat:
+    cdef public long long calls, nanoseconds, rejected_calls, failed_calls
+
+
+@cython.final
+cdef class NodeStats:
+    cdef public long long connections_received, commands_processed
+    cdef public long long output_buffer_limit_disconnections, rejected_connections
+    cdef public long long publish_received, messages_delivered, forwards_lost
+    cdef public long long net_input_bytes, net_output_bytes, loss_disconnections
+    cdef public long long protected_mode_denied, tls_handshake_failures, parse_slices
+    cdef public long long loop_exceptions
+    cdef public dict errors
+    cdef public object commands
+    cpdef error_replied(self, bytes reply)
+
+
+cpdef share_time(list runs, long long elapsed)
