@@ -6,6 +6,7 @@ leaves the summary as it was."""
 from __future__ import annotations
 
 import re
+from itertools import pairwise
 from pathlib import Path
 
 from bench.results import update_markdown
@@ -45,9 +46,7 @@ def test_the_page_is_under_600_lines():
 def test_the_first_screen_compares_with_redis_cluster_and_valkey_in_a_table_and_a_plot():
     screen = PAGE.read_text().splitlines()[:FIRST_SCREEN]
     headers = [
-        line
-        for line, rule in zip(screen, screen[1:], strict=False)
-        if line.startswith("|") and rule.startswith("|---")
+        line for line, rule in pairwise(screen) if line.startswith("|") and rule.startswith("|---")
     ]
     assert any("Redis Cluster" in h and "Valkey" in h for h in headers), headers
     plots = [m for line in screen for m in re.findall(r"!\[[^\]]*\]\(([^)]+)\)", line)]
