@@ -1,5 +1,5 @@
 """Instructions per command on the node's hot path, counted with callgrind
-(the method of docs/benchmarks.md "the connection state machine (issue 28)").
+(the method of docs/benchmarks.md, "Method": instructions from callgrind).
 
 ``uv run python -m bench.hot_path_cg`` runs every case under
 ``valgrind --tool=callgrind`` twice, with a long and a short run (``-P 16``:

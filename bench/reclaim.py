@@ -10,7 +10,7 @@ walks everything itself, as it does when a check finds frozen garbage) for
 the pause the check avoids.
 
 ``uv run python -m bench.reclaim`` prints one JSON line per run; the figures
-are in docs/benchmarks.md ("the collector's reclaim"). Not part of CI.
+are in docs/benchmarks.md (History, issue 28). Not part of CI.
 """
 
 from __future__ import annotations

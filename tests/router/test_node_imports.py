@@ -1,6 +1,6 @@
 """What a node process imports: modules it rarely needs are imported where
 they are used, not at start, because each costs resident memory on every node
-(issue 18; sizes in docs/benchmarks.md, "memory")."""
+(issue 18; sizes in docs/benchmarks.md, "Where bloomcast costs more")."""
 
 from __future__ import annotations
 
