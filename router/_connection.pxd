@@ -22,7 +22,7 @@ cdef class Connection:
     cdef public RequestParser parser
     cdef public double last_interaction
     cdef public list _held, _out
-    cdef public Py_ssize_t _out_bytes, _held_bytes
+    cdef public Py_ssize_t _out_bytes, _held_bytes, _pending
     cdef public long long work_started
 
     cpdef _to(self, target)

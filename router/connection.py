@@ -122,6 +122,8 @@ class Connection:
         self.postponed = False
         self._held: list[bytes] = []  # messages that came while BLOCKED on a reply
         self._held_bytes = 0  # their size: counted against the output limits
+        #: the transport's buffer after this subscriber's last write (flush)
+        self._pending = 0
         self.ran: CommandStat | None = None  # the stat of the command that just ran
         # output queued in this loop turn, written by flush()
         self._out: list[bytes] = []
@@ -325,11 +327,20 @@ class Connection:
             return
         wire = self.wire
         subscribed = self.channels or self.patterns or self.shard_channels
-        if subscribed and self._out_bytes + self.output_buffer_size() > self.ctx.queue_limit:
+        if (
+            subscribed
+            and self._out_bytes + self._pending + self._held_bytes > self.ctx.queue_limit
+            and self._out_bytes + self.output_buffer_size() > self.ctx.queue_limit
+        ):
             # past the pubsub hard limit with what is queued: cut before it is
             # joined and buffered (Redis checks at every append to the reply
             # list, closeClientOnOutputBufferLimitReached, so its buffer never
-            # holds twice the limit; issue 41: 79 MB peak RSS for a 32 MB limit)
+            # holds twice the limit; issue 41: 79 MB peak RSS for a 32 MB limit).
+            # ``_pending``, what the transport held after a subscriber's last
+            # write, is at least what it holds now (only this method writes to
+            # it), so the transport is asked only when that bound is past the
+            # limit (a client that subscribed since its last write has none:
+            # the check after the write holds it, as before)
             self.cut()
             return
         data = out[0] if len(out) == 1 else b"".join(out)
@@ -345,6 +356,7 @@ class Connection:
                 self.cut()
             return
         pending = wire.get_write_buffer_size()
+        self._pending = pending
         if not pending:  # the socket took it all: under every limit (over_limit's first case)
             self._soft_limit_since = None
         elif client_output.over_limit(self, pending):

@@ -33,10 +33,13 @@ class Wire:
     def __init__(self) -> None:
         self.writes: list[bytes] = []
         self.pending = 0  # bytes the "socket" did not take
+        self.stuck = False  # the "socket" takes nothing more: each write stays pending
         self.calls: list[str] = []
 
     def write(self, data: bytes) -> None:
         self.writes.append(data)
+        if self.stuck:
+            self.pending += len(data)
 
     def close(self) -> None:
         self.calls.append("close")
@@ -218,25 +221,29 @@ def test_a_postponed_subscriber_gets_its_messages_and_is_cut_at_the_hard_limit(p
     limit; the PONG would come after them. Before issue 41 they were held
     with no bound (281 MB of RSS for 256 MB published)."""
 
-    async def main() -> tuple[int, int, list[str], int]:
+    async def main() -> tuple[int, list[int], list[str], int]:
         node, conn, wire = _limited(plane, 10_000)
         _feed(plane, conn, b"SUBSCRIBE a\r\n")
         node.context.pause.pause(60_000, pause.ALL)
         assert plane.process(conn, b"PING\r\n", time.monotonic()) is BLOCK
-        node.pubsub.publish(b"a", b"m" * 1000, False)
-        node.pubsub.flush_all()
         written = len(wire.writes)
-        wire.pending = 10_001  # what the socket did not take, past the limit
-        node.pubsub.publish(b"a", b"m" * 1000, False)
-        node.pubsub.flush_all()
+        wire.stuck = True  # the subscriber reads nothing from here on
+        buffered = []
+        for _ in range(12):  # 12 x ~1 KB: the 10th would take it past 10,000
+            node.pubsub.publish(b"a", b"m" * 1000, False)
+            node.pubsub.flush_all()
+            buffered.append(wire.pending)
         cut = node.stats.output_buffer_limit_disconnections
         node.context.pause.unpause()
-        return written, len(wire.writes), wire.calls, cut
+        return written, buffered, wire.calls, cut
 
-    written, writes, calls, cut = asyncio.run(main())
-    # the confirmation and the first message at once; the second, past the
-    # limit with what the socket holds, is not buffered: the client is cut first
-    assert (written, writes) == (2, 2)
+    written, buffered, calls, cut = asyncio.run(main())
+    frame = len(b"*3\r\n$7\r\nmessage\r\n$1\r\na\r\n$1000\r\n") + 1002
+    assert written == 1  # the confirmation
+    # each message written at once (not held behind the postponed PING), until
+    # the 10th, which would pass the limit with what the socket holds: the
+    # client is cut before it is buffered, as Redis cuts at the append
+    assert buffered == [frame * i for i in range(1, 10)] + [frame * 9] * 3
     assert (calls, cut) == (["abort"], 1)
 
 
