@@ -180,6 +180,14 @@ class NodeView(Protocol):
 
     def reset_stats(self) -> None: ...
 
+    #: when the node started (unix seconds): LASTSAVE
+    started: float
+
+    def shutdown(self, client: CommandClient) -> asyncio.Future[bytes]:
+        """SHUTDOWN: stop the node as SIGTERM does; the future (``client``'s
+        reply) never resolves: the connection closes with the node."""
+        ...
+
 
 @cython.final
 @cython.cclass

@@ -349,6 +349,8 @@ def execute(conn: Connection, args: list[bytes]) -> Reply:
         return reject(conn, cmd, f"ERR wrong number of arguments for '{cmd.name}' command")
     if not conn.authenticated and not cmd.no_auth and ctx.acl.default_requires_auth():
         return reject(conn, cmd, "NOAUTH Authentication required.")
+    if conn.multi is not None and cmd.no_multi:
+        return reject(conn, cmd, "ERR Command not allowed inside a transaction")
     user = conn.user
     if not user.unrestricted and not cmd.no_auth:
         denial = ctx.acl.denied(user, cmd.name, args)

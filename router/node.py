@@ -24,6 +24,7 @@ import asyncio
 import logging
 import os
 import time
+from collections.abc import Callable
 from itertools import count
 from typing import TYPE_CHECKING, Any, cast
 
@@ -109,6 +110,10 @@ class Node:
         self.client_class = plane.Client
         self.port = config.port
         self.started = time.time()
+        #: what SHUTDOWN calls (``bloomcast node``: the SIGTERM path); an
+        #: in-process node stops itself
+        self.on_shutdown: Callable[[], object] = self._stop_soon
+        self._stop_task: asyncio.Task[None] | None = None
         self._ids = count(1)
         self._servers: list[asyncio.base_events.Server] = []  # one per bind address
         self._tls_servers: list[asyncio.base_events.Server] = []
@@ -198,6 +203,16 @@ class Node:
             for server in self._servers:
                 await server.wait_closed()
             self._servers = []
+
+    def shutdown(self, client: Any) -> asyncio.Future[bytes]:
+        """SHUTDOWN from ``client`` (:mod:`router.commands.operator`): the
+        node stops as on SIGTERM; the returned reply never comes."""
+        log.warning("User requested shutdown...")
+        self.on_shutdown()
+        return asyncio.get_running_loop().create_future()
+
+    def _stop_soon(self) -> None:
+        self._stop_task = asyncio.get_running_loop().create_task(self.stop())
 
     def sample_metrics(self) -> None:
         """INFO's instantaneous metrics, sampled lazily (:mod:`router.stats`)."""

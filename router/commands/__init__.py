@@ -17,6 +17,7 @@ from router.commands import (
     config_cmd,
     connection,
     multi,
+    operator,
     publish,
     pubsub,
     server,
@@ -40,6 +41,7 @@ def _build() -> dict[bytes, Command]:
         multi,
         config_cmd,
         acl_cmd,
+        operator,
     ):
         for cmd in module.COMMANDS:
             table[cmd.name.encode()] = cmd

@@ -145,7 +145,7 @@ def _cluster_node_timeout(ctx: CommandContext) -> str:
 
 
 def _cluster_enabled(ctx: CommandContext) -> str:
-    return "yes"
+    return "yes" if ctx.cluster_enabled else "no"
 
 
 def _shown(attr: str, unset: str = "") -> Callable[[CommandContext], str]:
