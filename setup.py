@@ -80,7 +80,35 @@ def extensions() -> list[Extension]:
 
     exts = [Extension(name, [source], extra_compile_args=["-O2"]) for name, source in MODULES]
     # the generated C goes to build/ (a .py's C beside it would not say whose it is)
-    return cythonize(exts, build_dir="build/cy", language_level=3, compiler_directives=DIRECTIVES)
+    return cythonize(
+        exts,
+        build_dir=BUILD_DIR,
+        language_level=3,
+        compiler_directives=DIRECTIVES,
+        force=_stale(),
+    )
+
+
+BUILD_DIR = "build/cy"
+
+
+def _stale() -> bool:
+    """Whether any source or ``.pxd`` is newer than any generated C file.
+
+    Cython's dependency tracking does not see that a pure-Python mode module
+    depends on the ``.pxd`` files its own augmenting ``.pxd`` cimports (it is
+    named after the compiled module, not the source): a changed
+    ``router/_connection.pxd`` left ``router._dispatch`` built against the
+    old layout of ``Connection`` ("size changed, may indicate binary
+    incompatibility"). Any change regenerates every module instead."""
+    from pathlib import Path
+
+    inputs = [Path(source) for _, source in MODULES]
+    inputs += [p for package in ("router", "cluster_bus") for p in Path(package).glob("*.pxd")]
+    outputs = [Path(BUILD_DIR, source).with_suffix(".c") for _, source in MODULES]
+    if not all(c.exists() for c in outputs):
+        return True
+    return max(p.stat().st_mtime for p in inputs) > min(c.stat().st_mtime for c in outputs)
 
 
 setup(ext_modules=extensions(), cmdclass={"build_ext": OptionalBuildExt})

@@ -1,19 +1,19 @@
 """``bloomcast bench``: every benchmark side by side with its anchor, in one run.
 
     bloomcast bench [all|single|cluster|simulate|convergence|visibility|faults|hostile
-                     |scale|chaos]
+                     |scale|chaos|overload]
                     [--nodes 3,6,12] [--quick] [--out docs/]
                     [--workload uniform|zipf|both]
 
 Writes ``<out>/benchmarks.json`` (merged key by key) and the sections it owns
 in ``<out>/benchmarks.md`` ("How these numbers were taken", "single node",
 "cluster", "cluster: Zipf-popular channels", "convergence", "subscribe
-visibility", "faults", "hostile input", "scale", "chaos"), leaving other
+visibility", "faults", "hostile input", "scale", "chaos", "overload"), leaving other
 sections as they are; plots go to ``<out>/*.png``. redis-benchmark (Debian's
 redis-tools) is required; the command says how to install it when missing. Speed is reported, never
-asserted. ``scale`` (idle cost per node vs N, minutes per size) and ``chaos``
-(seeded fault schedules, minutes per seed, root) run only when named:
-``all`` leaves them out.
+asserted. ``scale`` (idle cost per node vs N, minutes per size), ``chaos``
+(seeded fault schedules, minutes per seed, root) and ``overload`` (a cluster
+of 100 starved on purpose) run only when named: ``all`` leaves them out.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ PARTS = ("single", "cluster", "simulate", "convergence", "visibility", "faults",
 #: ``--workload`` of the cluster part
 WORKLOADS = ("uniform", "zipf", "both")
 #: parts that run only when named (too long for ``all``)
-EXTRA_PARTS = ("scale", "chaos")
+EXTRA_PARTS = ("scale", "chaos", "overload")
 
 
 #: what ``bloomcast bench --help`` says before the flags
@@ -54,7 +54,10 @@ Roughly how long each part runs on a 2-core machine (--quick: tiny sizes):
                           3 and 6 nodes, bloomcast (visibility on / 0) vs anchors
   simulate     ~1-3 min   in-process, 100 and 1000 simulated nodes, no sockets
   faults       <1 min     link faults through a proxy, bloomcast vs Redis Cluster
-  scale        ~8 min     idle cost per node at N = 10, 25, 50 (only when named)
+  scale        ~20 min    ready, idle cost, sockets and PUBLISH routing per node at
+                          N = 10, 50, 100, 200 (only when named; ~6 GB at N = 200)
+  overload     ~8 min     N = 100 (--nodes): SIGSTOP of 20 nodes for 30 s, busy loops
+                          for 60 s; back to converged, the ledger (only when named)
   chaos        ~6 min     per seed (--seeds 11,12,13, --duration 300): faults
                           over 5 nodes in namespaces, as root (only when named)
 The estimates for single, cluster, convergence and simulate follow from
@@ -76,7 +79,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--nodes",
         default=None,
-        help="cluster sizes, comma separated (default 3,6,12; simulate: 100,1000; scale: 10,25,50)",
+        help="cluster sizes, comma separated (default 3,6,12; simulate: 100,1000; "
+        "scale: 10,50,100,200; overload: 100)",
     )
     parser.add_argument(
         "--quick", action="store_true", help="tiny sizes: checks that every part runs"
@@ -216,6 +220,11 @@ def run_parts(
 
         print("bench: hostile input (bloomcast and redis-server) ...", flush=True)
         results["hostile"] = run_hostile(quick=args.quick)
+    if "overload" in parts:
+        from bench.overload_bench import run_overload_bench
+
+        size = parse_sizes(sizes_arg, (100,))[0]
+        results["overload"] = run_overload_bench(size, quick=args.quick)
     if "scale" in parts:
         from bench.scale import ScalePlan, run_scale
 
@@ -335,6 +344,10 @@ def write_outputs(
         sections["hostile input"] = _with_command(hostile_markdown(results["hostile"]), meta)
     if "scale" in results:
         sections["scale"] = _with_command(_scale_section(results["scale"], args, out), meta)
+    if "overload" in results:
+        from bench.overload_bench import overload_markdown
+
+        sections["overload"] = _with_command(overload_markdown(results["overload"]), meta)
     update_markdown(out / "benchmarks.md", sections)
     return meta
 

@@ -19,7 +19,10 @@ subscribing 100 channels each, then all closing at once; 100 clients each
 PUNSUBSCRIBE-ing 1,000 patterns; 30,000 patterns from one client; 100,000
 patterns then PUBLISH; ten patterns of ``\\a`` x 50,000 then PUBLISH, three
 batches; 1,000 slow subscribers sharing 100 messages of 10 KB; 1,000,000
-channels in pipelined SUBSCRIBE bursts.
+channels in pipelined SUBSCRIBE bursts. A second table is issue 41's
+(:mod:`bench.hostile_bounds`: CLIENT PAUSE with a subscriber that reads
+nothing, a peer that stops reading its bus link, a million pipelined
+SUBSCRIBE unread, a slow disk under the tap).
 
 Speed is reported here, never asserted; the tests assert the behaviour
 (tests/router/test_hostile_input.py, tests/router/test_budget.py).
@@ -438,7 +441,9 @@ def run_hostile(quick: bool = False, only: str = "") -> dict[str, Any]:
         for name in servers:
             print(f"  {name}: {case.label} ...", flush=True)
             results[name][case.label] = run_case(name, case, scale)
-    return {"scale": scale, "servers": results}
+    from bench.hostile_bounds import run_bounds
+
+    return {"scale": scale, "servers": results, "bounds": run_bounds(quick, only)}
 
 
 def _goal(node: dict[str, Any], anchor: dict[str, Any]) -> str:
@@ -520,6 +525,11 @@ def hostile_markdown(result: dict[str, Any]) -> str:
 
     scale = result.get("scale", 1.0)
     sized = "" if scale == 1.0 else f" (sizes scaled by {scale}: --quick)"
+    bounds = ""
+    if result.get("bounds", {}).get("cases"):
+        from bench.hostile_bounds import bounds_markdown
+
+        bounds = "\n\n" + bounds_markdown(result["bounds"])
     return (
         "Each case on a fresh server (bloomcast node without a bus, redis-server "
         "7.0.15), set up first, then run while a probe process sends PING every "
@@ -537,4 +547,5 @@ def hostile_markdown(result: dict[str, Any]) -> str:
         + "\n\nThe node's collector during each case (INFO `# Collector`: "
         "`gc.callbacks`, after `gc.freeze()` at start):\n\n"
         + table(["case", "longest collection ms", "collections over 50 ms"], gc_rows)
+        + bounds
     )

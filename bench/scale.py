@@ -13,8 +13,21 @@ before any redesign of cluster_bus/. For each N, one system at a time
    bytes (kernel ``tcp_info`` bytes_sent summed over every socket on a bus
    port, both ends), CPU (time on CPU of every thread of every server process,
    ``/proc/<pid>/task/<tid>/schedstat``, ns) and RSS (``/proc/<pid>/status``), all per node;
-3. failure detection: kill -9 one node and time until every live node's
+3. sockets per node: the socket file descriptors of each server process in
+   the idle window (bus links both ways and the listeners);
+4. PUBLISH routing: one subscriber on each of ``subscriber_nodes`` nodes, each
+   on its own channel; node 0 publishes ``publish_messages`` over those
+   channels: every message must arrive once, and the bus PUBLISH messages
+   per PUBLISH (``cluster_stats_messages_publish_sent`` summed over the nodes)
+   are compared with the exact minimum (one per PUBLISH: one remote node has
+   a subscriber; Redis Cluster broadcasts to all N - 1); then node 0's
+   PUBLISH rate to one of them (redis-benchmark, 50 clients);
+5. failure detection: kill -9 one node and time until every live node's
    CLUSTER NODES flags it ``fail``.
+
+For bloomcast, *start-up work*: each node's frames sent by type at ready
+(CLUSTER INFO), mean and max over the nodes: where forming a cluster of N
+goes (issue 40).
 
 The markdown section and the plot are in :mod:`bench.scale_report`.
 """
@@ -44,7 +57,7 @@ from bloomcast.testing import LOOPBACK, LocalCluster, server_version
 class ScalePlan:
     """Sizes and windows; ``quick()`` is the CI-sized variant."""
 
-    sizes: tuple[int, ...] = (10, 25, 50)
+    sizes: tuple[int, ...] = (10, 50, 100, 200)
     node_timeout_ms: int = 15000
     settle_s: float = 5.0
     window_s: float = 20.0
@@ -52,11 +65,19 @@ class ScalePlan:
     detect_timeout_s: float = 180.0
     #: how often detection polls every live node's CLUSTER NODES
     poll_s: float = 0.25
+    #: PUBLISH routing: nodes with a subscriber, messages node 0 publishes,
+    #: requests of the rate measurement
+    subscriber_nodes: int = 10
+    publish_messages: int = 2000
+    rate_requests: int = 20000
+    rate_runs: int = 3  # the best kept
 
     @classmethod
     def quick(cls) -> ScalePlan:
         return cls(sizes=(3,), node_timeout_ms=2000, settle_s=0.5, window_s=2.0,
-                   ready_timeout_s=60.0, detect_timeout_s=30.0, poll_s=0.1)  # fmt: skip
+                   ready_timeout_s=60.0, detect_timeout_s=30.0, poll_s=0.1,
+                   subscriber_nodes=2, publish_messages=200, rate_requests=2000,
+                   rate_runs=1)  # fmt: skip
 
 
 # -- /proc readings ----------------------------------------------------------------------
@@ -102,6 +123,22 @@ def cpu_ns(pids: list[int]) -> int:
     return total
 
 
+def sockets(pid: int) -> int:
+    """Socket file descriptors of ``pid`` (``/proc/<pid>/fd`` links to
+    ``socket:[...]``); 0 if it is gone."""
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return 0
+    count = 0
+    for fd in fds:
+        try:
+            count += os.readlink(f"/proc/{pid}/fd/{fd}").startswith("socket:")
+        except OSError:
+            continue
+    return count
+
+
 def rss_mb(pid: int) -> float:
     """VmRSS of ``pid`` in MB (10^6 bytes); 0 if it is gone."""
     try:
@@ -129,6 +166,9 @@ class _System:
     def suspicions(self) -> int | None:
         """Suspicions raised so far, summed over the nodes (None: not exposed)."""
         return None
+
+    def cluster_info(self, i: int) -> dict[str, str]:
+        raise NotImplementedError
 
     def kill(self, i: int) -> None:
         raise NotImplementedError
@@ -206,6 +246,9 @@ class _Bloomcast(_System):
     def pids(self) -> list[int]:
         return [p.pid for p in self.cluster.processes if p is not None]
 
+    def cluster_info(self, i: int) -> dict[str, str]:
+        return self.cluster.cluster_info(i)
+
     def suspicions(self) -> int | None:
         return sum(
             int(self.cluster.cluster_info(i).get("cluster_stats_suspicions", 0))
@@ -263,6 +306,9 @@ class _Redis(_System):
     def pids(self) -> list[int]:
         return [node.proc.pid for node in self.cluster.nodes]
 
+    def cluster_info(self, i: int) -> dict[str, str]:
+        return self.cluster.cluster_info(i)
+
     def kill(self, i: int) -> None:
         proc = self.cluster.nodes[i].proc
         proc.kill()
@@ -298,6 +344,112 @@ def idle_window(system: _System, plan: ScalePlan) -> dict[str, Any]:
             if suspicions0 is not None and suspicions1 is not None
             else None
         ),
+    }
+
+
+def startup_work(system: _System) -> dict[str, Any]:
+    """Frames each node sent by type so far (CLUSTER INFO
+    ``cluster_stats_messages_<type>_sent``), mean and max over the nodes, and
+    the handshakes that failed (``cluster_stats_auth_failures``: timeouts)."""
+    per: dict[str, list[int]] = {}
+    for i in range(system.n):
+        info = system.cluster_info(i)
+        for key, value in info.items():
+            if (key.startswith("cluster_stats_messages_") and key.endswith("_sent")) or key in (
+                "cluster_stats_auth_failures",
+                "cluster_stats_suspicions",
+            ):
+                per.setdefault(key, []).append(int(value))
+    return {
+        key.removeprefix("cluster_stats_").removeprefix("messages_"): {
+            "mean": sum(values) / len(values),
+            "max": max(values),
+        }
+        for key, values in sorted(per.items())
+        if any(values)
+    }
+
+
+def socket_counts(system: _System) -> dict[str, float]:
+    counts = [sockets(pid) for pid in system.pids()]
+    return {"mean": sum(counts) / len(counts), "max": max(counts)}
+
+
+def _publish_sent(system: _System) -> int:
+    total = 0
+    for i in range(system.n):
+        info = system.cluster_info(i)
+        total += int(info.get("cluster_stats_messages_publish_sent", 0))
+        total += int(info.get("cluster_stats_messages_publishlight_sent", 0))
+    return total
+
+
+def publish_routing(system: _System, plan: ScalePlan) -> dict[str, Any]:
+    """One subscriber on each of ``plan.subscriber_nodes`` nodes (never node 0),
+    each on its own channel; node 0 publishes ``plan.publish_messages`` round
+    robin over them. Delivered: messages the subscribers got (each must get
+    its share once); bus PUBLISH messages per PUBLISH against the exact
+    minimum, 1 (one remote node holds each channel's subscriber). Then node
+    0's PUBLISH rate to the first channel (redis-benchmark, 50 clients, -P 1,
+    best of ``plan.rate_runs``)."""
+    from bench.loadgen import SubscriberPool, redis_benchmark
+
+    n, k = system.n, min(plan.subscriber_nodes, system.n - 1)
+    nodes = [1 + (j * (n - 1)) // k for j in range(k)]
+    channels = [b"scale:%04d" % j for j in range(k)]
+    message = b"m" * 16
+    pools = [
+        SubscriberPool(system.ports[i], ch, 1, message)
+        for i, ch in zip(nodes, channels, strict=True)
+    ]
+    try:
+        for pool in pools:
+            pool.start()
+        time.sleep(1.0)  # (bloomcast confirms after every peer acked; Redis needs nothing)
+        sent0 = _publish_sent(system)
+        each = plan.publish_messages // k
+        receivers = 0
+        with redis.Redis(host=LOOPBACK, port=system.ports[0], socket_timeout=30) as c:
+            for start in range(0, each, 100):
+                pipe = c.pipeline(transaction=False)
+                for _ in range(start, min(each, start + 100)):
+                    for ch in channels:
+                        pipe.publish(ch, message)
+                receivers += sum(pipe.execute())
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and min(p.messages() for p in pools) < each:
+            time.sleep(0.05)
+        time.sleep(1.0)  # duplicates would come now
+        got = [p.messages() for p in pools]
+        published = each * k
+        bus = _publish_sent(system) - sent0
+        # best of three: the machine is shared, a rate is only as good as its quietest run
+        rate = max(
+            (
+                redis_benchmark(
+                    system.ports[0],
+                    ["PUBLISH", channels[0].decode(), message.decode()],
+                    clients=50,
+                    requests=plan.rate_requests,
+                )
+                for _ in range(plan.rate_runs)
+            ),
+            key=lambda r: r.rps,
+        )
+    finally:
+        for pool in pools:
+            pool.stop()
+    return {
+        "subscriber_nodes": k,
+        "published": published,
+        "delivered": sum(got),
+        "delivered_once": all(g == each for g in got),
+        "receivers_reported": receivers,
+        "bus_messages": bus,
+        "bus_per_publish": bus / published,
+        "minimum_per_publish": 1.0,
+        "rate_rps": rate.rps,
+        "rate_p50_ms": rate.p50_latency_ms,
     }
 
 
@@ -344,14 +496,21 @@ def measure(make: Callable[[], Any], plan: ScalePlan) -> dict[str, Any]:
     try:
         ready = system.start()
         print(f"bench: scale {system.name} N={system.n} ready in {ready:.1f} s", flush=True)
-        row: dict[str, Any] = {
-            "ready_s": ready,
-            "answering_s": system.answering_s,
-            **idle_window(system, plan),
-        }
+        row: dict[str, Any] = {"ready_s": ready, "answering_s": system.answering_s}
+        if system.name == "bloomcast":
+            row["startup"] = startup_work(system)
+        row.update(idle_window(system, plan))
+        row["sockets_per_node"] = socket_counts(system)
         print(f"bench: scale {system.name} N={system.n} idle "
               f"{row['bus_bytes_per_s_per_node']:,.0f} B/s/node "
-              f"{row['cpu_pct_per_node']:.2f}% CPU/node", flush=True)  # fmt: skip
+              f"{row['cpu_pct_per_node']:.2f}% CPU/node "
+              f"{row['sockets_per_node']['mean']:.0f} sockets/node", flush=True)  # fmt: skip
+        row["publish"] = publish_routing(system, plan)
+        pub = row["publish"]
+        print(f"bench: scale {system.name} N={system.n} PUBLISH "
+              f"{pub['delivered']}/{pub['published']} delivered, "
+              f"{pub['bus_per_publish']:.2f} bus msgs each, {pub['rate_rps']:,.0f}/s",
+              flush=True)  # fmt: skip
         row["detection"] = detection(system, plan, victim=system.n - 1)
         print(f"bench: scale {system.name} N={system.n} detection "
               f"{row['detection']['seconds']} s", flush=True)  # fmt: skip

@@ -33,6 +33,52 @@ def _detect(row: dict[str, Any]) -> str:
     return fmt_num(d["seconds"], 1)
 
 
+def _sockets(row: dict[str, Any]) -> str:
+    counts = row.get("sockets_per_node")
+    return "" if counts is None else f"{counts['mean']:.0f}"
+
+
+def publish_rows(result: dict[str, Any]) -> list[list[str]]:
+    """Per N and system: delivered / published (once?), bus messages per
+    PUBLISH against the minimum, node 0's PUBLISH/s."""
+    rows = []
+    for size in result["sizes"]:
+        for system in SYSTEMS:
+            row = _ok(size, system)
+            pub = None if row is None else row.get("publish")
+            if pub is None:
+                continue
+            once = "once each" if pub["delivered_once"] else "NOT once each"
+            rows.append([
+                str(size["nodes"]), system,
+                f"{pub['delivered']:,} / {pub['published']:,} ({once})",
+                f"{pub['bus_per_publish']:.2f} (minimum {pub['minimum_per_publish']:g})",
+                fmt_num(pub["rate_rps"]),
+            ])  # fmt: skip
+    return rows
+
+
+#: the start-up frames shown, in this order (CLUSTER INFO names)
+STARTUP_KEYS = ("meet_sent", "ping_sent", "pong_sent", "session_sent", "filter_request_sent",
+                "filter_full_sent", "fail_sent", "auth_failures", "suspicions")  # fmt: skip
+
+
+def startup_rows(result: dict[str, Any]) -> list[list[str]]:
+    """bloomcast's frames per node at ready (mean, max in brackets)."""
+    rows = []
+    for size in result["sizes"]:
+        row = _ok(size, "bloomcast")
+        work = None if row is None else row.get("startup")
+        if work is None:
+            continue
+        cells = [str(size["nodes"])]
+        for key in STARTUP_KEYS:
+            v = work.get(key)
+            cells.append("0" if v is None else f"{v['mean']:.1f} ({v['max']})")
+        rows.append(cells)
+    return rows
+
+
 def _ratio(a: float | None, b: float | None) -> float | None:
     return a / b if a is not None and b else None
 
@@ -75,7 +121,7 @@ def scale_markdown(result: dict[str, Any], cmd: str) -> str:
             row = _ok(size, system)
             if row is None:
                 err = size["results"].get(system, {}).get("error", "not run")
-                rows.append([str(n), system, f"failed: {err}", "", "", "", "", ""])
+                rows.append([str(n), system, f"failed: {err}", "", "", "", "", "", ""])
                 continue
             answering = row.get("answering_s")
             ready = fmt_num(row["ready_s"], 1)
@@ -86,6 +132,7 @@ def scale_markdown(result: dict[str, Any], cmd: str) -> str:
                 fmt_num(row["bus_bytes_per_s_per_node"]),
                 f"{row['cpu_pct_per_node']:.2f}%",
                 f"{row['rss_mb_mean']:.1f} / {row['rss_mb_max']:.1f}",
+                _sockets(row),
                 _detect(row),
                 "n/a" if row.get("suspicions") is None else str(row["suspicions"]),
             ])  # fmt: skip
@@ -105,7 +152,7 @@ def scale_markdown(result: dict[str, Any], cmd: str) -> str:
             span = f"N = {g[0]} to N = {g[1]} (x{g[1] / g[0]:.1f} nodes)"
             growth_lines.append(f"- {system}, {span}: per node " + ", ".join(parts) + ".")
     header = ["N", "system", "ready s", "idle bus B/s per node", "idle CPU % per node",
-              "RSS MB per node (mean / max)", "detection s",
+              "RSS MB per node (mean / max)", "sockets per node", "detection s",
               "suspicions in the window"]  # fmt: skip
     timeout = plan["node_timeout_ms"]
     return "\n".join([
@@ -145,22 +192,47 @@ def scale_markdown(result: dict[str, Any], cmd: str) -> str:
         "",
         *growth_lines,
         "",
-        f"![idle bus bytes/s and CPU per node vs N]({PLOT})",
+        "PUBLISH routed through the cluster: one subscriber on each of "
+        f"{plan.get('subscriber_nodes', 10)} nodes, each on its own channel; node 0 "
+        f"publishes {plan.get('publish_messages', 2000):,} messages round robin over them "
+        "(pipelined, 100 at a time). *bus messages per PUBLISH*: "
+        "`cluster_stats_messages_publish_sent` summed over every node / PUBLISH; the "
+        "minimum is 1 (one remote node holds each channel's subscriber), Redis Cluster "
+        "sends every PUBLISH to all N - 1 peers. *PUBLISH/s*: redis-benchmark on node 0 "
+        f"({plan.get('rate_requests', 20000):,} requests, 50 clients, -P 1, best of "
+        f"{plan.get('rate_runs', 1)}) to the first channel:",
         "",
-        f"Reproduce: `{cmd}` (the full run, N = 10, 25, 50, takes about 8 minutes on "
-        "2 cores: per N and system 25 s of settle and idle window, 16 to 22 s of failure "
-        "detection at the 15 s node timeout, and forming, up to ~30 s for Redis).",
+        table(["N", "system", "delivered / published", "bus messages per PUBLISH",
+               "node 0 PUBLISH/s"], publish_rows(result)),
+        "",
+        "Where forming the cluster goes (bloomcast): frames each node sent by type "
+        "until ready, mean over the nodes (the largest in brackets; the seeds, nodes "
+        "0 and 1, answer every joining MEET), handshakes that failed (timeouts) and "
+        "suspicions. Per node each grows as N (two filters asked for and sent per "
+        "peer, a MEET and a SESSION per link), not as N^2:",
+        "",
+        table(["N", "MEET", "PING", "PONG", "SESSION", "FILTER_REQUEST", "FILTER_FULL",
+               "FAIL", "handshakes failed", "suspicions"], startup_rows(result)),
+        "",
+        f"![ready time, idle bus bytes/s and CPU, PUBLISH cost per node vs N]({PLOT})",
+        "",
+        f"Reproduce: `{cmd}` (N = 10, 50, 100, 200 takes about 30 minutes on 2 cores "
+        "and 7 GB at N = 200: per N and system 25 s of settle and idle window, 16 to 23 s "
+        "of failure detection at the 15 s node timeout, the PUBLISH runs, and forming, "
+        "136 s for Redis at N = 200).",
     ])  # fmt: skip
 
 
 def plot_scale(result: dict[str, Any], path: Path, cmd: str) -> Path | None:
-    """Idle bus bytes/s and CPU % per node vs N, both systems."""
+    """Ready time, idle bus bytes/s and CPU % per node, and bus messages per
+    PUBLISH vs N, both systems."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (ax, bx) = plt.subplots(1, 2, figsize=(11, 4.4))
+    fig, grid = plt.subplots(2, 2, figsize=(11, 8))
+    (rx, ax), (bx, px) = grid
     styles = {"bloomcast": dict(marker="o", linestyle="-"),
               "redis": dict(marker="s", linestyle="--")}  # fmt: skip
     drawn = False
@@ -171,16 +243,23 @@ def plot_scale(result: dict[str, Any], path: Path, cmd: str) -> Path | None:
             continue
         drawn = True
         ns = [n for n, _ in good]
+        rx.plot(ns, [r["ready_s"] for _, r in good], label=system, **styles[system])
         ax.plot(ns, [r["bus_bytes_per_s_per_node"] for _, r in good], label=system,
                 **styles[system])  # fmt: skip
         bx.plot(ns, [r["cpu_pct_per_node"] for _, r in good], label=system,
                 **styles[system])  # fmt: skip
+        pubs = [(n, r["publish"]) for n, r in good if r.get("publish")]
+        if pubs:
+            px.plot([n for n, _ in pubs], [p["bus_per_publish"] for _, p in pubs],
+                    label=system, **styles[system])  # fmt: skip
     if not drawn:
         plt.close(fig)
         return None
     sizes = [s["nodes"] for s in result["sizes"]]
-    for axis, label in ((ax, "idle bus bytes/s per node (kernel tcp_info)"),
-                        (bx, "idle CPU % per node (schedstat)")):  # fmt: skip
+    for axis, label in ((rx, "ready s (all started at once)"),
+                        (ax, "idle bus bytes/s per node (kernel tcp_info)"),
+                        (bx, "idle CPU % per node (schedstat)"),
+                        (px, "bus messages per PUBLISH (minimum 1)")):  # fmt: skip
         axis.set_xlabel("nodes N")
         axis.set_ylabel(label)
         axis.set_xticks(sizes)
@@ -189,7 +268,7 @@ def plot_scale(result: dict[str, Any], path: Path, cmd: str) -> Path | None:
         axis.legend()
     timeout = result["plan"]["node_timeout_ms"]
     fig.suptitle(
-        f"Idle cluster (no clients), node timeout {timeout} ms both systems, "
+        f"Clusters of N, node timeout {timeout} ms both systems, idle "
         f"{result['plan']['window_s']:g} s window; bloomcast {result['commit']} vs "
         f"{result['versions'].get('redis-server (scale)', 'Redis')}; `{cmd}`",
         fontsize=9,

@@ -73,6 +73,8 @@ COUNTERS = (
      "cluster_stats_messages_received"),
     ("filter_resizes", "Filters rebuilt with a new m", "cluster_stats_filter_resizes"),
     ("node_suspicions", "Peers suspected (SWIM)", "cluster_stats_suspicions"),
+    ("bus_late_ticks", "Bus periods whose timer fired over half a period late (starved)",
+     "cluster_stats_late_ticks"),
     ("links_dropped", "Bus links dropped", "cluster_stats_links_dropped"),
     ("forwards_lost_to_peers", "Forwards a peer counted lost (its count, told back)",
      "cluster_stats_publish_lost_to_peers"),
@@ -101,6 +103,8 @@ GAUGES = (
     ("cluster_nodes_pfail", "Peers suspected", "cluster_nodes_pfail"),
     ("cluster_nodes_fail", "Peers in FAIL", "cluster_nodes_fail"),
     ("cluster_nodes_lost", "Peers forgotten after FAIL and still redialled", "cluster_nodes_lost"),
+    ("cluster_health_score", "Local health score (Lifeguard): 0 healthy, up to 7",
+     "cluster_health_score"),
     ("cluster_filters_converged", "1 once every live peer's filter is held",
      "cluster_filters_converged"),
     ("replay_buffer_bytes", "Forwards kept for replay", "cluster_replay_buffer_bytes"),
@@ -230,13 +234,17 @@ class MetricsServer(SmallHttpServer):
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(NodeCollector(node))
 
-    def answer(self, request: Request) -> tuple[str, str, Body]:
+    async def answer_async(self, request: Request) -> tuple[str, str, Body]:
+        """A spool request is checked on the loop (the node's users), then
+        answered in the executor (its scandir, stat and unlink: issue 41)."""
         if self.spool is not None and (request.path + "/").startswith("/spool/"):
             refused = spool_refusal(self.node, request)
             if refused is not None:
                 return refused
-            return self.spool.answer(request.method, request.path, request.query)
-        return super().answer(request)
+            return await self.off_loop(
+                self.spool.answer, request.method, request.path, request.query
+            )
+        return self.answer(request)
 
     def respond(self, path: str) -> tuple[str, str, bytes]:
         """(status line, content type, body) for ``path``."""

@@ -110,6 +110,8 @@ async def serve(
     # that sees the port may signal at once
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
+    # an exception escaping a callback: counted, logged once a minute per cause
+    loop.set_exception_handler(node_log.LoopExceptions(node.stats))
     for sig in (signal.SIGTERM, signal.SIGINT):
         with contextlib.suppress(NotImplementedError):
             loop.add_signal_handler(sig, stop.set)

@@ -13,16 +13,28 @@ node is a master of no slots' keys, as a Redis Cluster master.
 
 SIGHUP: Redis ignores it; the node does too, and with ``--logfile`` it
 reopens the file (for logrotate's ``create`` mode), as many daemons do.
+
+An exception that escapes a callback of the node's event loop (asyncio logs
+each one, with its traceback, by default) is counted (INFO
+``loop_exceptions``) and logged at most once a minute per exception type and
+where it happened (:class:`LoopExceptions`, through
+:class:`cluster_bus.refusals.Refusals`): a bug hit by every request neither
+floods the log nor goes unseen (issue 41).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import sys
 import time
+import traceback
+from typing import Any
 
-from router.client_log import VERBOSE  # Redis's "verbose", between DEBUG and INFO
+from cluster_bus.refusals import Refusals
+from router.client_log import VERBOSE
+from router.stats import NodeStats  # Redis's "verbose", between DEBUG and INFO
 
 logging.addLevelName(VERBOSE, "VERBOSE")
 
@@ -85,3 +97,28 @@ def on_sighup(handler: logging.Handler) -> None:
         finally:
             handler.release()
     logging.getLogger("bloomcast.node").info("Received SIGHUP: log file reopened, node running")
+
+
+class LoopExceptions:
+    """The node's event-loop exception handler (module doc), counting in
+    ``stats`` (the node's INFO counters)."""
+
+    def __init__(self, stats: NodeStats) -> None:
+        self.stats = stats
+        self._warnings = Refusals(logger=logging.getLogger("bloomcast.node"))
+
+    def __call__(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        self.stats.loop_exceptions += 1
+        exc = context.get("exception")
+        message = str(context.get("message", "unhandled exception in the event loop"))
+        where, text = message, message
+        if isinstance(exc, BaseException):
+            frames = traceback.extract_tb(exc.__traceback__)
+            if frames:
+                last = frames[-1]
+                where = f"{last.filename}:{last.lineno}"
+            text = f"{message}: {exc!r} at {where}"
+            cause = type(exc).__name__
+        else:
+            cause = "no exception"
+        self._warnings.warn(cause, where, f"event loop: {text}")

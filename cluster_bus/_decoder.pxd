@@ -12,7 +12,7 @@ cdef class FrameDecoder:
     cdef public object expect_sender
 
     @cython.locals(buf=bytearray, out=list, pos=Py_ssize_t)
-    cpdef list feed(self, data)
+    cpdef list feed(self, data, Py_ssize_t limit=*)
     @cython.locals(out=list, end=Py_ssize_t, pos=Py_ssize_t, fast=bint, start=Py_ssize_t,
                    stop=Py_ssize_t, length=Py_ssize_t)
-    cdef tuple _parse(self, data)
+    cdef tuple _parse(self, data, Py_ssize_t limit)

@@ -85,10 +85,14 @@ class ClusterBus:
         nodes_file: NodesFile | None = None,
         saved: NodesConfig | None = None,
         plane: dataplane.BusPlane | None = None,
+        *,
+        clock: Callable[[], int] = now_ms,
     ) -> None:
         """``plane``: the classes to build from (:func:`cluster_bus.dataplane.load`
         when None: the compiled ones unless switched off)."""
         self.node = node
+        #: ms since the Unix epoch (cluster_bus.link.now_ms); a test injects its own
+        self.clock = clock
         self.config = config
         #: --cluster-config-file (locked by the caller, which read ``saved`` from it)
         self.nodes_file = nodes_file
@@ -131,13 +135,13 @@ class ClusterBus:
             plane = dataplane.load()  # the compiled plane, or the reference
         self.plane = plane
         self.routing = plane.PeerTable()
-        self.sync = FilterSync(self.routing)
+        self.sync = FilterSync(self.routing, max_retry_ms=config.node_timeout_ms // 2)
         self.stats = BusStats()
         self.refusals = Refusals()
         self.visibility = Visibility(config.visibility_timeout_ms, self.stats)
         self.mesh = Mesh(self._short, self.stats)
         self._links = self.mesh.links
-        self.dialer = Dialer(self._links, self._protocol, self.node_timeout_ms)
+        self.dialer = Dialer(self._protocol, self.node_timeout_ms, clock=clock)
         self.link_class = plane.Link
         self.forwarding = plane.Forwarding(
             node,
@@ -166,6 +170,7 @@ class ClusterBus:
             unreachable=self.visibility.peer_gone,
             forgotten=self._forget_peer,
             known=self.forwarding.known_again,
+            clock=clock,
         )
         self._seeds = self.heartbeats.seeds
         self.announcer = Announcer(
@@ -180,6 +185,7 @@ class ClusterBus:
         )
         self._servers: list[asyncio.Server] = []
         self._cron: asyncio.TimerHandle | None = None
+        self._cron_due: float | None = None  # the loop time the tick is due at
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopping = False
         # each takes (link, peer, msg) for the one frame type it is registered for
@@ -240,7 +246,7 @@ class ClusterBus:
         ms = self.membership
         self.sync.epoch = saved.epoch
         ms.myself.incarnation = (saved.incarnation + 1) & 0xFFFFFFFF
-        now = now_ms()
+        now = self.clock()
         for n in saved.nodes:
             if n.node_id != ms.my_id and (n.host, n.bus_port) != (
                 ms.myself.host,
@@ -283,7 +289,7 @@ class ClusterBus:
         return len(self.membership.peers)
 
     def info_fields(self) -> dict[str, int | str]:
-        now = now_ms()
+        now = self.clock()
         return cluster_info(
             self.stats,
             self.membership,
@@ -297,7 +303,9 @@ class ClusterBus:
         )
 
     def nodes_lines(self, tls: bool = False) -> list[str]:
-        return cluster_nodes(self.membership, self.sync.epoch, self.mesh.linked_out, now_ms(), tls)
+        return cluster_nodes(
+            self.membership, self.sync.epoch, self.mesh.linked_out, self.clock(), tls
+        )
 
     def topology_version(self) -> int:
         return self.membership.version + self.mesh.version
@@ -306,7 +314,7 @@ class ClusterBus:
         return slot_map(self.membership)
 
     def forget_node(self, node_id: str) -> str | None:
-        return self.heartbeats.forget_node(node_id, now_ms())
+        return self.heartbeats.forget_node(node_id, self.clock())
 
     def meet(self, host: str, bus_port: int, client_port: int = 0) -> None:
         self.heartbeats.meet((host, bus_port), client_port)
@@ -361,6 +369,8 @@ class ClusterBus:
 
     def link_closed(self, link: Link) -> None:
         self.mesh.drop(link)
+        if link.dial_key is not None and not link.authenticated:
+            self.dialer.failed(link.dial_key)  # (a no-op for our own address)
         if not link.authenticated and link.closed_by_peer and (link.outbound or link.first_bytes):
             # the other side of a refusal: a handshake the peer ended (an inbound
             # connection counts once it sent something: a bare connect is a probe)
@@ -396,6 +406,7 @@ class ClusterBus:
         if step.myself:
             if link.dial_key is not None:
                 self.dialer.myself.add(link.dial_key)
+                self.dialer.dialing.discard(link.dial_key)
                 self._seeds.pop(link.dial_key, None)
                 self.membership.handshakes.pop(link.dial_key, None)
             link.close()
@@ -420,8 +431,9 @@ class ClusterBus:
             return
         self.forwarding.link_up(link, peer)
         if link.outbound:
-            self.mesh.send(link, self.heartbeats.make(Meet, peer))
-            self.heartbeats.ping_sent(peer, now_ms())
+            for heartbeat in self.heartbeats.opening(link, peer):
+                self.mesh.send(link, heartbeat)
+            self.heartbeats.ping_sent(peer, self.clock())
         rec = self.membership.peers.get(peer)
         if rec is not None:
             rec.connected = True
@@ -439,12 +451,12 @@ class ClusterBus:
 
     def _on_filter_delta(self, link: Link, peer: str, msg: Message) -> None:
         assert isinstance(msg, FilterDelta)
-        for reply in self.sync.on_delta(peer, msg, now_ms()):
+        for reply in self.sync.on_delta(peer, msg, self.clock()):
             self.mesh.send_to(peer, reply, link)
 
     def _on_filter_full(self, link: Link, peer: str, msg: Message) -> None:
         assert isinstance(msg, FilterFull)
-        for request in self.sync.on_full(peer, msg, now_ms()):
+        for request in self.sync.on_full(peer, msg, self.clock()):
             self.mesh.send_to(peer, request, link)
 
     def _on_filter_request(self, link: Link, peer: str, msg: Message) -> None:
@@ -456,7 +468,7 @@ class ClusterBus:
         """``peer`` left membership and the lost list (LEAVE, CLUSTER FORGET, a
         new id at its address): its filter copies go, and its forwarding
         sessions when its life has ended (cluster_bus.forwarding)."""
-        self.forwarding.forget(peer, ended, now_ms())
+        self.forwarding.forget(peer, ended, self.clock())
         self.sync.forget(peer)
 
     def _on_ack(self, link: Link, peer: str, msg: Message) -> None:
@@ -466,21 +478,30 @@ class ClusterBus:
     # -- the periodic tick -------------------------------------------------------------------
 
     def _tick(self) -> None:
-        if self._stopping or self._loop is None:
+        loop = self._loop
+        if self._stopping or loop is None:
             return
+        # how late this timer fired: the event loop's lag, which Lifeguard's
+        # local health awareness reads as our own slowness (cluster_bus.awareness)
+        lag_ms = 0 if self._cron_due is None else int((loop.time() - self._cron_due) * 1000)
         try:
-            self._cron_step(now_ms())
+            self._cron_step(self.clock(), max(0, lag_ms))
         except Exception:  # never let the timer die
             log.exception("bus cron step failed")
-        self._cron = self._loop.call_later(self.ping_interval_ms / 1000, self._tick)
+        period = self.ping_interval_ms / 1000
+        self._cron_due = loop.time() + period
+        self._cron = loop.call_later(period, self._tick)
 
-    def _cron_step(self, now: int) -> None:
+    def _cron_step(self, now: int, lag_ms: int = 0) -> None:
+        if self.membership.loop_lag(lag_ms, now):
+            log.debug("bus timer %d ms late: this node doubts itself", lag_ms)
         self.heartbeats.tick(now)
         self.forwarding.tick(now)
         self._save_nodes()
-        half = self.node_timeout_ms // 2
+        # Redis's handshake timeout, stretched while we doubt ourselves (Lifeguard)
+        timeout = self.membership.awareness.scale(max(2000, self.node_timeout_ms // 2))
         for link in list(self.mesh.handshaking):
-            if now - link.created_ms > max(2000, half):
+            if now - link.created_ms > timeout:
                 self._auth_failed(link, "handshake timeout")
 
 

@@ -121,8 +121,12 @@ class FrameDecoder:
         self._broken = True
         return held
 
-    def feed(self, data: bytes) -> list[Message]:
-        """Decode every complete frame in the stream so far.
+    def feed(self, data: bytes, limit: int = -1) -> list[Message]:
+        """Decode every complete frame in the stream so far, or at most
+        ``limit`` frames (the rest stays buffered, undecoded, for the next
+        call: a link in its handshake reads one frame at a time, so the
+        frames after the handshake's last one are decoded with the limits of
+        the authenticated link, :class:`cluster_bus.link.Link`).
 
         Raises BusProtocolError on a malformed frame (and on every later call)."""
         if self._broken:
@@ -137,7 +141,7 @@ class FrameDecoder:
         else:
             view = data
         try:
-            out, pos = self._parse(view)
+            out, pos = self._parse(view, limit)
         except BusProtocolError:
             self._broken = True
             raise
@@ -145,14 +149,14 @@ class FrameDecoder:
             buf += view[pos:]
         return out
 
-    def _parse(self, data: bytes) -> tuple[list[Message], int]:
+    def _parse(self, data: bytes, limit: int) -> tuple[list[Message], int]:
         out: list[Message] = []
         end = len(data)
         pos = 0
         unpack_header = HEADER.unpack_from
         expect = self.expect_sender
         max_body = self.max_body
-        fast = self._fast
+        fast = self._fast and limit < 0
         while True:
             if fast and type(data) is bytes:  # the hot path: codec.decode_publishes
                 pos = decode_publishes(data, pos, expect, max_body, out)  # type: ignore[arg-type]
@@ -196,6 +200,8 @@ class FrameDecoder:
                 except (StructError, ValueError, IndexError) as exc:
                     raise BusProtocolError(f"bad {MsgType(mtype).name} body: {exc}") from None
             pos = stop
+            if len(out) == limit:
+                break
         self._need = HEADER_SIZE
         return out, pos
 

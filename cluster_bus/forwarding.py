@@ -35,7 +35,7 @@ from cluster_bus.info import BusStats
 from cluster_bus.mesh import Mesh
 
 if cython.compiled:  # the compiled session module's (its classes cimported by the .pxd)
-    from cluster_bus._session import Period, seq_diff  # type: ignore[import-not-found]
+    from cluster_bus._session import Period, seq_diff  # type: ignore[import-not-found,unused-ignore]
 else:
     from cluster_bus.session import InSession, OutSession, Period, seq_diff
 if TYPE_CHECKING:

@@ -60,6 +60,10 @@ class NodeFlags:
     HANDSHAKE = 8  # met, identity not yet confirmed
     NOADDR = 16
     LEAVING = 32  # sent LEAVE: shutting down on purpose
+    #: in a MEET's own flags only: the sender joins through this node (a seed,
+    #: CLUSTER MEET, a lost node's address): its MEET carries every node it
+    #: knows, and the PONG answering it every node the receiver knows
+    MEETING = 64
 
 
 #: flag bit in a frame header

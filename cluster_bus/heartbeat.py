@@ -37,10 +37,22 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 
 from cluster_bus.clock import Address, now_ms
+from cluster_bus.codec import MAX_GOSSIP
 from cluster_bus.filter_sync import FilterSync
-from cluster_bus.frames import Fail, Heartbeat, Meet, Message, Ping, Pong, ProbeAck, ProbeReq
+from cluster_bus.frames import (
+    Fail,
+    GossipEntry,
+    Heartbeat,
+    Meet,
+    Message,
+    NodeFlags,
+    Ping,
+    Pong,
+    ProbeAck,
+    ProbeReq,
+)
 from cluster_bus.info import BusStats
-from cluster_bus.membership import GOSSIP_ROUNDS_PER_PERIOD, Membership
+from cluster_bus.membership import Membership
 from cluster_bus.mesh import Dialer, Mesh
 
 if TYPE_CHECKING:
@@ -73,8 +85,10 @@ class Heartbeats:
         unreachable: Callable[[str], None],
         forgotten: Callable[[str, bool], None],
         known: Callable[[str], None],
+        clock: Callable[[], int] = now_ms,
     ) -> None:
         self.membership = membership
+        self.clock = clock  # ms since the Unix epoch
         self.mesh = mesh
         self.dialer = dialer
         self.routing = routing
@@ -100,7 +114,7 @@ class Heartbeats:
         if msg.node_id != peer:
             link.owner.bad_frame(link, "heartbeat node id is not the link's peer")
             return
-        now = now_ms()
+        now = self.clock()
         ms = self.membership
         if self._learn_own_ip and (isinstance(msg, Meet) or not ms.myself.host):
             self._learn_my_ip(link)
@@ -142,13 +156,16 @@ class Heartbeats:
             log.info("node %s is reachable again (it refuted)", node_id)
         if ms.version != before:
             self.sync_routing()
-            now_dial = now_ms()
+            now_dial = self.clock()
             for new in result.learned:  # meet it now, not at the next tick
                 key = (new.host, new.bus_port)
                 if new.bus_port > 0 and self.dialer.due(key, now_dial):
                     self.dialer.dial(key)
-        if isinstance(msg, (Ping, Meet)):
-            self.mesh.send_to(peer, self.make(Pong, peer, full=isinstance(msg, Meet)), link)
+        if isinstance(msg, Meet) and msg.flags & NodeFlags.MEETING:
+            for pong in self.full(Pong, peer):  # it joins through us: every node we know
+                self.mesh.send_to(peer, pong, link)
+        elif isinstance(msg, (Ping, Meet)):
+            self.mesh.send_to(peer, self.make(Pong, peer), link)
         for request in self.sync.on_heartbeat(peer, msg, now):
             self.mesh.send_to(peer, request, link)
         for node in result.filters:
@@ -173,7 +190,7 @@ class Heartbeats:
             if ms.refute(msg.incarnation):
                 log.info("node %s declared us failed; refuting", peer)
             return
-        if ms.fail_received(msg.node_id, msg.incarnation, now_ms()):
+        if ms.fail_received(msg.node_id, msg.incarnation, self.clock()):
             log.info("node %s marked failed (FAIL from %s)", msg.node_id, peer)
             self._unreachable(msg.node_id)
 
@@ -185,18 +202,18 @@ class Heartbeats:
         out = self.mesh.out.get(target)
         if target == ms.my_id or out is None or not out.authenticated:
             return  # we cannot reach it either: no answer (SWIM sends no NACK)
-        now = now_ms()
+        now = self.clock()
         ms.probes.relay_requested(target, peer, now)
         self.mesh.send(out, self.make(Ping, target))
         self.ping_sent(target, now)
 
     def on_probe_ack(self, link: Link, peer: str, msg: Message) -> None:
         assert isinstance(msg, ProbeAck)
-        self.membership.probe_acked(msg.node_id, now_ms())
+        self.membership.probe_acked(msg.node_id, self.clock())
 
     def on_leave(self, link: Link, peer: str, msg: Message) -> None:
         log.info("node %s left the cluster", peer)
-        self.membership.forget(peer, now_ms(), ended=True)
+        self.membership.forget(peer, self.clock(), ended=True)
         self.sync_routing()
         self._unreachable(peer)
 
@@ -232,7 +249,7 @@ class Heartbeats:
         if self.seeds.get(key) is None:  # not met yet: (again) in its handshake
             self.seeds[key] = None
             port = client_port or max(0, key[1] - 10000)  # Redis's rule when not given
-            self.membership.handshakes[key] = (os.urandom(20).hex(), now_ms(), port)
+            self.membership.handshakes[key] = (os.urandom(20).hex(), self.clock(), port)
 
     def seed_reached(self, key: Address, node_id: str) -> None:
         """Our dial to ``key`` completed a handshake with ``node_id``."""
@@ -244,7 +261,7 @@ class Heartbeats:
         if key in self.dialer.myself:
             return  # our own address
         self.add_seed(key, client_port)
-        if self.dialer.due(key, now_ms()):
+        if self.dialer.due(key, self.clock()):
             self.dialer.dial(key)
 
     def sync_routing(self) -> None:
@@ -285,9 +302,15 @@ class Heartbeats:
         cfp, pfp, epoch, _, _ = self.sync.heartbeat_fields()
         self.membership.announce_filters(epoch, cfp, pfp)
 
-    def make(self, cls: type[_HB], to: str, full: bool = False) -> _HB:
+    def make(
+        self,
+        cls: type[_HB],
+        to: str,
+        gossip: tuple[GossipEntry, ...] | None = None,
+        flags: int = 0,
+    ) -> _HB:
         """A heartbeat to ``to``: our identity, incarnation and announced filters,
-        and a gossip section (every node for a MEET and its PONG)."""
+        and a gossip section (by default a PING's: :meth:`Membership.gossip_for`)."""
         ms = self.membership
         me = ms.myself
         cfp, pfp, epoch, pmask, match_all = self.sync.heartbeat_fields()
@@ -301,12 +324,48 @@ class Heartbeats:
             epoch,
             pmask,
             match_all,
-            0,
-            ms.gossip_for(to, full=full or cls is Meet),
+            flags,
+            ms.gossip_for(to) if gossip is None else gossip,
             me.incarnation,
             me.tls_port,
             me.hostname,
         )
+
+    def full(self, cls: type[Meet] | type[Pong], to: str) -> list[Meet | Pong]:
+        """A heartbeat carrying every node we know, as a joining MEET (flagged
+        ``MEETING``) or the PONG answering one: the first frame ``cls``, and
+        unsolicited PONGs after it while entries remain (a frame holds at most
+        ``MAX_GOSSIP``, 255)."""
+        entries = self.membership.gossip_for(to, full=True)
+        first = entries[:MAX_GOSSIP]
+        head: Meet | Pong = (
+            self.make(Meet, to, first, NodeFlags.MEETING)
+            if cls is Meet
+            else self.make(Pong, to, first)
+        )
+        out = [head]
+        for at in range(MAX_GOSSIP, len(entries), MAX_GOSSIP):
+            out.append(self.make(Pong, to, entries[at : at + MAX_GOSSIP]))
+        return out
+
+    def opening(self, link: Link, peer: str) -> list[Meet | Pong]:
+        """The MEET that opens our authenticated link to ``peer``. Dialled to
+        a seed (``--join``, CLUSTER MEET) or to a lost node's address, we
+        join through it (or heal a partition): every node we know, and it
+        answers with every node it knows (:meth:`full`). Otherwise (a node
+        learned from gossip, verified by our dial; a redial) we know the
+        cluster already: the MEET carries what a PING would, so a node's
+        links cost O(N) gossip entries in all, not O(N) per link (issue 40)."""
+        key = link.dial_key
+        ms = self.membership
+        joining = (
+            key in self.seeds
+            or peer in ms.lost
+            or any((gone.host, gone.bus_port) == key for gone in ms.lost.values())
+        )
+        if joining:
+            return self.full(Meet, peer)
+        return [self.make(Meet, peer)]
 
     def gossip_round(self) -> None:
         """Queued changes to a few random peers in an unsolicited PONG (no
@@ -329,9 +388,10 @@ class Heartbeats:
             loop = asyncio.get_running_loop()
         except RuntimeError:  # driven without a loop (tests)
             return
-        step = self.membership.period_ms / 1000 / GOSSIP_ROUNDS_PER_PERIOD
+        rounds = self.membership.gossip_rounds  # fewer while we doubt ourselves
+        step = self.membership.period_ms / 1000 / rounds
         self.gossip_round()
-        for i in range(1, GOSSIP_ROUNDS_PER_PERIOD):
+        for i in range(1, rounds):
             loop.call_later(step * i, self.gossip_round)
 
     def ping_sent(self, peer: str, now: int) -> None:
@@ -355,7 +415,10 @@ class Heartbeats:
                 for node_id, rec in ms.peers.items()
                 if node_id not in mesh.out or not ms.verified(rec)
             }
-        half = self.node_timeout_ms // 2
+        # half the node timeout, stretched while we doubt ourselves, and counted
+        # from when our loop last ran again after a stall (Lifeguard)
+        half = ms.awareness.scale(self.node_timeout_ms // 2)
+        since = ms.resumed_ms
         for node_id in list(self._pinged):
             rec = ms.peers.get(node_id)
             if rec is None or not rec.ping_sent_ms:
@@ -364,7 +427,7 @@ class Heartbeats:
             link = mesh.out.get(node_id)
             if (
                 link is not None
-                and now - rec.ping_sent_ms > half
+                and now - max(rec.ping_sent_ms, since) > half
                 and now - link.created_ms > half
                 and now - mesh.last_heard(node_id, link) > half
             ):

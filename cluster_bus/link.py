@@ -9,7 +9,11 @@ send system call and keeps its order. A send buffer limit
 
 Until the handshake is done a link accepts only small frames
 (``HANDSHAKE_MAX_BODY``): an unauthenticated peer cannot make us buffer a
-large body. With per-link keys from the handshake (a cluster secret, no
+large body. It decodes them one at a time, so the frames that arrive in the
+same read as the handshake's last one (the dialer sends HELLO_AUTH and its
+MEET in one loop turn) are decoded after the link authenticated, with its
+limit (a MEET carries one gossip entry per known node: above 4096 bytes from
+about 62 nodes; issue 40). With per-link keys from the handshake (a cluster secret, no
 ``tls-cluster``), every later batch leaves sealed and every received frame
 must be sealed (:mod:`cluster_bus.seal`).
 """
@@ -164,7 +168,10 @@ class Link:
         if not self.first_bytes:
             self.first_bytes = data[:8]
         try:
-            self._dispatch(self.decoder.feed(data))
+            if self.authenticated:
+                self._dispatch(self.decoder.feed(data))
+            else:
+                self._handshake_received(data)
         except BusProtocolError as exc:
             self.owner.bad_frame(self, str(exc), isinstance(exc, SealError))
 
@@ -185,14 +192,28 @@ class Link:
             self.flush()
         return plain
 
+    def _handshake_received(self, data: bytes) -> None:
+        """Frames before authentication, one at a time with the handshake's
+        limit; once a frame authenticates the link, the bytes read after it
+        go to the link's decoder as it is now (the authenticated limit; with
+        keys, the sealed decoder, which took them over)."""
+        decoder = self.decoder
+        assert isinstance(decoder, FrameDecoder)
+        msgs = decoder.feed(data, 1)
+        while msgs and not self.closed:
+            self._dispatch(msgs)
+            if self.authenticated:
+                if not self.closed:
+                    self._dispatch(self.decoder.feed(b""))
+                return
+            msgs = decoder.feed(b"", 1)
+
     def _dispatch(self, msgs: list[Message]) -> None:
         owner = self.owner
-        decoder = self.decoder
-        pending = iter(msgs)
         # consecutive PUBLISH frames go to the owner as one run (one call, the
         # session's rules once), in their place among the other frames
         run: list[Publish] = []
-        for msg in pending:
+        for msg in msgs:
             if self.authenticated and type(msg) is Publish:
                 run.append(msg)
                 continue
@@ -204,14 +225,6 @@ class Link:
             if self.closed:
                 return
             owner.message_received(self, msg)
-            if self.decoder is not decoder:  # the handshake ended: keys from here on
-                sealed = self.decoder
-                assert isinstance(sealed, SealedDecoder)
-                rest: list[Message] = []
-                for later in pending:  # frames read with the handshake's last one
-                    rest += sealed.open(later)
-                self._dispatch(rest)
-                return
         if run and not self.closed:
             owner.publishes_received(self, run)
 

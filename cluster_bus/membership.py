@@ -15,6 +15,9 @@ where Redis Cluster pings every peer at least once per half node timeout:
   from the peer after the PING acks the probe. FAIL peers stay in the order
   (SWIM drops them): the PING tells a node that comes back that it must
   refute, which is how the two sides of a healed partition find each other.
+  A peer never heard from (known only from gossip, its link not up yet) is
+  not probed: it is being met, not failing (Redis does not PFAIL a node in
+  its handshake either); the nodes that met it probe it.
 - Not acked one period later: ``INDIRECT_PROBES`` other peers are asked to
   probe it (PROBE_REQ); a PROBE_ACK from one of them acks it. A broken link
   between two nodes does not make them suspect each other.
@@ -25,6 +28,18 @@ where Redis Cluster pings every peer at least once per half node timeout:
   periods count toward the timeout, so a node silent for about node_timeout
   is failed, which is what Redis's cluster-node-timeout means) becomes FAIL;
   the node whose timer ran out broadcasts FAIL, and FAIL is gossiped too.
+- Lifeguard's local health awareness (:mod:`cluster_bus.awareness`): a node
+  that doubts itself (its probes went unanswered, it had to refute, its
+  event loop ran late) multiplies by ``score + 1`` the periods between its
+  probes and each stage of a probe, so its own slowness does not become its
+  peers' failure. A protocol period whose timer fired late
+  (:meth:`Membership.loop_lag`, fed by the bus) counts toward no probe, and
+  the stall is added to every running suspicion (and FAIL-forget time): the
+  process did not run, its peers may well have answered. The suspicion
+  timeout itself is not multiplied (as in memberlist: a node whose only
+  peer died would else take 8 node timeouts to fail it); Lifeguard's
+  dynamic suspicion timeout needs the accuser's id in each suspicion, which
+  our gossip entries do not carry.
 - A node that hears it is suspected or failed *refutes*: it raises its
   incarnation and gossips itself alive. States order as SWIM's: alive(i) <
   suspect(i) < fail(i) < alive(i + 1). Unlike SWIM, FAIL is not final: a node
@@ -73,6 +88,7 @@ import random
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from cluster_bus.awareness import Awareness
 from cluster_bus.dissemination import Broadcasts
 from cluster_bus.frames import GossipEntry, Heartbeat, NodeFlags
 from cluster_bus.nodes import SUSPECT_FLAGS, LostNode, NodeRecord, rank_of
@@ -99,8 +115,6 @@ RANDOM_ENTRIES = 2
 #: many random peers get an unsolicited PONG carrying them, this many times per period
 GOSSIP_FANOUT = 3
 GOSSIP_ROUNDS_PER_PERIOD = 5
-#: entries in a MEET and in the PONG answering it: a new link learns the cluster at once
-MEET_ENTRIES = 255
 #: lost nodes kept (and redialled) at most: the oldest is dropped first
 MAX_LOST = 1024
 
@@ -138,6 +152,9 @@ class Membership:
         self.suspicion_timeout_ms = max(self.period_ms, node_timeout_ms - 2 * self.period_ms)
         self.myself = NodeRecord(my_id, host, client_port, bus_port, NodeFlags.MYSELF)
         self.peers: dict[str, NodeRecord] = {}
+        #: ids of peers flagged PFAIL or FAIL (what each period must look at:
+        #: a tick costs O(those), not O(N))
+        self._failing: set[str] = set()
         self.version = 0  # bumped whenever a node is added or forgotten
         self._ids: list[str] = []  # list(peers) as of _ids_version (random gossip entries)
         self._ids_version = -1
@@ -159,6 +176,15 @@ class Membership:
         self.handshakes: dict[Address, tuple[str, int, int]] = {}
         self._rng = rng or random.Random()
         self.probes = ProbeSchedule(self._rng)
+        #: Lifeguard's local health (cluster_bus.awareness)
+        self.awareness = Awareness()
+        #: a protocol period's timer later than this is our own stall (ms)
+        self.lag_limit_ms = max(50, self.period_ms // 2)
+        self.loop_lag_ms = 0  # how late the last period's timer fired
+        self.late_ticks = 0  # periods whose timer fired later than lag_limit_ms
+        self.resumed_ms = 0  # when the last late timer fired (we ran again)
+        self._lagging = False  # the coming probe_tick is a late one
+        self._probe_wait = 0  # periods before the next probe starts
 
     # -- learning nodes ----------------------------------------------------------
 
@@ -260,6 +286,7 @@ class Membership:
         self.broadcasts.drop(node_id)
         self.probes.forget(node_id)
         self.version += 1
+        self._failing.discard(node_id)
         rec = self.peers.pop(node_id, None)
         if lost and rec is not None:
             self.lost[node_id] = LostNode(node_id, rec.host, rec.client_port, rec.bus_port, now_ms)
@@ -296,8 +323,43 @@ class Membership:
             return False  # already refuted
         self.myself.incarnation = (incarnation + 1) & 0xFFFFFFFF
         self.refutations += 1
+        self.awareness.apply(1)  # Lifeguard: suspected, maybe for our own slowness
         self.broadcasts.queue(self.my_id)
         return True
+
+    # -- our own health (Lifeguard) -----------------------------------------------------
+
+    def loop_lag(self, lag_ms: int, now_ms: int) -> bool:
+        """The bus's periodic timer fired ``lag_ms`` late (fed in before
+        :meth:`probe_tick`). Above ``lag_limit_ms`` (half a period, at least
+        50 ms) the process was starved or stopped: the health score rises,
+        the coming period counts toward no probe, and the stall is added to
+        every running suspicion and FAIL-forget time, so that our own
+        silence does not age them. True when the period is a late one."""
+        self.loop_lag_ms = lag_ms
+        if lag_ms <= self.lag_limit_ms:
+            return False
+        self._lagging = True
+        self.late_ticks += 1
+        self.resumed_ms = now_ms
+        self.awareness.apply(1)
+        for node_id in self._failing:
+            rec = self.peers.get(node_id)
+            if rec is None:
+                continue
+            if rec.flags & NodeFlags.PFAIL:
+                rec.suspect_since_ms = min(now_ms, rec.suspect_since_ms + lag_ms)
+            elif rec.flags & NodeFlags.FAIL:
+                rec.fail_time_ms = min(now_ms, rec.fail_time_ms + lag_ms)
+        return True
+
+    @property
+    def gossip_rounds(self) -> int:
+        """Gossip rounds per period while changes are queued: memberlist's
+        rate when healthy, divided by the health multiplier (at least one): a
+        node that doubts itself adds less to a loaded machine (ours, not
+        memberlist's)."""
+        return max(1, GOSSIP_ROUNDS_PER_PERIOD // self.awareness.multiplier)
 
     # -- probing (SWIM) ------------------------------------------------------------
 
@@ -305,11 +367,20 @@ class Membership:
         """One protocol period: resolve outstanding probes (unacked: indirect
         probes, then suspicion), time out suspicions, choose this period's target."""
         step = ProbeStep()
+        lagging, self._lagging = self._lagging, False
+        health = self.awareness
         probes = self.probes.outstanding
         for target, probe in list(probes.items()):
             rec = self.peers.get(target)
-            if rec is None or rec.acked_ms >= probe.sent_ms or rec.flags & NodeFlags.FAIL:
+            if rec is None or rec.flags & NodeFlags.FAIL:
                 del probes[target]
+            elif rec.acked_ms >= probe.sent_ms:
+                del probes[target]
+                health.apply(-1)  # Lifeguard: a probe answered
+            elif lagging:
+                continue  # a period we did not run counts toward no probe
+            elif probe.ticks > 1:
+                probe.ticks -= 1
             elif not probe.indirect:
                 helpers = [
                     r.node_id
@@ -320,17 +391,20 @@ class Membership:
                 step.indirect.extend((via, target) for via in vias)
                 self.indirect_probes += len(vias)
                 probe.indirect = True
+                probe.ticks = health.multiplier
             else:
                 del probes[target]
+                health.apply(1)  # Lifeguard: no ack at all (we have no NACK)
                 if not rec.failing:
                     self._suspect(rec, now_ms)
                     step.suspected.append(target)
         forget_ms = self.fail_forget_ms
-        for rec in self.peers.values():
-            if (
-                rec.flags & NodeFlags.PFAIL
-                and now_ms - rec.suspect_since_ms >= self.suspicion_timeout_ms
-            ):
+        suspicion_ms = self.suspicion_timeout_ms
+        for node_id in list(self._failing):
+            rec = self.peers.get(node_id)
+            if rec is None or not rec.failing:
+                self._failing.discard(node_id)
+            elif rec.flags & NodeFlags.PFAIL and now_ms - rec.suspect_since_ms >= suspicion_ms:
                 self._fail(rec, now_ms)
                 step.failed.append(rec.node_id)
             elif rec.flags & NodeFlags.FAIL and 0 < forget_ms <= now_ms - rec.fail_time_ms:
@@ -338,12 +412,19 @@ class Membership:
         for node_id in step.forgotten:
             self.forget(node_id, now_ms, lost=True)
         self.probes.expire_relays(now_ms - 2 * self.period_ms)
+        if lagging:
+            return step  # no new probe in a period we did not run
+        if self._probe_wait > 0:  # Lifeguard: a probe every (score + 1) periods
+            self._probe_wait -= 1
+            return step
         peers = self.peers
         # FAIL nodes stay in the rotation (SWIM drops them): a probe tells one
-        # that comes back, or a healed partition, that it must refute
-        chosen = self.probes.choose(peers, lambda i: i in peers)
+        # that comes back, or a healed partition, that it must refute; a node
+        # never heard from is being met, not probed
+        chosen = self.probes.choose(peers, lambda i: i in peers and peers[i].heard)
         if chosen is not None:
-            probes[chosen] = Probe(now_ms)
+            probes[chosen] = Probe(now_ms, ticks=health.multiplier)
+            self._probe_wait = health.multiplier - 1
             step.ping = chosen
         return step
 
@@ -359,12 +440,14 @@ class Membership:
 
     def _suspect(self, rec: NodeRecord, now_ms: int) -> None:
         rec.flags |= NodeFlags.PFAIL
+        self._failing.add(rec.node_id)
         rec.suspect_since_ms = now_ms
         self.suspicions += 1
         self.broadcasts.queue(rec.node_id)
 
     def _fail(self, rec: NodeRecord, now_ms: int) -> None:
         rec.flags = (rec.flags & ~NodeFlags.PFAIL) | NodeFlags.FAIL
+        self._failing.add(rec.node_id)
         rec.fail_time_ms = now_ms
         self.broadcasts.queue(rec.node_id)
 
@@ -376,6 +459,7 @@ class Membership:
         rec.incarnation = incarnation
         cleared = rec.failing
         rec.flags &= ~SUSPECT_FLAGS
+        self._failing.discard(rec.node_id)
         rec.suspect_since_ms = rec.fail_time_ms = 0
         self.broadcasts.queue(rec.node_id)
         return cleared
@@ -393,6 +477,7 @@ class Membership:
         if rec is None:
             return False
         rec.acked_ms = rec.pong_received_ms = now_ms
+        rec.heard = True
         if pong:
             rec.ping_sent_ms = 0
         filters = (hb.filter_epoch, hb.channel_fp, hb.pattern_fp)
@@ -406,6 +491,7 @@ class Membership:
         rec = self.peers.get(node_id)
         if rec is not None:
             rec.acked_ms = now_ms
+            rec.heard = True
 
     # -- gossip ------------------------------------------------------------------
 
@@ -460,6 +546,7 @@ class Membership:
             result.failed.append(rec.node_id)
         elif not rec.flags & NodeFlags.PFAIL:
             rec.flags |= NodeFlags.PFAIL
+            self._failing.add(rec.node_id)
             rec.suspect_since_ms = now_ms
             self.broadcasts.queue(rec.node_id)
 
@@ -476,14 +563,15 @@ class Membership:
     def gossip_for(self, to: str, full: bool = False) -> tuple[GossipEntry, ...]:
         """The gossip section of a heartbeat to ``to``: its own entry when we
         suspect it (so it can refute), queued changes (fewest transmissions
-        first), then random entries; ``full``: every node (MEET and its PONG)."""
+        first), then random entries; ``full``: every node (a joining MEET and
+        its PONG; more than a frame holds: :meth:`Heartbeats.full`)."""
         peers = self.peers
         # a node known only at the address its link came from is not
         # gossiped until it announces one (NodeRecord.inferred)
         if full:
             chosen = [r for r in peers.values() if r.node_id != to and not r.inferred]
             self._rng.shuffle(chosen)
-            return tuple(r.entry() for r in chosen[:MEET_ENTRIES])
+            return tuple(r.entry() for r in chosen)
         entries: list[GossipEntry] = []
         seen = {to}
         target = peers.get(to)

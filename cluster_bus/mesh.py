@@ -140,45 +140,74 @@ class Mesh:
             self.send(link, msg)
 
 
+#: dials of one node in flight at once, from the connect to the end of the
+#: handshake: a node that starts (or heals) among hundreds dials them this
+#: many at a time, so its own handshakes and its peers' stay few enough to
+#: end within the handshake timeout on a loaded machine (issue 40: 200 nodes
+#: dialling every peer at once timed out ~640 handshakes per node, each
+#: redialled)
+DIALS_IN_FLIGHT = 16
+
+
 class Dialer:
-    """Dials peers' bus addresses, redialling failures with exponential backoff
-    and full jitter (AWS architecture blog "Exponential Backoff And Jitter":
-    delay = rand(0.5, 1) * min(cap, base * 2^attempt)), at most one dial per
-    address at a time, never our own address."""
+    """Dials peers' bus addresses: at most ``in_flight`` at a time (a dial
+    counts until its handshake ends), one per address, never our own; a dial
+    that fails, to connect or in its handshake, is retried after an
+    exponential backoff with full jitter (AWS architecture blog "Exponential
+    Backoff And Jitter": delay = rand(0.5, 1) * min(cap, base * 2^attempt);
+    Valkey throttles its cluster bus reconnects the same way,
+    valkey-io/valkey#2154). Time comes from ``clock`` (ms)."""
 
     def __init__(
         self,
-        links: set[Link],
         make_link: Callable[[Address], asyncio.Protocol],
         node_timeout_ms: int,
+        *,
+        clock: Callable[[], int] = now_ms,
+        rng: random.Random | None = None,
+        in_flight: int = DIALS_IN_FLIGHT,
     ) -> None:
-        self._links = links
         self._make_link = make_link
         self.node_timeout_ms = node_timeout_ms
+        self.clock = clock
+        self.in_flight = in_flight
         self.backoff: dict[Address, tuple[int, int]] = {}  # -> (attempt, next dial ms)
         self.myself: set[Address] = set()
-        self._dialing: set[Address] = set()
-        self._rng = random.Random()
+        #: addresses dialled whose handshake has not ended (connected / failed)
+        self.dialing: set[Address] = set()
+        self._rng = rng or random.Random()
         self.stopping = False
 
     def dial(self, key: Address) -> None:
-        if key in self._dialing or self.stopping:
+        if key in self.dialing or self.stopping:
             return
-        self._dialing.add(key)
+        self.dialing.add(key)
         asyncio.get_running_loop().create_task(self._dial(key))
 
     def due(self, key: Address, now: int) -> bool:
-        """Whether ``key`` may be dialled now (backoff passed, not in progress)."""
+        """Whether ``key`` may be dialled now: its backoff passed, no dial of it
+        under way, and fewer than ``in_flight`` dials under way."""
         _, next_ms = self.backoff.get(key, (0, 0))
-        if now < next_ms or key in self._dialing or key in self.myself:
+        if now < next_ms or key in self.dialing or key in self.myself:
             return False
-        # a link to it still in its handshake counts as dialling
-        return not any(
-            lk.dial_key == key and not lk.authenticated and not lk.closed for lk in self._links
-        )
+        return len(self.dialing) < self.in_flight
 
     def connected(self, key: Address) -> None:
+        """The handshake of our dial to ``key`` completed."""
         self.backoff.pop(key, None)
+        self.dialing.discard(key)
+
+    def failed(self, key: Address, why: object = "closed in its handshake") -> None:
+        """Our dial to ``key`` failed (connect, or the link closed before its
+        handshake completed): retry after the backoff."""
+        if key not in self.dialing:
+            return
+        self.dialing.discard(key)
+        attempt, _ = self.backoff.get(key, (0, 0))
+        cap = min(2000, max(200, self.node_timeout_ms // 2))
+        delay = min(cap, BACKOFF_BASE_MS * 2**attempt) * self._rng.uniform(0.5, 1.0)
+        self.backoff[key] = (attempt + 1, self.clock() + int(delay))
+        log.debug("dial %s:%d failed (%s); retry in %d ms", key[0], key[1], why, delay)
 
     def listening(self, key: Address, now: int) -> None:
         """The node announcing ``key`` just reached us (its MEET): it is up, so
@@ -198,10 +227,4 @@ class Dialer:
                 max(1.0, self.node_timeout_ms / 2000),
             )
         except (TimeoutError, OSError) as exc:
-            attempt, _ = self.backoff.get(key, (0, 0))
-            cap = min(2000, max(200, self.node_timeout_ms // 2))
-            delay = min(cap, BACKOFF_BASE_MS * 2**attempt) * self._rng.uniform(0.5, 1.0)
-            self.backoff[key] = (attempt + 1, now_ms() + int(delay))
-            log.debug("dial %s:%d failed (%s); retry in %d ms", host, port, exc, delay)
-        finally:
-            self._dialing.discard(key)
+            self.failed(key, exc)

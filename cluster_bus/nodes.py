@@ -29,6 +29,9 @@ class NodeRecord:
     suspect_since_ms: int = 0
     fail_time_ms: int = 0
     connected: bool = False  # a live, authenticated link
+    #: its own heartbeat (or a probe's ack) reached us at least once: it was
+    #: met, so probes judge it (one known only from gossip is not probed)
+    heard: bool = False
     #: the node's filters as last announced (its own heartbeat, or newer gossip)
     filter_epoch: int = 0
     channel_fp: int = 0

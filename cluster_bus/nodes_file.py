@@ -19,6 +19,14 @@ set of nodes or an address changes.
 - Written atomically: a temporary file in the same directory, fsync, rename
   over the old one, fsync of the directory, so a crash leaves the old file
   or the new one, never half of one.
+- Written off the event loop (issue 41): :meth:`NodesFile.save`, called from
+  the bus's tick, only renders the text and, when it changed, hands it to the
+  file's writer thread, which writes the newest text it was given (one
+  write in flight, at most one waiting: a text that came while the disk was
+  slow replaces the waiting one, since each is the whole state). A failed
+  write is counted (``failures``), logged at most once a minute
+  (:class:`cluster_bus.refusals.Refusals`) and retried with the next save;
+  :meth:`NodesFile.close` waits for the last one.
 - Locked: a node holds an exclusive ``flock`` on ``<file>.lock`` for its whole
   life, so two nodes never share one identity (Redis locks nodes.conf the
   same way: "Sorry, the cluster configuration file ... is already used by a
@@ -33,13 +41,21 @@ set of nodes or an address changes.
 from __future__ import annotations
 
 import fcntl
+import logging
 import os
 import re
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from cluster_bus.membership import Membership
 from cluster_bus.nodes import LostNode, NodeRecord
+from cluster_bus.refusals import Refusals
+
+log = logging.getLogger("bloomcast.bus")
+
+#: seconds close() waits for the writer thread's last write
+CLOSE_TIMEOUT = 10.0
 
 _LINE = re.compile(
     r"^(?P<id>[0-9a-f]{40}) (?P<host>[^ ]*):(?P<port>\d+)@(?P<bus>\d+)(?:,(?P<name>[^ ]*))? "
@@ -73,12 +89,22 @@ class NodesConfig:
 
 class NodesFile:
     """One node's ``--cluster-config-file``: :meth:`open` locks it (for the
-    process's life) and reads it, :meth:`save` replaces it atomically."""
+    process's life) and reads it, :meth:`save` has it replaced atomically by
+    its writer thread (module doc). ``saves``: texts written, ``failures``:
+    writes that failed."""
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
         self._lock_fd: int | None = None
-        self._last = ""
+        self._last: str | None = ""  # the text last handed over (None: write again)
+        self._changed = threading.Condition()
+        self._wanted: str | None = None  # the newest text not yet being written
+        self._writing = False
+        self._closing = False
+        self._thread: threading.Thread | None = None
+        self.saves = 0
+        self.failures = 0
+        self._warnings = Refusals(logger=log)
 
     def open(self) -> NodesConfig | None:
         """Lock the file and read it; None when it does not exist yet."""
@@ -107,11 +133,68 @@ class NodesFile:
         return parse(text, str(self.path))
 
     def save(self, ms: Membership, epoch: int) -> bool:
-        """Write this node, the peers it knows and the ones it lost (see the
-        module docstring), unless nothing changed. True when written."""
+        """Have this node, the peers it knows and the ones it lost written (see
+        the module docstring), unless nothing changed. True when handed to the
+        writer thread; never waits on the disk."""
         text = render(ms, epoch)
         if text == self._last:
             return False
+        self._last = text
+        with self._changed:
+            self._wanted = text
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, name="bloomcast-nodes-file", daemon=True
+                )
+                self._thread.start()
+            self._changed.notify_all()
+        return True
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until every text handed over is written (or failed); False on
+        timeout."""
+        with self._changed:
+            return self._changed.wait_for(
+                lambda: self._wanted is None and not self._writing, timeout
+            )
+
+    def close(self) -> None:
+        """Write what is waiting (at most :data:`CLOSE_TIMEOUT` s), stop the
+        writer thread, release the lock."""
+        with self._changed:
+            self._closing = True
+            self._changed.notify_all()
+        if self._thread is not None:
+            self._thread.join(CLOSE_TIMEOUT)
+            self._thread = None
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)  # releases the flock
+            self._lock_fd = None
+
+    def _run(self) -> None:
+        """The writer thread: the newest text, until closed with none waiting."""
+        while True:
+            with self._changed:
+                self._changed.wait_for(lambda: self._wanted is not None or self._closing)
+                text, self._wanted = self._wanted, None
+                if text is None:
+                    return
+                self._writing = True
+            try:
+                self._write(text)
+                self.saves += 1
+            except OSError as exc:  # the node keeps running (Redis's clusterSaveConfigOrDie exits)
+                self.failures += 1
+                self._last = None  # the next save hands the text over again
+                self._warnings.warn(
+                    "save", str(self.path), f"could not save {self.path}: {exc.strerror or exc}"
+                )
+            finally:
+                with self._changed:
+                    self._writing = False
+                    self._changed.notify_all()
+
+    def _write(self, text: str) -> None:
         tmp = self.path.with_name(f".{self.path.name}.tmp-{os.getpid()}")
         with open(tmp, "w") as f:
             f.write(text)
@@ -123,13 +206,6 @@ class NodesFile:
             os.fsync(dir_fd)
         finally:
             os.close(dir_fd)
-        self._last = text
-        return True
-
-    def close(self) -> None:
-        if self._lock_fd is not None:
-            os.close(self._lock_fd)  # releases the flock
-            self._lock_fd = None
 
 
 def _address(n: NodeRecord | LostNode) -> str:

@@ -28,10 +28,13 @@ class ProbeStep:
 
 @dataclass
 class Probe:
-    """One outstanding probe: when the PING went, and whether PROBE_REQs followed."""
+    """One outstanding probe: when the PING went, whether PROBE_REQs followed,
+    and how many more protocol periods its current stage waits (the local
+    health multiplier when the stage began: :mod:`cluster_bus.awareness`)."""
 
     sent_ms: int
     indirect: bool = False
+    ticks: int = 1
 
 
 class ProbeSchedule:

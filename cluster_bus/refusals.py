@@ -3,6 +3,8 @@ INFO) on the side that sees it, and logged at most once per peer address and
 kind per ``EVERY_MS``, with how many were not logged since, so a peer with the
 wrong secret or a plain node dialling a TLS bus does not flood the log every
 second (issue 30: misconfiguration visible on both sides, rate-limited).
+:class:`Refusals` is the node's one rate-limited logger: the traffic tap and
+the spool's HTTP server log their failures through it too, by cause (issue 41).
 """
 
 from __future__ import annotations
@@ -22,10 +24,11 @@ CLIENT_PORT_HINT = (
 
 
 class Refusals:
-    """Rate-limited warnings keyed by (kind, peer address)."""
+    """Rate-limited warnings keyed by (kind, peer address), on ``logger``."""
 
-    def __init__(self, every_ms: int = EVERY_MS) -> None:
+    def __init__(self, every_ms: int = EVERY_MS, logger: logging.Logger = log) -> None:
         self.every_ms = every_ms
+        self.log = logger
         self._last: dict[tuple[str, str], tuple[float, int]] = {}  # -> (logged at, unlogged)
 
     def warn(self, kind: str, peer: str, message: str) -> bool:
@@ -38,7 +41,7 @@ class Refusals:
             self._last[key] = (at, unlogged + 1)
             return False
         more = f" ({unlogged} more since the last such line)" if unlogged else ""
-        log.warning("%s%s", message, more)
+        self.log.warning("%s%s", message, more)
         self._last[key] = (now, 0)
         if len(self._last) > 4096:  # many peers: keep the newest
             for old in sorted(self._last, key=lambda k: self._last[k][0])[:2048]:

@@ -44,7 +44,7 @@ from cluster_bus.codec import (
     BusProtocolError,
     encode_sealed,
 )
-from cluster_bus.frames import Message, MsgType, Sealed
+from cluster_bus.frames import Message, MsgType
 
 if TYPE_CHECKING:
     from cluster_bus.decoder import FrameDecoder
@@ -172,12 +172,6 @@ class SealedDecoder:
             pos = stop
         self._buf = buf[pos:] if pos < end else b""
         return out
-
-    def open(self, msg: Message) -> list[Message]:
-        """The frames inside one SEALED frame the link's previous decoder read."""
-        if type(msg) is not Sealed:
-            raise SealError(f"unsealed {type(msg).__name__} frame on a sealed link")
-        return self._open(msg.seq, msg.tag, msg.batch)
 
     def _open(self, seq: int, tag: bytes, batch: bytes) -> list[Message]:
         if not self._mac.same(self._mac.tag(seq, batch), tag):

@@ -16,13 +16,13 @@ cdef class Connection:
     cdef public Py_ssize_t id
     cdef public str addr, last_command
     cdef public bytes name
-    cdef public bint quiet, closed, authenticated
+    cdef public bint quiet, closed, authenticated, postponed
     cdef public int resp
     cdef public dict channels, patterns, shard_channels
     cdef public RequestParser parser
     cdef public double last_interaction
     cdef public list _held, _out
-    cdef public Py_ssize_t _out_bytes
+    cdef public Py_ssize_t _out_bytes, _held_bytes
     cdef public long long work_started
 
     cpdef _to(self, target)

@@ -14,6 +14,7 @@ cdef class NodeStats:
     cdef public long long publish_received, messages_delivered, forwards_lost
     cdef public long long net_input_bytes, net_output_bytes, loss_disconnections
     cdef public long long protected_mode_denied, tls_handshake_failures, parse_slices
+    cdef public long long loop_exceptions
     cdef public dict errors
     cdef public object commands
     cpdef error_replied(self, bytes reply)

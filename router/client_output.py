@@ -6,6 +6,8 @@ Pub/sub output is limited like ``client-output-buffer-limit pubsub``: over the
 hard limit, or over the soft limit for longer than its seconds, the client is
 closed asynchronously and counted (``client_output_buffer_limit_disconnections``);
 the writer never waits for a slow reader, so no subscriber stalls the node.
+Every other authenticated client is held to the ``normal`` class the same
+way (Redis's ``getClientType``; no limit by default, ``normal 0 0 0``).
 Before AUTH, a client that does not read its replies is closed as Redis
 7.0.15 with the CVE-2025-21605 fix closes it (:data:`PREAUTH_OUTPUT_LIMIT`).
 """
@@ -53,17 +55,18 @@ def preauth_cut(conn: Connection) -> bool:
     return waiting > PREAUTH_OUTPUT_LIMIT and conn.ctx.acl.default_requires_auth()
 
 
-def over_limit(conn: Connection, pending: int) -> bool:
-    """Whether a subscribed ``conn``, with ``pending`` bytes the socket did
-    not take, is past the ``client-output-buffer-limit pubsub`` class (Redis's
-    ``checkClientOutputBufferLimits``): over the hard limit, or over the soft
-    limit for longer than its seconds. Other authenticated clients, like
-    Redis's ``normal`` class, have no limit. (The connection's flush does
-    the first case, ``pending`` 0, itself: keep them alike.)"""
+def over_limit(conn: Connection, pending: int, normal: bool = False) -> bool:
+    """Whether ``conn``, with ``pending`` bytes the socket did not take, is
+    past its ``client-output-buffer-limit`` class (Redis's
+    ``checkClientOutputBufferLimits``): ``pubsub`` for a subscribed client,
+    ``normal`` (``normal`` true) for the others; over the hard limit, or over
+    the soft limit for longer than its seconds. (The connection's flush does
+    the first case of a subscriber, ``pending`` 0, itself: keep them alike.)"""
     if not pending:  # the socket took it all: under every limit
         conn._soft_limit_since = None
         return False
-    hard, soft, seconds = conn.ctx.settings.pubsub_limits
+    settings = conn.ctx.settings
+    hard, soft, seconds = settings.normal_limits if normal else settings.pubsub_limits
     if hard and pending > hard:
         return True
     if not soft or pending <= soft:

@@ -116,7 +116,12 @@ class Connection:
         self.last_command = "NULL"  # Redis's cmd= before the first command
         self.multi: Any = None  # MULTI's queue (commands' Transaction), None outside one
         self.blocked: asyncio.Future[bytes] | None = None  # BLOCKED: the reply awaited
-        self._held: list[bytes] = []  # messages that came while BLOCKED
+        #: BLOCKED by CLIENT PAUSE (Redis's BLOCKED_POSTPONE): the command has
+        #: not run, so nothing waits behind it and messages flow as ever
+        #: (set and cleared by :class:`router.pause.ClientPause`)
+        self.postponed = False
+        self._held: list[bytes] = []  # messages that came while BLOCKED on a reply
+        self._held_bytes = 0  # their size: counted against the output limits
         self.ran: CommandStat | None = None  # the stat of the command that just ran
         # output queued in this loop turn, written by flush()
         self._out: list[bytes] = []
@@ -247,6 +252,8 @@ class Connection:
         runs what was buffered, :func:`router.dispatch.unblock`)."""
         future, self.blocked = self.blocked, None
         held, self._held = self._held, []
+        self._held_bytes = 0
+        self.postponed = False
         if self.state is BLOCKED:
             self._to(self._rest())
         if self.state is CLOSED or future is None or future.cancelled():
@@ -273,13 +280,24 @@ class Connection:
         client (Redis writes in ``beforeSleep``,
         ``handleClientsWithPendingWrites``). Output leaves in the order it was
         made, and a pipelined batch or many messages to one client cost one
-        system call. While BLOCKED, messages wait behind the awaited reply:
-        Redis always confirms first."""
+        system call. While BLOCKED on a reply (subscribe visibility, a
+        SUBSCRIBE the pub/sub budget spreads over turns), messages wait
+        behind it, as Redis, which confirms at once, always confirms first;
+        they count against the output limits as Redis counts its reply
+        buffer (``_addReplyProtoToList`` -> ``closeClientOnOutputBufferLimitReached``
+        at every append), so a client that never reads is cut at the hard
+        limit. A command CLIENT PAUSE postponed has not run: its messages
+        are queued as ever (Redis writes to a postponed client)."""
         state = self.state
         if state is CLOSED:
             return
-        if state is BLOCKED:
+        if state is BLOCKED and not self.postponed:
             self._held.append(data)
+            self._held_bytes += len(data)
+            if (self.channels or self.patterns or self.shard_channels) and client_output.over_limit(
+                self, self.output_buffer_size()
+            ):
+                self.cut()
             return
         out = self._out
         if not out:
@@ -292,8 +310,9 @@ class Connection:
     def flush(self) -> None:
         """Write the queued output, holding the client to its output limits:
         before AUTH, :func:`router.client_output.preauth_cut` (before the
-        write: Redis drops it all); subscribed,
-        :func:`router.client_output.over_limit` (after it)."""
+        write: Redis drops it all); after it,
+        :func:`router.client_output.over_limit` (the pubsub class for a
+        subscribed client, else the normal class when it has a limit)."""
         out = self._out
         self.work_started = 0
         if not out or self.state is CLOSED:
@@ -310,7 +329,12 @@ class Connection:
         out.clear()
         self._out_bytes = 0
         if not (self.channels or self.patterns or self.shard_channels):
-            return  # a normal client: no limit (Redis's normal class is 0 0 0)
+            # a normal client: Redis's normal class, no limit unless CONFIG SET
+            if self.ctx.settings.normal_limited and client_output.over_limit(
+                self, wire.get_write_buffer_size(), normal=True
+            ):
+                self.cut()
+            return
         pending = wire.get_write_buffer_size()
         if not pending:  # the socket took it all: under every limit (over_limit's first case)
             self._soft_limit_since = None
@@ -324,8 +348,10 @@ class Connection:
         return saved
 
     def output_buffer_size(self) -> int:
-        """Bytes made for the client and not yet taken by its socket."""
-        return self.wire.get_write_buffer_size()
+        """Bytes made for the client and not yet taken by its socket: the
+        transport's buffer and the messages held while BLOCKED (CLIENT LIST's
+        ``omem``; Redis's ``getClientOutputBufferMemoryUsage``)."""
+        return self.wire.get_write_buffer_size() + self._held_bytes
 
     def queued_bytes(self) -> int:
         """Bytes queued this loop turn, not yet written (CLIENT LIST's ``obl``)."""
@@ -370,6 +396,7 @@ class Connection:
         user, an idle timeout: Redis's ``freeClient``)."""
         self._out.clear()
         self._out_bytes = 0
+        self._drop_held()
         self._to(CLOSED)
         self.wire.abort()
 
@@ -378,6 +405,7 @@ class Connection:
         client that sent an HTTP request)."""
         self._out.clear()
         self._out_bytes = 0
+        self._drop_held()
         self._to(CLOSED)
         self.wire.close()
 
@@ -399,9 +427,16 @@ class Connection:
         self.wire.write(reply)
         self.wire.write_eof()
 
+    def _drop_held(self) -> None:
+        """Free what waited behind an awaited reply (a closed connection can
+        stay referenced until a pause or a job ends)."""
+        self._held = []
+        self._held_bytes = 0
+
     def lost(self) -> None:
         """The connection is gone (``connection_lost``)."""
         self._to(CLOSED)
+        self._drop_held()
         if self.blocked is not None and not self.blocked.done():
             self.blocked.cancel()
 

@@ -33,9 +33,10 @@ class _Named(Protocol):
 
 
 class Connection(Protocol):
-    """What a pause reads of a client (:class:`router.connection.Connection`)."""
+    """What a pause reads and marks of a client (:class:`router.connection.Connection`)."""
 
     closed: bool
+    postponed: bool
     multi: Iterable[tuple[_Named, list[bytes]]] | None
 
 
@@ -81,6 +82,7 @@ class ClientPause:
         self.end = 0.0
         waiting, self._waiting = self._waiting, []
         for client, args, future in waiting:
+            client.postponed = False
             if client.closed or future.done():
                 continue
             reply = self.run(client, args)
@@ -99,6 +101,7 @@ class ClientPause:
 
     def postpone(self, client: Connection, args: list[bytes]) -> asyncio.Future[bytes]:
         future: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+        client.postponed = True  # its output flows meanwhile (Connection.write)
         self._waiting.append((client, args, future))
         return future
 

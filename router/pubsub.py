@@ -72,6 +72,11 @@ log = logging.getLogger("bloomcast.node")
 FANOUT_BYTES_PER_TURN = 8 << 20
 #: where a node tells its clients that forwarded messages were lost for good
 LOSS_CHANNEL = b"__bloomcast__:loss"
+#: origins INFO ``# Forwards_lost`` counts one by one (node ids come and go:
+#: each restart is a new one); the losses of any further origin are summed
+#: under :data:`OTHER_ORIGINS` (``from_others``)
+FORWARDS_LOST_ORIGINS = 256
+OTHER_ORIGINS = "others"
 
 
 @cython.final
@@ -119,7 +124,9 @@ class PubSub:
         self.turn_output = 0
         #: :data:`FANOUT_BYTES_PER_TURN` (a test may set it)
         self.fanout_limit = FANOUT_BYTES_PER_TURN
-        self.forwards_lost_from: dict[str, int] = {}  # origin node id -> frames lost
+        #: origin node id -> frames lost (at most FORWARDS_LOST_ORIGINS ids; the
+        #: rest under OTHER_ORIGINS)
+        self.forwards_lost_from: dict[str, int] = {}
         self._dirty: list[Any] = []  # clients with output queued this turn
         # the running loop, looked up once: asyncio.get_running_loop() makes a
         # getpid() system call, and schedule_flush runs once per loop turn
@@ -376,7 +383,10 @@ class PubSub:
         else is closed, so it resubscribes and knows it may have missed
         messages (redis/redis #122)."""
         self.stats.forwards_lost += count
-        self.forwards_lost_from[origin] = self.forwards_lost_from.get(origin, 0) + count
+        by_origin = self.forwards_lost_from
+        if origin not in by_origin and len(by_origin) >= FORWARDS_LOST_ORIGINS:
+            origin = OTHER_ORIGINS  # a churning cluster's ids do not grow the map
+        by_origin[origin] = by_origin.get(origin, 0) + count
         note = {
             "node": origin,
             "lost": count,

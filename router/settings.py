@@ -12,7 +12,8 @@ Each setting is Redis 7.0.15's (``src/config.c``), with its default:
 
 - ``maxclients`` (10000), ``client-output-buffer-limit`` (``normal 0 0 0
   slave 268435456 67108864 60 pubsub 33554432 8388608 60``; the node holds
-  its subscribers to the ``pubsub`` class, the others are shown only),
+  its subscribers to the ``pubsub`` class and its other clients to the
+  ``normal`` one, no limit by default; ``slave`` is shown only),
   ``notify-keyspace-events`` (stored only), ``requirepass``, ``protected-mode``;
 - ``timeout`` (0: never): a client idle for more than this many seconds is
   closed, pub/sub and blocked clients excepted (``clientsCronHandleTimeout``);
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
 #: class -> (hard bytes, soft bytes, soft seconds), in Redis's order
 OutputLimits = tuple[tuple[str, tuple[int, int, int]], ...]
 
-#: redis.conf's ``normal`` and ``slave`` classes (the node limits neither)
+#: redis.conf's ``normal`` and ``slave`` classes (``slave`` is shown only)
 NORMAL_LIMITS = (0, 0, 0)
 SLAVE_LIMITS = (268435456, 67108864, 60)
 
@@ -57,11 +58,19 @@ class Settings:
     #: queued bytes that write a client's queue at once: the pubsub hard
     #: limit, or no bound (``sys.maxsize``) when it is 0
     queue_limit: int = field(init=False, repr=False, compare=False)
+    #: the normal class's (hard, soft, seconds), and whether it limits at all
+    #: (the flush of a normal client reads the flag only: the compiled twin
+    #: at its offset)
+    normal_limits: tuple[int, int, int] = field(init=False, repr=False, compare=False)
+    normal_limited: bool = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        pubsub = dict(self.output_limits)["pubsub"]
+        limits = dict(self.output_limits)
+        pubsub, normal = limits["pubsub"], limits["normal"]
         object.__setattr__(self, "pubsub_limits", pubsub)
         object.__setattr__(self, "queue_limit", pubsub[0] or sys.maxsize)
+        object.__setattr__(self, "normal_limits", normal)
+        object.__setattr__(self, "normal_limited", bool(normal[0] or normal[1]))
 
     @classmethod
     def from_config(cls, config: NodeConfig) -> Settings:

@@ -10,7 +10,9 @@ between them (:data:`TRANSITIONS`, applied by
     IN_MULTI -> EXECUTING -> rest   EXEC runs the queue (replies never wait)
     IN_MULTI -> rest                DISCARD, RESET, an aborted EXEC
     rest -> BLOCKED -> rest         a reply awaited (subscribe visibility, CLIENT
-                                    PAUSE): input stays buffered, messages wait
+                                    PAUSE): input stays buffered; messages wait
+                                    behind an awaited reply (counted against the
+                                    output limits), flow past a postponed command
     BLOCKED -> EXECUTING -> BLOCKED an EXEC that CLIENT PAUSE postponed runs when
                                     the pause ends; its reply is the one awaited
     open -> CLOSING                 QUIT, a protocol error, CLIENT KILL of itself:

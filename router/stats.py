@@ -75,6 +75,8 @@ class NodeStats:
         self.tls_handshake_failures = 0  # TLS port: connections that never completed TLS
         #: times a huge request was parsed in slices, letting other clients run between
         self.parse_slices = 0
+        #: exceptions that escaped an event-loop callback (bloomcast/node_log.py)
+        self.loop_exceptions = 0
         #: error replies by their first word (INFO errorstats, as Redis's afterErrorReply)
         self.errors: dict[str, int] = {}
         #: command full name (``client|list``) -> its INFO commandstats line

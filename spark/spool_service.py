@@ -13,15 +13,18 @@ else. Bounded without Spark: the tap stops writing once its files reach
 ``max_spool_bytes`` (1 GiB), dropping new events and counting them in INFO
 ``traffic_events_dropped``; a file is never deleted unread.
 
-Nothing here blocks the node's loop for long: a listing is one ``scandir``
-(at most :data:`LISTING_LIMIT` files listed), a commit one ``scandir`` and
-the unlinks, and a file is sent by the HTTP server in bounded chunks (a
-:class:`~pathlib.Path` body, bloomcast/http_server.py).
+Nothing here runs on the node's loop: :meth:`SpoolService.answer` is called
+in the loop's executor (bloomcast/metrics.py, ``MetricsServer.answer_async``:
+a listing is one ``scandir`` and a ``stat`` per file, at most
+:data:`LISTING_LIMIT` files listed; a commit one ``scandir`` and the
+unlinks), and a file is sent by the HTTP server in bounded chunks, each read
+in the executor too (a :class:`~pathlib.Path` body, bloomcast/http_server.py).
+A spool directory that cannot be read is counted in the tap's INFO
+``traffic_disk_errors`` and logged at most once a minute.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 import os
@@ -82,21 +85,25 @@ class SpoolService:
         done: list[tuple[int, str, str, int, int]] = []  # (mtime ms, name, writer, n, size)
         lowest_open: dict[str, int] = {}
         writers: set[str] = set()
-        with contextlib.suppress(OSError), os.scandir(self.directory) as entries:
-            for entry in entries:
-                parsed = parse_spool_name(entry.name)
-                if parsed is None:
-                    continue
-                writer, n, is_open = parsed
-                writers.add(writer)
-                if is_open:
-                    lowest_open[writer] = min(n, lowest_open.get(writer, n))
-                    continue
-                try:
-                    st = entry.stat()
-                except OSError:
-                    continue  # deleted meanwhile
-                done.append((st.st_mtime_ns // 1_000_000, entry.name, writer, n, st.st_size))
+        try:
+            entries = list(os.scandir(self.directory))
+        except OSError as exc:
+            self._failed("spool listing", exc)
+            entries = []
+        for entry in entries:
+            parsed = parse_spool_name(entry.name)
+            if parsed is None:
+                continue
+            writer, n, is_open = parsed
+            writers.add(writer)
+            if is_open:
+                lowest_open[writer] = min(n, lowest_open.get(writer, n))
+                continue
+            try:
+                st = entry.stat()
+            except OSError:
+                continue  # deleted meanwhile
+            done.append((st.st_mtime_ns // 1_000_000, entry.name, writer, n, st.st_size))
         done.sort(key=lambda f: (f[0], f[1]))
         takeable = [f for f in done if f[3] < lowest_open.get(f[2], math.inf)][:LISTING_LIMIT]
         return {
@@ -107,20 +114,30 @@ class SpoolService:
             "nodes": read_sidecars(str(self.directory)),
         }
 
+    def _failed(self, cause: str, exc: OSError) -> None:
+        if self.tap is not None:
+            self.tap.failed(cause, exc)
+
     def commit(self, positions: dict[str, int]) -> int:
         """Delete each writer's completed files numbered up to ``positions[writer]``."""
         deleted = 0
         names: list[str] = []
-        with contextlib.suppress(OSError), os.scandir(self.directory) as entries:
-            names = [e.name for e in entries]
+        try:
+            with os.scandir(self.directory) as entries:
+                names = [e.name for e in entries]
+        except OSError as exc:
+            self._failed("spool commit", exc)
         for name in names:
             parsed = parse_spool_name(name)
             if parsed is None or parsed[2] or parsed[1] > positions.get(parsed[0], -1):
                 continue
-            with contextlib.suppress(FileNotFoundError):
+            try:
                 (self.directory / name).unlink()
                 deleted += 1
+            except FileNotFoundError:
+                pass  # deleted meanwhile (another job's commit)
+            except OSError as exc:
+                self._failed("spool commit", exc)
         if self.tap is not None and deleted:
-            self.tap.committed += deleted
-            self.tap.refresh()
+            self.tap.note_committed(deleted)
         return deleted

@@ -2,19 +2,26 @@
 
 The node calls :meth:`TrafficTap.record` once per PUBLISH it handles. ``record``
 only samples and appends to an in-memory batch (O(1), no I/O, never raises).
-A timer on the node's asyncio loop (``loop.call_later``, no threads) flushes the
-batch every ``flush_interval`` seconds with plain ``os.write`` into
+A timer on the node's asyncio loop hands the batch every ``flush_interval``
+seconds to the tap's writer thread (one thread, one batch at a time), which
+serialises it and writes it with plain ``os.write`` into
 ``<dir>/<node>-<n>.ndjson.tmp``; a file is renamed to ``<node>-<n>.ndjson`` when
 it is complete (``max_file_bytes`` reached, ``rotate_seconds`` elapsed, or
 :meth:`close`). ``rename`` is atomic on POSIX within one directory, so a reader
-globbing ``*.ndjson`` (the Spark file source) never sees a partial file.
+globbing ``*.ndjson`` (the Spark file source) never sees a partial file. Every
+file operation (writes, renames, the orphan scans, measuring the spool) runs
+in that thread: the event loop never waits on the disk (issue 41).
 
 Crash recovery and file naming: :mod:`spark.spool_files`.
 
 Back-pressure is never applied to publishers: when this tap's share of the
 spool (its completed files still present + the open file) reaches
-``max_spool_bytes``, when the in-memory batch is full, or when a disk write
-fails, events are dropped and counted in ``dropped``.
+``max_spool_bytes``, when the in-memory batch is full (``max_buffer_events``:
+a disk slower than the traffic, the writer still busy with the last batch),
+or when a disk write fails, events are dropped and counted in ``dropped``.
+A failed disk operation is counted in ``disk_errors`` and logged at most once
+a minute per cause (:class:`cluster_bus.refusals.Refusals`); anything else
+that goes wrong in the tap in ``errors``, logged the same way.
 
 Sampling is decided per event id: ``mmh3(event_id) / 2**32 < sample``. The
 origin and every receiver event of one PUBLISH share the event id, so they are
@@ -24,14 +31,18 @@ kept or dropped together on every node.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import json
+import logging
 import os
+import threading
 import time
 from pathlib import Path
 
 import mmh3
 
+from cluster_bus.refusals import Refusals
 from spark.events import TrafficEvent
 from spark.spool_files import (
     create_locked,
@@ -52,8 +63,7 @@ DEFAULT_ROTATE_SECONDS = 5.0
 DEFAULT_MAX_SPOOL_BYTES = 1024 * 1024 * 1024
 DEFAULT_MAX_BUFFER_EVENTS = 200_000
 
-#: events serialised per loop turn by the periodic flush (~10 ms of work)
-FLUSH_SLICE_EVENTS = 5_000
+log = logging.getLogger("bloomcast.tap")
 
 
 def sampled(event_id: str, sample: float) -> bool:
@@ -135,7 +145,8 @@ class TrafficTap:
         self.address = address  # announced host:port: written to <node>.node.json
         self._sidecar_written = False
         self.written = 0
-        self.dropped = 0
+        self._dropped_queued = 0  # by record() (the loop): a limit, or closed
+        self._dropped_disk = 0  # by the writer: a failed write, no room, a bad event
         self.files = 0
         self.sampled_out = 0
         self.recovered = 0  # .tmp files a crashed writer left, completed by this tap
@@ -145,6 +156,14 @@ class TrafficTap:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._timer: asyncio.TimerHandle | None = None
         self._closed = False
+        # the writer thread (start()) and the batch it is writing
+        self._executor: concurrent.futures.ThreadPoolExecutor | None = None
+        self._job: concurrent.futures.Future[None] | None = None
+        self._remeasure = False  # a consumer deleted files: measure the spool again
+        self.disk_errors = 0
+        self.errors = 0
+        self._warnings = Refusals(logger=log)
+        self._warn_lock = threading.Lock()
         self._next_n: int | None = None  # next file number, found on first open
         self._fd: int | None = None
         self._file_n = 0
@@ -159,7 +178,7 @@ class TrafficTap:
         """Queue one event. O(1), no I/O, never blocks, never raises."""
         try:
             if self._closed:
-                self.dropped += 1
+                self._dropped_queued += 1
                 return
             if self.sample < 1.0 and not sampled(event.event_id, self.sample):
                 self.sampled_out += 1
@@ -168,13 +187,19 @@ class TrafficTap:
                 self._spool_bytes >= self.max_spool_bytes
                 or len(self._pending) >= self.max_buffer_events
             ):
-                self.dropped += 1
+                self._dropped_queued += 1
                 return
             if self.node is None:
                 self.node = event.node
             self._pending.append(event)
-        except Exception:  # the tap must never break PUBLISH
-            self.dropped += 1
+        except Exception as exc:  # the tap must never break PUBLISH: counted, logged
+            self._dropped_queued += 1
+            self.failed("record", exc)
+
+    @property
+    def dropped(self) -> int:
+        """Events lost: to a limit, a closed tap, a failed write or a bad event."""
+        return self._dropped_queued + self._dropped_disk
 
     def keeps(self, event_id: str) -> bool:
         """Whether sampling keeps the event with this id: a hot path may skip
@@ -184,12 +209,15 @@ class TrafficTap:
     # -- lifecycle --------------------------------------------------------------------
 
     def start(self, loop: asyncio.AbstractEventLoop | None = None) -> None:
-        """Start the periodic flush on ``loop`` (default: the running loop)."""
+        """Start the periodic flush on ``loop`` (default: the running loop), its
+        batches written by the tap's writer thread."""
         self._loop = loop if loop is not None else asyncio.get_running_loop()
+        self._executor = concurrent.futures.ThreadPoolExecutor(1, "bloomcast-tap")
         self._schedule()
 
     def close(self) -> None:
-        """Stop the timer, write what is queued, complete (rename) the open file."""
+        """Stop the timer, write what is queued, complete (rename) the open file.
+        It waits for the writer thread: the one call that does (shutdown)."""
         if self._closed:
             return
         self._closed = True
@@ -198,6 +226,9 @@ class TrafficTap:
             self._timer = None
         self.flush()
         self._complete_file()
+        if self._executor is not None:
+            self._executor.shutdown(wait=True)
+            self._executor = None
 
     def info_fields(self) -> dict[str, int]:
         """Counters for the node's INFO output."""
@@ -209,64 +240,100 @@ class TrafficTap:
             "traffic_files_recovered": self.recovered,
             "traffic_files_committed": self.committed,
             "traffic_spool_bytes": self._spool_bytes,
+            "traffic_events_pending": len(self._pending),
+            "traffic_disk_errors": self.disk_errors,
+            "traffic_errors": self.errors,
         }
 
-    # -- the flush (a loop callback, off the PUBLISH path) ----------------------------
+    # -- the flush: the loop hands batches to the writer thread ---------------------
 
     def _schedule(self) -> None:
         if self._loop is not None and not self._closed:
             self._timer = self._loop.call_later(self.flush_interval, self._tick)
 
     def _tick(self) -> None:
+        """A batch for the writer thread, unless it is still writing the last
+        one (the disk is slower than the traffic): then the events wait in
+        the batch, bounded by ``max_buffer_events``, and the next tick tries
+        again."""
+        self._timer = None
         try:
-            self._flush_slice()
-            now = time.monotonic()
-            if self._fd is not None and now - self._file_opened >= self.rotate_seconds:
-                self._complete_file()
-            if now - self._last_scan >= self.rotate_seconds:
-                self._last_scan = now
-                self.recover_orphans()
-        except Exception:  # keep the timer alive whatever happens on disk
-            pass
+            executor = self._executor
+            if executor is not None and (self._job is None or self._job.done()):
+                batch, self._pending = self._pending, []
+                job = executor.submit(self._write_job, batch, time.monotonic())
+                self._job = job
+                job.add_done_callback(self._job_done)
+        except Exception as exc:  # keep the timer alive whatever happens
+            self.failed("tick", exc)
         finally:
             self._schedule()
 
-    def _flush_slice(self) -> None:
-        """Write at most ``FLUSH_SLICE_EVENTS``; the rest in a later loop turn
-        (``call_soon``), so one flush never holds the loop for long."""
-        if len(self._pending) <= FLUSH_SLICE_EVENTS:
-            self.flush()
-            return
-        head = self._pending[:FLUSH_SLICE_EVENTS]
-        del self._pending[:FLUSH_SLICE_EVENTS]
-        self._write_events(head)
-        if self._loop is not None and not self._closed:
-            self._loop.call_soon(self._continue_flush)
+    def _job_done(self, job: concurrent.futures.Future[None]) -> None:
+        """A batch that raised is counted and logged (in the writer thread, or
+        on the loop when the job was already done)."""
+        if not job.cancelled() and job.exception() is not None:
+            self.failed("writer", job.exception())  # type: ignore[arg-type]
 
-    def _continue_flush(self) -> None:
-        with contextlib.suppress(Exception):  # never raise into the loop
-            self._flush_slice()
+    def _write_job(self, batch: list[TrafficEvent], now: float) -> None:
+        """(In the writer thread.) One batch written, then what is due: the
+        spool measured again after a commit, the open file completed by age,
+        the orphan scan."""
+        self._write_events(batch)
+        if self._remeasure:
+            self._remeasure = False
+            self._refresh_spool_bytes()
+        if self._fd is not None and now - self._file_opened >= self.rotate_seconds:
+            self._complete_file()
+        if now - self._last_scan >= self.rotate_seconds:
+            self._last_scan = now
+            self.recover_orphans()
+
+    def _wait_writer(self) -> None:
+        """Until the writer thread is idle (the caller then writes itself)."""
+        job = self._job
+        if job is not None:
+            concurrent.futures.wait([job])
 
     def flush(self) -> None:
-        """Write every queued event now (rotating by size). Errors become drops."""
+        """Write every queued event now, in the calling thread (rotating by size),
+        once the writer thread is idle. Errors become drops. (The node calls it
+        only at shutdown, through :meth:`close`.)"""
+        self._wait_writer()
         while self._pending:
             batch, self._pending = self._pending, []
             self._write_events(batch)
+        if self._remeasure:
+            self._remeasure = False
+            self._refresh_spool_bytes()
+
+    def failed(self, cause: str, exc: BaseException) -> None:
+        """Count a failure (``disk_errors`` for an OSError, else ``errors``) and
+        log it, at most once a minute per cause. Either thread may call it."""
+        with self._warn_lock:
+            if isinstance(exc, OSError):
+                self.disk_errors += 1
+            else:
+                self.errors += 1
+            self._warnings.warn(
+                cause, str(self.directory), f"traffic tap: {cause} in {self.directory}: {exc!r}"
+            )
 
     def _write_events(self, batch: list[TrafficEvent]) -> None:
         lines: list[bytes] = []
         for event in batch:
             try:
                 lines.append(event_line(event))
-            except (TypeError, ValueError, AttributeError):
-                self.dropped += 1
+            except (TypeError, ValueError, AttributeError) as exc:
+                self._dropped_disk += 1
+                self.failed("event", exc)
         self._write_lines(lines)
 
     def _write_lines(self, lines: list[bytes]) -> None:
         start = 0
         while start < len(lines):
             if self._fd is None and not self._open_file():
-                self.dropped += len(lines) - start
+                self._dropped_disk += len(lines) - start
                 return
             room = self.max_file_bytes - self._file_size
             if self._file_size and len(lines[start]) > room:
@@ -279,14 +346,14 @@ class TrafficTap:
                 end += 1
             chunk = b"".join(lines[start:end])
             if self._spool_bytes + len(chunk) > self.max_spool_bytes:
-                self.dropped += len(lines) - start
+                self._dropped_disk += len(lines) - start
                 return
             if self._write_all(chunk):
                 self.written += end - start
                 self._file_size += len(chunk)
                 self._spool_bytes += len(chunk)
             else:
-                self.dropped += end - start
+                self._dropped_disk += end - start
                 self._complete_file()
             start = end
             if self._fd is not None and self._file_size >= self.max_file_bytes:
@@ -300,7 +367,8 @@ class TrafficTap:
                 n = os.write(self._fd, view)
                 view = view[n:]
             return True
-        except OSError:
+        except OSError as exc:
+            self.failed("write", exc)
             # cut the partial batch so the file holds whole lines only
             with contextlib.suppress(OSError):
                 os.ftruncate(self._fd, self._file_size)
@@ -318,8 +386,9 @@ class TrafficTap:
             self._fd = create_locked(
                 self.directory / spool_file_name(self.node, self._file_n, tmp=True)
             )
-        except OSError:
+        except OSError as exc:
             self._fd = None
+            self.failed("open", exc)
             return False
         self._file_size = 0
         self._file_opened = time.monotonic()
@@ -335,8 +404,8 @@ class TrafficTap:
         try:
             write_sidecar(self.directory, self.node, self.address)
             self._sidecar_written = True
-        except OSError:
-            pass  # the statistics then show the id alone; events are unaffected
+        except OSError as exc:  # the statistics then show the id alone; events are unaffected
+            self.failed("sidecar", exc)
 
     def _complete_file(self) -> None:
         """Close the open file and rename ``.tmp`` -> ``.ndjson`` (or remove it if empty)."""
@@ -350,16 +419,31 @@ class TrafficTap:
             else:
                 os.rename(tmp, self.directory / spool_file_name(self.node, self._file_n))
                 self.files += 1
-        except OSError:
-            pass
+        except OSError as exc:  # left as .tmp: the next orphan scan completes it
+            self.failed("rename", exc)
         with contextlib.suppress(OSError):
             os.close(fd)
         self._file_size = 0
         self._refresh_spool_bytes()
 
     def refresh(self) -> None:
-        """Re-measure the spool now (a consumer deleted files: room for new events)."""
-        self._refresh_spool_bytes()
+        """A consumer deleted files (room for new events): the writer thread
+        measures the spool again with its next batch."""
+        self._remeasure = True
+
+    def note_committed(self, deleted: int) -> None:
+        """``deleted`` files Spark committed were deleted (:mod:`spark.spool_service`,
+        from any thread): counted on the loop, and the spool measured again."""
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            self._add_committed(deleted)
+            return
+        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+            loop.call_soon_threadsafe(self._add_committed, deleted)
+
+    def _add_committed(self, deleted: int) -> None:
+        self.committed += deleted
+        self.refresh()
 
     def _refresh_spool_bytes(self) -> None:
         """Re-measure this tap's completed files (a consumer may have deleted some)."""

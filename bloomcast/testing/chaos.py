@@ -30,7 +30,6 @@ checker.
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import signal
@@ -49,10 +48,11 @@ from bloomcast.testing.chaos_check import (
     ChaosVerdict,
     FaultSpan,
     Life,
-    LossNote,
     PublisherRecord,
     SubscriberRecord,
     check,
+    converged,
+    loss_note,
 )
 from bloomcast.testing.faults import NetnsCluster, in_netns
 from bloomcast.testing.ledger import Publisher, Subscriber
@@ -313,14 +313,7 @@ class ChaosRun:
                 info = self.cluster.cluster_info(i)
             except Exception:
                 return False
-            if (
-                info.get("cluster_state") != "ok"
-                or info.get("cluster_known_nodes") != str(self.nodes)
-                or info.get("cluster_filters_converged") != "1"
-                or info.get("cluster_nodes_lost", "0") != "0"
-                or info.get("cluster_nodes_pfail", "0") != "0"
-                or info.get("cluster_nodes_fail", "0") != "0"
-            ):
+            if not converged(info, self.nodes):
                 return False
         return True
 
@@ -399,13 +392,11 @@ class ChaosRun:
             SubscriberRecord(s.name, i, life, s.confirmed_at, s.closed_at, list(s.received))
             for i, life, s in self.subs
         ]
-        notes = []
-        for i, life, watcher in self.watchers:
-            for _, data in list(watcher.other):
-                note = json.loads(data)
-                notes.append(
-                    LossNote(i, life, note["node"], note["lost"], note["from"], note["to"])
-                )
+        notes = [
+            loss_note(i, life, data)
+            for i, life, watcher in self.watchers
+            for _, data in list(watcher.other)
+        ]
         lost_to_peers: dict[str, int] = {}
         for i in range(self.nodes):
             info: dict[str, Any] = self.cluster.cluster_info(i)

@@ -34,6 +34,7 @@ one-way cut either way) or resets their connections.
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -170,6 +171,25 @@ class ChaosVerdict:
             and t["reordered"] == 0
             and not (self.phantom)
         )
+
+
+def converged(info: dict[str, str], nodes: int) -> bool:
+    """A node's CLUSTER INFO says it is converged in a cluster of ``nodes``: it
+    knows them all, none suspected, failed or lost, every filter held."""
+    return (
+        info.get("cluster_state") == "ok"
+        and info.get("cluster_known_nodes") == str(nodes)
+        and info.get("cluster_filters_converged") == "1"
+        and info.get("cluster_nodes_lost", "0") == "0"
+        and info.get("cluster_nodes_pfail", "0") == "0"
+        and info.get("cluster_nodes_fail", "0") == "0"
+    )
+
+
+def loss_note(node: int, life: int, data: bytes) -> LossNote:
+    """A ``__bloomcast__:loss`` notice's JSON as seen on a life of node ``node``."""
+    note = json.loads(data)
+    return LossNote(node, life, note["node"], note["lost"], note["from"], note["to"])
 
 
 def merge(spans: Iterable[tuple[float, float]]) -> list[tuple[float, float]]:

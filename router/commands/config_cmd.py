@@ -3,8 +3,9 @@ parameters that mean something on a node, under Redis's names:
 
 - ``maxclients``: the connection limit (settable, 1 .. 4294967295).
 - ``client-output-buffer-limit``: the ``pubsub`` class is the limit the node
-  holds subscribers to (applied to connected clients at once); ``normal``
-  and ``slave`` are kept and shown only (the node limits no other output).
+  holds subscribers to, the ``normal`` class its other clients (no limit by
+  default; both applied to connected clients at once); ``slave`` is kept and
+  shown only (a node has no replicas).
 - ``notify-keyspace-events``: accepted and stored with Redis's flag rules
   (a node has no keyspace, so no event is ever sent).
 - ``requirepass``: sets the default ACL user's password (``resetpass`` then

@@ -73,3 +73,35 @@ def test_every_case_of_issue_28_is_a_row():
 
 def test_hostile_is_a_part_of_bench_all():
     assert "hostile" in PARTS
+
+
+def test_issue_41s_bounds_are_a_second_table_beside_redis():
+    from bench.hostile_bounds import CASES
+
+    pause, peer, flood, disk = (label for label, _, _ in CASES)
+    node_pause = {"worst_ping": 0.012, "rss_idle_mb": 30, "rss_mb": 30, "peak_mb": 64, "cut": True}
+    redis_pause = {**node_pause, "worst_ping": 0.001, "rss_idle_mb": 12, "peak_mb": 47}
+    node_peer = {"worst_ping": 0.002, "rss_idle_mb": 30, "rss_mb": 40, "peak_mb": 41,
+                 "sent": 10, "delivered": 8, "counted_lost": 2}  # fmt: skip
+    disk_figures = {"worst_ping": 0.014, "rss_idle_mb": 50, "rss_mb": 55, "peak_mb": 55,
+                    "sent": 100, "written": 90, "dropped": 10, "disk_errors": 0}  # fmt: skip
+    result = {
+        "servers": {NODE: {}},
+        "bounds": {
+            "scale": 1.0,
+            "cases": {
+                pause: {NODE: node_pause, REDIS: redis_pause},
+                peer: {NODE: node_peer, REDIS: {**node_peer, "counted_lost": None}},
+                disk: {NODE: disk_figures},
+            },
+        },
+    }
+    lines = hostile_markdown(result).splitlines()
+    row = next(line for line in lines if line.startswith("| CLIENT PAUSE ALL"))
+    assert row.endswith("| 12.0 | 1.0 | 30 / 30 / 64 | 12 / 30 / 47 | cut | cut |")
+    row = next(line for line in lines if line.startswith("| a peer stops"))
+    assert row.endswith("| 8 of 10 delivered; nothing counted |")
+    assert "2 counted lost | 8 of 10 delivered; nothing counted |" in row
+    row = next(line for line in lines if line.startswith("| a slow disk"))
+    assert row.endswith("| 90 written + 10 dropped (counted) of 100; 0 disk errors | - |")
+    assert "1,000,000 pipelined SUBSCRIBE" in flood

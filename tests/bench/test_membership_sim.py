@@ -36,3 +36,22 @@ def test_partition_fails_the_other_side_and_healing_clears_it():
     assert all(not r.failing for nd in sim.nodes for r in nd.ms.peers.values())
     # everyone who was failed refuted with a higher incarnation
     assert all(nd.ms.myself.incarnation >= 1 for nd in sim.nodes)
+
+
+def test_a_slow_cpu_storms_before_lifeguard_and_not_after():
+    """CpuSim: 40 nodes on one core whose CPU is 100x slower for 30 s. Before
+    issue 40 (no local health awareness) the nodes read their own late timers
+    as their peers' silence: false suspicions and FAILs; with Lifeguard,
+    (almost) none, and less traffic meanwhile. Nobody died: every one is false."""
+    from bench.membership_sim import simulate_slow_cpu
+
+    kw = dict(slow_factor=100.0, slow_s=30.0, node_timeout_ms=5000, period_ms=500, cores=1)
+    before = simulate_slow_cpu(40, lifeguard=False, **kw)
+    after = simulate_slow_cpu(40, lifeguard=True, **kw)
+    assert before.max_lag_s > 5  # the CPU was short: timers ran seconds late
+    assert before.suspicions >= 5 and before.fails >= 5, before
+    assert after.suspicions <= before.suspicions // 5, after
+    assert after.fails <= before.fails // 5, after
+    assert after.msgs_per_node_s < before.msgs_per_node_s
+    for r in (before, after):
+        assert r.quiet_s is not None  # both calm down once the CPU is back

@@ -231,6 +231,22 @@ def test_partial_frame_buffer_bounded_by_frame():
         FrameDecoder(max_body=100).feed(encode(Publish(1, 1, False, b"c", b"x" * 200)))
 
 
+def test_a_limited_feed_leaves_the_later_frames_undecoded_for_new_limits():
+    """``feed(data, 1)`` decodes one frame and keeps the rest as bytes: a
+    frame above the current ``max_body`` behind it is no error yet, and is
+    decoded once the limit is raised (a link's handshake, issue 40)."""
+    big = encode(Publish(1, 1, False, b"c", b"x" * 500))
+    dec = FrameDecoder(max_body=100)
+    assert dec.feed(encode(Leave()) + encode(Ack(3)) + big, 1) == [Leave()]
+    assert dec.feed(b"", 1) == [Ack(3)]
+    assert dec.buffered == len(big)
+    dec.max_body = 1000
+    assert dec.feed(b"", 1) == [Publish(1, 1, False, b"c", b"x" * 500)]
+    assert dec.buffered == 0 and dec.feed(b"", 1) == []
+    with pytest.raises(BusProtocolError, match="above limit"):  # without the limit: at once
+        FrameDecoder(max_body=100).feed(encode(Leave()) + big)
+
+
 def _fault(frame: bytes, fast: bool, **kw: int) -> str | list[object]:
     try:
         return list(FrameDecoder(fast=fast, **kw).feed(frame))  # type: ignore[arg-type]

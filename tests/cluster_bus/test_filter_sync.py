@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from bloom import CountingBloomFilter
 from cluster_bus.api import FilterChange, FilterSnapshot
-from cluster_bus.filter_sync import REQUEST_RETRY_MS, FilterSync
+from cluster_bus.filter_sync import REQUEST_RETRY_MAX_MS, REQUEST_RETRY_MS, FilterSync
 from cluster_bus.frames import Ack, FilterDelta, FilterFull, FilterKind, FilterRequest, Ping
 from cluster_bus.routing import PeerTable, filter_fingerprint
 
@@ -81,6 +81,47 @@ def test_heartbeat_mismatch_fails_open_and_requests_at_most_once_per_retry():
     assert FilterRequest(FilterKind.CHANNELS) in sync.on_heartbeat(
         PEER, ping(other, 0, 2), now=10_000 + REQUEST_RETRY_MS
     )
+
+
+def test_an_unanswered_request_is_retried_after_a_growing_jittered_wait():
+    """Retries of a FILTER_REQUEST left unanswered: the first after
+    REQUEST_RETRY_MS, then REQUEST_RETRY_MS x 2^(n-1) x rand(1, 2), at most
+    REQUEST_RETRY_MAX_MS; an answer ends it (the next mismatch asks at once)."""
+    sync = started(CountingBloomFilter(1024))
+    sync.routing.add_peer(PEER)
+    now = 10_000
+    assert sync.on_delta(PEER, FilterDelta(FilterKind.CHANNELS, 9, 1024, 1, 2, (3,), (), 1), now)
+    waits = []
+    for n in range(8):
+        at = now
+        while not (sent := sync.retry(now)):
+            now += 1
+        assert sent == [(PEER, FilterRequest(FilterKind.CHANNELS))]
+        waits.append(now - at)
+        low = REQUEST_RETRY_MS * 2 ** max(0, n - 1) if n else REQUEST_RETRY_MS
+        assert min(low, REQUEST_RETRY_MAX_MS) <= waits[-1] <= min(2 * low, REQUEST_RETRY_MAX_MS)
+    assert waits[-1] == REQUEST_RETRY_MAX_MS
+    theirs = CountingBloomFilter(1024)
+    snap = snapshot(theirs)
+    full = FilterFull(FilterKind.CHANNELS, snap.m, snap.k, snap.bits, snap.fingerprint, 1)
+    assert sync.on_full(PEER, full, now) == []  # answered
+    assert sync.on_heartbeat(PEER, ping(snap.fingerprint ^ 1, 0, 2), now + 1)  # asks at once
+
+
+def test_the_retry_wait_stops_at_half_the_node_timeout():
+    """The bus gives its node timeout / 2 as the longest wait (2 s at a node
+    timeout of 4 s): a healed link gets its filters within that."""
+    sync = FilterSync(PeerTable(), max_retry_ms=2000)
+    sync.routing.add_peer(PEER)
+    now = 10_000
+    sync.on_delta(PEER, FilterDelta(FilterKind.CHANNELS, 9, 1024, 1, 2, (3,), (), 1), now)
+    waits = []
+    for _ in range(6):
+        at = now
+        while not sync.retry(now):
+            now += 1
+        waits.append(now - at)
+    assert waits[0] == REQUEST_RETRY_MS and max(waits) == 2000
 
 
 def test_a_delta_on_a_stale_base_is_acked_and_requested():

@@ -13,6 +13,7 @@ from cluster_bus.membership import (
     UPDATES_PER_MESSAGE,
     Membership,
 )
+from cluster_bus.probes import ProbeStep
 from cluster_bus.routing import PeerTable
 
 TIMEOUT = 1000
@@ -31,7 +32,7 @@ def cluster(n: int, me: int = 0) -> Membership:
         if i != me:
             rec = m.learn(nid(i), "127.0.0.1", 7000 + i, 17000 + i, 0)
             assert rec is not None
-            rec.connected = True
+            rec.connected = rec.heard = True
     return m
 
 
@@ -128,6 +129,115 @@ def test_indirect_ack_prevents_suspicion():
     m.probe_acked(target, 1 + PERIOD + 5)  # a helper reached it: our link is the problem
     step = m.probe_tick(1 + 2 * PERIOD)
     assert step.suspected == [] and not m.peers[target].failing
+
+
+def test_a_peer_never_heard_from_is_not_probed():
+    """A node known only from gossip is being met (its link may not be up
+    yet on a loaded machine), not failing: no probe of it, so no suspicion."""
+    m = cluster(3)
+    m.gossip_received(nid(1), (entry(7),), 1)
+    for period in range(10):
+        now = 1 + period * PERIOD
+        ack_everything_but(m, nid(7), now)
+        step = m.probe_tick(now)
+        assert step.ping != nid(7) and not step.suspected
+    m.heard_from(heartbeat(7), 1 + 10 * PERIOD, pong=True)  # met: probed from now on
+    pings = []
+    for period in range(10, 16):
+        now = 1 + period * PERIOD
+        ack_everything(m, now)
+        pings.append(m.probe_tick(now).ping)
+    assert nid(7) in pings
+
+
+def ack_everything_but(m: Membership, but: str, now: int) -> None:
+    for i in m.peers:
+        if i != but and m.peers[i].heard:
+            m.heard_from(heartbeat(int(i, 16), m.peers[i].incarnation), now, pong=True)
+
+
+def test_health_score_rises_on_doubt_and_falls_on_acks():
+    """Lifeguard's events (memberlist state.go): a probe unanswered even
+    through the helpers +1, a suspicion of us to refute +1, a late timer of
+    ours +1, a probe answered -1; kept within 0 .. 7."""
+    m = cluster(4)
+    health = m.awareness
+    target = m.probe_tick(1).ping
+    assert target is not None
+    m.probe_tick(1 + PERIOD)  # indirect
+    m.probe_tick(1 + 2 * PERIOD)  # no ack at all: suspected
+    assert m.peers[target].failing and health.score == 1
+    assert m.refute(0) and health.score == 2
+    assert m.loop_lag(5 * PERIOD, 1 + 3 * PERIOD) and health.score == 3
+    assert not m.loop_lag(m.lag_limit_ms, 1 + 4 * PERIOD) and health.score == 3
+    for _ in range(20):
+        m.refute(m.myself.incarnation)
+    assert health.score == 7 and health.multiplier == 8  # memberlist's max multiplier
+    now = 1 + 5 * PERIOD
+    while health.score:
+        before = health.score
+        ack_everything(m, now - 1)
+        step = m.probe_tick(now)
+        if step.ping is not None:
+            m.heard_from(heartbeat(int(step.ping, 16), 9), now + 1, pong=True)
+            m.probe_tick(now + PERIOD)
+            assert health.score == before - 1  # answered
+            now += PERIOD
+        now += PERIOD
+
+
+def test_a_doubting_node_probes_every_multiplier_periods_and_waits_as_long_per_stage():
+    """Score 2 (multiplier 3): a new probe every 3 periods; an unanswered one
+    goes indirect 3 periods after its PING and is suspected 3 after that."""
+    m = cluster(6)
+    m.awareness.apply(2)
+    target = m.probe_tick(1).ping
+    assert target is not None
+    others = [i for i in m.peers if i != target]
+    for period in range(1, 7):
+        now = 1 + period * PERIOD
+        for i in others:
+            m.heard_from(heartbeat(int(i, 16)), now - 1, pong=True)
+        step = m.probe_tick(now)
+        assert bool(step.indirect) == (period == 3)
+        assert step.suspected == ([target] if period == 6 else [])
+        assert (step.ping is not None) == (period in (3, 6))  # every third period
+
+
+def test_a_late_period_counts_toward_no_probe_and_ages_no_suspicion():
+    """The bus's timer fired late (our process was stopped or starved): that
+    period moves no probe on, starts none, and the stall is added to the
+    suspicions we hold, so none becomes FAIL for our own silence."""
+    m = cluster(4)
+    target = m.probe_tick(1).ping
+    assert target is not None
+    m._suspect(m.peers[nid(3) if target != nid(3) else nid(2)], 1)
+    suspect = next(r for r in m.peers.values() if r.failing)
+    stalled = 1 + m.suspicion_timeout_ms + 5 * PERIOD  # stopped past the timeout
+    assert m.loop_lag(stalled - 1 - PERIOD, stalled)
+    step = m.probe_tick(stalled)
+    assert step == ProbeStep()  # no indirect probe, no suspicion, no FAIL, no PING
+    assert suspect.flags & NodeFlags.PFAIL
+    assert m.late_ticks == 1 and m.resumed_ms == stalled
+    # the suspicion still ends once it has stood its timeout in periods we ran
+    now = stalled
+    while not suspect.flags & NodeFlags.FAIL:
+        now += PERIOD
+        ack_everything_but(m, suspect.node_id, now - 1)
+        m.probe_tick(now)
+    due = 1 + (stalled - 1 - PERIOD) + m.suspicion_timeout_ms  # the stall added
+    assert due <= now < due + PERIOD
+
+
+def test_gossip_rounds_fall_with_the_health_multiplier():
+    from cluster_bus.membership import GOSSIP_ROUNDS_PER_PERIOD
+
+    m = cluster(3)
+    assert m.gossip_rounds == GOSSIP_ROUNDS_PER_PERIOD
+    m.awareness.apply(1)
+    assert m.gossip_rounds == GOSSIP_ROUNDS_PER_PERIOD // 2
+    m.awareness.apply(10)
+    assert m.gossip_rounds == 1
 
 
 def test_suspected_node_refutes_and_the_refutation_clears_the_suspicion():
@@ -469,3 +579,22 @@ def test_an_address_a_known_node_holds_is_not_shown_in_handshake_too():
     m.handshakes[("127.0.0.1", 17002)] = ("ab" * 20, 1000, 7002)  # nid(2)'s address
     m.handshakes[("10.0.0.9", 17009)] = ("cd" * 20, 1000, 7009)  # nobody's yet
     assert [key for key, _, _ in m.pending_handshakes(1001)] == [("10.0.0.9", 17009)]
+
+
+def test_the_failing_peers_a_period_looks_at_are_exactly_those_flagged():
+    """A period visits only the peers flagged PFAIL or FAIL (its cost flat in
+    N): the set it walks follows every way a flag is set or cleared."""
+    m = cluster(6)
+
+    def flagged() -> set[str]:
+        return {i for i, r in m.peers.items() if r.failing}
+
+    m._suspect(m.peers[nid(1)], 10)  # our own suspicion
+    m.gossip_received(nid(2), (entry(3, NodeFlags.PFAIL),), 10)  # a gossiped one
+    m.fail_received(nid(4), 0, 10)  # a FAIL broadcast
+    assert m._failing == flagged() == {nid(1), nid(3), nid(4)}
+    m.heard_from(heartbeat(1, incarnation=1), 20, pong=True)  # refuted
+    m.forget(nid(4), 20)
+    m.probe_tick(20 + m.suspicion_timeout_ms)  # the gossiped suspicion times out: FAIL
+    assert m.peers[nid(3)].flags & NodeFlags.FAIL
+    assert m._failing == flagged() == {nid(3)}

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import os
 import random
+import time
 
 import pytest
 
@@ -72,13 +73,61 @@ def test_saves_are_atomic_and_only_on_change(tmp_path):
     f.open()
     m = membership()
     assert f.save(m, 1) is True
+    assert f.flush(10)
     inode = os.stat(path).st_ino
     assert f.save(m, 1) is False  # nothing changed: no write
     m.learn(nid(5), "10.0.0.6", 7005, 17005, 0)
     assert f.save(m, 1) is True
+    assert f.flush(10) and f.saves == 2
     assert os.stat(path).st_ino != inode  # replaced by rename, never rewritten in place
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
     assert parse(path.read_text()).nodes[1].node_id == nid(5)
+    f.close()
+
+
+def test_a_slow_disk_never_holds_the_caller_and_a_failure_is_counted(tmp_path, monkeypatch, caplog):
+    """Each fsync takes 0.5 s: save() returns at once (the bus's tick calls it
+    on the event loop) and the newest text is the one written, the ones that
+    came meanwhile replaced; a write that fails is counted, logged once a
+    minute, and made again by the next save (issue 41)."""
+    fsync = os.fsync
+
+    def slow(fd: int) -> None:
+        time.sleep(0.5)
+        fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", slow)
+    path = tmp_path / "nodes.conf"
+    f = NodesFile(path)
+    f.open()
+    m = membership()
+    waits = []
+    for i in range(6, 12):
+        m.learn(nid(i), "10.0.0.7", 7000 + i, 17000 + i, 0)
+        start = time.monotonic()
+        assert f.save(m, 1) is True
+        waits.append(time.monotonic() - start)
+    assert max(waits) < 0.05
+    assert f.flush(30)
+    assert nid(11) in [n.node_id for n in parse(path.read_text()).nodes]  # the newest state
+    assert f.saves < 6  # texts replaced while the disk was busy were never written
+    monkeypatch.setattr(os, "fsync", fsync)
+    blocker = tmp_path / f".nodes.conf.tmp-{os.getpid()}"
+    blocker.mkdir()  # the temporary file cannot be made (root or not)
+    try:
+        with caplog.at_level("WARNING", logger="bloomcast.bus"):
+            for i in range(12, 15):
+                m.learn(nid(i), "10.0.0.8", 7000 + i, 17000 + i, 0)
+                f.save(m, 1)
+                assert f.flush(10)
+            assert f.save(m, 1) is True  # the failed text is handed over again
+            assert f.flush(10)
+    finally:
+        blocker.rmdir()
+    lines = [r.getMessage() for r in caplog.records if "could not save" in r.getMessage()]
+    assert f.failures == 4 and len(lines) == 1
+    assert f.save(m, 1) is True and f.flush(10)
+    assert nid(14) in [n.node_id for n in parse(path.read_text()).nodes]
     f.close()
 
 
@@ -99,7 +148,9 @@ def test_a_bus_restarted_from_its_file_keeps_its_id_and_rejoins_by_itself(tmp_pa
         await b.start()
         try:
             await until(lambda: converged([a, b]))
-            await until(lambda: a_node.node_id in path.read_text(), what="b saved a")
+            await until(
+                lambda: path.exists() and a_node.node_id in path.read_text(), what="b saved a"
+            )
             crash(b)
             b_file.close()
             again_file = NodesFile(path)

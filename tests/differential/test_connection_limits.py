@@ -188,3 +188,44 @@ def test_unauthenticated_client_that_never_reads_is_cut_like_redis(with_password
         s.sendall(b"AUTH s3cret\r\n" + b"PING\r\n" * 200_000)
         time.sleep(0.5)
         assert not _closed(s)
+
+
+def _normal_client_unread(port: int, limits: bytes) -> tuple[bool, bool, bool]:
+    """A client with ``client-output-buffer-limit`` set to ``limits`` pipelines
+    16 MB of PING replies and reads nothing for a second: (whether it was
+    closed, whether every reply came once it read, whether another client
+    is still served)."""
+    with connect(port) as ctl:
+        ctl.sendall(b'CONFIG SET client-output-buffer-limit "%s"\r\n' % limits)
+        assert read_quiet(ctl)[0] == b"+OK\r\n"
+        n, arg = 2000, b"x" * 8192
+        reply = b"$8192\r\n" + arg + b"\r\n"
+        s = socket.create_connection(("127.0.0.1", port))
+        with contextlib.suppress(OSError):  # a server that cut it may reset the rest
+            s.sendall((b"PING " + arg + b"\r\n") * n)
+        time.sleep(1.0)
+        got, closed = b"", False
+        s.settimeout(5)
+        with contextlib.suppress(OSError):
+            while len(got) < n * len(reply):
+                chunk = s.recv(1 << 20)
+                if not chunk:
+                    closed = True
+                    break
+                got += chunk
+        s.close()
+        ctl.sendall(b"PING\r\n")
+        served = read_quiet(ctl)[0] == b"+PONG\r\n"
+        ctl.sendall(b'CONFIG SET client-output-buffer-limit "normal 0 0 0"\r\n')
+        read_quiet(ctl)
+    return closed, got == reply * n, served
+
+
+def test_the_normal_class_limit_cuts_a_client_that_does_not_read_like_redis(servers):
+    """``client-output-buffer-limit normal 1mb 0 0``: a client that pipelines
+    16 MB of replies and reads nothing is cut, others are served; with the
+    default ``normal 0 0 0`` it gets every reply once it reads (issue 41)."""
+    oracle, node = servers
+    for limits, want in ((b"normal 1048576 0 0", (True, False, True)),
+                         (b"normal 0 0 0", (False, True, True))):  # fmt: skip
+        assert _normal_client_unread(node, limits) == _normal_client_unread(oracle, limits) == want

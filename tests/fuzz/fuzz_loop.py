@@ -233,6 +233,10 @@ def request(rnd: random.Random) -> list[bytes]:
                 [b"config", b"set", b"client-output-buffer-limit", b"pubsub 0 0 0"],
                 # a soft limit: its start is kept until a flush finds nothing pending
                 [b"config", b"set", b"client-output-buffer-limit", b"pubsub 0 2000 60"],
+                # the normal class: a client that does not read its replies is cut
+                [b"config", b"set", b"client-output-buffer-limit", b"normal 3000 0 0"],
+                [b"config", b"set", b"client-output-buffer-limit", b"normal 0 2000 60"],
+                [b"config", b"set", b"client-output-buffer-limit", b"normal 0 0 0"],
                 [b"quit"],
                 [b"get", b"k"],
                 [b"nosuchcommand", ch],

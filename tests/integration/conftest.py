@@ -12,7 +12,7 @@ import redis
 
 from bloomcast.testing import LocalCluster
 from bloomcast.testing.chaos import ChaosResult
-from bloomcast.testing.chaos_check import table
+from bloomcast.testing.chaos_check import ChaosVerdict, table
 from bloomcast.testing.faults import netns_unavailable
 
 #: node timeout 2000 ms (a 200 ms protocol period); a failed node stays until FORGET
@@ -106,6 +106,19 @@ def namespaces() -> None:
         pytest.skip(reason)
 
 
+def assert_ledger(v: ChaosVerdict, min_owed: int) -> None:
+    """The chaos checker's ledger is clean: no message lost uncounted,
+    duplicated or reordered, no phantom count, both sides' counts equal, and
+    more than ``min_owed`` messages owed, most of them delivered."""
+    print("\n".join(table(v)))
+    bad = [p for p in v.pairs if p.uncounted or p.duplicated or p.reordered]
+    assert not bad, bad[:5]
+    assert v.phantom == 0, v.phantom_notes
+    assert v.count_mismatches == [], "sender and receiver counts differ"
+    t = v.totals()
+    assert t["owed"] > min_owed and t["delivered"] > 0.5 * t["owed"], t
+
+
 def assert_chaos_verdict(result: ChaosResult, node_timeout_s: float = 2.0) -> None:
     """A chaos run (bloomcast/testing/chaos.py) kept issue 26's promise: no
     message lost uncounted, duplicated or reordered, no phantom count, both
@@ -113,12 +126,6 @@ def assert_chaos_verdict(result: ChaosResult, node_timeout_s: float = 2.0) -> No
     plus the dial backoff cap (node timeout / 2, at most 2 s) after the last heal."""
     v = result.verdict
     print("\n".join(result.log))
-    print("\n".join(table(v)))
-    bad = [p for p in v.pairs if p.uncounted or p.duplicated or p.reordered]
-    assert not bad, bad[:5]
-    assert v.phantom == 0, v.phantom_notes
-    assert v.count_mismatches == [], "sender and receiver counts differ"
-    t = v.totals()
-    assert t["owed"] > 1000 and t["delivered"] > 0.5 * t["owed"], t
+    assert_ledger(v, min_owed=1000)
     assert v.reconverge_s is not None, "never reconverged after the last heal"
     assert v.reconverge_s <= 2 * node_timeout_s + min(2.0, node_timeout_s / 2), v.reconverge_s

@@ -184,3 +184,29 @@ def test_loglevel_warning_hides_notices(tmp_path):
     with node(log, "--loglevel", "warning", bus=False) as (_, port):
         assert redis.Redis(port=port).ping()
     assert os.path.getsize(log) == 0  # nothing went wrong: no warning
+
+
+def test_an_exception_escaping_a_loop_callback_is_counted_and_logged_once_a_minute(caplog):
+    """Issue 41: a bug hit by every callback neither floods the log (asyncio
+    logs each one with its traceback) nor goes unseen: INFO loop_exceptions."""
+    import asyncio
+
+    from bloomcast.node_log import LoopExceptions
+    from router.stats import NodeStats
+
+    def boom() -> None:
+        raise ValueError("a bug")
+
+    async def main(stats: NodeStats) -> None:
+        loop = asyncio.get_running_loop()
+        loop.set_exception_handler(LoopExceptions(stats))
+        for _ in range(50):
+            loop.call_soon(boom)
+        await asyncio.sleep(0.05)
+
+    stats = NodeStats()
+    with caplog.at_level("WARNING", logger="bloomcast.node"):
+        asyncio.run(main(stats))
+    lines = [r.getMessage() for r in caplog.records if r.name == "bloomcast.node"]
+    assert stats.loop_exceptions == 50
+    assert len(lines) == 1 and "ValueError('a bug')" in lines[0] and "test_node_log.py" in lines[0]

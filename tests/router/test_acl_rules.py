@@ -78,3 +78,15 @@ def test_psubscribe_patterns_are_matched_literally_channels_by_glob():
     assert user.may_use_channel(b"news.*", True)
     assert not user.may_use_channel(b"news.a*", True)
     assert not user.may_use_channel(b"other", False)
+
+
+def test_acl_log_keeps_the_128_newest_entries_as_redis():
+    """ACL LOG is bounded as Redis's ``acllog-max-len`` 128 (issue 41)."""
+    from router.acl.registry import LOG_MAX, Acl
+
+    acl = Acl(None)
+    for i in range(LOG_MAX + 50):
+        acl.add_log("command", b"cmd%d" % i, b"default", "id=1")  # distinct: never grouped
+    assert len(acl.log) == LOG_MAX == 128
+    assert acl.log[0].object == b"cmd%d" % (LOG_MAX + 49)  # newest first
+    assert acl.denied_commands == LOG_MAX + 50  # every denial counted all the same

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from router import client_output
+from router import client_output, pause
 from router.config import NodeConfig
 from router.dataplane import Plane
 from router.node import Node
@@ -176,6 +176,66 @@ def test_subscribe_visibility_blocks_and_holds_messages_behind_the_reply(plane):
         b"*3\r\n$7\r\nmessage\r\n$1\r\na\r\n$5\r\nearly\r\n"
         b"*2\r\n$4\r\npong\r\n$0\r\n\r\n"
     )
+
+
+def _limited(plane: Plane, hard: int) -> tuple[Node, Any, Wire]:
+    """A connection under a pubsub hard limit of ``hard`` bytes."""
+    return _conn(plane, NodeConfig(port=0, pubsub_hard_limit=hard, pubsub_soft_limit=0))
+
+
+def test_messages_held_behind_a_reply_count_against_the_pubsub_hard_limit(plane):
+    """A subscriber BLOCKED on its SUBSCRIBE's confirmation holds the messages
+    that come meanwhile (module doc): their bytes are its output buffer
+    (CLIENT LIST omem) and it is cut at the hard limit, the held messages
+    freed, as Redis cuts a client whose reply buffer passes it."""
+
+    async def main() -> tuple[list[int], list[str], int, int, list[bytes]]:
+        node, conn, wire = _limited(plane, 10_000)
+        waiting: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        node.link.filters_changed = lambda changes: waiting  # type: ignore[method-assign]
+        assert plane.process(conn, b"SUBSCRIBE a\r\nPING\r\n", time.monotonic()) is BLOCK
+        omem = []
+        for _ in range(12):  # 12 x ~1 KB: past 10,000 at the 10th
+            node.pubsub.publish(b"a", b"m" * 1000, False)
+            node.pubsub.flush_all()
+            omem.append(conn.output_buffer_size())
+        waiting.set_result(None)
+        await asyncio.sleep(0)
+        cut = node.stats.output_buffer_limit_disconnections
+        return omem, wire.calls, cut, len(conn._held), wire.writes
+
+    omem, calls, cut, held, writes = asyncio.run(main())
+    frame = len(b"*3\r\n$7\r\nmessage\r\n$1\r\na\r\n$1000\r\n") + 1002
+    assert omem[:9] == [frame * i for i in range(1, 10)]  # what it holds is its omem
+    assert omem[9:] == [0, 0, 0]  # cut at the 10th (10,290 > 10,000), its held output freed
+    assert (calls, cut, held, writes) == (["abort"], 1, 0, [])
+
+
+def test_a_postponed_subscriber_gets_its_messages_and_is_cut_at_the_hard_limit(plane):
+    """CLIENT PAUSE ALL postpones a subscriber's PING (BLOCKED): nothing waits
+    behind a command that has not run, so its messages are written as ever
+    (Redis writes to a postponed client) and its output buffer is held to the
+    limit; the PONG would come after them. Before issue 41 they were held
+    with no bound (281 MB of RSS for 256 MB published)."""
+
+    async def main() -> tuple[int, int, list[str], int]:
+        node, conn, wire = _limited(plane, 10_000)
+        _feed(plane, conn, b"SUBSCRIBE a\r\n")
+        node.context.pause.pause(60_000, pause.ALL)
+        assert plane.process(conn, b"PING\r\n", time.monotonic()) is BLOCK
+        node.pubsub.publish(b"a", b"m" * 1000, False)
+        node.pubsub.flush_all()
+        written = len(wire.writes)
+        wire.pending = 10_001  # what the socket did not take, past the limit
+        node.pubsub.publish(b"a", b"m" * 1000, False)
+        node.pubsub.flush_all()
+        cut = node.stats.output_buffer_limit_disconnections
+        node.context.pause.unpause()
+        return written, len(wire.writes), wire.calls, cut
+
+    written, writes, calls, cut = asyncio.run(main())
+    assert (written, writes) == (2, 3)  # the confirmation, then each message at once
+    assert (calls, cut) == (["abort"], 1)
 
 
 def test_unauthenticated_client_over_the_preauth_limit_is_cut(plane):

@@ -21,7 +21,7 @@ from router.dataplane import Plane
 from router.info import info_sections
 from router.kinds import CHANNELS
 from router.node import Node
-from router.pubsub import LOSS_CHANNEL
+from router.pubsub import FORWARDS_LOST_ORIGINS, LOSS_CHANNEL
 from router.registry import FP_CHECK_EVERY, Registry
 from spark.events import TrafficEvent
 from tests.router.fakes import FakeSubscriber, RecordingLink
@@ -272,3 +272,20 @@ def test_disconnect_mode_closes_the_affected_subscribers_only(plane):
                 w.close()
 
     asyncio.run(scenario())
+
+
+def test_losses_per_origin_are_bounded_the_rest_summed_under_others(plane):
+    """Node ids come and go (each restart is a new one): INFO counts the
+    first FORWARDS_LOST_ORIGINS origins one by one and sums any further one
+    under ``from_others``; the total stays exact (issue 41)."""
+    node = Node(NodeConfig(port=0), plane=plane)
+    extra = 5
+    for i in range(FORWARDS_LOST_ORIGINS + extra):
+        node.pubsub.forwards_lost(f"{i:040x}", 2, 0, 0)
+    node.pubsub.forwards_lost(f"{0:040x}", 1, 0, 0)  # a known origin keeps its own line
+    lost = info_sections(node)["forwards_lost"]
+    assert len(lost) == FORWARDS_LOST_ORIGINS + 1
+    assert lost["from_others"] == 2 * extra
+    assert lost[f"from_{0:040x}"] == 3
+    total = 2 * (FORWARDS_LOST_ORIGINS + extra) + 1
+    assert info_sections(node)["stats"]["total_forwards_lost"] == total
