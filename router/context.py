@@ -21,6 +21,9 @@ every connection by constructor. It holds:
 - ``view``: what INFO, CLUSTER INFO and CONFIG RESETSTAT read or reset of
   the node as a whole (:class:`NodeView`);
 - ``commands``: the command table (:mod:`router.commands`);
+- ``hooks``: MONITOR, the slow log and the latency monitor
+  (:mod:`router.hooks`), with ``watch`` and ``slow_ns``, which the request
+  loop reads;
 - ``data_plane`` (``compiled`` or ``python``, INFO ``bloomcast_data_plane``,
   :mod:`router.dataplane`) and ``slice_ns``, the longest one connection's
   requests hold the loop (:mod:`router.dispatch`).
@@ -49,6 +52,7 @@ if TYPE_CHECKING:
     from router.channel_table import ChannelTable
     from router.client_extras import ClientExtras
     from router.config import NodeConfig
+    from router.hooks import Hooks
     from router.kinds import Kind
     from router.parser import RequestParser
     from router.pattern_index import PatternIndex
@@ -211,6 +215,7 @@ class CommandContext:
         on_settings: Callable[[Settings, Settings], None],
         data_plane: str,
         commands: dict[bytes, Any],
+        hooks: Hooks,
     ) -> None:
         self.node_id = node_id
         self.config = config
@@ -234,6 +239,13 @@ class CommandContext:
         self.commands = commands
         #: :data:`SLICE_SECONDS` in nanoseconds (a test may set it)
         self.slice_ns = int(SLICE_SECONDS * 1e9)
+        #: MONITOR, the slow log, the latency monitor (:class:`router.hooks.Hooks`);
+        #: ``watch``: every command is timed alone through it; else a batch
+        #: longer than ``slow_ns`` is given to it (set by ``hooks.rewatch``)
+        self.hooks = hooks
+        self.watch = False
+        self.slow_ns = 2**62
+        hooks.rewatch(self)
 
     @property
     def cluster_enabled(self) -> bool:
@@ -245,4 +257,5 @@ class CommandContext:
         """CONFIG SET: the new settings, whole."""
         old, self.settings = self.settings, new
         self.queue_limit = min(new.queue_limit, sys.maxsize)
+        self.hooks.rewatch(self)
         self.on_settings(old, new)

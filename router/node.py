@@ -35,6 +35,7 @@ from router.acl import Acl
 from router.collector import Pauses
 from router.commands import COMMANDS
 from router.config import NodeConfig
+from router.hooks import Hooks
 from router.idle import IdleTimer
 from router.pause import ClientPause
 from router.settings import Settings
@@ -89,6 +90,8 @@ class Node:
         self.subscriptions = Subscriptions(self.pubsub)
         #: what command handlers reach (router/context.py); its ``settings``
         #: are the live ones, swapped whole by CONFIG SET
+        #: MONITOR, the slow log, the latency monitor (router/hooks.py)
+        self.hooks = Hooks()
         self.context = plane.CommandContext(
             node_id=self.node_id,
             config=config,
@@ -102,6 +105,7 @@ class Node:
             link=self.link,
             view=self,
             on_settings=self.idle.settings_changed,
+            hooks=self.hooks,
             data_plane=plane.name,
             commands=COMMANDS,
         )
@@ -234,6 +238,8 @@ class Node:
 
     def client_disconnected(self, client: Any) -> None:
         self.clients.pop(client.id, None)
+        if self.hooks.monitors:
+            self.hooks.forget(self.context, client)
         if client.channels or client.shard_channels or client.patterns:
             # under the shared budget: 4,600 clients leaving at once are
             # dropped over several loop turns, other clients served between

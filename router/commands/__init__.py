@@ -16,6 +16,7 @@ from router.commands import (
     cluster_cmd,
     config_cmd,
     connection,
+    diagnostics,
     multi,
     operator,
     publish,
@@ -42,6 +43,7 @@ def _build() -> dict[bytes, Command]:
         config_cmd,
         acl_cmd,
         operator,
+        diagnostics,
     ):
         for cmd in module.COMMANDS:
             table[cmd.name.encode()] = cmd

@@ -113,7 +113,8 @@ def _call(ctx: CommandContext, client: CommandClient, cmd: Command, args: list[b
     """Run a queued command and count it (calls, time, failed calls), as the
     request loop does for the others (:func:`router.dispatch.execute`)."""
     start = perf_counter_ns()
-    reply = cmd.handler(ctx, client, args)
+    # MONITOR, SLOWLOG, LATENCY see it as Redis's call() does (router.hooks)
+    reply = ctx.hooks.call(ctx, client, cmd, args) if ctx.watch else cmd.handler(ctx, client, args)
     stats = ctx.stats
     stats.commands_processed += 1
     stat = stats.commands[cmd.name]

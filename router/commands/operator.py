@@ -1,4 +1,4 @@
-"""SHUTDOWN, ROLE, TIME, LASTSAVE, READONLY, READWRITE: what an operator (or
+"""SHUTDOWN, ROLE, TIME, LASTSAVE, MONITOR, READONLY, READWRITE: what an operator (or
 a health check) types at a node, answered as Redis 7.0.15 answers.
 
 - SHUTDOWN [NOSAVE|SAVE] [NOW] [FORCE] [ABORT] (``shutdownCommand`` in
@@ -16,6 +16,8 @@ a health check) types at a node, answered as Redis 7.0.15 answers.
 - LASTSAVE (``lastsaveCommand``): the node's start time (unix seconds), as a
   Redis that never saved answers (``server.lastsave`` is set at start); the
   nodes file is not Redis's RDB.
+- MONITOR (``monitorCommand``): the client gets every command the node
+  runs from then on (:mod:`router.hooks`).
 - READONLY / READWRITE (``src/cluster.c``): OK on a cluster node (a node with
   a bus; it has no replicas to read from, so nothing changes), Redis's error
   on a standalone one (``--no-bus``).
@@ -72,6 +74,17 @@ def readonly(ctx: CommandContext, client: CommandClient, args: list[bytes]) -> R
     return resp.OK if ctx.cluster_enabled else _NO_CLUSTER
 
 
+def monitor(ctx: CommandContext, client: CommandClient, args: list[bytes]) -> Reply:
+    """MONITOR (``monitorCommand``): every command the node runs from now on,
+    as a line (:meth:`router.hooks.Hooks.feed`); once is enough."""
+    if client.in_exec:
+        return resp.error("ERR MONITOR isn't allowed for DENY BLOCKING client")
+    if client.id in ctx.hooks.monitors:
+        return b""  # Redis ignores a second MONITOR: no reply
+    ctx.hooks.add_monitor(ctx, client)
+    return resp.OK
+
+
 COMMANDS = (
     Command(
         "shutdown",
@@ -86,4 +99,11 @@ COMMANDS = (
     Command("lastsave", 1, lastsave, "Returns the Unix timestamp of the last save.", "server"),
     Command("readonly", 1, readonly, "Enables read-only queries for a connection.", "cluster"),
     Command("readwrite", 1, readonly, "Enables read-write queries for a connection.", "cluster"),
+    Command(
+        "monitor",
+        1,
+        monitor,
+        "Listens for all requests received by the server in real-time.",
+        "server",
+    ),
 )

@@ -8,6 +8,7 @@ stopped by a timeout here, so the long-running modes write line-buffered
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import time
@@ -88,3 +89,26 @@ def test_redis_cli_stat(tmp_path):
     # requests: --stat's own INFO, one more each time
     counts = [int(r[4]) for r in rows]
     assert counts == sorted(counts) and counts[-1] > counts[0]
+
+
+def test_redis_cli_monitor_sees_a_subscriber_and_a_publisher(tmp_path):
+    with node(tmp_path / "n.log", bus=False) as (_, port):
+        argv = ["stdbuf", "-oL", "redis-cli", "-p", str(port), "monitor"]
+        mon = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
+        try:
+            assert mon.stdout is not None and mon.stdout.readline() == "OK\n"
+            sub = subprocess.Popen(
+                ["redis-cli", "-p", str(port), "SUBSCRIBE", "news"], stdout=subprocess.PIPE
+            )
+            try:
+                assert cli(port, "PUBLISH", "news", "hi there").stdout in ("0\n", "1\n")
+                seen = [mon.stdout.readline().rstrip("\n") for _ in range(2)]
+            finally:
+                sub.kill()
+                sub.wait()
+        finally:
+            mon.kill()
+            mon.wait()
+    line = re.compile(r"^\d+\.\d{6} \[0 127\.0\.0\.1:\d+\] (.*)$")
+    shown = sorted(m[1] for m in map(line.match, seen) if m)
+    assert shown == ['"PUBLISH" "news" "hi there"', '"SUBSCRIBE" "news"'], seen

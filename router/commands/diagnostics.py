@@ -1,0 +1,114 @@
+"""SLOWLOG GET | LEN | RESET | HELP (Redis 7.0.15 ``src/slowlog.c``): the slow
+log :mod:`router.hooks` keeps, in Redis's reply shapes and errors."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from router import resp
+from router.commands.base import Command, Reply, subcommand_table
+from router.parser import string2ll
+
+if TYPE_CHECKING:
+    from router.context import CommandClient, CommandContext
+
+_COUNT_ERROR = resp.error("ERR count should be greater than or equal to -1")
+_LONG_MAX = 2**63 - 1
+
+
+def help_reply(args: list[bytes], lines: tuple[str, ...]) -> bytes:
+    """Redis's ``addReplyHelp``: the header with the command's name as sent
+    (upper case), the lines, then HELP's own two."""
+    name = resp.c_string(args[0]).upper()
+    every = (f"{name} <subcommand> [<arg> [value] [opt] ...]. Subcommands are:", *lines,
+             "HELP", "    Prints this help.")  # fmt: skip
+    return resp.array_header(len(every)) + b"".join(resp.simple(line) for line in every)
+
+
+def subcommand_syntax_error(args: list[bytes]) -> bytes:
+    """Redis's ``addReplySubcommandSyntaxError``."""
+    return resp.error(
+        f"ERR unknown subcommand or wrong number of arguments for "
+        f"'{resp.c_string(args[1][:128])}'. Try {resp.c_string(args[0]).upper()} HELP."
+    )
+
+
+def slowlog_get(ctx: CommandContext, client: CommandClient, args: list[bytes]) -> Reply:
+    if len(args) > 3:
+        return subcommand_syntax_error(args)
+    slowlog = ctx.hooks.slowlog
+    slowlog.trim(ctx.settings.slowlog_max_len)
+    count = 10
+    if len(args) == 3:
+        given = string2ll(args[2])
+        if given is None or not -1 <= given <= _LONG_MAX:
+            return _COUNT_ERROR
+        count = len(slowlog.entries) if given == -1 else given
+    entries = slowlog.latest(count)
+    out = [resp.array_header(len(entries))]
+    for entry_id, when, usec, argv, addr, name in entries:
+        out.append(b"*6\r\n" + resp.integer(entry_id) + resp.integer(when) + resp.integer(usec))
+        out.append(resp.array_header(len(argv)) + b"".join(resp.bulk(a) for a in argv))
+        out.append(resp.bulk(addr) + resp.bulk(name))
+    return b"".join(out)
+
+
+def slowlog_len(ctx: CommandContext, client: CommandClient, args: list[bytes]) -> Reply:
+    slowlog = ctx.hooks.slowlog
+    slowlog.trim(ctx.settings.slowlog_max_len)
+    return resp.integer(len(slowlog.entries))
+
+
+def slowlog_reset(ctx: CommandContext, client: CommandClient, args: list[bytes]) -> Reply:
+    ctx.hooks.slowlog.entries.clear()
+    return resp.OK
+
+
+_SLOWLOG_HELP = (
+    "GET [<count>]",
+    "    Return top <count> entries from the slowlog (default: 10, -1 mean all).",
+    "    Entries are made of:",
+    "    id, timestamp, time in microseconds, arguments array, client IP and port,",
+    "    client name",
+    "LEN",
+    "    Return the length of the slowlog.",
+    "RESET",
+    "    Reset the slowlog.",
+)
+
+
+def slowlog_help(ctx: CommandContext, client: CommandClient, args: list[bytes]) -> Reply:
+    return help_reply(args, _SLOWLOG_HELP)
+
+
+def _container(ctx: CommandContext, client: CommandClient, args: list[bytes]) -> Reply:
+    raise AssertionError("always a subcommand")
+
+
+def _sub(container: str, name: str, arity: int, handler: object, summary: str) -> Command:
+    return Command(f"{container}|{name}", arity, handler, summary, "server")  # type: ignore[arg-type]
+
+
+COMMANDS = (
+    Command(
+        "slowlog",
+        -2,
+        _container,
+        "A container for slow log commands.",
+        "server",
+        subcommands=subcommand_table(
+            _sub("slowlog", "get", -2, slowlog_get, "Returns the slow log's entries."),
+            _sub(
+                "slowlog", "len", 2, slowlog_len, "Returns the number of entries in the slow log."
+            ),
+            _sub("slowlog", "reset", 2, slowlog_reset, "Clears all entries from the slow log."),
+            _sub(
+                "slowlog",
+                "help",
+                2,
+                slowlog_help,
+                "Show helpful text about the different subcommands",
+            ),
+        ),
+    ),
+)

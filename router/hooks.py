@@ -1,0 +1,237 @@
+"""What watches the commands a node runs: the MONITOR feed, the slow log
+(SLOWLOG) and the latency monitor's ``command`` / ``fast-command`` events
+(LATENCY), in one place: :class:`Hooks`, the node's one instance, reached as
+``ctx.hooks``. Redis 7.0.15 does all three in ``call()`` (``src/server.c``),
+after the command ran: ``latencyAddSampleIfNeeded``,
+``slowlogPushCurrentCommand``, ``replicationFeedMonitors``.
+
+How the request loop (:mod:`router.dispatch`, both data planes) reaches it,
+at the cost of one branch per command when nothing watches:
+
+- ``ctx.watch`` (a MONITOR client is connected, or a threshold is under the
+  loop's slice, ``ctx.slice_ns``, 5 ms): every command runs through
+  :func:`router.dispatch.execute` (PUBLISH, SPUBLISH and PING too: the
+  loop's in-line path is off) and ``execute`` runs it through
+  :meth:`Hooks.call`, which times it alone, as Redis does. EXEC's queued
+  commands go through :meth:`Hooks.call` too (:mod:`router.commands.multi`).
+- otherwise the loop reads the clock once per batch (as for commandstats):
+  a batch longer than ``ctx.slow_ns`` (the lowest threshold, from 5 ms up)
+  is given to :meth:`Hooks.slow_batch`. A batch of one request (the
+  unpipelined client) is exactly that command; a pipelined batch over the
+  threshold is logged as its last request with the batch's time (an upper
+  bound: the loop cannot tell which request took it) and counted in
+  ``slowlog_batches`` (INFO ``# Stats``).
+
+What each records, Redis's rules: commands refused before they ran are not
+seen; the slow log skips ``skip_slowlog`` commands (EXEC, ...) and MONITOR
+skips ``admin`` and ``skip_monitor`` ones (CONFIG, CLIENT LIST, SLOWLOG,
+...), by the command's flags in Redis 7.0.15's table
+(:mod:`router.commands.redis_meta`); AUTH's, HELLO AUTH's and ACL SETUSER's
+secrets are ``(redacted)`` (``redactClientCommandArgument``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Iterable
+from time import perf_counter_ns
+from typing import TYPE_CHECKING, Any
+
+from router.commands.redis_meta import command_meta
+from router.parser import string2ll
+
+if TYPE_CHECKING:
+    from router.commands.base import Command
+    from router.context import CommandClient, CommandContext
+    from router.resp import Reply
+    from router.settings import Settings
+
+#: Redis's SLOWLOG_ENTRY_MAX_ARGC and SLOWLOG_ENTRY_MAX_STRING
+MAX_ARGC = 32
+MAX_STRING = 128
+#: a batch that never passes (no threshold set): ``ctx.slow_ns``
+NEVER = 2**62
+REDACTED = b"(redacted)"
+#: Redis 7.0.15's SENSITIVE_CONFIG parameters (CONFIG SET shows their value redacted)
+_SENSITIVE_CONFIGS = frozenset({b"requirepass", b"masterauth", b"masteruser"})
+#: Redis's ``isprint`` escapes of ``sdscatrepr``
+_ESCAPES = {ord("\\"): b"\\\\", ord('"'): b'\\"', ord("\n"): b"\\n", ord("\r"): b"\\r",
+            ord("\t"): b"\\t", 7: b"\\a", 8: b"\\b"}  # fmt: skip
+_REPR = tuple(_ESCAPES.get(c, bytes([c]) if 32 <= c <= 126 else b"\\x%02x" % c) for c in range(256))
+
+
+def sdscatrepr(data: bytes) -> bytes:
+    """``data`` quoted as Redis's ``sdscatrepr`` quotes it (MONITOR's lines)."""
+    return b'"' + b"".join([_REPR[c] for c in data]) + b'"'
+
+
+def flags_of(name: str) -> frozenset[str]:
+    """The command's flags in Redis 7.0.15's table (``admin``, ``fast``,
+    ``skip_monitor``, ``skip_slowlog``, ...); none for a command Redis lacks."""
+    meta = command_meta(name)
+    return frozenset(str(f) for f in meta.info[2]) if meta is not None else frozenset()
+
+
+def redacted(name: str, args: list[bytes]) -> list[bytes]:
+    """The arguments as MONITOR and the slow log show them: Redis 7.0.15
+    redacts AUTH's password (and user), HELLO's AUTH pair, ACL SETUSER's
+    rules and CONFIG SET's requirepass, as far as each command got before
+    it returned an error."""
+    if name == "auth":
+        if len(args) > 3:  # a syntax error before anything was redacted
+            return args
+        return [args[0], *(REDACTED for _ in args[1:])]
+    if name == "acl|setuser" and len(args) >= 3:
+        return [*args[:2], *(REDACTED for _ in args[2:])]
+    if name == "config|set" and len(args) % 2 == 0:
+        shown = list(args)
+        for i in range(2, len(args) - 1, 2):
+            if args[i].lower() in _SENSITIVE_CONFIGS:
+                shown[i + 1] = REDACTED
+        return shown
+    if name == "hello" and len(args) >= 2:
+        version = string2ll(args[1])
+        if version is None or not 2 <= version <= 3:
+            return args
+        shown = list(args)
+        j = 2
+        while j < len(args):
+            more = len(args) - 1 - j
+            opt = args[j].lower()
+            if opt == b"auth" and more >= 2:
+                shown[j + 1] = shown[j + 2] = REDACTED
+                j += 3
+            elif opt == b"setname" and more:
+                j += 2
+            else:
+                break
+        return shown
+    return args
+
+
+class SlowLog:
+    """Redis's slow log (``src/slowlog.c``): newest first, at most
+    ``slowlog-max-len`` entries, ids from 0 that RESET does not restart."""
+
+    def __init__(self) -> None:
+        self.entries: deque[tuple[int, int, int, list[bytes], bytes, bytes]] = deque()
+        self.next_id = 0
+
+    def push(self, client: CommandClient, args: list[bytes], usec: int, max_len: int) -> None:
+        """``slowlogCreateEntry``: at most 32 arguments (the last says how many
+        more), each at most 128 bytes (``... (N more bytes)``)."""
+        argc = min(len(args), MAX_ARGC)
+        shown: list[bytes] = []
+        for j in range(argc):
+            if argc != len(args) and j == argc - 1:
+                shown.append(b"... (%d more arguments)" % (len(args) - argc + 1))
+            elif len(args[j]) > MAX_STRING:
+                more = len(args[j]) - MAX_STRING
+                shown.append(args[j][:MAX_STRING] + b"... (%d more bytes)" % more)
+            else:
+                shown.append(args[j])
+        entry = (self.next_id, int(time.time()), usec, shown, client.addr.encode(), client.name)
+        self.next_id += 1
+        self.entries.appendleft(entry)
+        self.trim(max_len)
+
+    def trim(self, max_len: int) -> None:
+        while len(self.entries) > max_len:
+            self.entries.pop()
+
+    def latest(self, count: int) -> Iterable[tuple[int, int, int, list[bytes], bytes, bytes]]:
+        return list(self.entries)[:count]
+
+
+class Hooks:
+    """The node's watchers of commands (module doc): MONITOR clients, the
+    slow log, the latency monitor."""
+
+    def __init__(self, latency: Any = None) -> None:
+        self.monitors: dict[int, CommandClient] = {}
+        self.slowlog = SlowLog()
+        #: the latency monitor (:class:`router.latency.LatencyMonitor`), if any
+        self.latency = latency
+        #: pipelined batches over the threshold logged as their last request
+        self.slowlog_batches = 0
+        self._flags: dict[str, frozenset[str]] = {}
+
+    # ------------------------------------------------------------ switching
+
+    def rewatch(self, ctx: CommandContext) -> None:
+        """Set ``ctx.watch`` and ``ctx.slow_ns`` from the settings and the
+        MONITOR clients (after CONFIG SET, MONITOR, a monitor gone)."""
+        settings: Settings = ctx.settings
+        thresholds = []
+        if settings.slowlog_log_slower_than >= 0:
+            thresholds.append(settings.slowlog_log_slower_than * 1000)
+        if settings.latency_monitor_threshold > 0:
+            thresholds.append(settings.latency_monitor_threshold * 1_000_000)
+        lowest = min(thresholds, default=NEVER)
+        ctx.watch = bool(self.monitors) or lowest < ctx.slice_ns
+        ctx.slow_ns = min(lowest, NEVER)
+
+    def add_monitor(self, ctx: CommandContext, client: CommandClient) -> None:
+        self.monitors[client.id] = client
+        self.rewatch(ctx)
+
+    def forget(self, ctx: CommandContext, client: CommandClient) -> None:
+        """A client gone: no longer a monitor."""
+        if self.monitors.pop(client.id, None) is not None:
+            self.rewatch(ctx)
+
+    # ------------------------------------------------------------ commands
+
+    def call(
+        self, ctx: CommandContext, client: CommandClient, cmd: Command, args: list[bytes]
+    ) -> Reply:
+        """Run ``cmd`` (its handler) timed alone, then record it (:meth:`after`)."""
+        start = perf_counter_ns()
+        reply = cmd.handler(ctx, client, args)
+        self.after(ctx, client, cmd.name, args, perf_counter_ns() - start)
+        return reply
+
+    def after(
+        self, ctx: CommandContext, client: CommandClient, name: str, args: list[bytes], ns: int
+    ) -> None:
+        """A command that ran in ``ns`` nanoseconds: the latency sample, the
+        slow log, the MONITOR feed, in Redis's ``call()`` order."""
+        flags = self._flags.get(name)
+        if flags is None:
+            flags = self._flags[name] = flags_of(name)
+        settings = ctx.settings
+        usec = ns // 1000
+        if self.latency is not None and settings.latency_monitor_threshold:
+            event = "fast-command" if "fast" in flags else "command"
+            self.latency.add_if_needed(event, usec // 1000, settings.latency_monitor_threshold)
+        threshold = settings.slowlog_log_slower_than
+        if threshold >= 0 and usec >= threshold and "skip_slowlog" not in flags:
+            self.slowlog.push(client, redacted(name, args), usec, settings.slowlog_max_len)
+        if self.monitors and not ("admin" in flags or "skip_monitor" in flags):
+            self.feed(client, redacted(name, args))
+
+    def slow_batch(
+        self, ctx: CommandContext, client: CommandClient, args: list[bytes], ns: int, count: int
+    ) -> None:
+        """A batch of ``count`` requests that took ``ns`` ns, more than
+        ``ctx.slow_ns`` (unwatched: module doc); ``args``: its last request,
+        ``client.last_command`` its command's name."""
+        if count > 1:
+            self.slowlog_batches += 1
+        self.after(ctx, client, client.last_command, args, ns)
+
+    def feed(self, client: CommandClient, args: list[bytes]) -> None:
+        """``replicationFeedMonitors``: ``+<secs>.<usecs> [<db> <addr>] "arg" ...``
+        to every MONITOR client."""
+        now = time.time_ns() // 1000
+        db = client.extras.db
+        line = b"+%d.%06d [%d %s] %s\r\n" % (
+            now // 1_000_000,
+            now % 1_000_000,
+            db,
+            client.addr.encode(),
+            b" ".join([sdscatrepr(a) for a in args]),
+        )
+        for monitor in list(self.monitors.values()):
+            monitor.write(line)
