@@ -34,11 +34,11 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Iterable
 from time import perf_counter_ns
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from router.commands.redis_meta import command_meta
+from router.latency import LatencyMonitor
 from router.parser import string2ll
 
 if TYPE_CHECKING:
@@ -140,7 +140,7 @@ class SlowLog:
         while len(self.entries) > max_len:
             self.entries.pop()
 
-    def latest(self, count: int) -> Iterable[tuple[int, int, int, list[bytes], bytes, bytes]]:
+    def latest(self, count: int) -> list[tuple[int, int, int, list[bytes], bytes, bytes]]:
         return list(self.entries)[:count]
 
 
@@ -148,11 +148,10 @@ class Hooks:
     """The node's watchers of commands (module doc): MONITOR clients, the
     slow log, the latency monitor."""
 
-    def __init__(self, latency: Any = None) -> None:
+    def __init__(self) -> None:
         self.monitors: dict[int, CommandClient] = {}
         self.slowlog = SlowLog()
-        #: the latency monitor (:class:`router.latency.LatencyMonitor`), if any
-        self.latency = latency
+        self.latency = LatencyMonitor()
         #: pipelined batches over the threshold logged as their last request
         self.slowlog_batches = 0
         self._flags: dict[str, frozenset[str]] = {}
@@ -202,7 +201,7 @@ class Hooks:
             flags = self._flags[name] = flags_of(name)
         settings = ctx.settings
         usec = ns // 1000
-        if self.latency is not None and settings.latency_monitor_threshold:
+        if settings.latency_monitor_threshold:
             event = "fast-command" if "fast" in flags else "command"
             self.latency.add_if_needed(event, usec // 1000, settings.latency_monitor_threshold)
         threshold = settings.slowlog_log_slower_than

@@ -1,5 +1,8 @@
-"""SLOWLOG GET | LEN | RESET | HELP (Redis 7.0.15 ``src/slowlog.c``): the slow
-log :mod:`router.hooks` keeps, in Redis's reply shapes and errors."""
+"""SLOWLOG GET | LEN | RESET | HELP (Redis 7.0.15 ``src/slowlog.c``) and
+LATENCY LATEST | HISTORY | RESET | DOCTOR | HELP (``src/latency.c``): the
+slow log and the latency monitor :mod:`router.hooks` keeps, in Redis's
+reply shapes and errors. LATENCY GRAPH and HISTOGRAM are not implemented
+(an unknown subcommand)."""
 
 from __future__ import annotations
 
@@ -81,6 +84,60 @@ def slowlog_help(ctx: CommandContext, client: CommandClient, args: list[bytes]) 
     return help_reply(args, _SLOWLOG_HELP)
 
 
+def latency_latest(ctx: CommandContext, client: CommandClient, args: list[bytes]) -> Reply:
+    events = ctx.hooks.latency.events
+    out = [resp.array_header(len(events))]
+    for name, series in events.items():
+        when, ms = series.latest()
+        out.append(b"*4\r\n" + resp.bulk(name.encode()) + resp.integer(when) + resp.integer(ms))
+        out.append(resp.integer(series.max))
+    return b"".join(out)
+
+
+def latency_history(ctx: CommandContext, client: CommandClient, args: list[bytes]) -> Reply:
+    series = ctx.hooks.latency.events.get(args[2].decode(errors="surrogateescape"))
+    samples = series.history() if series is not None else []
+    return resp.array_header(len(samples)) + b"".join(
+        b"*2\r\n" + resp.integer(when) + resp.integer(ms) for when, ms in samples
+    )
+
+
+def latency_reset(ctx: CommandContext, client: CommandClient, args: list[bytes]) -> Reply:
+    names = [a.decode(errors="surrogateescape") for a in args[2:]] or None
+    return resp.integer(ctx.hooks.latency.reset(names))
+
+
+def latency_doctor(ctx: CommandContext, client: CommandClient, args: list[bytes]) -> Reply:
+    settings = ctx.settings
+    report = ctx.hooks.latency.report(
+        settings.latency_monitor_threshold, settings.slowlog_log_slower_than
+    )
+    return resp.verbatim(report.encode(), client.resp)
+
+
+_LATENCY_HELP = (
+    "DOCTOR",
+    "    Return a human readable latency analysis report.",
+    "GRAPH <event>",
+    "    Return an ASCII latency graph for the <event> class.",
+    "HISTORY <event>",
+    "    Return time-latency samples for the <event> class.",
+    "LATEST",
+    "    Return the latest latency samples for all events.",
+    "RESET [<event> ...]",
+    "    Reset latency data of one or more <event> classes.",
+    "    (default: reset all data for all event classes)",
+    "HISTOGRAM [COMMAND ...]",
+    "    Return a cumulative distribution of latencies in the format of a histogram for the "
+    "specified command names.",
+    "    If no commands are specified then all histograms are replied.",
+)
+
+
+def latency_help(ctx: CommandContext, client: CommandClient, args: list[bytes]) -> Reply:
+    return help_reply(args, _LATENCY_HELP)
+
+
 def _container(ctx: CommandContext, client: CommandClient, args: list[bytes]) -> Reply:
     raise AssertionError("always a subcommand")
 
@@ -109,6 +166,20 @@ COMMANDS = (
                 slowlog_help,
                 "Show helpful text about the different subcommands",
             ),
+        ),
+    ),
+    Command(
+        "latency",
+        -2,
+        _container,
+        "A container for latency diagnostics commands.",
+        "server",
+        subcommands=subcommand_table(
+            _sub("latency", "latest", 2, latency_latest, "Returns the latest latency samples."),
+            _sub("latency", "history", 3, latency_history, "Returns an event's samples."),
+            _sub("latency", "reset", -2, latency_reset, "Resets the latency data of events."),
+            _sub("latency", "doctor", 2, latency_doctor, "Returns a latency analysis report."),
+            _sub("latency", "help", 2, latency_help, "Returns helpful text about the subcommands."),
         ),
     ),
 )

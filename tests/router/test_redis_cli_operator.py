@@ -112,3 +112,18 @@ def test_redis_cli_monitor_sees_a_subscriber_and_a_publisher(tmp_path):
     line = re.compile(r"^\d+\.\d{6} \[0 127\.0\.0\.1:\d+\] (.*)$")
     shown = sorted(m[1] for m in map(line.match, seen) if m)
     assert shown == ['"PUBLISH" "news" "hi there"', '"SUBSCRIBE" "news"'], seen
+
+
+def test_redis_cli_latency_and_latency_history(tmp_path):
+    with node(tmp_path / "n.log", bus=False) as (_, port):
+        # --latency --raw: one line "min max avg samples" after -i seconds, then exits
+        done = cli(port, "--latency", "--raw", "-i", "0.5", timeout=20)
+        history = _lines(["redis-cli", "-p", str(port), "--latency-history", "-i", "0.3"], 2)
+    assert done.returncode == 0, done.stderr
+    low, high, avg, samples = done.stdout.split()
+    assert 0 <= int(low) <= float(avg) <= int(high) and int(samples) > 10
+    # not a terminal: --latency-history prints the same four numbers per -i period
+    assert len(history) == 2
+    for row in history:
+        low, high, avg, samples = row.split()
+        assert int(low) <= int(high) and int(samples) > 0
