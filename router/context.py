@@ -52,7 +52,6 @@ if TYPE_CHECKING:
     from router.channel_table import ChannelTable
     from router.client_extras import ClientExtras
     from router.config import NodeConfig
-    from router.hooks import Hooks
     from router.kinds import Kind
     from router.parser import RequestParser
     from router.pattern_index import PatternIndex
@@ -175,6 +174,28 @@ class SubscriptionsView(Protocol):
     def run(self, job: Work) -> Reply: ...
 
 
+class HooksView(Protocol):
+    """What the request loop and commands reach of the node's watchers of
+    commands (:class:`router.hooks.Hooks`: MONITOR, the slow log, the
+    latency monitor)."""
+
+    monitors: dict[int, Any]
+    slowlog: Any  # router.hooks.SlowLog
+    latency: Any  # router.latency.LatencyMonitor
+
+    def rewatch(self, ctx: CommandContext) -> None: ...
+
+    def add_monitor(self, ctx: CommandContext, client: CommandClient) -> None: ...
+
+    def call(
+        self, ctx: CommandContext, client: CommandClient, cmd: Any, args: list[bytes]
+    ) -> Reply: ...
+
+    def slow_batch(
+        self, ctx: CommandContext, client: CommandClient, args: list[bytes], ns: int, count: int
+    ) -> None: ...
+
+
 class NodeView(Protocol):
     """The node as a whole, for INFO, CLUSTER INFO and CONFIG RESETSTAT."""
 
@@ -215,7 +236,7 @@ class CommandContext:
         on_settings: Callable[[Settings, Settings], None],
         data_plane: str,
         commands: dict[bytes, Any],
-        hooks: Hooks,
+        hooks: HooksView,
     ) -> None:
         self.node_id = node_id
         self.config = config
