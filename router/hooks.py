@@ -26,8 +26,9 @@ What each records, Redis's rules: commands refused before they ran are not
 seen; the slow log skips ``skip_slowlog`` commands (EXEC, ...) and MONITOR
 skips ``admin`` and ``skip_monitor`` ones (CONFIG, CLIENT LIST, SLOWLOG,
 ...), by the command's flags in Redis 7.0.15's table
-(:mod:`router.commands.redis_meta`); AUTH's, HELLO AUTH's and ACL SETUSER's
-secrets are ``(redacted)`` (``redactClientCommandArgument``).
+(:data:`UNMONITORED`, :data:`SKIP_SLOWLOG`, :data:`FAST`); AUTH's, HELLO
+AUTH's, ACL SETUSER's and CONFIG SET requirepass's secrets are
+``(redacted)`` (``redactClientCommandArgument``).
 """
 
 from __future__ import annotations
@@ -68,9 +69,30 @@ def sdscatrepr(data: bytes) -> bytes:
 
 def flags_of(name: str) -> frozenset[str]:
     """The command's flags in Redis 7.0.15's table (``admin``, ``fast``,
-    ``skip_monitor``, ``skip_slowlog``, ...); none for a command Redis lacks."""
+    ``skip_monitor``, ``skip_slowlog``, ...); none for a command Redis lacks.
+    (Reads the whole table: the tests check :data:`UNMONITORED`,
+    :data:`SKIP_SLOWLOG` and :data:`FAST` against it.)"""
     meta = command_meta(name)
     return frozenset(str(f) for f in meta.info[2]) if meta is not None else frozenset()
+
+
+#: the node's commands with Redis 7.0.15's ``admin`` or ``skip_monitor`` flag
+#: (MONITOR does not show them), ``skip_slowlog`` (the slow log skips them) and
+#: ``fast`` (their latency event is ``fast-command``), kept here so that a node
+#: never loads Redis's table for them (tests/router/test_hooks.py compares)
+UNMONITORED = frozenset(
+    {"acl|deluser", "acl|dryrun", "acl|getuser", "acl|list", "acl|load", "acl|log", "acl|save",
+     "acl|setuser", "acl|users", "client|kill", "client|list", "client|no-evict", "client|pause",
+     "client|unpause", "cluster|forget", "cluster|meet", "config|get", "config|resetstat",
+     "config|set", "latency|doctor", "latency|history", "latency|latest", "latency|reset",
+     "monitor", "shutdown", "slowlog|get", "slowlog|len", "slowlog|reset"}
+)  # fmt: skip
+SKIP_SLOWLOG = frozenset({"exec"})
+FAST = frozenset(
+    {"auth", "dbsize", "discard", "echo", "hello", "lastsave", "multi", "ping", "publish",
+     "quit", "readonly", "readwrite", "reset", "role", "select", "spublish", "time", "unwatch",
+     "watch"}
+)  # fmt: skip
 
 
 def redacted(name: str, args: list[bytes]) -> list[bytes]:
@@ -154,7 +176,6 @@ class Hooks:
         self.latency = LatencyMonitor()
         #: pipelined batches over the threshold logged as their last request
         self.slowlog_batches = 0
-        self._flags: dict[str, frozenset[str]] = {}
 
     # ------------------------------------------------------------ switching
 
@@ -196,18 +217,15 @@ class Hooks:
     ) -> None:
         """A command that ran in ``ns`` nanoseconds: the latency sample, the
         slow log, the MONITOR feed, in Redis's ``call()`` order."""
-        flags = self._flags.get(name)
-        if flags is None:
-            flags = self._flags[name] = flags_of(name)
         settings = ctx.settings
         usec = ns // 1000
         if settings.latency_monitor_threshold:
-            event = "fast-command" if "fast" in flags else "command"
+            event = "fast-command" if name in FAST else "command"
             self.latency.add_if_needed(event, usec // 1000, settings.latency_monitor_threshold)
         threshold = settings.slowlog_log_slower_than
-        if threshold >= 0 and usec >= threshold and "skip_slowlog" not in flags:
+        if threshold >= 0 and usec >= threshold and name not in SKIP_SLOWLOG:
             self.slowlog.push(client, redacted(name, args), usec, settings.slowlog_max_len)
-        if self.monitors and not ("admin" in flags or "skip_monitor" in flags):
+        if self.monitors and name not in UNMONITORED:
             self.feed(client, redacted(name, args))
 
     def slow_batch(
