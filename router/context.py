@@ -207,6 +207,12 @@ class NodeView(Protocol):
 
     #: when the node started (unix seconds): LASTSAVE
     started: float
+    #: its resident set when it was built (bytes): MEMORY STATS
+    startup_rss: int
+
+    def rss(self) -> tuple[int, int]:
+        """Its resident set now and at its peak (bytes): MEMORY STATS."""
+        ...
 
     def shutdown(self, client: CommandClient) -> asyncio.Future[bytes]:
         """SHUTDOWN: stop the node as SIGTERM does; the future (``client``'s

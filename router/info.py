@@ -47,7 +47,8 @@ _HZ = 10
 _LRU_CLOCK_MAX = (1 << 24) - 1
 
 
-def _rss_bytes() -> int:
+def rss_bytes() -> int:
+    """The process's resident set, bytes (``/proc/self/statm``)."""
     try:
         with open("/proc/self/statm", "rb") as fh:
             return int(fh.read().split()[1]) * _PAGE
@@ -72,7 +73,7 @@ def info_sections(node: Node) -> dict[str, Section]:
         resource.getrusage(resource.RUSAGE_SELF),
         resource.getrusage(resource.RUSAGE_CHILDREN),
     )
-    rss = _rss_bytes()
+    rss = rss_bytes()
     peak = max(rss, usage.ru_maxrss * 1024)
     pubsub_clients = sum(
         1 for cl in node.clients.values() if cl.channels or cl.patterns or cl.shard_channels

@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import resource
 import time
 from collections.abc import Callable
 from itertools import count
@@ -37,6 +38,7 @@ from router.commands import COMMANDS
 from router.config import NodeConfig
 from router.hooks import Hooks
 from router.idle import IdleTimer
+from router.info import rss_bytes
 from router.pause import ClientPause
 from router.settings import Settings
 from router.subscriptions import Subscriptions
@@ -114,6 +116,7 @@ class Node:
         self.client_class = plane.Client
         self.port = config.port
         self.started = time.time()
+        self.startup_rss = rss_bytes()  # MEMORY STATS's startup.allocated
         #: what SHUTDOWN calls (``bloomcast node``: the SIGTERM path); an
         #: in-process node stops itself
         self.on_shutdown: Callable[[], object] = self._stop_soon
@@ -214,6 +217,11 @@ class Node:
         log.warning("User requested shutdown...")
         self.on_shutdown()
         return asyncio.get_running_loop().create_future()
+
+    def rss(self) -> tuple[int, int]:
+        """The resident set now and at its peak, bytes (INFO's used_memory, _peak)."""
+        now = rss_bytes()
+        return now, max(now, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
 
     def _stop_soon(self) -> None:
         self._stop_task = asyncio.get_running_loop().create_task(self.stop())

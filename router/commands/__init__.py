@@ -17,6 +17,7 @@ from router.commands import (
     config_cmd,
     connection,
     diagnostics,
+    memory,
     multi,
     operator,
     publish,
@@ -44,6 +45,7 @@ def _build() -> dict[bytes, Command]:
         acl_cmd,
         operator,
         diagnostics,
+        memory,
     ):
         for cmd in module.COMMANDS:
             table[cmd.name.encode()] = cmd
