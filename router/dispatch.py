@@ -203,7 +203,7 @@ def process(conn: Connection, data: bytes = b"", now: float = 0.0) -> Action:
             runs.append((last, n))
             share_time(runs, elapsed)
         else:  # one command in the batch (the usual case): all of the time is its
-            last.nanoseconds += elapsed
+            last.timed(elapsed, n)
         if elapsed > ctx.slow_ns and ran is not None and not ctx.watch:
             # over a slow log / latency threshold, no command timed alone
             # (router.hooks): the batch's last request, with the batch's time
@@ -321,7 +321,7 @@ def execute_counted(conn: Connection, args: list[bytes]) -> Reply:
     reply = execute(conn, args)
     ran, conn.ran = conn.ran, None
     if ran is not None:
-        ran.nanoseconds += perf_counter_ns() - start
+        ran.timed(perf_counter_ns() - start, 1)
     if type(reply) is bytes and reply[:1] == b"-":
         conn.ctx.stats.error_replied(reply)
         if ran is not None:

@@ -1,15 +1,17 @@
 """SLOWLOG GET | LEN | RESET | HELP (Redis 7.0.15 ``src/slowlog.c``) and
-LATENCY LATEST | HISTORY | RESET | DOCTOR | HELP (``src/latency.c``): the
+LATENCY LATEST | HISTORY | RESET | DOCTOR | HISTOGRAM | HELP (``src/latency.c``): the
 slow log and the latency monitor :mod:`router.hooks` keeps, in Redis's
-reply shapes and errors. LATENCY GRAPH and HISTOGRAM are not implemented
+reply shapes and errors; LATENCY HISTOGRAM from the commands' stats
+(:meth:`router.stats.CommandStat.timed`). LATENCY GRAPH is not implemented
 (an unknown subcommand)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from router import resp
 from router.commands.base import Command, Reply, subcommand_table
+from router.commands.server import lookup
 from router.parser import string2ll
 
 if TYPE_CHECKING:
@@ -115,6 +117,50 @@ def latency_doctor(ctx: CommandContext, client: CommandClient, args: list[bytes]
     return resp.verbatim(report.encode(), client.resp)
 
 
+def _cdf(stat: Any, resp3: int) -> bytes:
+    """Redis's ``fillCommandCDF``: calls, then each bucket that adds calls
+    (its highest value in microseconds -> calls up to it)."""
+    histogram: list[int] = stat.histogram
+    pairs = []
+    cumulative = 0
+    for level, count in enumerate(histogram):
+        if count:
+            cumulative += count
+            pairs.append(resp.integer(((1032 << level) - 1) // 1000) + resp.integer(cumulative))
+    return (
+        resp.map_header(2, resp3)
+        + resp.bulk(b"calls")
+        + resp.integer(cumulative)
+        + resp.bulk(b"histogram_usec")
+        + resp.map_header(len(pairs), resp3)
+        + b"".join(pairs)
+    )
+
+
+def latency_histogram(ctx: CommandContext, client: CommandClient, args: list[bytes]) -> Reply:
+    """LATENCY HISTOGRAM [command ...] (Redis 7 ``latencyAllCommandsFillCDF``,
+    ``latencySpecificCommandsFillCDF``): each command that ran (full name) ->
+    its histogram; a container named: its subcommands that ran; unknown names
+    left out. The node times a pipelined batch as a whole: each command of it
+    counts at the batch's mean (:func:`router.stats.share_time`)."""
+    stats = ctx.stats.commands
+    if len(args) == 2:
+        names = list(stats)
+    else:
+        names = []
+        for arg in args[2:]:
+            cmd = lookup(ctx, arg)
+            if cmd is None:
+                continue
+            names.append(cmd.name)
+            names += [sub.name for sub in (cmd.subcommands or {}).values()]
+    found = [(n, stats.get(n)) for n in names]
+    found = [(n, stat) for n, stat in found if stat is not None and stat.histogram is not None]
+    return resp.map_header(len(found), client.resp) + b"".join(
+        resp.bulk(n.encode()) + _cdf(stat, client.resp) for n, stat in found
+    )
+
+
 _LATENCY_HELP = (
     "DOCTOR",
     "    Return a human readable latency analysis report.",
@@ -180,6 +226,7 @@ COMMANDS = (
             _sub("latency", "reset", -2, latency_reset, "Resets the latency data of events."),
             _sub("latency", "doctor", 2, latency_doctor, "Returns a latency analysis report."),
             _sub("latency", "help", 2, latency_help, "Returns helpful text about the subcommands."),
+            _sub("latency", "histogram", -2, latency_histogram, "Returns latency histograms."),
         ),
     ),
 )

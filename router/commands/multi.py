@@ -119,7 +119,7 @@ def _call(ctx: CommandContext, client: CommandClient, cmd: Command, args: list[b
     stats.commands_processed += 1
     stat = stats.commands[cmd.name]
     stat.calls += 1
-    stat.nanoseconds += perf_counter_ns() - start
+    stat.timed(perf_counter_ns() - start, 1)
     if type(reply) is bytes and reply[:1] == b"-":
         stat.failed_calls += 1
     return reply
