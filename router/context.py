@@ -188,7 +188,11 @@ class HooksView(Protocol):
     def add_monitor(self, ctx: CommandContext, client: CommandClient) -> None: ...
 
     def call(
-        self, ctx: CommandContext, client: CommandClient, cmd: Any, args: list[bytes]
+        self,
+        ctx: CommandContext,
+        client: CommandClient,
+        cmd: Any,
+        args: list[bytes],
     ) -> Reply: ...
 
     def slow_batch(

@@ -204,19 +204,32 @@ class Hooks:
     # ------------------------------------------------------------ commands
 
     def call(
-        self, ctx: CommandContext, client: CommandClient, cmd: Command, args: list[bytes]
+        self,
+        ctx: CommandContext,
+        client: CommandClient,
+        cmd: Command,
+        args: list[bytes],
     ) -> Reply:
-        """Run ``cmd`` (its handler) timed alone, then record it (:meth:`after`)."""
+        """Run ``cmd`` (its handler) timed alone, then record it (:meth:`after`).
+        A MONITOR client's own command: its line follows its reply (Redis
+        feeds the monitors after the command replied; in EXEC, inside
+        EXEC's array, as Redis's)."""
         start = perf_counter_ns()
         reply = cmd.handler(ctx, client, args)
-        self.after(ctx, client, cmd.name, args, perf_counter_ns() - start)
+        own = self.after(ctx, client, cmd.name, args, perf_counter_ns() - start)
+        if own:
+            if type(reply) is bytes:
+                return reply + own
+            client.write(own)
         return reply
 
     def after(
         self, ctx: CommandContext, client: CommandClient, name: str, args: list[bytes], ns: int
-    ) -> None:
+    ) -> bytes:
         """A command that ran in ``ns`` nanoseconds: the latency sample, the
-        slow log, the MONITOR feed, in Redis's ``call()`` order."""
+        slow log, the MONITOR feed, in Redis's ``call()`` order; the line
+        for ``client`` itself when it is a monitor (b"" otherwise), which the
+        caller writes after its reply."""
         settings = ctx.settings
         usec = ns // 1000
         if settings.latency_monitor_threshold:
@@ -226,7 +239,8 @@ class Hooks:
         if threshold >= 0 and usec >= threshold and name not in SKIP_SLOWLOG:
             self.slowlog.push(client, redacted(name, args), usec, settings.slowlog_max_len)
         if self.monitors and name not in UNMONITORED:
-            self.feed(client, redacted(name, args))
+            return self.feed(client, redacted(name, args))
+        return b""
 
     def slow_batch(
         self, ctx: CommandContext, client: CommandClient, args: list[bytes], ns: int, count: int
@@ -236,11 +250,12 @@ class Hooks:
         ``client.last_command`` its command's name."""
         if count > 1:
             self.slowlog_batches += 1
-        self.after(ctx, client, client.last_command, args, ns)
+        self.after(ctx, client, client.last_command, args, ns)  # (no monitor: unwatched)
 
-    def feed(self, client: CommandClient, args: list[bytes]) -> None:
+    def feed(self, client: CommandClient, args: list[bytes]) -> bytes:
         """``replicationFeedMonitors``: ``+<secs>.<usecs> [<db> <addr>] "arg" ...``
-        to every MONITOR client."""
+        to every MONITOR client; the line is returned instead of written
+        when ``client`` is one."""
         now = time.time_ns() // 1000
         db = client.extras.db
         line = b"+%d.%06d [%d %s] %s\r\n" % (
@@ -250,5 +265,10 @@ class Hooks:
             client.addr.encode(),
             b" ".join([sdscatrepr(a) for a in args]),
         )
+        own = b""
         for monitor in list(self.monitors.values()):
-            monitor.write(line)
+            if monitor is client:
+                own = line
+            else:
+                monitor.write(line)
+        return own

@@ -139,3 +139,11 @@ def test_monitor_errors_as_the_oracle(servers):
     assert_same_as_oracle(
         servers, b"MONITOR x\r\nMULTI\r\nMONITOR\r\nEXEC\r\nSUBSCRIBE a\r\nMONITOR\r\n"
     )
+
+
+def test_a_monitors_own_commands_follow_their_replies_as_redis(servers):
+    oracle, node = servers
+    payload = b"MONITOR\r\nPING\r\nECHO hi\r\nMULTI\r\nPING\r\nEXEC\r\nCONFIG GET timeout\r\n"
+    (want, _), (got, _) = exchange_pair(oracle, node, payload)
+    mask = rb"\+\d+\.\d{6} \[0 127\.0\.0\.1:\d+\]"
+    assert re.sub(mask, b"+0 ?", got) == re.sub(mask, b"+0 ?", want)
