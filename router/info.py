@@ -169,6 +169,8 @@ def info_sections(node: Node) -> dict[str, Section]:
             "loss_disconnections": stats.loss_disconnections,
             "total_request_slices": stats.parse_slices,
             "loop_exceptions": stats.loop_exceptions,
+            # pipelined batches over the slow log's threshold, logged as their last request
+            "slowlog_batches": node.hooks.slowlog_batches,
             "protected_mode_denied_connections": stats.protected_mode_denied,
             "tls_handshake_failures": stats.tls_handshake_failures,
             # Redis 7.2's names (7.0 counts these only in ACL LOG)

@@ -147,3 +147,26 @@ def test_a_monitors_own_commands_follow_their_replies_as_redis(servers):
     (want, _), (got, _) = exchange_pair(oracle, node, payload)
     mask = rb"\+\d+\.\d{6} \[0 127\.0\.0\.1:\d+\]"
     assert re.sub(mask, b"+0 ?", got) == re.sub(mask, b"+0 ?", want)
+
+
+def test_a_slow_pipelined_batch_is_logged_as_its_last_request(servers):
+    """At a threshold of the loop's slice (5 ms) or more, the node times a
+    batch, not each command (router/hooks.py): a pipeline that passes it is
+    logged once, as its last request with the batch's time, and counted in
+    INFO slowlog_batches. (A batch ends once it passed the 5 ms slice: one
+    of 100,000 PINGs does.)"""
+    _, node = servers
+    with connect(node) as s:
+        s.sendall(b"CONFIG SET slowlog-log-slower-than 5000\r\nSLOWLOG RESET\r\n")
+        read_quiet(s)
+        s.settimeout(30)
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:  # (its replies read meanwhile)
+            sent = pool.submit(s.sendall, b"PING\r\n" * 100_000)
+            read_quiet(s, 0.5)
+            sent.result()
+        s.sendall(b"SLOWLOG GET 1\r\nINFO stats\r\n" + DEFAULTS)
+        reply, _ = read_quiet(s)
+    entry = re.match(rb"\*1\r\n\*6\r\n:\d+\r\n:\d+\r\n:(\d+)\r\n\*1\r\n\$4\r\nPING\r\n", reply)
+    assert entry is not None and int(entry[1]) >= 5000, reply[:200]
+    batches = re.search(rb"slowlog_batches:(\d+)", reply)
+    assert batches is not None and int(batches[1]) >= 1
