@@ -187,6 +187,8 @@ class HooksView(Protocol):
 
     def add_monitor(self, ctx: CommandContext, client: CommandClient) -> None: ...
 
+    def forget(self, ctx: CommandContext, client: CommandClient) -> None: ...
+
     def call(
         self,
         ctx: CommandContext,

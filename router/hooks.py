@@ -194,11 +194,13 @@ class Hooks:
 
     def add_monitor(self, ctx: CommandContext, client: CommandClient) -> None:
         self.monitors[client.id] = client
+        client.extras.monitor = True
         self.rewatch(ctx)
 
     def forget(self, ctx: CommandContext, client: CommandClient) -> None:
-        """A client gone: no longer a monitor."""
+        """A client gone, or RESET: no longer a monitor."""
         if self.monitors.pop(client.id, None) is not None:
+            client.extras.monitor = False
             self.rewatch(ctx)
 
     # ------------------------------------------------------------ commands

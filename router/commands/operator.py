@@ -19,8 +19,8 @@ a health check) types at a node, answered as Redis 7.0.15 answers.
 - MONITOR (``monitorCommand``): the client gets every command the node
   runs from then on (:mod:`router.hooks`).
 - READONLY / READWRITE (``src/cluster.c``): OK on a cluster node (a node with
-  a bus; it has no replicas to read from, so nothing changes), Redis's error
-  on a standalone one (``--no-bus``).
+  a bus; it has no replicas to read from, so only CLIENT LIST's ``r`` flag
+  changes), Redis's error on a standalone one (``--no-bus``).
 """
 
 from __future__ import annotations
@@ -71,7 +71,17 @@ def lastsave(ctx: CommandContext, client: CommandClient, args: list[bytes]) -> R
 
 
 def readonly(ctx: CommandContext, client: CommandClient, args: list[bytes]) -> Reply:
-    return resp.OK if ctx.cluster_enabled else _NO_CLUSTER
+    if not ctx.cluster_enabled:
+        return _NO_CLUSTER
+    client.extras.readonly = True
+    return resp.OK
+
+
+def readwrite(ctx: CommandContext, client: CommandClient, args: list[bytes]) -> Reply:
+    if not ctx.cluster_enabled:
+        return _NO_CLUSTER
+    client.extras.readonly = False
+    return resp.OK
 
 
 def monitor(ctx: CommandContext, client: CommandClient, args: list[bytes]) -> Reply:
@@ -98,7 +108,7 @@ COMMANDS = (
     Command("time", 1, time_, "Returns the server time.", "server"),
     Command("lastsave", 1, lastsave, "Returns the Unix timestamp of the last save.", "server"),
     Command("readonly", 1, readonly, "Enables read-only queries for a connection.", "cluster"),
-    Command("readwrite", 1, readonly, "Enables read-write queries for a connection.", "cluster"),
+    Command("readwrite", 1, readwrite, "Enables read-write queries for a connection.", "cluster"),
     Command(
         "monitor",
         1,

@@ -69,8 +69,11 @@ def test_cluster_node_answers_as_a_cluster_enabled_redis():
         bloomcast_node(bus=True) as node,
     ):
         assert_same_as_oracle((oracle, node), payload)
-        (want, _), _ = exchange_pair(oracle, node, b"READONLY\r\n")
-        assert want == b"+OK\r\n"
+        flagged = b"READONLY\r\nCLIENT INFO\r\nREADWRITE\r\nCLIENT INFO\r\n"
+        (want, _), (got, _) = exchange_pair(oracle, node, flagged)
+        assert want.startswith(b"+OK\r\n")
+        flags = [re.findall(rb" flags=(\w+) ", d) for d in (want, got)]
+        assert flags[0] == flags[1] == [b"r", b"N"]
 
 
 def test_shutdown_closes_the_connection_without_a_reply_as_redis():

@@ -170,3 +170,18 @@ def test_a_slow_pipelined_batch_is_logged_as_its_last_request(servers):
     assert entry is not None and int(entry[1]) >= 5000, reply[:200]
     batches = re.search(rb"slowlog_batches:(\d+)", reply)
     assert batches is not None and int(batches[1]) >= 1
+
+
+def _flags_masked(data: bytes) -> bytes:
+    return re.sub(rb"\+\d+\.\d{6} \[0 127\.0\.0\.1:\d+\]", b"+0 ?", data)
+
+
+def test_reset_ends_monitor_and_client_list_shows_it_as_redis(servers):
+    """CLIENT INFO's flags=O of a MONITOR client, which RESET leaves (Redis's
+    clearClientConnectionState): no line after it."""
+    oracle, node = servers
+    payload = b"MONITOR\r\nCLIENT INFO\r\nRESET\r\nPING\r\nCLIENT INFO\r\n"
+    (want, _), (got, _) = exchange_pair(oracle, node, payload)
+    flags = [re.findall(rb" flags=(\w+) ", d) for d in (want, got)]
+    assert flags[0] == flags[1] == [b"O", b"N"]
+    assert b'"PING"' not in got and b'"PING"' not in want
