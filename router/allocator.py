@@ -50,3 +50,16 @@ def on_glibc() -> bool:
     except (AttributeError, ValueError, OSError):  # no confstr (Windows), no such name
         return False
     return bool(libc and libc.startswith("glibc"))
+
+
+def purge() -> None:
+    """MEMORY PURGE: glibc's ``malloc_trim(0)``, the free memory at the top
+    of the heap and in its arenas given back to the kernel (elsewhere
+    nothing: Redis on an allocator other than jemalloc does nothing too)."""
+    if not on_glibc():
+        return
+    trim = getattr(ctypes.CDLL(None), "malloc_trim", None)
+    if trim is not None:
+        trim.argtypes = (ctypes.c_size_t,)
+        trim.restype = ctypes.c_int
+        trim(0)

@@ -84,8 +84,8 @@ UNMONITORED = frozenset(
     {"acl|deluser", "acl|dryrun", "acl|getuser", "acl|list", "acl|load", "acl|log", "acl|save",
      "acl|setuser", "acl|users", "client|kill", "client|list", "client|no-evict", "client|pause",
      "client|unpause", "cluster|forget", "cluster|meet", "config|get", "config|resetstat",
-     "config|set", "latency|doctor", "latency|history", "latency|latest", "latency|reset",
-     "monitor", "shutdown", "slowlog|get", "slowlog|len", "slowlog|reset"}
+     "config|set", "latency|doctor", "latency|histogram", "latency|history", "latency|latest",
+     "latency|reset", "monitor", "shutdown", "slowlog|get", "slowlog|len", "slowlog|reset"}
 )  # fmt: skip
 SKIP_SLOWLOG = frozenset({"exec"})
 FAST = frozenset(

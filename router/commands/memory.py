@@ -24,7 +24,8 @@ resident set stands for what Redis calls allocated:
   "empty" test on what the node allocated since it was built, so a fresh
   node is empty as a fresh Redis is).
 
-MALLOC-STATS and PURGE (jemalloc's) are not implemented.
+- MEMORY MALLOC-STATS: what a Redis built without jemalloc answers;
+  MEMORY PURGE: glibc's ``malloc_trim`` (:func:`router.allocator.purge`), OK.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, Any
 
-from router import resp
+from router import allocator, resp
 from router.commands.base import Command, Reply, subcommand_table
 from router.commands.diagnostics import help_reply
 from router.parser import string2ll
@@ -191,6 +192,16 @@ def memory_help(ctx: CommandContext, client: CommandClient, args: list[bytes]) -
     return help_reply(args, _HELP)
 
 
+def memory_malloc_stats(ctx: CommandContext, client: CommandClient, args: list[bytes]) -> Reply:
+    """Redis built without jemalloc answers this (the node's is pymalloc)."""
+    return resp.bulk(b"Stats not supported for the current allocator")
+
+
+def memory_purge(ctx: CommandContext, client: CommandClient, args: list[bytes]) -> Reply:
+    allocator.purge()
+    return resp.OK
+
+
 def _container(ctx: CommandContext, client: CommandClient, args: list[bytes]) -> Reply:
     raise AssertionError("always a subcommand")
 
@@ -209,6 +220,8 @@ COMMANDS = (
         subcommands=subcommand_table(
             _sub("doctor", 2, memory_doctor, "Outputs a memory problems report."),
             _sub("help", 2, memory_help, "Returns helpful text about the different subcommands."),
+            _sub("malloc-stats", 2, memory_malloc_stats, "Returns the allocator statistics."),
+            _sub("purge", 2, memory_purge, "Asks the allocator to release memory."),
             _sub("stats", 2, memory_stats, "Returns details about memory usage."),
             _sub("usage", -3, memory_usage, "Estimates the memory usage of a key."),
         ),

@@ -1,8 +1,9 @@
 """MEMORY STATS | USAGE | DOCTOR | HELP against the oracle (redis-server
 7.0.15): USAGE of a channel name answers as a key Redis does not have, with
 Redis's option checks; STATS has Redis's fields in Redis's order and reply
-types (then the node's own); HELP and the errors byte for byte; DOCTOR of a
-fresh node says what Redis says of an empty instance."""
+types (then the node's own); HELP, PURGE and the errors byte for byte;
+MALLOC-STATS as a Redis without jemalloc; DOCTOR of a fresh node says what
+Redis says of an empty instance."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ CASES = {
     "subscribed channel": b"MEMORY USAGE chan\r\n",
     "help and errors": b"MEMORY HELP\r\nMEMORY\r\nMEMORY FOO\r\nMEMORY STATS x\r\n"
     b"MEMORY DOCTOR x\r\nMEMORY HELP x\r\n",
+    "purge": b"MEMORY PURGE\r\nMEMORY PURGE x\r\nMEMORY MALLOC-STATS x\r\n",
     "doctor of a fresh node": b"MEMORY DOCTOR\r\n" + HELLO3 + b"MEMORY DOCTOR\r\n",
 }
 
@@ -80,3 +82,11 @@ def test_memory_stats_counts_what_the_node_holds(servers):
     fields = {k.split(b"\r\n")[1]: v for k, v in _map(reply)}
     assert fields[b"pubsub.channels"] == b":3\r\n" and fields[b"pubsub.patterns"] == b":1\r\n"
     assert int(fields[b"filters.bytes"][1:-2]) > 0
+
+
+def test_malloc_stats_as_a_redis_without_jemalloc(servers):
+    _, node = servers
+    with connect(node) as s:
+        s.sendall(b"MEMORY MALLOC-STATS\r\n")
+        reply, _ = read_quiet(s)
+    assert reply == b"$45\r\nStats not supported for the current allocator\r\n"
