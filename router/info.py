@@ -25,6 +25,7 @@ import sys
 import time
 from typing import TYPE_CHECKING
 
+from router.allocator import rss_bytes
 from router.identity import BLOOMCAST_VERSION, REDIS_VERSION
 
 if TYPE_CHECKING:
@@ -32,7 +33,6 @@ if TYPE_CHECKING:
 
 Section = dict[str, int | str]
 
-_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 #: the server section's ``os`` (platform.uname without importing platform)
 _UNAME = os.uname()
 #: Redis's build id is a hash of its build; here of what runs the node
@@ -45,15 +45,6 @@ _GCC_VERSION = _GCC.group(1) if _GCC else "0.0.0"
 _HZ = 10
 #: Redis's LRU clock: seconds, 24 bits (LRU_CLOCK_MAX, LRU_CLOCK_RESOLUTION 1000 ms)
 _LRU_CLOCK_MAX = (1 << 24) - 1
-
-
-def rss_bytes() -> int:
-    """The process's resident set, bytes (``/proc/self/statm``)."""
-    try:
-        with open("/proc/self/statm", "rb") as fh:
-            return int(fh.read().split()[1]) * _PAGE
-    except OSError:  # not Linux: the peak is what getrusage knows
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
 def _human(n: int) -> str:

@@ -33,12 +33,12 @@ from cluster_bus.addresses import first_host, listen
 from cluster_bus.api import ClusterLink, NoPeers
 from router import dataplane
 from router.acl import Acl
+from router.allocator import rss_bytes
 from router.collector import Pauses
 from router.commands import COMMANDS
 from router.config import NodeConfig
 from router.hooks import Hooks
 from router.idle import IdleTimer
-from router.info import rss_bytes
 from router.pause import ClientPause
 from router.settings import Settings
 from router.subscriptions import Subscriptions
