@@ -6,7 +6,7 @@ cimport cython
 cdef class CommandStat:
     cdef public long long calls, nanoseconds, rejected_calls, failed_calls
     cdef public list histogram
-    @cython.locals(value=cython.longlong, bound=cython.longlong, level=Py_ssize_t, histogram=list)
+    @cython.locals(value=cython.longlong, level=Py_ssize_t, histogram=list)
     cpdef timed(self, long long ns, long long count)
 
 

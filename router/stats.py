@@ -54,11 +54,14 @@ class CommandStat:
         bucket ``i`` holds values below ``(1024 << i) + (8 << i)``)."""
         self.nanoseconds += ns
         value = ns // count // 1000 * 1000
-        level = 0
-        bound = HISTOGRAM_FIRST
-        while value >= bound and level < HISTOGRAM_LEVELS - 1:
+        # 2^k <= value < 2^(k+1): bucket k - 10, or the next one from 2^k + 2^(k-7)
+        level = int(value).bit_length() - 11
+        if level < 0:
+            level = 0
+        elif value >= HISTOGRAM_FIRST << level:
             level += 1
-            bound = HISTOGRAM_FIRST << level
+        if level >= HISTOGRAM_LEVELS:
+            level = HISTOGRAM_LEVELS - 1
         histogram = self.histogram
         if histogram is None:
             histogram = self.histogram = [0] * HISTOGRAM_LEVELS

@@ -36,3 +36,26 @@ def test_redaction_stops_where_redis_returned():
     assert redacted("config|set", [b"CONFIG", b"SET", b"REQUIREPASS", b"pw", b"timeout", b"1"]) == [
         b"CONFIG", b"SET", b"REQUIREPASS", b"(redacted)", b"timeout", b"1"
     ]  # fmt: skip
+
+
+def test_latency_histogram_buckets_are_redis_hdr_steps(plane):
+    """Bucket i holds a call of fewer than (1024 << i) + (8 << i) ns (its
+    whole microseconds, at least 1): Redis 7's bounds 1, 2, 4, 8, 16, 33 us..."""
+    stat = plane.NodeStats().command_stat("ping")
+
+    def bucket(usec: int) -> int:
+        stat.histogram = None
+        stat.timed(usec * 1000, 1)
+        return stat.histogram.index(1)
+
+    def reference(value: int) -> int:
+        level = 0
+        while value >= (1032 << level) and level < 20:
+            level += 1
+        return level
+
+    for usec in [*range(0, 5000), 16_508, 16_509, 10**6, 10**7]:
+        assert bucket(usec) == reference(usec * 1000), usec
+    stat.histogram = None
+    stat.timed(30_000, 3)  # three calls of 10 us each
+    assert stat.histogram[reference(10_000)] == 3 and stat.nanoseconds >= 30_000
