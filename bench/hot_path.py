@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import time
 from collections.abc import Callable
 from struct import Struct
@@ -87,10 +88,14 @@ async def publisher_and_subscribers(
     """A node (no bus) with ``subscribers`` clients subscribed to ``bench:ch``
     and one more client to publish: (that client, its transport, the
     subscribers' transports). ``slice_ns``: the node's loop-turn budget per
-    connection (router.context.SLICE_SECONDS when None)."""
+    connection (router.context.SLICE_SECONDS when None); given, the slow log
+    is off too (a batch under valgrind passes its 10 ms of wall time: it
+    would log every batch, which a node at full speed does not)."""
     node = Node(NodeConfig(port=0))
     if slice_ns is not None:
         node.context.slice_ns = slice_ns
+        settings = node.context.settings
+        node.context.swap_settings(dataclasses.replace(settings, slowlog_log_slower_than=-1))
     sub_transports = [CountingTransport() for _ in range(subscribers)]
     for transport in sub_transports:
         sub = node.client_class(node)

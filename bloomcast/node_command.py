@@ -117,6 +117,7 @@ async def serve(
             loop.add_signal_handler(sig, stop.set)
     if log_handler is not None:
         loop.add_signal_handler(signal.SIGHUP, node_log.on_sighup, log_handler)
+    node.on_shutdown = stop.set  # SHUTDOWN stops it as SIGTERM does
     await node.start_serving()
     # from here on the collector walks only what was made since
     collector.settle(node.gc_pauses, node.pubsub.tables_to_freeze())

@@ -14,7 +14,7 @@ cdef bytes PONG
     queued=Py_ssize_t, slice_ns=cython.longlong, start=cython.longlong,
     started=cython.longlong, sliced=bint, done=Py_ssize_t, runs=list,
     last=CommandStat, ran=CommandStat, n=Py_ssize_t, fast=bint, args=list, kind=int,
-    data=bytes, name=str, last_kind=int,
+    data=bytes, name=str, last_kind=int, elapsed=cython.longlong,
 )
 cpdef object process(Connection conn, bytes data=*, double now=*)
 cdef bint _open(Connection conn, CommandContext ctx) except -1

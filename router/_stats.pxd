@@ -5,6 +5,9 @@ cimport cython
 @cython.final
 cdef class CommandStat:
     cdef public long long calls, nanoseconds, rejected_calls, failed_calls
+    cdef public list histogram
+    @cython.locals(value=cython.longlong, level=Py_ssize_t, histogram=list)
+    cpdef timed(self, long long ns, long long count)
 
 
 @cython.final
@@ -21,3 +24,5 @@ cdef class NodeStats:
 
 
 cpdef share_time(list runs, long long elapsed)
+cdef long long HISTOGRAM_FIRST
+cdef Py_ssize_t HISTOGRAM_LEVELS

@@ -1,4 +1,5 @@
-"""The C allocator under a node process: glibc malloc's mmap threshold, fixed.
+"""The C allocator under a node process: glibc malloc's mmap threshold, fixed;
+MEMORY PURGE's trim; the process's resident set (:func:`rss_bytes`).
 
 glibc serves a request of ``M_MMAP_THRESHOLD`` bytes or more (128 KiB at
 start) with its own ``mmap``, unmapped at ``free``. Its default is dynamic
@@ -22,7 +23,9 @@ from __future__ import annotations
 
 import ctypes
 import os
+import resource
 
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 #: ``M_MMAP_THRESHOLD`` in glibc's ``<malloc.h>``
 M_MMAP_THRESHOLD = -3
 #: glibc's starting value (``DEFAULT_MMAP_THRESHOLD_MIN``), now kept
@@ -50,3 +53,26 @@ def on_glibc() -> bool:
     except (AttributeError, ValueError, OSError):  # no confstr (Windows), no such name
         return False
     return bool(libc and libc.startswith("glibc"))
+
+
+def purge() -> None:
+    """MEMORY PURGE: glibc's ``malloc_trim(0)``, the free memory at the top
+    of the heap and in its arenas given back to the kernel (elsewhere
+    nothing: Redis on an allocator other than jemalloc does nothing too)."""
+    if not on_glibc():
+        return
+    trim = getattr(ctypes.CDLL(None), "malloc_trim", None)
+    if trim is not None:
+        trim.argtypes = (ctypes.c_size_t,)
+        trim.restype = ctypes.c_int
+        trim(0)
+
+
+def rss_bytes() -> int:
+    """The process's resident set, bytes (``/proc/self/statm``; elsewhere
+    the peak, all ``getrusage`` knows): INFO's used_memory, MEMORY STATS."""
+    try:
+        with open("/proc/self/statm", "rb") as fh:
+            return int(fh.read().split()[1]) * _PAGE
+    except OSError:
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024

@@ -36,6 +36,8 @@ class ClientExtras:
     lib_name: bytes = b""  # CLIENT SETINFO
     lib_ver: bytes = b""
     no_evict: bool = False  # CLIENT NO-EVICT: shown only (the node evicts no client)
+    monitor: bool = False  # MONITOR (router/hooks.py); CLIENT LIST flags=O
+    readonly: bool = False  # READONLY on a cluster node: shown only (flags=r)
     #: while EXEC runs: its queue and the output queued before it (CLIENT LIST
     #: shows them: Redis keeps CLIENT_MULTI and the reply buffer until EXEC ends)
     executing: tuple[Any, list[bytes]] | None = None

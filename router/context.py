@@ -21,6 +21,9 @@ every connection by constructor. It holds:
 - ``view``: what INFO, CLUSTER INFO and CONFIG RESETSTAT read or reset of
   the node as a whole (:class:`NodeView`);
 - ``commands``: the command table (:mod:`router.commands`);
+- ``hooks``: MONITOR, the slow log and the latency monitor
+  (:mod:`router.hooks`), with ``watch`` and ``slow_ns``, which the request
+  loop reads;
 - ``data_plane`` (``compiled`` or ``python``, INFO ``bloomcast_data_plane``,
   :mod:`router.dataplane`) and ``slice_ns``, the longest one connection's
   requests hold the loop (:mod:`router.dispatch`).
@@ -171,6 +174,34 @@ class SubscriptionsView(Protocol):
     def run(self, job: Work) -> Reply: ...
 
 
+class HooksView(Protocol):
+    """What the request loop and commands reach of the node's watchers of
+    commands (:class:`router.hooks.Hooks`: MONITOR, the slow log, the
+    latency monitor)."""
+
+    monitors: dict[int, Any]
+    slowlog: Any  # router.hooks.SlowLog
+    latency: Any  # router.latency.LatencyMonitor
+
+    def rewatch(self, ctx: CommandContext) -> None: ...
+
+    def add_monitor(self, ctx: CommandContext, client: CommandClient) -> None: ...
+
+    def forget(self, ctx: CommandContext, client: CommandClient) -> None: ...
+
+    def call(
+        self,
+        ctx: CommandContext,
+        client: CommandClient,
+        cmd: Any,
+        args: list[bytes],
+    ) -> Reply: ...
+
+    def slow_batch(
+        self, ctx: CommandContext, client: CommandClient, args: list[bytes], ns: int, count: int
+    ) -> None: ...
+
+
 class NodeView(Protocol):
     """The node as a whole, for INFO, CLUSTER INFO and CONFIG RESETSTAT."""
 
@@ -179,6 +210,20 @@ class NodeView(Protocol):
     def cluster_info(self) -> dict[str, int | str]: ...
 
     def reset_stats(self) -> None: ...
+
+    #: when the node started (unix seconds): LASTSAVE
+    started: float
+    #: its resident set when it was built (bytes): MEMORY STATS
+    startup_rss: int
+
+    def rss(self) -> tuple[int, int]:
+        """Its resident set now and at its peak (bytes): MEMORY STATS."""
+        ...
+
+    def shutdown(self, client: CommandClient) -> asyncio.Future[bytes]:
+        """SHUTDOWN: stop the node as SIGTERM does; the future (``client``'s
+        reply) never resolves: the connection closes with the node."""
+        ...
 
 
 @cython.final
@@ -203,6 +248,7 @@ class CommandContext:
         on_settings: Callable[[Settings, Settings], None],
         data_plane: str,
         commands: dict[bytes, Any],
+        hooks: HooksView,
     ) -> None:
         self.node_id = node_id
         self.config = config
@@ -226,6 +272,13 @@ class CommandContext:
         self.commands = commands
         #: :data:`SLICE_SECONDS` in nanoseconds (a test may set it)
         self.slice_ns = int(SLICE_SECONDS * 1e9)
+        #: MONITOR, the slow log, the latency monitor (:class:`router.hooks.Hooks`);
+        #: ``watch``: every command is timed alone through it; else a batch
+        #: longer than ``slow_ns`` is given to it (set by ``hooks.rewatch``)
+        self.hooks = hooks
+        self.watch = False
+        self.slow_ns = 2**62
+        hooks.rewatch(self)
 
     @property
     def cluster_enabled(self) -> bool:
@@ -237,4 +290,5 @@ class CommandContext:
         """CONFIG SET: the new settings, whole."""
         old, self.settings = self.settings, new
         self.queue_limit = min(new.queue_limit, sys.maxsize)
+        self.hooks.rewatch(self)
         self.on_settings(old, new)

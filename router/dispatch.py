@@ -6,7 +6,11 @@ CROSSSLOT (a cluster node), the subscribed context (RESP2 only; commands the
 node lacks too: :mod:`router.command_checks`), CLIENT PAUSE
 (:mod:`router.pause`), then queued if in MULTI
 (:mod:`router.commands.multi`). A command that runs is counted for INFO
-commandstats, its time read once per pipelined batch (:mod:`router.stats`).
+commandstats, its time read once per pipelined batch (:mod:`router.stats`);
+MONITOR, the slow log and the latency monitor see it through
+:mod:`router.hooks` (one branch per command when nothing watches: each
+command timed alone through ``ctx.hooks`` when ``ctx.watch``, else a batch
+over ``ctx.slow_ns`` handed over once).
 CLIENT REPLY OFF / SKIP and CLIENT CACHING go through :func:`execute_quietly`.
 
 PUBLISH, SPUBLISH and PING skip the command table's checks when the
@@ -194,11 +198,16 @@ def process(conn: Connection, data: bytes = b"", now: float = 0.0) -> Action:
         conn.write(error)
         conn.close_after_reply()
     if last is not None:
+        elapsed = perf_counter_ns() - start
         if runs is not None:
             runs.append((last, n))
-            share_time(runs, perf_counter_ns() - start)
+            share_time(runs, elapsed)
         else:  # one command in the batch (the usual case): all of the time is its
-            last.nanoseconds += perf_counter_ns() - start
+            last.timed(elapsed, n)
+        if elapsed > ctx.slow_ns and ran is not None and not ctx.watch:
+            # over a slow log / latency threshold, no command timed alone
+            # (router.hooks): the batch's last request, with the batch's time
+            ctx.hooks.slow_batch(ctx, conn, args, elapsed, done)
     # (an early flush in the batch, a message to this client over the
     # limit, reset the count: it may over-count, flushing early once more)
     conn._out_bytes += queued
@@ -253,10 +262,13 @@ def _open(conn: Connection, ctx: CommandContext) -> bool:
     which would all pass: the connection is NORMAL (not subscribed in RESP2, not in
     MULTI or EXEC, not blocked or closing), replies are on (no CLIENT REPLY
     OFF / SKIP or CACHING), it is authenticated as a user without
-    restrictions (no ACL check), and no CLIENT PAUSE holds writes. Their
+    restrictions (no ACL check), and no CLIENT PAUSE holds writes; and no
+    MONITOR or low threshold times each command (``ctx.watch``,
+    :mod:`router.hooks`). Their
     arity is checked by the caller; CROSSSLOT cannot refuse one channel."""
     return (
         conn.state is NORMAL
+        and not ctx.watch
         and not conn.quiet
         and conn.authenticated
         and conn.user.unrestricted
@@ -309,7 +321,7 @@ def execute_counted(conn: Connection, args: list[bytes]) -> Reply:
     reply = execute(conn, args)
     ran, conn.ran = conn.ran, None
     if ran is not None:
-        ran.nanoseconds += perf_counter_ns() - start
+        ran.timed(perf_counter_ns() - start, 1)
     if type(reply) is bytes and reply[:1] == b"-":
         conn.ctx.stats.error_replied(reply)
         if ran is not None:
@@ -349,6 +361,8 @@ def execute(conn: Connection, args: list[bytes]) -> Reply:
         return reject(conn, cmd, f"ERR wrong number of arguments for '{cmd.name}' command")
     if not conn.authenticated and not cmd.no_auth and ctx.acl.default_requires_auth():
         return reject(conn, cmd, "NOAUTH Authentication required.")
+    if conn.multi is not None and cmd.no_multi:
+        return reject(conn, cmd, "ERR Command not allowed inside a transaction")
     user = conn.user
     if not user.unrestricted and not cmd.no_auth:
         denial = ctx.acl.denied(user, cmd.name, args)
@@ -367,7 +381,8 @@ def execute(conn: Connection, args: list[bytes]) -> Reply:
             return held
     elif ctx.pause.level and ctx.pause.holds(conn, cmd):
         return ctx.pause.postpone(conn, args)
-    reply = cmd.handler(ctx, conn, args)
+    # MONITOR, SLOWLOG, LATENCY: the command timed alone (router.hooks)
+    reply = ctx.hooks.call(ctx, conn, cmd, args) if ctx.watch else cmd.handler(ctx, conn, args)
     if cmd.settles:  # it may change the subscriptions, the protocol or MULTI
         conn.settle()
     # counted after it ran, as Redis's call() counts (so INFO does not

@@ -25,6 +25,7 @@ import sys
 import time
 from typing import TYPE_CHECKING
 
+from router.allocator import rss_bytes
 from router.identity import BLOOMCAST_VERSION, REDIS_VERSION
 
 if TYPE_CHECKING:
@@ -32,7 +33,6 @@ if TYPE_CHECKING:
 
 Section = dict[str, int | str]
 
-_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 #: the server section's ``os`` (platform.uname without importing platform)
 _UNAME = os.uname()
 #: Redis's build id is a hash of its build; here of what runs the node
@@ -45,14 +45,6 @@ _GCC_VERSION = _GCC.group(1) if _GCC else "0.0.0"
 _HZ = 10
 #: Redis's LRU clock: seconds, 24 bits (LRU_CLOCK_MAX, LRU_CLOCK_RESOLUTION 1000 ms)
 _LRU_CLOCK_MAX = (1 << 24) - 1
-
-
-def _rss_bytes() -> int:
-    try:
-        with open("/proc/self/statm", "rb") as fh:
-            return int(fh.read().split()[1]) * _PAGE
-    except OSError:  # not Linux: the peak is what getrusage knows
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
 def _human(n: int) -> str:
@@ -72,7 +64,7 @@ def info_sections(node: Node) -> dict[str, Section]:
         resource.getrusage(resource.RUSAGE_SELF),
         resource.getrusage(resource.RUSAGE_CHILDREN),
     )
-    rss = _rss_bytes()
+    rss = rss_bytes()
     peak = max(rss, usage.ru_maxrss * 1024)
     pubsub_clients = sum(
         1 for cl in node.clients.values() if cl.channels or cl.patterns or cl.shard_channels
@@ -168,6 +160,8 @@ def info_sections(node: Node) -> dict[str, Section]:
             "loss_disconnections": stats.loss_disconnections,
             "total_request_slices": stats.parse_slices,
             "loop_exceptions": stats.loop_exceptions,
+            # pipelined batches over the slow log's threshold, logged as their last request
+            "slowlog_batches": node.hooks.slowlog_batches,
             "protected_mode_denied_connections": stats.protected_mode_denied,
             "tls_handshake_failures": stats.tls_handshake_failures,
             # Redis 7.2's names (7.0 counts these only in ACL LOG)

@@ -23,7 +23,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import resource
 import time
+from collections.abc import Callable
 from itertools import count
 from typing import TYPE_CHECKING, Any, cast
 
@@ -31,9 +33,11 @@ from cluster_bus.addresses import first_host, listen
 from cluster_bus.api import ClusterLink, NoPeers
 from router import dataplane
 from router.acl import Acl
+from router.allocator import rss_bytes
 from router.collector import Pauses
 from router.commands import COMMANDS
 from router.config import NodeConfig
+from router.hooks import Hooks
 from router.idle import IdleTimer
 from router.pause import ClientPause
 from router.settings import Settings
@@ -88,6 +92,8 @@ class Node:
         self.subscriptions = Subscriptions(self.pubsub)
         #: what command handlers reach (router/context.py); its ``settings``
         #: are the live ones, swapped whole by CONFIG SET
+        #: MONITOR, the slow log, the latency monitor (router/hooks.py)
+        self.hooks = Hooks()
         self.context = plane.CommandContext(
             node_id=self.node_id,
             config=config,
@@ -101,6 +107,7 @@ class Node:
             link=self.link,
             view=self,
             on_settings=self.idle.settings_changed,
+            hooks=self.hooks,
             data_plane=plane.name,
             commands=COMMANDS,
         )
@@ -109,6 +116,11 @@ class Node:
         self.client_class = plane.Client
         self.port = config.port
         self.started = time.time()
+        self.startup_rss = rss_bytes()  # MEMORY STATS's startup.allocated
+        #: what SHUTDOWN calls (``bloomcast node``: the SIGTERM path); an
+        #: in-process node stops itself
+        self.on_shutdown: Callable[[], object] = self._stop_soon
+        self._stop_task: asyncio.Task[None] | None = None
         self._ids = count(1)
         self._servers: list[asyncio.base_events.Server] = []  # one per bind address
         self._tls_servers: list[asyncio.base_events.Server] = []
@@ -199,6 +211,21 @@ class Node:
                 await server.wait_closed()
             self._servers = []
 
+    def shutdown(self, client: Any) -> asyncio.Future[bytes]:
+        """SHUTDOWN from ``client`` (:mod:`router.commands.operator`): the
+        node stops as on SIGTERM; the returned reply never comes."""
+        log.warning("User requested shutdown...")
+        self.on_shutdown()
+        return asyncio.get_running_loop().create_future()
+
+    def rss(self) -> tuple[int, int]:
+        """The resident set now and at its peak, bytes (INFO's used_memory, _peak)."""
+        now = rss_bytes()
+        return now, max(now, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
+
+    def _stop_soon(self) -> None:
+        self._stop_task = asyncio.get_running_loop().create_task(self.stop())
+
     def sample_metrics(self) -> None:
         """INFO's instantaneous metrics, sampled lazily (:mod:`router.stats`)."""
         self.pubsub.sample_metrics()
@@ -219,6 +246,8 @@ class Node:
 
     def client_disconnected(self, client: Any) -> None:
         self.clients.pop(client.id, None)
+        if self.hooks.monitors:
+            self.hooks.forget(self.context, client)
         if client.channels or client.shard_channels or client.patterns:
             # under the shared budget: 4,600 clients leaving at once are
             # dropped over several loop turns, other clients served between

@@ -18,7 +18,9 @@ Each setting is Redis 7.0.15's (``src/config.c``), with its default:
 - ``timeout`` (0: never): a client idle for more than this many seconds is
   closed, pub/sub and blocked clients excepted (``clientsCronHandleTimeout``);
 - ``tcp-keepalive`` (300): SO_KEEPALIVE on each new connection, first probe
-  after that many seconds idle (``anetKeepAlive``; 0: off).
+  after that many seconds idle (``anetKeepAlive``; 0: off);
+- ``slowlog-log-slower-than`` (10000 us; -1: off), ``slowlog-max-len`` (128),
+  ``latency-monitor-threshold`` (0 ms: off): :mod:`router.hooks`.
 """
 
 from __future__ import annotations
@@ -53,6 +55,11 @@ class Settings:
     protected_mode: bool = True
     timeout: int = 0
     tcp_keepalive: int = 300
+    #: the slow log's threshold (microseconds; -1: off) and length, and the
+    #: latency monitor's threshold (milliseconds; 0: off): router/hooks.py
+    slowlog_log_slower_than: int = 10000
+    slowlog_max_len: int = 128
+    latency_monitor_threshold: int = 0
     #: the pubsub class's (hard, soft, seconds): derived from ``output_limits``
     pubsub_limits: tuple[int, int, int] = field(init=False, repr=False, compare=False)
     #: queued bytes that write a client's queue at once: the pubsub hard

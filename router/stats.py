@@ -3,7 +3,8 @@
 - :class:`NodeStats`: ``# Stats`` counters, error replies by prefix
   (``# Errorstats``, Redis's ``afterErrorReply``) and one :class:`CommandStat`
   per command that ran or was refused (``# Commandstats``, Redis's ``call`` /
-  ``rejectCommand``: calls, microseconds, rejected and failed calls). Redis
+  ``rejectCommand``: calls, microseconds, rejected and failed calls, and
+  the calls' latency histogram, LATENCY HISTOGRAM). Redis
   reads the clock around each call; the node reads it once per pipelined
   batch (:func:`share_time`), which kept the hot path's cost flat.
 - :class:`InstantaneousMetrics`: ``instantaneous_ops_per_sec`` /
@@ -26,6 +27,10 @@ import cython
 #: Redis's STATS_METRIC_SAMPLES and the serverCron period that samples them
 SAMPLES = 16
 PERIOD = 0.1
+#: the latency histogram's buckets (Redis 7: 1 ns .. 1 s, 2 significant
+#: digits, read from 1024 ns in powers of 2): the first one's bound, how many
+HISTOGRAM_FIRST = 1024 + 8
+HISTOGRAM_LEVELS = 21
 
 
 @cython.final
@@ -38,6 +43,29 @@ class CommandStat:
         self.nanoseconds = 0
         self.rejected_calls = 0
         self.failed_calls = 0
+        #: LATENCY HISTOGRAM: calls by bucket (:meth:`timed`), made at the first
+        self.histogram: list[int] | None = None
+
+    def timed(self, ns: int, count: int) -> None:
+        """``count`` calls that took ``ns`` nanoseconds in all: their time, and
+        each in Redis's latency histogram (``updateCommandLatencyHistogram``:
+        the call's whole microseconds in ns, at least 1, in an HDR histogram
+        of 2 significant digits read in power-of-two steps from 1024 ns:
+        bucket ``i`` holds values below ``(1024 << i) + (8 << i)``)."""
+        self.nanoseconds += ns
+        value = ns // count // 1000 * 1000
+        # 2^k <= value < 2^(k+1): bucket k - 10, or the next one from 2^k + 2^(k-7)
+        level = int(value).bit_length() - 11
+        if level < 0:
+            level = 0
+        elif value >= HISTOGRAM_FIRST << level:
+            level += 1
+        if level >= HISTOGRAM_LEVELS:
+            level = HISTOGRAM_LEVELS - 1
+        histogram = self.histogram
+        if histogram is None:
+            histogram = self.histogram = [0] * HISTOGRAM_LEVELS
+        histogram[level] += count
 
     def info(self) -> str:
         usec = self.nanoseconds // 1000
@@ -134,10 +162,10 @@ def share_time(runs: list[tuple[CommandStat, int]], elapsed: int) -> None:
     count)`` per run of one command: exact for a batch of one command (the
     common pipeline); in a mixed batch each command gets the batch's mean."""
     if len(runs) == 1:
-        runs[0][0].nanoseconds += elapsed
+        runs[0][0].timed(elapsed, runs[0][1])
         return
     total = 0
     for _, count in runs:
         total += count
     for stat, count in runs:
-        stat.nanoseconds += elapsed * count // total
+        stat.timed(elapsed * count // total, count)

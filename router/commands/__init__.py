@@ -16,7 +16,10 @@ from router.commands import (
     cluster_cmd,
     config_cmd,
     connection,
+    diagnostics,
+    memory,
     multi,
+    operator,
     publish,
     pubsub,
     server,
@@ -40,6 +43,9 @@ def _build() -> dict[bytes, Command]:
         multi,
         config_cmd,
         acl_cmd,
+        operator,
+        diagnostics,
+        memory,
     ):
         for cmd in module.COMMANDS:
             table[cmd.name.encode()] = cmd

@@ -51,6 +51,8 @@ class Command:
     #: on a cluster node its shard channels (EXEC: its queue's) must hash to
     #: one slot, else CROSSSLOT (:mod:`router.command_checks`)
     slot_checked: bool = False
+    #: refused inside MULTI (Redis's ``no_multi`` flag: SHUTDOWN)
+    no_multi: bool = False
     #: derived: the name is in :data:`SETTLING`
     settles: bool = field(init=False, default=False, compare=False)
 

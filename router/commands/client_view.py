@@ -39,13 +39,17 @@ def flags(c: CommandClient) -> str:
     """CLIENT LIST flags=, in Redis's order: P pub/sub, x MULTI, b blocked
     (a reply waiting: CLIENT PAUSE, subscribe visibility), t tracking, R its
     tracking redirect is gone, B tracking in BCAST mode, c closing after the
-    reply, A closing as soon as possible, e NO-EVICT; N for none."""
-    shown = "P" if c.channels or c.patterns or c.shard_channels else ""
+    reply, A closing as soon as possible, r READONLY, e NO-EVICT; N for
+    none; O first for a MONITOR client."""
+    extras = c.extras
+    shown = "O" if extras.monitor else ""
+    if c.channels or c.patterns or c.shard_channels:
+        shown += "P"
     if c.multi is not None or c.extras.executing is not None:
         shown += "x"
     if c.blocked is not None:
         shown += "b"
-    tracking = c.extras.tracking
+    tracking = extras.tracking
     if tracking is not None:
         shown += "t"
         if tracking.broken_redirect:
@@ -54,7 +58,9 @@ def flags(c: CommandClient) -> str:
             shown += "B"
     if c.closing:
         shown += "A" if c.closed else "c"
-    if c.extras.no_evict:
+    if extras.readonly:
+        shown += "r"
+    if extras.no_evict:
         shown += "e"
     return shown or "N"
 

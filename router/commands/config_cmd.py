@@ -13,6 +13,9 @@ parameters that mean something on a node, under Redis's names:
   authenticated stay so. GET shows the last value set (ACL SETUSER default
   does not change it, as in Redis).
 - ``protected-mode`` (yes / no, for new connections, :mod:`router.protected`).
+- ``slowlog-log-slower-than`` (-1 .. LLONG_MAX microseconds), ``slowlog-max-len``
+  (0 .. LONG_MAX) and ``latency-monitor-threshold`` (0 .. LLONG_MAX
+  milliseconds): :mod:`router.hooks`.
 - ``timeout`` (0 .. INT_MAX seconds, :mod:`router.idle`) and ``tcp-keepalive``
   (0 .. INT_MAX seconds, for new connections, :mod:`router.client`).
 - ``port``, ``bind``, ``aclfile``, ``databases``, ``proto-max-bulk-len``, ``tcp-backlog``,
@@ -146,7 +149,7 @@ def _cluster_node_timeout(ctx: CommandContext) -> str:
 
 
 def _cluster_enabled(ctx: CommandContext) -> str:
-    return "yes"
+    return "yes" if ctx.cluster_enabled else "no"
 
 
 def _shown(attr: str, unset: str = "") -> Callable[[CommandContext], str]:
@@ -164,6 +167,7 @@ def _shown(attr: str, unset: str = "") -> Callable[[CommandContext], str]:
 
 
 _INT_MAX = 2**31 - 1
+_LLONG_MAX = 2**63 - 1
 
 PARAMS: dict[str, Param] = {
     p.name: p
@@ -175,6 +179,19 @@ PARAMS: dict[str, Param] = {
         Param("protected-mode", _live("protected_mode"), _set_protected_mode),
         Param("timeout", _live("timeout"), _integer("timeout", 0, _INT_MAX)),
         Param("tcp-keepalive", _live("tcp_keepalive"), _integer("tcp_keepalive", 0, _INT_MAX)),
+        Param(
+            "slowlog-log-slower-than",
+            _live("slowlog_log_slower_than"),
+            _integer("slowlog_log_slower_than", -1, _LLONG_MAX),
+        ),
+        Param(
+            "slowlog-max-len", _live("slowlog_max_len"), _integer("slowlog_max_len", 0, _LLONG_MAX)
+        ),
+        Param(
+            "latency-monitor-threshold",
+            _live("latency_monitor_threshold"),
+            _integer("latency_monitor_threshold", 0, _LLONG_MAX),
+        ),
         Param("port", _port),
         Param("databases", _databases),
         Param("cluster-node-timeout", _cluster_node_timeout),

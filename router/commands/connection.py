@@ -150,6 +150,9 @@ def reset(ctx: CommandContext, client: CommandClient, args: list[bytes]) -> Repl
     client.extras.tracking = None  # Redis's clearClientConnectionState: disableTracking
     client.set_reply_mode(ReplyMode.ON)
     client.extras.db = 0
+    client.extras.readonly = False
+    if client.extras.monitor:  # Redis's clearClientConnectionState leaves MONITOR
+        ctx.hooks.forget(ctx, client)
     client.end_multi()  # discardTransaction + unwatchAllKeys
     client.user = ctx.acl.default
     client.set_authenticated(not ctx.acl.default_requires_auth())

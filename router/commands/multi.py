@@ -113,12 +113,13 @@ def _call(ctx: CommandContext, client: CommandClient, cmd: Command, args: list[b
     """Run a queued command and count it (calls, time, failed calls), as the
     request loop does for the others (:func:`router.dispatch.execute`)."""
     start = perf_counter_ns()
-    reply = cmd.handler(ctx, client, args)
+    # MONITOR, SLOWLOG, LATENCY see it as Redis's call() does (router.hooks)
+    reply = ctx.hooks.call(ctx, client, cmd, args) if ctx.watch else cmd.handler(ctx, client, args)
     stats = ctx.stats
     stats.commands_processed += 1
     stat = stats.commands[cmd.name]
     stat.calls += 1
-    stat.nanoseconds += perf_counter_ns() - start
+    stat.timed(perf_counter_ns() - start, 1)
     if type(reply) is bytes and reply[:1] == b"-":
         stat.failed_calls += 1
     return reply

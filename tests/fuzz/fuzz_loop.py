@@ -11,7 +11,10 @@ and the twin on the compiled plane (the same sources compiled,
 Each gets the same clients and, script by script, the same requests, split at
 the same random points: PUBLISH, SPUBLISH and PING (the commands the loop runs
 in line) in every casing and arity and with names one letter off, RESP2
-subscribers PINGing, CONFIG RESETSTAT, (P|S)(UN)SUBSCRIBE, MULTI /
+subscribers PINGing, CONFIG RESETSTAT, the slow log on for every command
+and off again (the loop's watched path) and SLOWLOG RESET (not LEN: a
+batch may pass 10 ms on one plane only),
+(P|S)(UN)SUBSCRIBE, MULTI /
 EXEC / DISCARD, CLIENT REPLY, HELLO 2/3, RESET, AUTH as a restricted ACL
 user (no PUBLISH, or no channel) and as the default user, CLIENT PAUSE
 WRITE / UNPAUSE (postponed PUBLISH), QUIT, protocol errors, and PUBLISH
@@ -220,6 +223,11 @@ def request(rnd: random.Random) -> list[bytes]:
                 [b"client", b"unpause"],
                 [b"pubsub", b"numsub", ch],
                 [b"config", b"resetstat"],
+                # every command timed alone through router/hooks.py (the in-line
+                # path off), or timed per batch again
+                [b"config", b"set", b"slowlog-log-slower-than", b"0"],
+                [b"config", b"set", b"slowlog-log-slower-than", b"10000"],
+                [b"slowlog", b"reset"],
                 [b"acl", b"setuser", b"default", b"-ping"],
                 [b"acl", b"setuser", b"default", b"+ping"],
                 [b"acl", b"setuser", b"default", b"-publish"],

@@ -1,0 +1,61 @@
+"""router/hooks.py's own tables and rules, beside the differential tests
+(tests/differential/test_slowlog_monitor.py) that compare its output with
+redis-server 7.0.15."""
+
+from __future__ import annotations
+
+from router.commands import COMMANDS
+from router.hooks import FAST, SKIP_SLOWLOG, UNMONITORED, flags_of, redacted, sdscatrepr
+
+
+def _names() -> list[str]:
+    names = []
+    for cmd in COMMANDS.values():
+        names += [cmd.name, *(c.name for c in (cmd.subcommands or {}).values())]
+    return names
+
+
+def test_flag_tables_are_redis_7_0_15s_for_every_command_of_the_node():
+    names = _names()
+    assert {n for n in names if {"admin", "skip_monitor"} & flags_of(n)} == UNMONITORED
+    assert {n for n in names if "skip_slowlog" in flags_of(n)} == SKIP_SLOWLOG
+    assert {n for n in names if "fast" in flags_of(n)} == FAST
+
+
+def test_sdscatrepr_quotes_as_redis():
+    assert (
+        sdscatrepr(b'a"b\\c\n\r\t\x07\x08\x00\xff ~') == b'"a\\"b\\\\c\\n\\r\\t\\a\\b\\x00\\xff ~"'
+    )
+
+
+def test_redaction_stops_where_redis_returned():
+    hello = [b"HELLO", b"3", b"AUTH", b"u", b"p", b"BAD", b"AUTH", b"x", b"y"]
+    shown = [b"HELLO", b"3", b"AUTH", b"(redacted)", b"(redacted)", b"BAD", b"AUTH", b"x", b"y"]
+    assert redacted("hello", hello) == shown
+    assert redacted("auth", [b"AUTH", b"a", b"b", b"c"]) == [b"AUTH", b"a", b"b", b"c"]
+    assert redacted("config|set", [b"CONFIG", b"SET", b"REQUIREPASS", b"pw", b"timeout", b"1"]) == [
+        b"CONFIG", b"SET", b"REQUIREPASS", b"(redacted)", b"timeout", b"1"
+    ]  # fmt: skip
+
+
+def test_latency_histogram_buckets_are_redis_hdr_steps(plane):
+    """Bucket i holds a call of fewer than (1024 << i) + (8 << i) ns (its
+    whole microseconds, at least 1): Redis 7's bounds 1, 2, 4, 8, 16, 33 us..."""
+    stat = plane.NodeStats().command_stat("ping")
+
+    def bucket(usec: int) -> int:
+        stat.histogram = None
+        stat.timed(usec * 1000, 1)
+        return stat.histogram.index(1)
+
+    def reference(value: int) -> int:
+        level = 0
+        while value >= (1032 << level) and level < 20:
+            level += 1
+        return level
+
+    for usec in [*range(0, 5000), 16_508, 16_509, 10**6, 10**7]:
+        assert bucket(usec) == reference(usec * 1000), usec
+    stat.histogram = None
+    stat.timed(30_000, 3)  # three calls of 10 us each
+    assert stat.histogram[reference(10_000)] == 3 and stat.nanoseconds >= 30_000
