@@ -104,7 +104,7 @@ def _stale() -> bool:
     from pathlib import Path
 
     inputs = [Path(source) for _, source in MODULES]
-    inputs += [p for package in ("router", "cluster_bus") for p in Path(package).glob("*.pxd")]
+    inputs += [p for package in ["router", "cluster_bus"] for p in Path(package).glob("*.pxd")]
     outputs = [Path(BUILD_DIR, source).with_suffix(".c") for _, source in MODULES]
     if not all(c.exists() for c in outputs):
         return True
