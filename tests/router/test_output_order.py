@@ -81,6 +81,9 @@ def test_a_turn_past_the_pubsub_hard_limit_writes_the_queues_at_once(set_by, pla
 
     async def main() -> tuple[list[bytes], list[bytes]]:
         node = Node(config, plane=plane)
+        # one read, no slice: on a loaded machine the 5 ms budget ended the
+        # read before 30 PUBLISH had run, and no queue was written in the turn
+        node.context.slice_ns = 1 << 62
         subscriber, publisher = plane.Client(node), plane.Client(node)
         sub_out, pub_out = RecordingTransport(), RecordingTransport()
         subscriber.connection_made(sub_out)  # type: ignore[arg-type]
