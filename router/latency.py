@@ -7,9 +7,9 @@ ms (0: off), in whole milliseconds as Redis's ``latencyEndMonitor``:
 
 - ``command`` and ``fast-command``: a command (by Redis's ``fast`` flag),
   from :mod:`router.hooks`, as Redis;
-- ``fanout-turn``: the end-of-turn write of every subscriber's queued
-  output (:meth:`router.pubsub.PubSub.flush_all`, Redis's
-  ``handleClientsWithPendingWrites``), which no command's time includes;
+- ``fanout-turn``: the end-of-turn write of every client's queued output,
+  subscribers' messages and replies alike (:meth:`router.pubsub.PubSub.flush_all`,
+  Redis's ``handleClientsWithPendingWrites``), which no command's time includes;
 - ``bus-forward-run``: the delivery of one run of PUBLISH frames a peer
   forwarded over the cluster bus (:meth:`router.pubsub.PubSub.deliver_forwarded_run`);
 - ``collector-pause``: a collection of Python's cyclic garbage collector
@@ -251,10 +251,11 @@ _ADVICE = {
     "objects is a blocking operation. If you have very large objects that are often deleted, "
     "expired, or evicted, try to fragment those objects into multiple smaller objects.\n",
     # this node's own events (module doc)
-    "fanout": "- A loop turn spent long writing its subscribers' output: many subscribers, "
-    "large messages, or both, published in one turn. The turn's output is bounded by the "
-    "pubsub class of 'client-output-buffer-limit'; smaller messages, shorter pipelines of "
-    "PUBLISH, or the subscribers spread over more nodes shorten it.\n",
+    "fanout": "- A loop turn spent long writing its clients' output: many subscribers, "
+    "large messages or replies, or both, in one turn. A turn's messages are bounded by the "
+    "pubsub class of 'client-output-buffer-limit' (a turn past its hard limit writes at "
+    "once); smaller messages, shorter pipelines, or the subscribers spread over more nodes "
+    "shorten it.\n",
     "bus_forward": "- Delivering the PUBLISH messages a peer forwarded took long: each run read "
     "from the cluster bus is fanned out to this node's subscribers in one pass. Check the "
     "peers' publish rate (CLUSTER INFO cluster_stats_messages_publish_received) and the "

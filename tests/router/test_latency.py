@@ -67,7 +67,7 @@ def test_doctor_advises_for_this_nodes_events_and_huge_pages():
     assert "no latency spike" in monitor.report(5, 10000, huge_pages=False)
     assert "anonymous huge pages" in monitor.report(5, 10000, huge_pages=True)
     for event, words in [
-        ("fanout-turn", "writing its subscribers' output"),
+        ("fanout-turn", "writing its clients' output"),
         ("bus-forward-run", "a peer forwarded took long"),
         ("collector-pause", "garbage collector stopped the node"),
         ("nodes-file-fsync", "use local disks for persistence"),
