@@ -183,23 +183,28 @@ def single_node_goals(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def profile_markdown(profile: dict[str, Any]) -> str:
-    """Top frames by self time and inclusive time from a py-spy profile."""
+def profile_markdown(profile: dict[str, Any], rows: int = 6) -> str:
+    """The top frames by self time and inclusive time from a py-spy profile,
+    two lines (the page stays one a reader can take in, issue 43; every
+    frame is in benchmarks.json's ``single.profile``)."""
     if "error" in profile:
         return f"Profile: not taken ({profile['error']})."
-    lines = [
-        f"py-spy profile of the node under redis-benchmark PUBLISH `-P {profile['pipeline']}` "
-        f"with 1 subscriber ({profile['samples']} samples; `--native`, so C frames such as "
-        "`write (libc.so.6)` are the node's system calls). Self time:",
-        "",
-        table(["frame", "share"], [[f"`{f}`", f"{s:.1%}"] for f, s in profile["self"][:12]]),
-        "",
-        "Inclusive time of Python frames (below the event loop's entry frames, which "
-        "hold every sample):",
-        "",
-        table(["frame", "share"], [[f"`{f}`", f"{s:.1%}"] for f, s in _below_loop(profile)]),
-    ]
-    return "\n".join(lines)
+
+    def shares(frames: list[tuple[str, float]]) -> str:
+        return ", ".join(f"`{f}` {s:.1%}" for f, s in frames[:rows])
+
+    return "\n".join(
+        [
+            f"py-spy profile of the node under redis-benchmark PUBLISH `-P {profile['pipeline']}` "
+            f"with 1 subscriber ({profile['samples']} samples; `--native`, so C frames such as "
+            "`write (libc.so.6)` are the node's system calls; every frame: benchmarks.json, "
+            "`single.profile`).",
+            "",
+            f"- Self time: {shares(profile['self'])}.",
+            "- Inclusive time of Python frames below the event loop's entry frames: "
+            f"{shares(_below_loop(profile))}.",
+        ]
+    )
 
 
 def _below_loop(profile: dict[str, Any], rows: int = 12) -> list[tuple[str, float]]:

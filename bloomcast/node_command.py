@@ -63,6 +63,7 @@ async def serve(
     allocator.fix_mmap_threshold()  # large freed blocks go back to the kernel
     nodes_file, saved = open_nodes_file(config) if with_bus else (None, None)
     node = Node(config, node_id=saved.my_id if saved is not None else None)
+    node.time_off_loop_events(asyncio.get_running_loop(), nodes_file)
     try:
         await node.start(serve=False)  # clients once the bus is started (below)
     except OSError as exc:

@@ -45,6 +45,8 @@ import logging
 import os
 import re
 import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -104,6 +106,9 @@ class NodesFile:
         self._thread: threading.Thread | None = None
         self.saves = 0
         self.failures = 0
+        #: given each save's milliseconds (write, fsync, rename, directory
+        #: fsync), in the writer thread (the node's latency monitor)
+        self.on_saved: Callable[[float], None] | None = None
         self._warnings = Refusals(logger=log)
 
     def open(self) -> NodesConfig | None:
@@ -181,8 +186,11 @@ class NodesFile:
                     return
                 self._writing = True
             try:
+                start = time.perf_counter()
                 self._write(text)
                 self.saves += 1
+                if self.on_saved is not None:
+                    self.on_saved((time.perf_counter() - start) * 1000)
             except OSError as exc:  # the node keeps running (Redis's clusterSaveConfigOrDie exits)
                 self.failures += 1
                 self._last = None  # the next save hands the text over again

@@ -11,6 +11,6 @@ cdef class CommandContext:
     cdef public NodeStats stats
     cdef public dict clients
     cdef public Py_ssize_t queue_limit
-    cdef public long long slice_ns, slow_ns
+    cdef public long long slice_ns, slow_ns, latency_ms
     cdef public object hooks
     cdef public bint watch

@@ -31,9 +31,12 @@ cdef class PubSub:
     @cython.locals(client=Connection, n=Py_ssize_t, frame3=bytes)
     cpdef Py_ssize_t write_to_all(self, subs, bytes frame2) except -1
     cpdef schedule_flush(self, client)
-    @cython.locals(dirty=list, client=Connection)
+    @cython.locals(dirty=list, client=Connection, context=CommandContext, threshold=Py_ssize_t,
+                   start=Py_ssize_t)
     cpdef flush_all(self)
+    cdef _latency_event(self, str name, Py_ssize_t start)
     @cython.locals(receivers=Py_ssize_t)
     cpdef deliver_forwarded(self, str origin, origin_seq, bytes channel, bytes message, bint shard)
-    @cython.locals(i=Py_ssize_t, frame=tuple)
+    @cython.locals(i=Py_ssize_t, frame=tuple, context=CommandContext, threshold=Py_ssize_t,
+                   start=Py_ssize_t)
     cpdef deliver_forwarded_run(self, str origin, list msgs, Py_ssize_t count)

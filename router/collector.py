@@ -77,9 +77,12 @@ TYPES_REPORTED = 5
 
 
 class Pauses:
-    """Collections counted and timed through ``gc.callbacks``."""
+    """Collections counted and timed through ``gc.callbacks``; ``sink``, when
+    set, is given each pause's milliseconds (the node's latency monitor:
+    ``collector-pause``, :mod:`router.latency`)."""
 
     def __init__(self) -> None:
+        self.sink: Callable[[float], None] | None = None
         self.collections = 0
         self.worst_ms = 0.0
         self.over_50ms = 0
@@ -103,6 +106,8 @@ class Pauses:
         self.worst_ms = max(self.worst_ms, ms)
         if ms > 50:
             self.over_50ms += 1
+        if self.sink is not None:
+            self.sink(ms)
 
     def info_fields(self) -> dict[str, int | str]:
         """INFO ``# Collector``."""

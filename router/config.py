@@ -49,6 +49,12 @@ class NodeConfig:
     tcp_keepalive: int = 300
     #: redis.conf tcp-backlog: the client listeners' listen() backlog
     tcp_backlog: int = 511
+    #: redis.conf slowlog-log-slower-than (us; -1: off), slowlog-max-len and
+    #: latency-monitor-threshold (ms; 0: off): the start values of the live
+    #: settings CONFIG SET changes (router/settings.py, router/hooks.py)
+    slowlog_log_slower_than: int = 10000
+    slowlog_max_len: int = 128
+    latency_monitor_threshold: int = 0
     #: redis.conf protected-mode: refuse non-loopback clients while the default
     #: user has no password; and the bus refuses to listen beyond loopback
     #: without a cluster secret (router/protected.py)
@@ -225,6 +231,18 @@ def add_node_arguments(parser: argparse.ArgumentParser) -> None:
         help="TCP keepalive probes after this many idle seconds (default 300; 0: off)",
     )
     add("--tcp-backlog", type=int, help="listen() backlog of the client ports (default 511)")
+    add(
+        "--slowlog-log-slower-than",
+        type=int,
+        help="SLOWLOG records commands slower than this many microseconds "
+        "(default 10000; -1: off, 0: every command)",
+    )
+    add("--slowlog-max-len", type=int, help="entries SLOWLOG keeps (default 128)")
+    add(
+        "--latency-monitor-threshold",
+        type=int,
+        help="LATENCY records events of at least this many milliseconds (default 0: off)",
+    )
     add(
         "--protected-mode",
         type=_yes_no_arg,

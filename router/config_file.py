@@ -151,6 +151,10 @@ def check(config: NodeConfig) -> None:
     not_negative += ["cluster_link_sendbuf_limit", "cluster_replay_buffer_bytes"]
     not_negative.append("cluster_forward_linger_us")
     not_negative += ["cluster_replay_buffer_ms", "timeout", "tcp_keepalive", "tcp_backlog"]
+    not_negative += ["slowlog_max_len", "latency_monitor_threshold"]
+    if config.slowlog_log_slower_than < -1:
+        value = config.slowlog_log_slower_than
+        raise ConfigError(f"--slowlog-log-slower-than {value}: must be >= -1 (-1: off)")
     for name in not_negative:
         if getattr(config, name) < 0:
             raise ConfigError(f"--{name.replace('_', '-')} {getattr(config, name)}: must be >= 0")

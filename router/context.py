@@ -185,6 +185,8 @@ class HooksView(Protocol):
 
     def rewatch(self, ctx: CommandContext) -> None: ...
 
+    def event(self, ctx: CommandContext, name: str, ms: float) -> None: ...
+
     def add_monitor(self, ctx: CommandContext, client: CommandClient) -> None: ...
 
     def forget(self, ctx: CommandContext, client: CommandClient) -> None: ...
@@ -278,6 +280,9 @@ class CommandContext:
         self.hooks = hooks
         self.watch = False
         self.slow_ns = 2**62
+        #: ``latency-monitor-threshold`` (ms; 0: off), for the events outside
+        #: commands (:mod:`router.latency`; set by ``hooks.rewatch``)
+        self.latency_ms = 0
         hooks.rewatch(self)
 
     @property

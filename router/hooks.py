@@ -33,8 +33,11 @@ AUTH's, ACL SETUSER's and CONFIG SET requirepass's secrets are
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import time
 from collections import deque
+from collections.abc import Callable
 from time import perf_counter_ns
 from typing import TYPE_CHECKING
 
@@ -84,8 +87,9 @@ UNMONITORED = frozenset(
     {"acl|deluser", "acl|dryrun", "acl|getuser", "acl|list", "acl|load", "acl|log", "acl|save",
      "acl|setuser", "acl|users", "client|kill", "client|list", "client|no-evict", "client|pause",
      "client|unpause", "cluster|forget", "cluster|meet", "config|get", "config|resetstat",
-     "config|set", "latency|doctor", "latency|histogram", "latency|history", "latency|latest",
-     "latency|reset", "monitor", "shutdown", "slowlog|get", "slowlog|len", "slowlog|reset"}
+     "config|set", "latency|doctor", "latency|graph", "latency|histogram", "latency|history",
+     "latency|latest", "latency|reset", "monitor", "shutdown", "slowlog|get", "slowlog|len",
+     "slowlog|reset"}
 )  # fmt: skip
 SKIP_SLOWLOG = frozenset({"exec"})
 FAST = frozenset(
@@ -191,6 +195,31 @@ class Hooks:
         lowest = min(thresholds, default=NEVER)
         ctx.watch = bool(self.monitors) or lowest < ctx.slice_ns
         ctx.slow_ns = min(lowest, NEVER)
+        ctx.latency_ms = settings.latency_monitor_threshold
+
+    # ------------------------------------------------------------ other events
+
+    def event(self, ctx: CommandContext, name: str, ms: float) -> None:
+        """A latency event other than a command's (:mod:`router.latency`'s
+        module doc) that took ``ms`` milliseconds: a sample when that is at
+        least ``latency-monitor-threshold``. On the event loop only."""
+        threshold = ctx.latency_ms
+        if threshold and ms >= threshold:
+            self.latency.add_if_needed(name, int(ms), threshold)
+
+    def off_loop(
+        self, ctx: CommandContext, name: str, loop: asyncio.AbstractEventLoop
+    ) -> Callable[[float], None]:
+        """:meth:`event` for a thread (the nodes file's writer): a sample
+        over the threshold is handed to ``loop``, where the monitor lives."""
+
+        def sample(ms: float) -> None:
+            threshold = ctx.latency_ms
+            if threshold and ms >= threshold:
+                with contextlib.suppress(RuntimeError):  # the loop closed
+                    loop.call_soon_threadsafe(self.event, ctx, name, ms)
+
+        return sample
 
     def add_monitor(self, ctx: CommandContext, client: CommandClient) -> None:
         self.monitors[client.id] = client

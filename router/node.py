@@ -44,6 +44,7 @@ from router.settings import Settings
 from router.subscriptions import Subscriptions
 
 if TYPE_CHECKING:
+    from cluster_bus.nodes_file import NodesFile
     from spark.events import TrafficRecorder
 
 log = logging.getLogger("bloomcast.node")
@@ -134,6 +135,17 @@ class Node:
     @tap.setter
     def tap(self, tap: TrafficRecorder | None) -> None:
         self.pubsub.tap = tap
+
+    def time_off_loop_events(
+        self, loop: asyncio.AbstractEventLoop, nodes_file: NodesFile | None
+    ) -> None:
+        """Have the latency monitor record the events outside the data plane
+        (:mod:`router.latency`): a collector pause (whichever thread
+        collected) and the nodes file's save (its writer thread); each sample
+        over the threshold is handed to ``loop``."""
+        self.gc_pauses.sink = self.hooks.off_loop(self.context, "collector-pause", loop)
+        if nodes_file is not None:
+            nodes_file.on_saved = self.hooks.off_loop(self.context, "nodes-file-fsync", loop)
 
     def set_link(self, link: ClusterLink) -> None:
         """Wire the cluster bus (:mod:`cluster_bus.api`), before clients are

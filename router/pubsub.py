@@ -331,14 +331,27 @@ class PubSub:
     def flush_all(self) -> None:
         """Write every queued client's output: at the end of a loop turn, or
         sooner when the turn's output passed the pubsub hard limit; then
-        INFO's metrics, when a 100 ms period passed."""
+        INFO's metrics, when a 100 ms period passed. Timed (a ``fanout-turn``
+        event) only while the latency monitor is on."""
+        context = self.context
+        threshold = context.latency_ms if context is not None else 0
+        start = time.perf_counter_ns() if threshold else 0
         dirty = self._dirty
         self._dirty = []
         self.turn_output = 0
         for client in dirty:
             client.flush()
+        if threshold:  # the latency monitor's fanout-turn (router/latency.py)
+            self._latency_event("fanout-turn", start)
         if time.monotonic() >= self.metrics.next_sample:
             self.sample_metrics()
+
+    def _latency_event(self, name: str, start: int) -> None:
+        """An event of the latency monitor that began at ``start``
+        (``perf_counter_ns``) and ends now."""
+        context = self.context
+        if context is not None:
+            context.hooks.event(context, name, (time.perf_counter_ns() - start) / 1e6)
 
     def sample_metrics(self) -> None:
         """INFO's instantaneous metrics, sampled lazily (:mod:`router.stats`)."""
@@ -365,13 +378,19 @@ class PubSub:
 
     def deliver_forwarded_run(self, origin: str, msgs: list[Publish], count: int) -> None:
         """The first ``count`` of a run of PUBLISH frames ``origin`` forwarded,
-        each delivered as :meth:`deliver_forwarded` does."""
+        each delivered as :meth:`deliver_forwarded` does; timed (a
+        ``bus-forward-run`` event) only while the latency monitor is on."""
+        context = self.context
+        threshold = context.latency_ms if context is not None else 0
+        start = time.perf_counter_ns() if threshold else 0
         for i in range(count):
             msg = msgs[i]
             # a Publish is a tuple: compiled, unpacked in C
             frame = cython.cast(tuple, msg) if isinstance(msg, tuple) else tuple(msg)
             _, origin_seq, shard, channel, payload = frame
             self.deliver_forwarded(origin, origin_seq, channel, payload, shard)
+        if threshold:  # the latency monitor's bus-forward-run (router/latency.py)
+            self._latency_event("bus-forward-run", start)
 
     def forwards_lost(self, origin: str, count: int, from_ms: int, to_ms: int) -> None:
         """``count`` forwards from ``origin`` are lost for good. Counted per

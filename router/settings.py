@@ -89,4 +89,7 @@ class Settings:
             protected_mode=config.protected_mode,
             timeout=config.timeout,
             tcp_keepalive=config.tcp_keepalive,
+            slowlog_log_slower_than=config.slowlog_log_slower_than,
+            slowlog_max_len=config.slowlog_max_len,
+            latency_monitor_threshold=config.latency_monitor_threshold,
         )

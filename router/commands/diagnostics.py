@@ -2,14 +2,15 @@
 LATENCY LATEST | HISTORY | RESET | DOCTOR | HISTOGRAM | HELP (``src/latency.c``): the
 slow log and the latency monitor :mod:`router.hooks` keeps, in Redis's
 reply shapes and errors; LATENCY HISTOGRAM from the commands' stats
-(:meth:`router.stats.CommandStat.timed`). LATENCY GRAPH is not implemented
-(an unknown subcommand)."""
+(:meth:`router.stats.CommandStat.timed`); LATENCY GRAPH's sparkline
+(:func:`router.latency.graph`)."""
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING, Any
 
-from router import resp
+from router import latency, resp
 from router.commands.base import Command, Reply, subcommand_table
 from router.commands.server import lookup
 from router.parser import string2ll
@@ -104,6 +105,15 @@ def latency_history(ctx: CommandContext, client: CommandClient, args: list[bytes
     )
 
 
+def latency_graph(ctx: CommandContext, client: CommandClient, args: list[bytes]) -> Reply:
+    name = args[2].decode(errors="surrogateescape")
+    series = ctx.hooks.latency.events.get(name)
+    if series is None:
+        return resp.error(f"ERR No samples available for event '{resp.c_string(args[2])}'")
+    text = latency.graph(name, series, int(time.time()))
+    return resp.verbatim(text.encode(errors="surrogateescape"), client.resp)
+
+
 def latency_reset(ctx: CommandContext, client: CommandClient, args: list[bytes]) -> Reply:
     names = [a.decode(errors="surrogateescape") for a in args[2:]] or None
     return resp.integer(ctx.hooks.latency.reset(names))
@@ -112,7 +122,9 @@ def latency_reset(ctx: CommandContext, client: CommandClient, args: list[bytes])
 def latency_doctor(ctx: CommandContext, client: CommandClient, args: list[bytes]) -> Reply:
     settings = ctx.settings
     report = ctx.hooks.latency.report(
-        settings.latency_monitor_threshold, settings.slowlog_log_slower_than
+        settings.latency_monitor_threshold,
+        settings.slowlog_log_slower_than,
+        latency.huge_pages(),
     )
     return resp.verbatim(report.encode(), client.resp)
 
@@ -223,6 +235,7 @@ COMMANDS = (
         subcommands=subcommand_table(
             _sub("latency", "latest", 2, latency_latest, "Returns the latest latency samples."),
             _sub("latency", "history", 3, latency_history, "Returns an event's samples."),
+            _sub("latency", "graph", 3, latency_graph, "Returns a latency graph for an event."),
             _sub("latency", "reset", -2, latency_reset, "Resets the latency data of events."),
             _sub("latency", "doctor", 2, latency_doctor, "Returns a latency analysis report."),
             _sub("latency", "help", 2, latency_help, "Returns helpful text about the subcommands."),

@@ -132,7 +132,8 @@ def test_profile_markdown_drops_the_entry_chain_and_c_frames():
     inclusive = text.split("Inclusive time")[1]
     assert "main (router/cli.py)" not in inclusive
     assert "uv__read" not in inclusive  # C frames are in the self-time table only
-    assert "| `data_received (router/client.py)` | 95.0% |" in inclusive
+    assert "`data_received (router/client.py)` 95.0%" in inclusive
+    assert len(text.splitlines()) == 4  # docs/benchmarks.md stays under 600 lines
     assert profile_markdown({"error": "py-spy not found"}).startswith("Profile: not taken")
 
 

@@ -6,9 +6,12 @@ when a command passes ``latency-monitor-threshold``."""
 from __future__ import annotations
 
 import re
+import socket
+import time
 
 import pytest
 
+from router.latency import Series, graph
 from tests.differential.oracle import HELLO3, assert_same_as_oracle, redis_only
 from tests.procs import connect, read_quiet
 
@@ -23,6 +26,8 @@ CASES = {
     "help": b"LATENCY HELP\r\nlatency help\r\n",
     "errors": b"LATENCY\r\nLATENCY FOO\r\nLATENCY HISTORY\r\nLATENCY HISTORY a b\r\n"
     b"LATENCY LATEST x\r\nLATENCY DOCTOR x\r\nLATENCY HELP x\r\n",
+    "graph errors": b"LATENCY GRAPH\r\nLATENCY GRAPH command\r\nLATENCY GRAPH a b\r\n"
+    b"latency graph \xff\x00x\r\n",
 }
 
 
@@ -32,29 +37,74 @@ def test_latency_same_bytes_as_the_oracle(servers, name):
 
 
 def test_a_slow_command_is_a_command_event(servers):
+    """The node's ``command`` event (its other events may come with it: the
+    3 MB reply's write is a ``fanout-turn``, tests/router/test_latency.py)."""
     _, node = servers
-    names = [b"PUBSUB", b"NUMSUB", *(b"c%d" % i for i in range(200000))]
-    many = b"*%d\r\n" % len(names) + b"".join(b"$%d\r\n%b\r\n" % (len(n), n) for n in names)
     with connect(node) as s:
         s.sendall(b"LATENCY RESET\r\nCONFIG SET latency-monitor-threshold 1\r\n")
         read_quiet(s)
         for _ in range(10):  # (the handler alone is timed: ~1 ms compiled)
-            s.sendall(many + b"PING\r\n")
-            got = b""
-            s.settimeout(10)
-            while not got.endswith(b"+PONG\r\n"):
-                got += s.recv(1 << 20)
+            _slow_numsub(s, 200_000)
             s.sendall(b"LATENCY LATEST\r\nLATENCY HISTORY command\r\nLATENCY DOCTOR\r\n")
             reply, _ = read_quiet(s)
-            if not reply.startswith(b"*0\r\n"):
+            latest, pos = _parse(reply)
+            history, pos = _parse(reply, pos)
+            doctor, _ = _parse(reply, pos)
+            events = {e[0]: e[1:] for e in latest}  # type: ignore[union-attr, index]
+            if b"command" in events:
                 break
         s.sendall(b"CONFIG SET latency-monitor-threshold 0\r\nLATENCY RESET\r\n")
-        assert read_quiet(s)[0] == b"+OK\r\n:1\r\n"
-    latest = re.match(rb"\*1\r\n\*4\r\n\$7\r\ncommand\r\n:(\d+)\r\n:(\d+)\r\n:(\d+)\r\n", reply)
-    assert latest is not None and int(latest[2]) >= 1 and int(latest[3]) >= int(latest[2])
-    assert b"\r\n*1\r\n*2\r\n:%s\r\n:%s\r\n" % (latest[1], latest[2]) in reply
-    assert re.search(rb"1\. command: \d+ latency spikes \(average \d+ms, mean deviation", reply)
-    assert b"- Check your Slow Log to understand" in reply
+        assert read_quiet(s)[0] == b"+OK\r\n:%d\r\n" % len(events)
+    when, ms, worst = events[b"command"]
+    assert ms >= 1 and worst >= ms and history == [[when, ms]]
+    assert re.search(rb"\d\. command: \d+ latency spikes \(average \d+ms, mean deviation", doctor)
+    assert b"- Check your Slow Log to understand" in doctor
+
+
+def _slow_numsub(s: socket.socket, channels: int) -> None:
+    """PUBSUB NUMSUB of ``channels`` names: a command of some milliseconds."""
+    names = [b"PUBSUB", b"NUMSUB", *(b"c%d" % i for i in range(channels))]
+    s.sendall(b"*%d\r\n" % len(names) + b"".join(b"$%d\r\n%b\r\n" % (len(n), n) for n in names))
+    s.sendall(b"PING\r\n")
+    got = b""
+    s.settimeout(10)
+    while not got.endswith(b"+PONG\r\n"):
+        got += s.recv(1 << 20)
+
+
+def test_latency_graph_draws_the_samples_as_redis_does(servers):
+    """Each server records ``command`` samples in three different seconds;
+    its LATENCY GRAPH, read in one second with its HISTORY and LATEST,
+    equals router.latency.graph over those samples: the oracle's proves the
+    renderer, the node's its command."""
+    for port in servers:
+        with connect(port) as s:
+            s.sendall(b"LATENCY RESET\r\nCONFIG SET latency-monitor-threshold 1\r\n")
+            read_quiet(s)
+            for channels in (300_000, 30_000, 120_000):
+                _slow_numsub(s, channels)
+                time.sleep(1.05)  # (one sample a second)
+            for _ in range(5):
+                s.sendall(
+                    b"TIME\r\nLATENCY HISTORY command\r\nLATENCY LATEST\r\n"
+                    b"LATENCY GRAPH command\r\nTIME\r\n"
+                )
+                data, _ = read_quiet(s)
+                pos, values = 0, []
+                for _ in range(5):
+                    value, pos = _parse(data, pos)
+                    values.append(value)
+                before, history, latest, drawn, after = values
+                if before[0] == after[0]:
+                    break
+            s.sendall(b"CONFIG SET latency-monitor-threshold 0\r\nLATENCY RESET\r\n")
+            read_quiet(s)
+        assert len(history) >= 2, (port, history)
+        series = Series()
+        for when, ms in history:
+            series.add(ms, when)
+        series.max = latest[0][3]
+        assert drawn.decode() == graph("command", series, int(before[0])), port
 
 
 def _parse(data: bytes, pos: int = 0) -> tuple[object, int]:

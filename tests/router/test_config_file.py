@@ -83,3 +83,29 @@ def test_forward_linger_reaches_the_bus_from_a_flag_or_the_file_and_is_not_negat
     with pytest.raises(ConfigError) as exc:
         check(NodeConfig(cluster_forward_linger_us=-1))
     assert str(exc.value) == "--cluster-forward-linger-us -1: must be >= 0"
+
+
+def test_slowlog_and_latency_thresholds_start_from_flags_or_the_file(tmp_path):
+    """--slowlog-log-slower-than, --slowlog-max-len, --latency-monitor-threshold
+    (redis.conf's directives): the live settings a node starts with, which
+    CONFIG SET changes; out of Redis's ranges is one line."""
+    from router.config import add_node_arguments, config_from_args
+    from router.settings import Settings
+
+    p = argparse.ArgumentParser()
+    add_node_arguments(p)
+    path = tmp_path / "node.toml"
+    path.write_text("slowlog-max-len = 5\nlatency-monitor-threshold = 100\n")
+    args = ["--config", str(path), "--slowlog-log-slower-than", "-1"]
+    settings = Settings.from_config(config_from_args(p.parse_args(args), p))
+    assert (settings.slowlog_log_slower_than, settings.slowlog_max_len) == (-1, 5)
+    assert settings.latency_monitor_threshold == 100
+    assert Settings.from_config(NodeConfig()) == Settings()
+    for field, value, line in [
+        ("slowlog_log_slower_than", -2, "--slowlog-log-slower-than -2: must be >= -1 (-1: off)"),
+        ("slowlog_max_len", -1, "--slowlog-max-len -1: must be >= 0"),
+        ("latency_monitor_threshold", -1, "--latency-monitor-threshold -1: must be >= 0"),
+    ]:
+        with pytest.raises(ConfigError) as exc:
+            check(NodeConfig(**{field: value}))
+        assert str(exc.value) == line
