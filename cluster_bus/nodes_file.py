@@ -106,8 +106,8 @@ class NodesFile:
         self._thread: threading.Thread | None = None
         self.saves = 0
         self.failures = 0
-        #: given each save's milliseconds (write, fsync, rename, directory
-        #: fsync), in the writer thread (the node's latency monitor)
+        #: given the milliseconds each save's two fsyncs took, in the writer
+        #: thread (the node's latency monitor: ``nodes-file-fsync``)
         self.on_saved: Callable[[float], None] | None = None
         self._warnings = Refusals(logger=log)
 
@@ -186,11 +186,9 @@ class NodesFile:
                     return
                 self._writing = True
             try:
-                start = time.perf_counter()
-                self._write(text)
+                fsync_ms = self._write(text)
                 self.saves += 1
-                if self.on_saved is not None:
-                    self.on_saved((time.perf_counter() - start) * 1000)
+                self._saved(fsync_ms)
             except OSError as exc:  # the node keeps running (Redis's clusterSaveConfigOrDie exits)
                 self.failures += 1
                 self._last = None  # the next save hands the text over again
@@ -202,18 +200,39 @@ class NodesFile:
                     self._writing = False
                     self._changed.notify_all()
 
-    def _write(self, text: str) -> None:
+    def _saved(self, fsync_ms: float) -> None:
+        """Tell :attr:`on_saved`; whatever it raises is logged, never the
+        end of the writer thread."""
+        if self.on_saved is None:
+            return
+        try:
+            self.on_saved(fsync_ms)
+        except Exception as exc:  # (the thread must keep saving)
+            self._warnings.warn("on_saved", type(exc).__name__, f"nodes file callback: {exc!r}")
+
+    def _write(self, text: str) -> float:
+        """Replace the file with ``text`` (module doc); returns the
+        milliseconds its two fsyncs took (each timed alone, so the time the
+        thread waits for the interpreter between file calls is not in it)."""
         tmp = self.path.with_name(f".{self.path.name}.tmp-{os.getpid()}")
         with open(tmp, "w") as f:
             f.write(text)
             f.flush()
-            os.fsync(f.fileno())
+            ms = _timed_fsync(f.fileno())
         os.replace(tmp, self.path)
         dir_fd = os.open(self.path.parent, os.O_RDONLY)
         try:
-            os.fsync(dir_fd)
+            ms += _timed_fsync(dir_fd)
         finally:
             os.close(dir_fd)
+        return ms
+
+
+def _timed_fsync(fd: int) -> float:
+    """``fsync(fd)``; the milliseconds it took."""
+    start = time.perf_counter()
+    os.fsync(fd)
+    return (time.perf_counter() - start) * 1000
 
 
 def _address(n: NodeRecord | LostNode) -> str:

@@ -18,6 +18,8 @@ if TYPE_CHECKING:
 
     from router.config import NodeConfig
 
+#: the largest value of a C ``long long`` (Redis's LLONG_MAX)
+_LLONG_MAX = 2**63 - 1
 #: flags that make no sense inside the file
 NOT_IN_FILE = frozenset({"help", "config", "check_config"})
 
@@ -155,6 +157,9 @@ def check(config: NodeConfig) -> None:
     if config.slowlog_log_slower_than < -1:
         value = config.slowlog_log_slower_than
         raise ConfigError(f"--slowlog-log-slower-than {value}: must be >= -1 (-1: off)")
+    for name in ("slowlog_log_slower_than", "slowlog_max_len", "latency_monitor_threshold"):
+        if getattr(config, name) > _LLONG_MAX:  # (CONFIG SET's bound too)
+            raise ConfigError(f"--{name.replace('_', '-')} {getattr(config, name)}: too large")
     for name in not_negative:
         if getattr(config, name) < 0:
             raise ConfigError(f"--{name.replace('_', '-')} {getattr(config, name)}: must be >= 0")

@@ -14,10 +14,11 @@ ms (0: off), in whole milliseconds as Redis's ``latencyEndMonitor``:
   forwarded over the cluster bus (:meth:`router.pubsub.PubSub.deliver_forwarded_run`);
 - ``collector-pause``: a collection of Python's cyclic garbage collector
   (:class:`router.collector.Pauses`), the node's own stop-the-world pause;
-- ``nodes-file-fsync``: the nodes file's atomic save (write, fsync, rename,
-  directory fsync) in its writer thread (:mod:`cluster_bus.nodes_file`):
-  off the event loop, so a spike here delays only the file, as Redis's
-  ``aof-fsync-always`` would the server.
+- ``nodes-file-fsync``: the two fsyncs (the file's, its directory's) of the
+  nodes file's atomic save, timed in its writer thread
+  (:mod:`cluster_bus.nodes_file`): off the event loop, so a spike here
+  delays only the file, where Redis's ``aof-fsync-always`` would delay
+  the server.
 
 LATENCY DOCTOR gives Redis's advice for Redis's events and for the
 anonymous huge pages of the process (``/proc/self/smaps_rollup``), and

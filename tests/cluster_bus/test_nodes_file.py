@@ -172,3 +172,26 @@ def test_a_bus_restarted_from_its_file_keeps_its_id_and_rejoins_by_itself(tmp_pa
             await a.stop()
 
     asyncio.run(main())
+
+
+def test_the_save_callback_gets_the_fsyncs_time_and_cannot_stop_the_writer(tmp_path, caplog):
+    """``on_saved`` (the node's latency monitor) is given the two fsyncs'
+    milliseconds; whatever it raises is logged and the next save is written."""
+    f = NodesFile(tmp_path / "nodes.conf")
+    f.open()
+    m = membership()
+    times: list[float] = []
+
+    def broken(ms: float) -> None:
+        times.append(ms)
+        raise ValueError("callback bug")
+
+    f.on_saved = broken
+    with caplog.at_level("WARNING", logger="bloomcast.bus"):
+        assert f.save(m, 1) and f.flush(10)
+        m.learn(nid(9), "10.0.0.9", 7009, 17009, 0)
+        assert f.save(m, 1) and f.flush(10)
+    f.close()
+    assert len(times) == 2 and all(ms >= 0 for ms in times) and f.saves == 2
+    assert nid(9) in [n.node_id for n in parse((tmp_path / "nodes.conf").read_text()).nodes]
+    assert any("callback bug" in r.getMessage() for r in caplog.records)

@@ -105,6 +105,7 @@ def test_slowlog_and_latency_thresholds_start_from_flags_or_the_file(tmp_path):
         ("slowlog_log_slower_than", -2, "--slowlog-log-slower-than -2: must be >= -1 (-1: off)"),
         ("slowlog_max_len", -1, "--slowlog-max-len -1: must be >= 0"),
         ("latency_monitor_threshold", -1, "--latency-monitor-threshold -1: must be >= 0"),
+        ("latency_monitor_threshold", 2**63, f"--latency-monitor-threshold {2**63}: too large"),
     ]:
         with pytest.raises(ConfigError) as exc:
             check(NodeConfig(**{field: value}))

@@ -109,6 +109,7 @@ def test_a_collection_and_a_save_off_the_loop_are_events_on_the_loop(plane, tmp_
             gc.collect()
         finally:
             gc.callbacks.remove(node.gc_pauses)
+            gc.unfreeze()  # (Pauses freezes after a full collection: not this process's)
         assert nodes_file.save(membership(), 1)
         await asyncio.get_running_loop().run_in_executor(None, nodes_file.flush, 10)
         for _ in range(10):
@@ -118,7 +119,7 @@ def test_a_collection_and_a_save_off_the_loop_are_events_on_the_loop(plane, tmp_
 
     events = asyncio.run(main())
     assert events["collector-pause"].max >= 1
-    assert events["nodes-file-fsync"].latest()[1] >= 40  # two fsyncs
+    assert events["nodes-file-fsync"].latest()[1] >= 40  # two fsyncs of 20 ms
 
 
 def test_pauses_give_each_collection_to_the_sink():
@@ -144,7 +145,7 @@ def _latest(port: int) -> dict[str, tuple[int, int, int]]:
 def test_a_nodes_fan_out_its_forwarded_runs_and_its_nodes_file_are_latency_events(tmp_path):
     """Two real nodes started with ``--latency-monitor-threshold 1``; node 1
     on a disk whose file calls take 50 ms (its nodes file's save: two fsyncs,
-    a rename, an open: >= 200 ms) and with one client on 20 patterns that
+    >= 100 ms) and with one client on 20 patterns that
     match ``big``. A 1 MB PUBLISH on node 0 reaches node 1 as a forwarded
     run that copies it into 20 pmessages (``bus-forward-run``) and a turn
     that writes those 20 MB (``fanout-turn``)."""
@@ -170,7 +171,7 @@ def test_a_nodes_fan_out_its_forwarded_runs_and_its_nodes_file_are_latency_event
     finally:
         cluster.stop()
     assert events["bus-forward-run"][2] >= 1 and events["fanout-turn"][2] >= 1
-    assert events["nodes-file-fsync"][2] >= 200
+    assert events["nodes-file-fsync"][2] >= 100
 
 
 def _probe(publisher: redis.Redis, pubsub: PubSub) -> bool:
