@@ -61,7 +61,6 @@ async def serve(
     from router.node import Node
 
     allocator.fix_mmap_threshold()  # large freed blocks go back to the kernel
-    allocator.disable_thp()  # as Redis's disable-thp yes (its default)
     nodes_file, saved = open_nodes_file(config) if with_bus else (None, None)
     node = Node(config, node_id=saved.my_id if saved is not None else None)
     node.time_off_loop_events(asyncio.get_running_loop(), nodes_file)

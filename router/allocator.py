@@ -1,6 +1,5 @@
 """The C allocator under a node process: glibc malloc's mmap threshold, fixed;
-transparent huge pages off for the process (:func:`disable_thp`); MEMORY
-PURGE's trim; the process's resident set (:func:`rss_bytes`).
+MEMORY PURGE's trim; the process's resident set (:func:`rss_bytes`).
 
 glibc serves a request of ``M_MMAP_THRESHOLD`` bytes or more (128 KiB at
 start) with its own ``mmap``, unmapped at ``free``. Its default is dynamic
@@ -45,24 +44,6 @@ def fix_mmap_threshold(threshold: int = MMAP_THRESHOLD) -> bool:
     mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
     mallopt.restype = ctypes.c_int
     return bool(mallopt(M_MMAP_THRESHOLD, threshold))
-
-
-#: ``PR_SET_THP_DISABLE`` in Linux's ``<linux/prctl.h>``
-PR_SET_THP_DISABLE = 41
-
-
-def disable_thp() -> bool:
-    """Transparent huge pages off for this process, as Redis 7 does at start
-    with its default ``disable-thp yes`` (``THPDisable``: a huge page makes
-    a fork's copy-on-write and a freed block's return coarse, a latency
-    source LATENCY DOCTOR warns of). True when the kernel took it; False
-    off Linux or where ``prctl`` refuses."""
-    prctl = getattr(ctypes.CDLL(None, use_errno=True), "prctl", None)
-    if prctl is None:
-        return False
-    prctl.restype = ctypes.c_int
-    return prctl(PR_SET_THP_DISABLE, ctypes.c_ulong(1), ctypes.c_ulong(0), ctypes.c_ulong(0),
-                 ctypes.c_ulong(0)) == 0  # fmt: skip
 
 
 def on_glibc() -> bool:

@@ -22,7 +22,11 @@ ms (0: off), in whole milliseconds as Redis's ``latencyEndMonitor``:
 
 LATENCY DOCTOR gives Redis's advice for Redis's events and for the
 anonymous huge pages of the process (``/proc/self/smaps_rollup``), and
-this node's own for its events (:data:`_ADVICE`).
+this node's own for its events (:data:`_ADVICE`). Redis 7 turns
+transparent huge pages off for itself (``disable-thp yes``); the node does
+not (tried: ``prctl(PR_SET_THP_DISABLE)`` moved ``bench.memory``'s RSS
+readings so that 2,000 patterns read as negative growth), so on a host
+with THP ``always`` its DOCTOR may give that advice where Redis's does not.
 """
 
 from __future__ import annotations

@@ -45,19 +45,3 @@ def kept_mb(mode: str) -> float:
 def test_freed_large_blocks_leave_the_rss_once_the_threshold_is_fixed():
     assert kept_mb("dynamic") > 2.0  # 12 MB freed: glibc's default keeps part of it
     assert kept_mb("fixed") < 1.0
-
-
-def test_a_node_process_runs_without_transparent_huge_pages(tmp_path):
-    """As Redis 7's ``disable-thp yes``: a ``bloomcast node`` process has
-    THP off (``THP_enabled: 0`` in its /proc status, from Linux 5.0), so
-    LATENCY DOCTOR's huge-pages advice speaks only of memory the kernel
-    gave before the node started."""
-    import redis
-
-    from tests.procs import bloomcast_node
-
-    with bloomcast_node() as port, redis.Redis(port=port) as r:
-        pid = r.info("server")["process_id"]
-        with open(f"/proc/{pid}/status") as f:
-            status = f.read()
-    assert "THP_enabled:\t0" in status
