@@ -203,9 +203,7 @@ class Hooks:
         """A latency event other than a command's (:mod:`router.latency`'s
         module doc) that took ``ms`` milliseconds: a sample when that is at
         least ``latency-monitor-threshold``. On the event loop only."""
-        threshold = ctx.latency_ms
-        if threshold and ms >= threshold:
-            self.latency.add_if_needed(name, int(ms), threshold)
+        self.latency.add_if_needed(name, int(ms), ctx.latency_ms)
 
     def off_loop(
         self, ctx: CommandContext, name: str, loop: asyncio.AbstractEventLoop

@@ -186,12 +186,14 @@ def graph(event: str, series: Series, now: int) -> str:
     for first in range(0, len(values), GRAPH_COLS):
         if first:
             out.append("\n")
-        out.append(_sparkline(values[first : first + GRAPH_COLS], labels[first:], low, high))
+        block = slice(first, first + GRAPH_COLS)
+        out.append(_sparkline(values[block], labels[block], low, high))
     return "".join(out)
 
 
 def _sparkline(values: list[int], labels: list[str], low: int, high: int) -> str:
-    """``sparklineRenderRange`` with SPARKLINE_FILL over ``values`` (scaled
+    """``sparklineRenderRange`` with SPARKLINE_FILL over ``values`` and their
+    ``labels`` (scaled
     between the whole sequence's ``low`` and ``high``): each row from the
     top, a column per value (its step of ``3 * rows``: ``_o#`` where the
     value ends in this row, ``|`` below it), then a blank row and the labels
@@ -208,9 +210,8 @@ def _sparkline(values: list[int], labels: list[str], low: int, high: int) -> str
             cells.append(_FILL[idx] if 0 <= idx < len(_FILL) else "|" if idx >= 0 else " ")
         rows.append("".join(cells))
     rows.append(" " * len(values))  # the labels' top margin
-    shown = labels[: len(values)]
-    for depth in range(max(len(label) for label in shown)):
-        rows.append("".join(label[depth] if depth < len(label) else " " for label in shown))
+    for depth in range(max(len(label) for label in labels)):
+        rows.append("".join(label[depth] if depth < len(label) else " " for label in labels))
     return "".join(row + "\n" for row in rows)
 
 
