@@ -193,9 +193,8 @@ def graph(event: str, series: Series, now: int) -> str:
 
 def _sparkline(values: list[int], labels: list[str], low: int, high: int) -> str:
     """``sparklineRenderRange`` with SPARKLINE_FILL over ``values`` and their
-    ``labels`` (scaled
-    between the whole sequence's ``low`` and ``high``): each row from the
-    top, a column per value (its step of ``3 * rows``: ``_o#`` where the
+    ``labels`` (scaled between the whole sequence's ``low`` and ``high``):
+    each row from the top, a column per value (its step of ``3 * rows``: ``_o#`` where the
     value ends in this row, ``|`` below it), then a blank row and the labels
     downwards, one character a row."""
     spread = (high - low) or 1
