@@ -34,13 +34,17 @@ AUTH's, ACL SETUSER's and CONFIG SET requirepass's secrets are
 from __future__ import annotations
 
 import asyncio
+import codecs
 import contextlib
+import os
 import time
 from collections import deque
 from collections.abc import Callable
 from time import perf_counter_ns
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
+from cluster_bus.dataplane import ENV
+from router import client_output
 from router.commands.redis_meta import command_meta
 from router.latency import LatencyMonitor
 from router.parser import string2ll
@@ -59,15 +63,70 @@ NEVER = 2**62
 REDACTED = b"(redacted)"
 #: Redis 7.0.15's SENSITIVE_CONFIG parameters (CONFIG SET shows their value redacted)
 _SENSITIVE_CONFIGS = frozenset({b"requirepass", b"masterauth", b"masteruser"})
-#: Redis's ``isprint`` escapes of ``sdscatrepr``
+#: Redis's ``isprint`` escapes of ``sdscatrepr`` (one byte each: the reference
+#: :func:`sdscatrepr` and the tests check the fast versions against)
 _ESCAPES = {ord("\\"): b"\\\\", ord('"'): b'\\"', ord("\n"): b"\\n", ord("\r"): b"\\r",
             ord("\t"): b"\\t", 7: b"\\a", 8: b"\\b"}  # fmt: skip
 _REPR = tuple(_ESCAPES.get(c, bytes([c]) if 32 <= c <= 126 else b"\\x%02x" % c) for c in range(256))
 
 
 def sdscatrepr(data: bytes) -> bytes:
-    """``data`` quoted as Redis's ``sdscatrepr`` quotes it (MONITOR's lines)."""
+    """``data`` quoted as Redis's ``sdscatrepr`` quotes it, byte by byte (the
+    reference: a list item per byte, never on a node's path)."""
     return b'"' + b"".join([_REPR[c] for c in data]) + b'"'
+
+
+def escaped(data: bytes) -> bytes:
+    """``data`` escaped as ``sdscatrepr`` escapes it (no quotes), in C loops:
+    ``codecs.escape_encode`` escapes ``\\``, ``'``, ``\\t``, ``\\n``, ``\\r`` and
+    every other byte outside 32-126 as ``\\xhh``; Redis's differ in ``'``
+    (not escaped), ``"`` (escaped), 7 and 8 (``\\a``, ``\\b``), fixed by
+    ``bytes.replace`` when the payload holds them. ``escape_encode`` writes
+    only bytes 32-126, so a NUL stands for an escaped backslash while the
+    ``\\x07`` / ``\\x08`` escapes are renamed (the ``\\x07`` of a literal
+    ``\\`` + ``x07`` is then left alone). At most 4x ``data``, a few
+    copies of it: the Python core's :func:`monitor_line`."""
+    out: bytes = codecs.escape_encode(data)[0]
+    if b"'" in data:
+        out = out.replace(b"\\'", b"'")
+    if b"\x07" in data or b"\x08" in data:
+        backslash = b"\\" in data
+        if backslash:
+            out = out.replace(b"\\\\", b"\x00")
+        out = out.replace(b"\\x07", b"\\a").replace(b"\\x08", b"\\b")
+        if backslash:
+            out = out.replace(b"\x00", b"\\\\")
+    if b'"' in data:
+        out = out.replace(b'"', b'\\"')
+    return out
+
+
+def python_monitor_line(head: bytes, args: list[bytes]) -> bytes:
+    """``head``, then `` "<arg>"`` per argument (:func:`escaped`), then CRLF:
+    a MONITOR line, joined once (the Python core's
+    ``router._resp.monitor_line``)."""
+    parts = [head]
+    for arg in args:
+        parts += (b' "', escaped(arg), b'"')
+    parts.append(b"\r\n")
+    return b"".join(parts)
+
+
+def _monitor_line() -> Callable[[bytes, list[bytes]], bytes]:
+    """The compiled plane's ``router._resp.monitor_line`` (one pass to size
+    the line, one to write it, into one bytes object) unless the node runs
+    the Python core (:mod:`router.dataplane`: ``BLOOMCAST_NO_EXTENSIONS``, or
+    not built); the two are byte for byte the same (tests/router/test_hooks.py)."""
+    if not os.environ.get(ENV):
+        with contextlib.suppress(ImportError):
+            from router._resp import monitor_line
+
+            return monitor_line
+    return python_monitor_line
+
+
+#: a MONITOR line from its head and arguments (:func:`_monitor_line`)
+monitor_line = _monitor_line()
 
 
 def flags_of(name: str) -> frozenset[str]:
@@ -282,21 +341,35 @@ class Hooks:
         self.after(ctx, client, client.last_command, args, ns)  # (no monitor: unwatched)
 
     def feed(self, client: CommandClient, args: list[bytes]) -> bytes:
-        """``replicationFeedMonitors``: ``+<secs>.<usecs> [<db> <addr>] "arg" ...``
-        to every MONITOR client; the line is returned instead of written
-        when ``client`` is one."""
+        """``replicationFeedMonitors``: ``+<secs>.<usecs> [<db> <addr>] "arg" ...``,
+        one line (:data:`monitor_line`: linear in the arguments, at most 4x
+        them) made once for every MONITOR client; the line is returned
+        instead of written when ``client`` is one. A monitor is a normal
+        client (Redis's ``getClientType``): past ``client-output-buffer-limit
+        normal`` with the line (:func:`router.client_output.over_limit`, as
+        Redis checks at each append) it is cut, counted once and no longer
+        fed, not written to."""
         now = time.time_ns() // 1000
-        db = client.extras.db
-        line = b"+%d.%06d [%d %s] %s\r\n" % (
+        head = b"+%d.%06d [%d %s]" % (
             now // 1_000_000,
             now % 1_000_000,
-            db,
+            client.extras.db,
             client.addr.encode(),
-            b" ".join([sdscatrepr(a) for a in args]),
         )
+        line = monitor_line(head, args)
         own = b""
+        limited = client.ctx.settings.normal_limited
         for monitor in list(self.monitors.values()):
-            if monitor is client:
+            if monitor.closing:  # cut, or QUIT: no more output (Redis's CLOSE_ASAP)
+                continue
+            if limited and client_output.over_limit(
+                cast("client_output.Connection", monitor),
+                monitor.output_buffer_size() + len(line),
+                normal=True,
+            ):
+                monitor.cut()  # counted once: no longer a monitor
+                self.forget(client.ctx, monitor)
+            elif monitor is client:
                 own = line
             else:
                 monitor.write(line)

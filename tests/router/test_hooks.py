@@ -4,6 +4,13 @@ redis-server 7.0.15."""
 
 from __future__ import annotations
 
+import os
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from router import hooks
 from router.commands import COMMANDS
 from router.hooks import FAST, SKIP_SLOWLOG, UNMONITORED, flags_of, redacted, sdscatrepr
 
@@ -26,6 +33,63 @@ def test_sdscatrepr_quotes_as_redis():
     assert (
         sdscatrepr(b'a"b\\c\n\r\t\x07\x08\x00\xff ~') == b'"a\\"b\\\\c\\n\\r\\t\\a\\b\\x00\\xff ~"'
     )
+
+
+def _line_builders() -> list:
+    """The Python core's MONITOR line, and the compiled one when it is built
+    (as the node would pick it: not under ``BLOOMCAST_NO_EXTENSIONS``)."""
+    builders = [hooks.python_monitor_line]
+    try:
+        from router._resp import monitor_line
+    except ImportError:
+        return builders
+    return [*builders, monitor_line]
+
+
+def _reference(head: bytes, args: list[bytes]) -> bytes:
+    return head + b"".join(b" " + sdscatrepr(a) for a in args) + b"\r\n"
+
+
+#: every byte value, then the sequences an escaping shortcut could confuse:
+#: an escaped backslash before ``x07``, quotes, 7 and 8 beside backslashes
+TRICKY = [
+    bytes(range(256)),
+    bytes(range(255, -1, -1)) * 3,
+    b"\\x07\\\x07\x07\\\x08'\\'\"\\\"\x00\\",
+    b"",
+    b"x" * 70_000,
+]
+
+
+@pytest.mark.parametrize("build", _line_builders(), ids=lambda f: f.__module__)
+def test_monitor_line_escapes_every_byte_as_sdscatrepr(build):
+    assert build(b"+1.000000 [0 127.0.0.1:1]", TRICKY) == _reference(
+        b"+1.000000 [0 127.0.0.1:1]", TRICKY
+    )
+    assert build(b"h", [b"PUBLISH", bytes(range(256))]).endswith(
+        b' "\\x00\\x01\\x02\\x03\\x04\\x05\\x06\\a\\b\\t\\n\\x0b\\x0c\\r\\x0e'
+        + b"\\x0f"
+        + b"".join(b"\\x%02x" % c for c in range(16, 32))
+        + b" !\\\"#$%&'()*+,-./0123456789:;<=>?@"
+        b"ABCDEFGHIJKLMNOPQRSTUVWXYZ[\\\\]^_`abcdefghijklmnopqrstuvwxyz{|}~"
+        + b"".join(b"\\x%02x" % c for c in range(127, 256))
+        + b'"\r\n'
+    )
+
+
+@given(st.lists(st.binary(max_size=40) | st.sampled_from(TRICKY[2:3]), max_size=5))
+def test_monitor_line_builders_agree_on_any_arguments(args):
+    for build in _line_builders():
+        assert build(b"h", args) == _reference(b"h", args)
+
+
+def test_the_node_builds_monitor_lines_with_its_plane():
+    """Under ``BLOOMCAST_NO_EXTENSIONS`` the Python core's; else the compiled
+    one when it is built."""
+    if os.environ.get("BLOOMCAST_NO_EXTENSIONS"):
+        assert hooks.monitor_line is hooks.python_monitor_line
+    else:
+        assert hooks.monitor_line is _line_builders()[-1]
 
 
 def test_redaction_stops_where_redis_returned():
