@@ -53,7 +53,7 @@ def test_monitor_quotes_every_byte_value_as_the_oracle(servers):
     want = theirs.result()
     assert ours == want
     assert ours.count(b"\r\n") == len(PAYLOADS)
-    assert b'\\x06\\a\\b\\t\\n\\x0b' in ours and b"!\\\"#" in ours
+    assert b"\\x06\\a\\b\\t\\n\\x0b" in ours and b'!\\"#' in ours
 
 
 def _monitor_count(s: socket.socket) -> int:
