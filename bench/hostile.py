@@ -19,7 +19,11 @@ subscribing 100 channels each, then all closing at once; 100 clients each
 PUNSUBSCRIBE-ing 1,000 patterns; 30,000 patterns from one client; 100,000
 patterns then PUBLISH; ten patterns of ``\\a`` x 50,000 then PUBLISH, three
 batches; 1,000 slow subscribers sharing 100 messages of 10 KB; 1,000,000
-channels in pipelined SUBSCRIBE bursts. A second table is issue 41's
+channels in pipelined SUBSCRIBE bursts. Issue 49's: one MONITOR attached (a
+client reading it as ``redis-cli monitor`` does), one PUBLISH of 4 MiB (text,
+then every byte value: the MONITOR line is 1x and 2.9x the payload); their
+goal is the issue's, on the peak RSS the case added (``VmHWM`` reset before
+it, ``/proc/<pid>/clear_refs``). A second table is issue 41's
 (:mod:`bench.hostile_bounds`: CLIENT PAUSE with a subscriber that reads
 nothing, a peer that stops reading its bus link, a million pipelined
 SUBSCRIBE unread, a slow disk under the tap).
@@ -30,7 +34,9 @@ Speed is reported here, never asserted; the tests assert the behaviour
 
 from __future__ import annotations
 
+import contextlib
 import socket
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -286,6 +292,41 @@ def _stars_publish(port: int, state: Any) -> Reader:
         )
 
 
+class _Monitor:
+    """A MONITOR client read on a thread as it comes (``redis-cli monitor``),
+    until the line of the case's PUBLISH is complete."""
+
+    def __init__(self, port: int) -> None:
+        self.sock = connect(port)
+        exchange(self.sock, bulk(b"MONITOR"), _ends(b"+OK\r\n"))
+        self.reader = Reader(self.sock)
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+
+    def _read(self) -> None:
+        # a raw CRLF only ends a line (sdscatrepr escapes the payload's)
+        with contextlib.suppress(OSError):
+            self.reader.until(
+                lambda r: r.count >= 1 and r.tail.endswith(b'"\r\n'), b'"PUBLISH" "ch"'
+            )
+
+
+def _monitor_publish(payload: bytes) -> Callable[[int, _Monitor], Reader]:
+    def run(port: int, monitor: _Monitor) -> Reader:
+        with connect(port) as s:
+            reply = exchange(s, bulk(b"PUBLISH", b"ch", payload), _ends(b"\r\n"))
+        monitor.thread.join(300)
+        _KEEP_OPEN.append(monitor.sock)
+        return reply
+
+    return run
+
+
+#: issue 49's bar for the MONITOR cases: the peak RSS the case added at
+#: most this many times Redis's
+MONITOR_PEAK_RATIO = 2.0
+
+
 def cases() -> list[Case]:
     return [
         Case(
@@ -350,6 +391,18 @@ def cases() -> list[Case]:
             _bursts,
             lambda p, s: _n(1_000_000, s),
         ),
+        *(
+            Case(
+                f"MONITOR attached, one PUBLISH of 4 MiB ({kind})",
+                _monitor_publish(payload),
+                lambda port, scale: _Monitor(port),
+                {"peak_ratio": MONITOR_PEAK_RATIO},
+            )
+            for kind, payload in (
+                ("text", b"x" * (4 << 20)),
+                ("every byte value", bytes(range(256)) * (1 << 14)),
+            )
+        ),
     ]
 
 
@@ -398,6 +451,10 @@ def run_case(name: str, case: Case, scale: float) -> dict[str, Any]:
         port = server.port
         idle, _ = rss_mb(server.pid)
         state = case.setup(port, scale)
+        peak_ratio = case.notes.get("peak_ratio")
+        if peak_ratio:  # the case's own peak (issue 49): VmHWM from here
+            with open(f"/proc/{server.pid}/clear_refs", "w") as f:
+                f.write("5")
         before, _ = rss_mb(server.pid)
         with LatencyProbe(port) as probe:
             start = time.perf_counter()
@@ -415,6 +472,9 @@ def run_case(name: str, case: Case, scale: float) -> dict[str, Any]:
             "peak_mb": peak,
             "reply": [reply.total, reply.count] if reply is not None else None,
         }
+        if peak_ratio:
+            out["peak_growth_mb"] = peak - before
+            out["peak_ratio"] = peak_ratio
         if name == NODE:
             out["collector"] = _info(port, b"collector")
         return out
@@ -453,10 +513,18 @@ def _goal(node: dict[str, Any], anchor: dict[str, Any]) -> str:
     with 2 MB of slack for the noise of small cases."""
     if not anchor:
         return "-"
+    if "peak_ratio" in node:  # issue 49's: the case's peak, the wait <= Redis's or 100 ms
+        wait_ok = node["worst_ping"] <= max(0.1, anchor["worst_ping"] + 0.01)
+        rss_ok = node["peak_growth_mb"] <= node["peak_ratio"] * anchor["peak_growth_mb"]
+        return _verdict(wait_ok, rss_ok)
     wait_ok = node["worst_ping"] <= 0.1 and node["worst_ping"] <= anchor["worst_ping"] + 0.01
     grown = node["rss_mb"] - node.get("rss_idle_mb", 0)
     anchor_grown = anchor["rss_mb"] - anchor.get("rss_idle_mb", 0)
     rss_ok = grown <= 1.2 * anchor_grown + 2
+    return _verdict(wait_ok, rss_ok)
+
+
+def _verdict(wait_ok: bool, rss_ok: bool) -> str:
     return (
         "yes"
         if wait_ok and rss_ok
@@ -519,6 +587,31 @@ def hostile_markdown(result: dict[str, Any]) -> str:
         if f.get("collector")
     ]
 
+    peak_rows = [
+        [
+            label,
+            fmt_num(f["peak_growth_mb"], 1),
+            fmt_num(redis[label]["peak_growth_mb"], 1) if label in redis else "-",
+            fmt_num(f["peak_growth_mb"] / redis[label]["peak_growth_mb"], 2)
+            if redis.get(label, {}).get("peak_growth_mb")
+            else "-",
+        ]
+        for label, f in node.items()
+        if "peak_growth_mb" in f
+    ]
+    peaks = ""
+    if peak_rows:
+        peaks = (
+            "\n\nThe MONITOR cases (issue 49): the peak RSS each case added (`VmHWM` "
+            "reset before it, less the RSS before it); goal: at most "
+            f"{fmt_num(MONITOR_PEAK_RATIO, 0)}x Redis's, and a worst wait <= Redis's "
+            "(+ one probe period) or <= 100 ms:\n\n"
+            + table(
+                ["case", "bloomcast peak added MB", "redis-server peak added MB", "ratio"],
+                peak_rows,
+            )
+        )
+
     def idle(name: str) -> str:
         figures = [f.get("rss_idle_mb", 0) for f in servers.get(name, {}).values()]
         return fmt_num(min(figures), 0) if figures else "-"
@@ -544,8 +637,31 @@ def hostile_markdown(result: dict[str, Any]) -> str:
         "servers run without the pubsub output limit (a million confirmations, "
         "~40 MB, are over its 32 MB: both would cut the client).\n\n"
         + table(header, rows)
+        + peaks
         + "\n\nThe node's collector during each case (INFO `# Collector`: "
         "`gc.callbacks`, after `gc.freeze()` at start):\n\n"
         + table(["case", "longest collection ms", "collections over 50 ms"], gc_rows)
         + bounds
     )
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m bench.hostile [--quick] [--only TEXT]``: the cases whose
+    label holds TEXT (both tables), their JSON and the tables."""
+    import argparse
+    import json
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--only", default="")
+    args = parser.parse_args(argv)
+    result = run_hostile(args.quick, args.only)
+    print(json.dumps(result, indent=1, default=str))
+    print(hostile_markdown(result))
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(main())

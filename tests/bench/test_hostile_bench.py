@@ -105,3 +105,27 @@ def test_issue_41s_bounds_are_a_second_table_beside_redis():
     row = next(line for line in lines if line.startswith("| a slow disk"))
     assert row.endswith("| 90 written + 10 dropped (counted) of 100; 0 disk errors | - |")
     assert "1,000,000 pipelined SUBSCRIBE" in flood
+
+
+def test_issue_49s_monitor_cases_are_judged_on_their_peak_beside_redis():
+    """The MONITOR cases' goal: the peak RSS the case added at most 2x Redis's,
+    the worst wait <= Redis's (+ one probe period) or <= 100 ms."""
+    labels = [case.label for case in cases() if case.notes.get("peak_ratio")]
+    assert len(labels) == 2 and all("MONITOR attached" in label for label in labels)
+    text, binary = labels
+
+    def monitor(wait: float, grown: float) -> dict:
+        return {**figures(wait, 0.1, 30, 31, [4, 1]), "peak_growth_mb": grown, "peak_ratio": 2.0}
+
+    result = {
+        "servers": {
+            NODE: {text: monitor(0.034, 12.0), binary: monitor(0.090, 40.0)},
+            REDIS: {text: monitor(0.630, 14.4), binary: monitor(0.020, 19.0)},
+        }
+    }
+    lines = hostile_markdown(result).splitlines()
+    assert next(line for line in lines if line.startswith(f"| {text} | 34.0")).endswith("| yes |")
+    row = next(line for line in lines if line.startswith(f"| {binary} | 90.0"))
+    assert row.endswith("| no (RSS) |")  # 40 MB > 2 x 19; 90 ms: under 100 ms
+    assert f"| {text} | 12.0 | 14.4 | 0.83 |" in lines
+    assert f"| {binary} | 40.0 | 19.0 | 2.11 |" in lines
