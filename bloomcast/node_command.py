@@ -23,7 +23,7 @@ import socket
 import sys
 from typing import TYPE_CHECKING
 
-from bloomcast import node_log
+from bloomcast import node_log, proctitle
 from bloomcast.membership_log import MembershipLog
 from bloomcast.node_process import (
     StartupError,
@@ -180,6 +180,7 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         print(f"bloomcast node: --logfile {args.logfile}: {exc.strerror}", file=sys.stderr)
         return 1
+    proctitle.hide_secrets()  # --requirepass / --cluster-secret off /proc/<pid>/cmdline
     try:
         import uvloop
     except ImportError:  # pragma: no cover - uvloop is a dependency on Linux
