@@ -22,6 +22,7 @@ import time
 from types import FrameType
 from typing import Any
 
+from bloomcast import proctitle
 from router.config import add_node_arguments
 
 
@@ -84,6 +85,7 @@ def run(args: argparse.Namespace) -> int:
     if getattr(args, "cluster_command", None) != "up":
         print("usage: bloomcast cluster up --nodes N --base-port P", file=sys.stderr)
         return 2
+    proctitle.hide_secrets()  # a --requirepass / --cluster-secret given to forward
     from bloomcast.testing import LocalCluster
 
     extra = node_flags_from(args)

@@ -8,6 +8,7 @@ gave it."""
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -19,6 +20,7 @@ import redis
 
 from bloomcast.proctitle import REDACTED, redacted
 from bloomcast.testing import free_port, stop_process, wait_port
+from bloomcast.testing.ports import ephemeral_range
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -84,3 +86,35 @@ def test_redacted_replaces_values_in_every_form_argparse_reads():
     ]  # fmt: skip
     assert redacted(["node", "--port", "1", "--", "--requirepass", "x"]) is None
     assert redacted(["node", "--cluster-port", "17000", "--join", "h:1"]) is None
+
+
+def test_cluster_up_hides_the_secrets_it_forwards_and_so_do_its_nodes():
+    low, _ = ephemeral_range()
+    base = next(p for p in iter(free_port, 0) if p + 10_000 < low and _free(p + 10_000))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "bloomcast.cli", "cluster", "up", "--nodes", "1",
+         "--base-port", str(base), "--requirepass", "pw-s3cret-5"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        cwd=ROOT,
+    )  # fmt: skip
+    try:
+        wait_port(base, proc)
+        assert redis.Redis(port=base, password="pw-s3cret-5", socket_timeout=5).ping()
+        children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
+        lines = [_proc(pid, "cmdline") for pid in [proc.pid, *map(int, children)]]
+    finally:
+        stop_process(proc, timeout=20)
+    assert len(lines) == 2
+    for line in lines:
+        assert b"s3cret" not in line and b"--requirepass (redacted)" in line
+    assert b"--cluster-secret (redacted)" in lines[1]  # the secret cluster up made for it
+
+
+def _free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
