@@ -23,7 +23,6 @@ from __future__ import annotations
 import logging
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 
 log = logging.getLogger("bloomcast.node")
 
@@ -66,14 +65,14 @@ def hide_secrets(argv: Sequence[str] | None = None) -> bool:
     if shown is None:
         return False
     title = " ".join(shown)
-    comm = _read(Path("/proc/self/comm")).rstrip(b"\n")
+    comm = _read("/proc/self/comm").rstrip(b"\n")
     try:
         import setproctitle
 
         setproctitle.setproctitle(title)
         if comm:
             setproctitle.setthreadtitle(comm.decode(errors="replace"))
-        cmdline = _read(Path("/proc/self/cmdline"))
+        cmdline = _read("/proc/self/cmdline")
         done = cmdline.split(b"\0", 1)[0] == title.encode(errors="surrogateescape")
     except (ImportError, UnicodeError, OSError):
         done = False
@@ -85,8 +84,10 @@ def hide_secrets(argv: Sequence[str] | None = None) -> bool:
     return done
 
 
-def _read(path: Path) -> bytes:
+def _read(path: str) -> bytes:
+    """(open(), not pathlib: the node's start path leaves pathlib unimported)"""
     try:
-        return path.read_bytes()
+        with open(path, "rb") as f:
+            return f.read()
     except OSError:
         return b""
