@@ -5,6 +5,7 @@ redis-server 7.0.15."""
 from __future__ import annotations
 
 import os
+from types import SimpleNamespace
 
 import pytest
 from hypothesis import given
@@ -123,3 +124,28 @@ def test_latency_histogram_buckets_are_redis_hdr_steps(plane):
     stat.histogram = None
     stat.timed(30_000, 3)  # three calls of 10 us each
     assert stat.histogram[reference(10_000)] == 3 and stat.nanoseconds >= 30_000
+
+
+class _Monitor:
+    """What :meth:`Hooks.feed` reads of a client (a connection in a node)."""
+
+    def __init__(self, client_id: int) -> None:
+        self.id = client_id
+        self.addr = "127.0.0.1:1"
+        self.extras = SimpleNamespace(db=0, monitor=False)
+        self.ctx = SimpleNamespace(settings=SimpleNamespace(normal_limited=False))
+        self.closing = False
+        self.written: list[bytes] = []
+
+    def write(self, data: bytes) -> None:
+        self.written.append(data)
+
+
+def test_a_commands_line_is_made_once_for_every_monitor():
+    watched = hooks.Hooks()
+    monitors = [_Monitor(i) for i in range(3)]
+    for m in monitors:
+        watched.monitors[m.id] = m
+    own = watched.feed(monitors[0], [b"PUBLISH", b"ch", b"x" * 100_000])
+    assert own.endswith(b'"PUBLISH" "ch" "' + b"x" * 100_000 + b'"\r\n')
+    assert monitors[1].written[0] is monitors[2].written[0] is own  # one object, not a copy
