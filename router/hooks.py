@@ -113,10 +113,11 @@ def python_monitor_line(head: bytes, args: list[bytes]) -> bytes:
 
 
 def _monitor_line() -> Callable[[bytes, list[bytes]], bytes]:
-    """The compiled plane's ``router._resp.monitor_line`` (one pass to size
-    the line, one to write it, into one bytes object) unless the node runs
-    the Python core (:mod:`router.dataplane`: ``BLOOMCAST_NO_EXTENSIONS``, or
-    not built); the two are byte for byte the same (tests/router/test_hooks.py)."""
+    """The compiled ``router._resp.monitor_line`` (one pass to size the line,
+    one to write it, into one bytes object) when it is built and
+    ``BLOOMCAST_NO_EXTENSIONS`` (:mod:`router.dataplane`'s switch) is not
+    set, else the Python core's; the nodes of both planes in one process (a
+    test) share it: the two are byte for byte the same (tests/router/test_hooks.py)."""
     if not os.environ.get(ENV):
         with contextlib.suppress(ImportError):
             from router._resp import monitor_line
