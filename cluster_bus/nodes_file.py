@@ -70,6 +70,7 @@ _FLAGS = frozenset(
     {"myself", "master", "slave", "fail?", "fail", "handshake", "noaddr", "nofailover", "noflags"}
 )
 _STATES = ("connected", "disconnected")
+_NUMBER = re.compile(r"[0-9]{1,20}")
 #: refused lines logged one by one at load; the rest are counted in one line
 LOGGED_REJECTS = 10
 
@@ -294,7 +295,8 @@ def _node_line(line: str) -> tuple[SavedNode, list[str]] | str:
     names = flags.split(",")
     if not set(names) <= _FLAGS:
         return f"unknown flags {flags[:40]!r}"
-    if master != "-" or not (ping + pong + epoch).isdigit() or state not in _STATES:
+    numbers = (ping, pong, epoch)
+    if master != "-" or not all(_NUMBER.fullmatch(n) for n in numbers) or state not in _STATES:
         return "not a node line"
     return SavedNode(node_id, host, port, bus, name), names
 
@@ -306,7 +308,9 @@ def parse(text: str, where: str = "nodes file") -> NodesConfig:
     reason (the first :data:`LOGGED_REJECTS`) and counted in
     :attr:`NodesConfig.rejected`, so the node never takes an id it reads
     from another node's line, and one bad line does not stop it; no
-    ``myself`` line at all, or a bad ``vars`` line, is a NodesFileError."""
+    ``myself`` line at all is a NodesFileError. A ``vars`` line whose
+    numbers do not read is refused the same way (epoch and incarnation then
+    start at 0: the restart raises the incarnation above it all the same)."""
     my_id = None
     epoch = incarnation = 0
     nodes: dict[str, SavedNode] = {}
@@ -315,13 +319,19 @@ def parse(text: str, where: str = "nodes file") -> NodesConfig:
         if not line.strip():
             continue
         if line.startswith("vars "):
-            words = line.split()[1:]
+            words = line.split(" ")[1:]
             values = dict(zip(words[::2], words[1::2], strict=False))
-            try:
-                epoch = int(values.get("currentEpoch", "0"))
-                incarnation = int(values.get("incarnation", "0"))
-            except ValueError:
-                raise NodesFileError(f"{where}:{number}: bad vars line") from None
+            epoch_text = values.get("currentEpoch", "0")
+            incarnation_text = values.get("incarnation", "0")
+            if (
+                _NUMBER.fullmatch(epoch_text) is None
+                or _NUMBER.fullmatch(incarnation_text) is None
+                or int(epoch_text) >= 2**64  # (a u64 on the wire)
+                or int(incarnation_text) >= 2**32  # (a u32)
+            ):
+                rejected.append((number, "not a vars line"))
+                continue
+            epoch, incarnation = int(epoch_text), int(incarnation_text)
             continue
         parsed = _node_line(line)
         if isinstance(parsed, str):
