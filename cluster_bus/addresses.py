@@ -67,8 +67,13 @@ def normal_ip(host: str) -> str | None:
 
 
 def is_ip(host: str) -> bool:
-    """``host`` is an IPv4 or IPv6 literal (:func:`normal_ip`)."""
-    return normal_ip(host) is not None
+    """``host`` is an IPv4 or IPv6 literal (what :func:`normal_ip` takes)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        socket.inet_pton(family, host)
+    except (OSError, ValueError):
+        return False
+    return True
 
 
 def address_error(host: str) -> str | None:
@@ -78,7 +83,7 @@ def address_error(host: str) -> str | None:
     (one trailing dot allowed), which the resolver takes without raising."""
     if not host:
         return "empty address"
-    if is_ip(host):
+    if (":" in host or host[-1].isdigit()) and is_ip(host):  # (a name ends in a letter)
         return None
     ip, scoped, zone = host.partition("%")  # a link-local IPv6 address, as a socket names it
     if scoped and ":" in ip and is_ip(ip) and _ZONE.fullmatch(zone):

@@ -65,6 +65,9 @@ _HB = TypeVar("_HB", Meet, Ping, Pong)
 
 log = logging.getLogger("bloomcast.bus")
 
+#: (host, hostname) pairs of gossip entries remembered as checked: emptied when full
+ACCEPTED_CACHE = 4096
+
 
 class Heartbeats:
     """Membership on the wire for one bus. ``unreachable(peer)`` is called when
@@ -112,6 +115,8 @@ class Heartbeats:
         self._peers_version = -1  # membership.version when _unlinked was rebuilt
         #: refused addresses, logged at most once a minute per peer
         self._refusals = Refusals(logger=log)
+        #: (host, hostname) pairs that passed the checks (at most ACCEPTED_CACHE)
+        self._accepted: set[tuple[str, str]] = set()
 
     def on_heartbeat(self, link: Link, peer: str, msg: Message) -> None:
         assert isinstance(msg, Heartbeat)
@@ -204,9 +209,16 @@ class Heartbeats:
         counted in ``cluster_stats_addresses_refused`` and logged at most
         once a minute per reporter."""
         kept = []
+        accepted = self._accepted
         for g in entries:
+            if (g.host, g.hostname) in accepted:  # gossip repeats the same nodes
+                kept.append(g)
+                continue
             error = (address_error(g.host) if g.host else None) or hostname_error(g.hostname)
             if error is None:
+                if len(accepted) >= ACCEPTED_CACHE:
+                    accepted.clear()
+                accepted.add((g.host, g.hostname))
                 kept.append(g)
                 continue
             self.stats.addresses_refused += 1
