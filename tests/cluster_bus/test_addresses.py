@@ -155,3 +155,18 @@ def test_the_address_fuzzer_finds_no_wedge_crash_or_changed_identity(plane):
             pytest.skip("the compiled plane is not built")
     stats = fuzz_addresses.run(80, seed=3, which=plane)[plane]
     assert stats["gossip"] > 20 and stats["addresses_refused"] > 0 and stats["dial_errors"] > 0
+
+
+def test_the_checked_pairs_remembered_are_bounded():
+    """Gossip remembers the (host, hostname) pairs it checked, at most
+    ``ACCEPTED_CACHE``: more distinct ones empty it."""
+    from cluster_bus.frames import GossipEntry
+    from cluster_bus.heartbeat import ACCEPTED_CACHE
+
+    hb = ClusterBus(BusTestNode(), config()).heartbeats
+    entries = tuple(
+        GossipEntry(f"{i:040x}", f"10.{i >> 16}.{(i >> 8) & 255}.{i & 255}", 1, 2, 0, 0, 0, 0, 0)
+        for i in range(ACCEPTED_CACHE + 100)
+    )
+    assert len(hb._checked("p", entries)) == len(entries)
+    assert 0 < len(hb._accepted) <= ACCEPTED_CACHE
