@@ -127,9 +127,8 @@ class Heartbeats:
         ms = self.membership
         if self._learn_own_ip and (isinstance(msg, Meet) or not ms.myself.host):
             self._learn_my_ip(link)
-        announced = self._own_address(peer, msg.host, msg.hostname)
+        announced, hostname = self._own_address(peer, msg.host, msg.hostname)
         host = announced or link.peer_host
-        hostname = msg.hostname if hostname_error(msg.hostname) is None else ""
         before = ms.version
         rec = ms.peers.get(peer)
         if rec is None:
@@ -183,24 +182,25 @@ class Heartbeats:
             for request in self.sync.on_gossip(node, now):
                 self.mesh.send_to(node.node_id, request)
 
-    def _own_address(self, peer: str, host: str, hostname: str) -> str:
-        """The address a heartbeat's sender announces, checked where it enters
-        (:func:`cluster_bus.addresses.address_error`): "" when it announces
-        none or one that cannot be dialled (then it is known at the address
-        its link came from, as a node that announced none). A refused host or
-        hostname is counted (``cluster_stats_addresses_refused``) and logged
-        at most once a minute per peer; the hostname is then none."""
+    def _own_address(self, peer: str, host: str, hostname: str) -> tuple[str, str]:
+        """The address and hostname a heartbeat's sender announces, checked
+        where they enter (:mod:`cluster_bus.addresses`): the address "" when
+        it announces none or one that cannot be dialled (then it is known at
+        the address its link came from, as a node that announced none), the
+        hostname "" when it is no valid one. Each refused value is counted
+        (``cluster_stats_addresses_refused``) and logged at most once a
+        minute per peer."""
         host_error = address_error(host) if host else None
         name_error = hostname_error(hostname)
         if host_error is None and name_error is None:
-            return host
+            return host, hostname
         checked = (("host", host, host_error), ("hostname", hostname, name_error))
         problems = [f"{what} {value[:64]!r} ({error})" for what, value, error in checked if error]
         self.stats.addresses_refused += len(problems)
         self._refusals.warn(
             "address", peer, f"node {peer} announces {' and '.join(problems)}: ignored"
         )
-        return "" if host_error is not None else host
+        return ("" if host_error else host), ("" if name_error else hostname)
 
     def _checked(self, reporter: str, entries: tuple[GossipEntry, ...]) -> list[GossipEntry]:
         """A heartbeat's gossip entries whose host and hostname pass the
