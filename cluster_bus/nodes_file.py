@@ -31,6 +31,13 @@ set of nodes or an address changes.
   life, so two nodes never share one identity (Redis locks nodes.conf the
   same way: "Sorry, the cluster configuration file ... is already used by a
   different Redis Cluster node").
+- Read strictly (issue 49): a line the writer could not have written (not
+  eight fields, an address or hostname that fails the checks every address
+  from outside passes, a second ``myself`` line, a node twice) is refused
+  with its reason in the log and counted (CLUSTER INFO
+  ``cluster_nodes_file_lines_refused``); the rest loads. What a node writes
+  always reads back: every value it holds passed those checks where it
+  entered (gossip, ``--join``, CLUSTER MEET, the announce flags).
 - Read at start: the id is reused, and every other node in the file becomes a
   lost node of the bus (cluster_bus.membership): redialled until it answers,
   counted in ``cluster_state`` meanwhile. A node's forwarding sessions are not
