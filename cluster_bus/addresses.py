@@ -22,6 +22,8 @@ from __future__ import annotations
 import asyncio
 import errno
 import logging
+import re
+import socket
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -31,6 +33,68 @@ WILDCARDS = {"*": "0.0.0.0", "::*": "::"}
 #: errors that make an optional (``-``) bind address skipped, not fatal
 OPTIONAL_ERRNOS = (errno.EADDRNOTAVAIL, errno.EAFNOSUPPORT, errno.EPROTONOSUPPORT)
 LOOPBACKS = ("127.", "::1", "localhost")
+#: Redis's NET_HOST_STR_LEN: a hostname is shorter than this
+NET_HOST_STR_LEN = 256
+#: the longest DNS label (RFC 1035; Python's resolver raises UnicodeError above it)
+MAX_LABEL = 63
+_HOSTNAME_CHARS = re.compile(r"[A-Za-z0-9.-]*")
+#: an IPv6 zone: an interface name (IFNAMSIZ) or index
+_ZONE = re.compile(r"[A-Za-z0-9._-]{1,15}")
+HOSTNAME_LENGTH_ERROR = f"Hostnames must be less than {NET_HOST_STR_LEN} characters"
+HOSTNAME_CHARS_ERROR = "Hostnames may only contain alphanumeric characters, hyphens or dots"
+
+
+def hostname_error(name: str) -> str | None:
+    """Why ``name`` is no valid announced hostname (Redis 7.0's rule and
+    wording, ``isValidAnnouncedHostname``), or None ("" is valid: none)."""
+    if len(name) >= NET_HOST_STR_LEN:
+        return HOSTNAME_LENGTH_ERROR
+    if _HOSTNAME_CHARS.fullmatch(name) is None:
+        return HOSTNAME_CHARS_ERROR
+    return None
+
+
+def normal_ip(host: str) -> str | None:
+    """``host`` as ``inet_ntop`` writes it when it is an IPv4 or IPv6 literal
+    (``inet_pton``'s forms, no zone), else None: Redis's IP check and
+    normalization (``clusterStartHandshake``)."""
+    for family in (socket.AF_INET, socket.AF_INET6):
+        try:
+            return socket.inet_ntop(family, socket.inet_pton(family, host))
+        except (OSError, ValueError):  # ValueError: a NUL, or not encodable
+            continue
+    return None
+
+
+def is_ip(host: str) -> bool:
+    """``host`` is an IPv4 or IPv6 literal (what :func:`normal_ip` takes)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        socket.inet_pton(family, host)
+    except (OSError, ValueError):
+        return False
+    return True
+
+
+def address_error(host: str) -> str | None:
+    """Why ``host`` cannot be dialled as a node's address, or None: an IP
+    literal (an IPv6 one may name its zone, ``fe80::1%eth0``), or a hostname
+    (:func:`hostname_error`) whose dot-separated labels are 1..63 characters
+    (one trailing dot allowed), which the resolver takes without raising."""
+    if not host:
+        return "empty address"
+    if (":" in host or host[-1].isdigit()) and is_ip(host):  # (a name ends in a letter)
+        return None
+    ip, scoped, zone = host.partition("%")  # a link-local IPv6 address, as a socket names it
+    if scoped and ":" in ip and is_ip(ip) and _ZONE.fullmatch(zone):
+        return None
+    error = hostname_error(host)
+    if error is not None:
+        return f"not an IP address, and {error[0].lower()}{error[1:]}"
+    labels = host[:-1].split(".") if host.endswith(".") else host.split(".")
+    if any(not 0 < len(label) <= MAX_LABEL for label in labels):
+        return f"not an IP address, and a host name's labels are 1..{MAX_LABEL} characters"
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +173,22 @@ def announced(
         announce_bus_port or bus_port,
         announce_hostname or "",
     )
+
+
+def parse_seed(seed: str) -> tuple[str, int]:
+    """A ``--join`` seed ``HOST:BUSPORT`` -> (host, port): HOST an IP literal
+    (an IPv6 one with or without brackets) or a host name
+    (:func:`address_error`), 127.0.0.1 when empty; ValueError saying why not."""
+    host, sep, port = seed.rpartition(":")
+    if not sep or not port.isdigit() or not 1 <= int(port) <= 65535:
+        raise ValueError("expected HOST:BUSPORT, e.g. 127.0.0.1:17001")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    host = host or "127.0.0.1"
+    error = address_error(host)
+    if error is not None:
+        raise ValueError(f"invalid host ({error})")
+    return host, int(port)
 
 
 def first_host(bind: str) -> str:

@@ -21,7 +21,14 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
 from cluster_bus import dataplane
-from cluster_bus.addresses import announced, learns_own_ip, listen, own_host, parse_bind
+from cluster_bus.addresses import (
+    announced,
+    learns_own_ip,
+    listen,
+    own_host,
+    parse_bind,
+    parse_seed,
+)
 from cluster_bus.announce import Announcer
 from cluster_bus.api import (
     FILTER_NAMES,
@@ -234,9 +241,8 @@ class ClusterBus:
         for name in FILTER_NAMES:
             self.sync.start(KIND_OF[name], self.node.filter_snapshot(name))
         self.heartbeats.filters_announced()
-        for seed in self.config.join:
-            host, _, seed_port = seed.rpartition(":")
-            self.heartbeats.add_seed((host or "127.0.0.1", int(seed_port)))
+        for seed in self.config.join:  # (checked with the other settings: router/config_file.py)
+            self.heartbeats.add_seed(parse_seed(seed))
         self._tick()
 
     def _restore(self, saved: NodesConfig) -> None:
@@ -263,10 +269,13 @@ class ClusterBus:
                 log.warning("could not save %s: %s", self.nodes_file.path, exc)
 
     async def stop(self) -> None:
-        """Send LEAVE to every peer, close every link and the listener."""
+        """Send LEAVE to every peer, close every link and the listener. The
+        nodes file is saved a last time (what changed since the last tick;
+        its owner's ``close()`` waits for the write)."""
         self._stopping = self.dialer.stopping = self.heartbeats.stopping = True
         if self._cron is not None:
             self._cron.cancel()
+        self._save_nodes()
         for link in list(self._links):
             if link.authenticated:
                 self.mesh.send(link, Leave())
@@ -290,7 +299,7 @@ class ClusterBus:
 
     def info_fields(self) -> dict[str, int | str]:
         now = self.clock()
-        return cluster_info(
+        fields = cluster_info(
             self.stats,
             self.membership,
             sync_state(self.membership, self.routing, self.mesh.linked_out, now),
@@ -301,6 +310,13 @@ class ClusterBus:
             verify_failures=self.sync.verify_failures,
             now_ms=now,
         )
+        fields["cluster_stats_dial_errors"] = self.dialer.dial_errors
+        if self.nodes_file is not None:  # --cluster-config-file
+            fields["cluster_nodes_file_saves"] = self.nodes_file.saves
+            fields["cluster_nodes_file_failures"] = self.nodes_file.failures
+            rejected = self._saved.rejected if self._saved is not None else 0
+            fields["cluster_nodes_file_lines_refused"] = rejected
+        return fields
 
     def nodes_lines(self, tls: bool = False) -> list[str]:
         return cluster_nodes(

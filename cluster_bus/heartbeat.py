@@ -36,6 +36,7 @@ import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 
+from cluster_bus.addresses import address_error, hostname_error
 from cluster_bus.clock import Address, now_ms
 from cluster_bus.codec import MAX_GOSSIP
 from cluster_bus.filter_sync import FilterSync
@@ -54,6 +55,7 @@ from cluster_bus.frames import (
 from cluster_bus.info import BusStats
 from cluster_bus.membership import Membership
 from cluster_bus.mesh import Dialer, Mesh
+from cluster_bus.refusals import Refusals
 
 if TYPE_CHECKING:
     from cluster_bus.link import Link
@@ -62,6 +64,9 @@ if TYPE_CHECKING:
 _HB = TypeVar("_HB", Meet, Ping, Pong)
 
 log = logging.getLogger("bloomcast.bus")
+
+#: (host, hostname) pairs of gossip entries remembered as checked: emptied when full
+ACCEPTED_CACHE = 4096
 
 
 class Heartbeats:
@@ -108,6 +113,10 @@ class Heartbeats:
         self._pinged: set[str] = set()
         self._unlinked: set[str] = set()
         self._peers_version = -1  # membership.version when _unlinked was rebuilt
+        #: refused addresses, logged at most once a minute per peer
+        self._refusals = Refusals(logger=log)
+        #: (host, hostname) pairs that passed the checks (at most ACCEPTED_CACHE)
+        self._accepted: set[tuple[str, str]] = set()
 
     def on_heartbeat(self, link: Link, peer: str, msg: Message) -> None:
         assert isinstance(msg, Heartbeat)
@@ -118,12 +127,13 @@ class Heartbeats:
         ms = self.membership
         if self._learn_own_ip and (isinstance(msg, Meet) or not ms.myself.host):
             self._learn_my_ip(link)
-        host = msg.host or link.peer_host
+        announced, hostname = self._own_address(peer, msg.host, msg.hostname)
+        host = announced or link.peer_host
         before = ms.version
         rec = ms.peers.get(peer)
         if rec is None:
             rec = ms.learn(
-                peer, host, msg.client_port, msg.bus_port, now, direct=True, inferred=not msg.host
+                peer, host, msg.client_port, msg.bus_port, now, direct=True, inferred=not announced
             )
             if rec is None:  # banned (CLUSTER FORGET, replaced): answered, not learned
                 if isinstance(msg, (Ping, Meet)):
@@ -131,12 +141,12 @@ class Heartbeats:
                 return
         else:
             rec.host, rec.client_port, rec.bus_port = host, msg.client_port, msg.bus_port
-            if rec.inferred and msg.host:
+            if rec.inferred and announced:
                 ms.announced(rec, now)  # may replace a node there: version moves
-            elif not msg.host:
+            elif not announced:
                 rec.inferred = True
-        if (rec.tls_port, rec.hostname) != (msg.tls_port, msg.hostname):
-            rec.tls_port, rec.hostname = msg.tls_port, msg.hostname
+        if (rec.tls_port, rec.hostname) != (msg.tls_port, hostname):
+            rec.tls_port, rec.hostname = msg.tls_port, hostname
             ms.broadcasts.queue(peer)
         rec.connected = True
         if isinstance(msg, Meet) and rec.bus_port > 0 and not self.mesh.linked_out(peer):
@@ -148,7 +158,7 @@ class Heartbeats:
             log.info("node %s is reachable again", peer)
         for requester in ms.probes.relays_answered(peer):
             self.mesh.send_to(requester, ProbeAck(peer))
-        result = ms.gossip_received(peer, msg.gossip, now)
+        result = ms.gossip_received(peer, self._checked(peer, msg.gossip), now)
         for failed_id in result.failed:
             log.info("node %s marked failed (gossip from %s)", failed_id, peer)
             self._unreachable(failed_id)
@@ -171,6 +181,54 @@ class Heartbeats:
         for node in result.filters:
             for request in self.sync.on_gossip(node, now):
                 self.mesh.send_to(node.node_id, request)
+
+    def _own_address(self, peer: str, host: str, hostname: str) -> tuple[str, str]:
+        """The address and hostname a heartbeat's sender announces, checked
+        where they enter (:mod:`cluster_bus.addresses`): the address "" when
+        it announces none or one that cannot be dialled (then it is known at
+        the address its link came from, as a node that announced none), the
+        hostname "" when it is no valid one. Each refused value is counted
+        (``cluster_stats_addresses_refused``) and logged at most once a
+        minute per peer."""
+        host_error = address_error(host) if host else None
+        name_error = hostname_error(hostname)
+        if host_error is None and name_error is None:
+            return host, hostname
+        checked = (("host", host, host_error), ("hostname", hostname, name_error))
+        problems = [f"{what} {value[:64]!r} ({error})" for what, value, error in checked if error]
+        self.stats.addresses_refused += len(problems)
+        self._refusals.warn(
+            "address", peer, f"node {peer} announces {' and '.join(problems)}: ignored"
+        )
+        return ("" if host_error else host), ("" if name_error else hostname)
+
+    def _checked(self, reporter: str, entries: tuple[GossipEntry, ...]) -> list[GossipEntry]:
+        """A heartbeat's gossip entries whose host and hostname pass the
+        checks of :meth:`_own_address` (an entry with no host is one about a
+        node that has not learned its IP: kept); the others are dropped,
+        counted in ``cluster_stats_addresses_refused`` and logged at most
+        once a minute per reporter."""
+        kept = []
+        accepted = self._accepted
+        for g in entries:
+            if (g.host, g.hostname) in accepted:  # gossip repeats the same nodes
+                kept.append(g)
+                continue
+            error = (address_error(g.host) if g.host else None) or hostname_error(g.hostname)
+            if error is None:
+                if len(accepted) >= ACCEPTED_CACHE:
+                    accepted.clear()
+                accepted.add((g.host, g.hostname))
+                kept.append(g)
+                continue
+            self.stats.addresses_refused += 1
+            self._refusals.warn(
+                "gossip",
+                reporter,
+                f"gossip from {reporter} about {g.node_id} at {g.host[:64]!r} "
+                f"(hostname {g.hostname[:64]!r}): {error}; entry dropped",
+            )
+        return kept
 
     def _learn_my_ip(self, link: Link) -> None:
         """Redis's rule without ``cluster-announce-ip``: a MEET (or any heartbeat

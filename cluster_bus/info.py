@@ -71,6 +71,9 @@ class BusStats:
     #: limit or a close sent first
     forward_linger_batches: int = 0
     forward_linger_cut: int = 0
+    #: addresses and hostnames refused where they entered from the bus: a
+    #: gossip entry dropped, a heartbeat's own host or hostname ignored
+    addresses_refused: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,6 +205,7 @@ def cluster_info(
             "cluster_subscribe_visibility_timeouts": stats.visibility_timeouts,
             "cluster_stats_forward_linger_batches": stats.forward_linger_batches,
             "cluster_stats_forward_linger_cut": stats.forward_linger_cut,
+            "cluster_stats_addresses_refused": stats.addresses_refused,
         }
     )
     return fields

@@ -21,6 +21,7 @@ from cluster_bus.codec import encode
 from cluster_bus.frames import MSG_TYPE, Message, NodeFlags
 from cluster_bus.info import BusStats
 from cluster_bus.membership import Membership
+from cluster_bus.refusals import Refusals
 
 if TYPE_CHECKING:
     from cluster_bus.link import Link
@@ -156,7 +157,19 @@ class Dialer:
     exponential backoff with full jitter (AWS architecture blog "Exponential
     Backoff And Jitter": delay = rand(0.5, 1) * min(cap, base * 2^attempt);
     Valkey throttles its cluster bus reconnects the same way,
-    valkey-io/valkey#2154). Time comes from ``clock`` (ms)."""
+    valkey-io/valkey#2154). Time comes from ``clock`` (ms).
+
+    A dial frees its place whatever its connect raises (issue 49: a host the
+    resolver refuses raised UnicodeError or ValueError, and its address
+    stayed in ``dialing`` for good; 16 of them and the node never dialled
+    again): anything but a refused or timed-out connect is counted in
+    ``dial_errors`` (CLUSTER INFO ``cluster_stats_dial_errors``), logged at
+    most once a minute per address, and backed off like any failure."""
+
+    #: dials whose connect raised something other than OSError / TimeoutError
+    dial_errors = 0
+    #: their log lines, at most one a minute per address
+    _dial_warnings = Refusals(logger=log)
 
     def __init__(
         self,
@@ -221,10 +234,22 @@ class Dialer:
     async def _dial(self, key: Address) -> None:
         host, port = key
         loop = asyncio.get_running_loop()
+        connected = False
         try:
             await asyncio.wait_for(
                 loop.create_connection(lambda: self._make_link(key), host, port),
                 max(1.0, self.node_timeout_ms / 2000),
             )
+            connected = True  # its place is held until the handshake ends
         except (TimeoutError, OSError) as exc:
             self.failed(key, exc)
+        except Exception as exc:  # a host the resolver cannot take, ...
+            self.dial_errors += 1
+            where = f"{host[:64]!r}:{port}"
+            self._dial_warnings.warn(
+                "dial", where, f"bus dial of {where} failed: {exc!r}; retried after a backoff"
+            )
+            self.failed(key, exc)
+        finally:
+            if not connected:  # whatever it raised (cancelled too): the place is free
+                self.dialing.discard(key)

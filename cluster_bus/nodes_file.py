@@ -31,6 +31,13 @@ set of nodes or an address changes.
   life, so two nodes never share one identity (Redis locks nodes.conf the
   same way: "Sorry, the cluster configuration file ... is already used by a
   different Redis Cluster node").
+- Read strictly (issue 49): a line the writer could not have written (not
+  eight fields, an address or hostname that fails the checks every address
+  from outside passes, a second ``myself`` line, a node twice) is refused
+  with its reason in the log and counted (CLUSTER INFO
+  ``cluster_nodes_file_lines_refused``); the rest loads. What a node writes
+  always reads back: every value it holds passed those checks where it
+  entered (gossip, ``--join``, CLUSTER MEET, the announce flags).
 - Read at start: the id is reused, and every other node in the file becomes a
   lost node of the bus (cluster_bus.membership): redialled until it answers,
   counted in ``cluster_state`` meanwhile. A node's forwarding sessions are not
@@ -40,6 +47,7 @@ set of nodes or an address changes.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import logging
 import os
@@ -50,6 +58,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from cluster_bus.addresses import address_error, hostname_error
 from cluster_bus.membership import Membership
 from cluster_bus.nodes import LostNode, NodeRecord
 from cluster_bus.refusals import Refusals
@@ -59,10 +68,18 @@ log = logging.getLogger("bloomcast.bus")
 #: seconds close() waits for the writer thread's last write
 CLOSE_TIMEOUT = 10.0
 
-_LINE = re.compile(
-    r"^(?P<id>[0-9a-f]{40}) (?P<host>[^ ]*):(?P<port>\d+)@(?P<bus>\d+)(?:,(?P<name>[^ ]*))? "
-    r"(?P<flags>[^ ]+) "
+_ID = re.compile(r"[0-9a-f]{40}")
+_ADDRESS = re.compile(
+    r"(?P<host>[^ ,@]*):(?P<port>\d{1,5})@(?P<bus>\d{1,5})(?:,(?P<name>[^ ,@]*))?"
 )
+#: Redis's node flag names (CLUSTER NODES)
+_FLAGS = frozenset(
+    {"myself", "master", "slave", "fail?", "fail", "handshake", "noaddr", "nofailover", "noflags"}
+)
+_STATES = ("connected", "disconnected")
+_NUMBER = re.compile(r"[0-9]{1,20}")
+#: refused lines logged one by one at load; the rest are counted in one line
+LOGGED_REJECTS = 10
 
 
 class NodesFileError(Exception):
@@ -87,6 +104,8 @@ class NodesConfig:
     epoch: int = 0
     nodes: list[SavedNode] = field(default_factory=list)
     incarnation: int = 0
+    #: lines refused at load (each logged with its reason: :func:`parse`)
+    rejected: int = 0
 
 
 class NodesFile:
@@ -128,8 +147,8 @@ class NodesFile:
                 "different cluster configuration files."
             ) from None
         self._lock_fd = fd
-        try:
-            text = self.path.read_text()
+        try:  # (bytes no UTF-8 decoder takes stay, and fail the line checks)
+            text = self.path.read_bytes().decode("utf-8", "surrogateescape")
         except FileNotFoundError:
             return None
         except OSError as exc:
@@ -189,12 +208,13 @@ class NodesFile:
                 fsync_ms = self._write(text)
                 self.saves += 1
                 self._saved(fsync_ms)
-            except OSError as exc:  # the node keeps running (Redis's clusterSaveConfigOrDie exits)
+            except Exception as exc:  # the node keeps running (Redis's SaveConfigOrDie exits)
+                # any error, not only the disk's (issue 49: a UnicodeEncodeError
+                # ended the thread, and every later save was silently lost)
                 self.failures += 1
                 self._last = None  # the next save hands the text over again
-                self._warnings.warn(
-                    "save", str(self.path), f"could not save {self.path}: {exc.strerror or exc}"
-                )
+                why = exc.strerror if isinstance(exc, OSError) and exc.strerror else repr(exc)
+                self._warnings.warn("save", str(self.path), f"could not save {self.path}: {why}")
             finally:
                 with self._changed:
                     self._writing = False
@@ -215,11 +235,16 @@ class NodesFile:
         milliseconds its two fsyncs took (each timed alone, so the time the
         thread waits for the interpreter between file calls is not in it)."""
         tmp = self.path.with_name(f".{self.path.name}.tmp-{os.getpid()}")
-        with open(tmp, "w") as f:
-            f.write(text)
-            f.flush()
-            ms = _timed_fsync(f.fileno())
-        os.replace(tmp, self.path)
+        try:
+            with open(tmp, "w", encoding="utf-8") as f:
+                f.write(text)
+                f.flush()
+                ms = _timed_fsync(f.fileno())
+            os.replace(tmp, self.path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                tmp.unlink()  # no half-written temporary file left behind
+            raise
         dir_fd = os.open(self.path.parent, os.O_RDONLY)
         try:
             ms += _timed_fsync(dir_fd)
@@ -253,33 +278,91 @@ def render(ms: Membership, epoch: int) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _node_line(line: str) -> tuple[SavedNode, list[str]] | str:
+    """One node line -> (the node, its flags), or why it is refused: exactly
+    the eight fields :func:`render` writes, an id of 40 hex digits, ports
+    0..65535, Redis's flag names, and an address and hostname that pass the
+    checks every address from outside passes (:mod:`cluster_bus.addresses`)."""
+    words = line.split(" ")
+    if len(words) != 8:
+        return f"{len(words)} fields, not 8"
+    node_id, address, flags, master, ping, pong, epoch, state = words
+    if _ID.fullmatch(node_id) is None:
+        return "not a node id"
+    m = _ADDRESS.fullmatch(address)
+    if m is None:
+        return "not an address ip:port@cport[,hostname]"
+    host, name = m["host"], m["name"] or ""
+    error = (address_error(host) if host else None) or hostname_error(name)
+    if error is not None:
+        return f"address {address[:80]!r}: {error}"
+    port, bus = int(m["port"]), int(m["bus"])
+    if port > 65535 or bus > 65535:
+        return "a port above 65535"
+    names = flags.split(",")
+    if not set(names) <= _FLAGS:
+        return f"unknown flags {flags[:40]!r}"
+    numbers = (ping, pong, epoch)
+    if master != "-" or not all(_NUMBER.fullmatch(n) for n in numbers) or state not in _STATES:
+        return "not a node line"
+    return SavedNode(node_id, host, port, bus, name), names
+
+
 def parse(text: str, where: str = "nodes file") -> NodesConfig:
-    """The id, epoch and nodes of a nodes file (NodesFileError naming the line)."""
+    """The id, epoch and nodes of a nodes file. A line that is not a node
+    line :func:`render` could have written (:func:`_node_line`), a second
+    ``myself`` line, or a node listed twice is refused: logged with its
+    reason (the first :data:`LOGGED_REJECTS`) and counted in
+    :attr:`NodesConfig.rejected`, so the node never takes an id it reads
+    from another node's line, and one bad line does not stop it; no
+    ``myself`` line at all is a NodesFileError. A ``vars`` line whose
+    numbers do not read is refused the same way (epoch and incarnation then
+    start at 0: the restart raises the incarnation above it all the same)."""
     my_id = None
     epoch = incarnation = 0
-    nodes = []
-    for number, line in enumerate(text.splitlines(), 1):
+    nodes: dict[str, SavedNode] = {}
+    rejected: list[tuple[int, str]] = []
+    for number, line in enumerate(text.split("\n"), 1):
         if not line.strip():
             continue
         if line.startswith("vars "):
-            words = line.split()[1:]
+            words = line.split(" ")[1:]
             values = dict(zip(words[::2], words[1::2], strict=False))
-            try:
-                epoch = int(values.get("currentEpoch", "0"))
-                incarnation = int(values.get("incarnation", "0"))
-            except ValueError:
-                raise NodesFileError(f"{where}:{number}: bad vars line") from None
+            epoch_text = values.get("currentEpoch", "0")
+            incarnation_text = values.get("incarnation", "0")
+            if (
+                _NUMBER.fullmatch(epoch_text) is None
+                or _NUMBER.fullmatch(incarnation_text) is None
+                or int(epoch_text) >= 2**64  # (a u64 on the wire)
+                or int(incarnation_text) >= 2**32  # (a u32)
+            ):
+                rejected.append((number, "not a vars line"))
+                continue
+            epoch, incarnation = int(epoch_text), int(incarnation_text)
             continue
-        m = _LINE.match(line)
-        if m is None:
-            raise NodesFileError(f"{where}:{number}: not a node line: {line[:60]!r}")
-        flags = m["flags"].split(",")
+        parsed = _node_line(line)
+        if isinstance(parsed, str):
+            rejected.append((number, parsed))
+            continue
+        node, flags = parsed
         if "handshake" in flags:
             continue
         if "myself" in flags:
-            my_id = m["id"]
-            continue
-        nodes.append(SavedNode(m["id"], m["host"], int(m["port"]), int(m["bus"]), m["name"] or ""))
+            if my_id is not None:
+                rejected.append((number, "a second line with the myself flag"))
+                continue
+            my_id = node.node_id
+            if nodes.pop(my_id, None) is not None:
+                rejected.append((number, f"node {my_id} listed twice"))
+        elif node.node_id == my_id or node.node_id in nodes:
+            rejected.append((number, f"node {node.node_id} listed twice"))
+        else:
+            nodes[node.node_id] = node
+    for number, reason in rejected[:LOGGED_REJECTS]:
+        log.warning("%s:%d: line refused: %s", where, number, reason)
+    if len(rejected) > LOGGED_REJECTS:
+        log.warning("%s: %d more lines refused", where, len(rejected) - LOGGED_REJECTS)
     if my_id is None:
-        raise NodesFileError(f"{where}: no line with the myself flag")
-    return NodesConfig(my_id, epoch, nodes, incarnation)
+        why = f" ({rejected[0][1]} on line {rejected[0][0]})" if rejected else ""
+        raise NodesFileError(f"{where}: no line with the myself flag{why}")
+    return NodesConfig(my_id, epoch, list(nodes.values()), incarnation, len(rejected))

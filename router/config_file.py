@@ -127,6 +127,13 @@ def _port(flag: str, value: int | None, low: int = 0) -> None:
         raise ConfigError(f"{flag} {value}: a port is {low}..65535")
 
 
+def _printable(value: str) -> str:
+    """``value`` as a CLI error shows it: as given, or quoted and escaped when
+    it holds a space or a character that is not printable (a newline, a NUL,
+    undecodable bytes), so the error stays one line."""
+    return value if value.isprintable() and " " not in value else ascii(value)
+
+
 def check(config: NodeConfig) -> None:
     """Range and format checks of every setting; ConfigError names the flag."""
     _port("--port", config.port)
@@ -134,16 +141,28 @@ def check(config: NodeConfig) -> None:
     _port("--cluster-announce-bus-port", config.cluster_announce_bus_port, 1)
     _port("--cluster-announce-port", config.cluster_announce_port, 1)
     _port("--cluster-announce-tls-port", config.cluster_announce_tls_port, 1)
-    from cluster_bus.addresses import parse_bind
+    from cluster_bus.addresses import address_error, hostname_error, parse_bind, parse_seed
 
     try:
         parse_bind(config.bind.split())
     except ValueError as exc:
         raise ConfigError(f"--bind {config.bind!r}: {exc}") from None
     for seed in config.join:
-        _host, sep, port = seed.rpartition(":")
-        if not sep or not port.isdigit() or not 1 <= int(port) <= 65535:
-            raise ConfigError(f"--join {seed}: expected HOST:BUSPORT, e.g. 127.0.0.1:17001")
+        try:
+            parse_seed(seed)
+        except ValueError as exc:
+            raise ConfigError(f"--join {_printable(seed)}: {exc}") from None
+    # what peers dial and clients are told: checked here, where it enters (issue 49)
+    if config.cluster_announce_ip:
+        error = address_error(config.cluster_announce_ip)
+        if error is not None:
+            shown = _printable(config.cluster_announce_ip)
+            raise ConfigError(f"--cluster-announce-ip {shown}: {error}")
+    if config.cluster_announce_hostname:
+        error = hostname_error(config.cluster_announce_hostname)
+        if error is not None:
+            shown = _printable(config.cluster_announce_hostname)
+            raise ConfigError(f"--cluster-announce-hostname {shown}: {error}")
     positive = ["proto_max_bulk_len", "max_multibulk_len", "maxclients", "filter_capacity"]
     positive.append("node_timeout_ms")
     for name in positive:

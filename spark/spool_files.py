@@ -24,9 +24,12 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import logging
 import os
 import re
 from pathlib import Path
+
+log = logging.getLogger("bloomcast.tap")
 
 _FILE_RE = re.compile(r"^(?P<node>.+)-(?P<n>\d+)\.ndjson(?P<tmp>\.tmp)?$")
 SEQ_SUFFIX = ".seq"
@@ -111,14 +114,22 @@ def create_locked(path: Path) -> int:
 
 
 def write_seq(directory: Path, node: str, n: int) -> None:
-    """``<node>.seq`` = ``n``, the writer's next file number (renamed into place)."""
+    """``<node>.seq`` = ``n``, the writer's next file number: written, fsynced,
+    renamed into place and the directory fsynced, so after a power loss the
+    number is there before the file it numbers (issue 49)."""
     tmp = directory / f".{node}{SEQ_SUFFIX}.tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         os.write(fd, b"%d\n" % n)
+        os.fsync(fd)
     finally:
         os.close(fd)
     os.rename(tmp, directory / f"{node}{SEQ_SUFFIX}")
+    dir_fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
 
 
 def next_number(directory: Path, node: str) -> int:
@@ -131,8 +142,20 @@ def next_number(directory: Path, node: str) -> int:
             if parsed is not None and parsed[0] == node:
                 highest = max(highest, parsed[1])
     seq = 0
-    with contextlib.suppress(OSError, ValueError):
-        seq = int((directory / f"{node}{SEQ_SUFFIX}").read_text())
+    path = directory / f"{node}{SEQ_SUFFIX}"
+    try:
+        seq = int(path.read_bytes())
+    except FileNotFoundError:
+        pass
+    except (OSError, ValueError) as exc:  # not silently: numbers may be used again
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else "not a number"
+        log.warning(
+            "cannot read %s (%s): file numbers continue above this writer's files in the "
+            "spool (%d), and a number a consumer already deleted may be used again",
+            path,
+            why,
+            highest + 1,
+        )
     return max(highest + 1, seq)
 
 

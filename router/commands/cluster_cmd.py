@@ -147,13 +147,13 @@ def cluster_meet(ctx: CommandContext, client: CommandClient, args: list[bytes]) 
                 f"ERR Invalid TCP bus port specified: {args[4].decode(errors='replace')}"
             )
         bus_port = given
-    try:
-        import ipaddress  # only CLUSTER MEET needs it (0.3 MB of RSS)
+    from cluster_bus.addresses import normal_ip
 
-        ip = str(ipaddress.ip_address(args[2].decode()))
-    except (UnicodeDecodeError, ValueError):
-        ip = ""
-    if not ip or not 0 < port <= 65535 or not 0 < bus_port <= 65535:
+    try:
+        ip = normal_ip(args[2].decode())
+    except UnicodeDecodeError:
+        ip = None
+    if ip is None or not 0 < port <= 65535 or not 0 < bus_port <= 65535:
         address = b"%b:%b" % (args[2], args[3])
         return resp.error(f"ERR Invalid node address specified: {address.decode(errors='replace')}")
     ctx.link.meet(ip, bus_port, port)

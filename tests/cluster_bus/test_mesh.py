@@ -1,6 +1,7 @@
 """cluster_bus.mesh.Dialer on an injected clock: how many dials run at once,
 when a failed one is tried again (no socket is opened: ``dial`` is not called)."""
 
+import asyncio
 import random
 
 from cluster_bus.mesh import BACKOFF_BASE_MS, Dialer
@@ -73,3 +74,33 @@ def test_a_meet_from_the_address_ends_its_backoff():
     d.dialing.update({("127.0.0.1", 1), ("127.0.0.1", 2), ("127.0.0.1", 3)})
     d.listening(key, clock())  # no place free: not dialled, but due when one is
     assert key not in d.backoff and key not in d.dialing
+
+
+def test_a_dial_frees_its_place_whatever_its_connect_raises(caplog):
+    """Issue 49: hosts the resolver refuses (a label over 63 characters:
+    UnicodeError; an empty label; a NUL: ValueError; an unencodable
+    character) each raised out of the dial and kept its place in
+    ``dialing`` for good: 16 of them and the node never dialled again. Now
+    each frees its place, is counted, backs off, and is logged once a minute."""
+
+    async def main() -> Dialer:
+        d, clock = dialer(in_flight=16)
+        bad = [(f"n{i}.{'a' * 64}", 17001) for i in range(13)]
+        bad += [("a..b", 17001), ("a\x00b", 17001), ("\udcff", 17001)]
+        for key in bad:
+            assert d.due(key, clock())
+            d.dial(key)
+        assert len(d.dialing) == 16 and not d.due(("127.0.0.1", 17002), clock())
+        for _ in range(200):
+            if not d.dialing:
+                break
+            await asyncio.sleep(0.01)
+        assert d.dialing == set()  # every place free again
+        assert d.dial_errors == 16 and all(d.backoff[key][0] == 1 for key in bad)
+        assert d.due(("127.0.0.1", 17002), clock())  # the node dials again
+        return d
+
+    with caplog.at_level("WARNING", logger="bloomcast.bus"):
+        asyncio.run(main())
+    lines = [r.getMessage() for r in caplog.records if "bus dial of" in r.getMessage()]
+    assert len(lines) == 16 and any("label too long" in line for line in lines)

@@ -40,6 +40,21 @@ CASES = {
     b"CLUSTER MEET localhost 7000\r\nCLUSTER MEET 127.0.0.1 7000 1 2\r\n"
     b"cluster meet ::1 x\r\nCLUSTER MEET 127.0.0.1\r\nCLUSTER MEET\r\n"
     b"CLUSTER MEET 127.0.0.01 7000\r\nCLUSTER MEET 127.0.0.1 60000\r\n",
+    # hostile addresses (issue 49): each refused with Redis's words, none met
+    # (not "127.0.0.1\0": Redis reads the C string up to the NUL and meets
+    # 127.0.0.1; the node refuses it: tests/router/test_cluster_meet.py)
+    "meet hostile": b"".join(
+        b"*4\r\n$7\r\nCLUSTER\r\n$4\r\nMEET\r\n$%d\r\n%b\r\n$4\r\n7000\r\n" % (len(h), h)
+        for h in (
+            b"fe80::1%lo",
+            b"evil myself,master",
+            b"a\nb",
+            b"1.2.3.4 ",
+            b"[::1]",
+            b"a" * 64 + b".example",
+            b"",
+        )
+    ),
     "links": b"CLUSTER LINKS\r\nCLUSTER LINKS x\r\n",
     # CROSSSLOT: shard channels of one command (of one EXEC) in several slots
     "crossslot": b"SSUBSCRIBE a{x} b{y}\r\nSSUBSCRIBE a{x} b{x} a{x}\r\nSSUBSCRIBE q q\r\n"

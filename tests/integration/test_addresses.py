@@ -6,6 +6,7 @@ bind addresses, and a node identity kept across kill -9 by
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -238,3 +239,38 @@ def test_a_node_keeps_its_id_across_kill_9_and_rejoins_the_nodes_it_knew(tmp_pat
         with c.client(0) as r:
             info = r.execute_command("CLUSTER", "INFO").decode()
         assert re.search(r"cluster_stats_sessions_restarted:[1-9]", info), info
+
+
+def test_a_restart_from_a_file_with_hostile_peer_lines_keeps_the_nodes_own_id(tmp_path):
+    """Issue 49 finding 4, as probed: the lines the old writer wrote for a
+    peer announcing the hostname ``evil myself,master`` (the node took the
+    peer's id at restart) or one with a newline (the restart failed). The
+    node starts as itself; each line is refused with its reason in the log
+    and counted in CLUSTER INFO."""
+    me, evil, newline = (os.urandom(20).hex() for _ in range(3))
+    port, bus, p1, b1 = free_ports(4)
+    path = tmp_path / "nodes.conf"
+    path.write_text(
+        f"{me} 127.0.0.1:{port}@{bus} myself,master - 0 0 0 connected\n"
+        f"{evil} 127.0.0.1:{p1}@{b1},evil myself,master master - 0 0 0 connected\n"
+        f"{newline} 127.0.0.1:{p1}@{b1},bad\nname master - 0 0 0 connected\n"
+        "vars currentEpoch 0 lastVoteEpoch 0 incarnation 3\n"
+    )
+    log = tmp_path / "node.log"
+    argv = [sys.executable, "-m", "bloomcast.cli", "node", "--port", str(port)]
+    argv += ["--cluster-port", str(bus), "--cluster-config-file", str(path), *NT]
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(argv, stdout=out, stderr=out, preexec_fn=ignore_sigint)
+    try:
+        wait_port(port, proc)
+        with redis.Redis(port=port) as r:
+            assert r.execute_command("CLUSTER", "MYID") == me.encode()
+            info = r.execute_command("CLUSTER", "INFO").decode()
+        assert "cluster_nodes_file_lines_refused:3" in info.split("\r\n")
+        text = log.read_text()
+        assert f"{path}:2: line refused: 9 fields, not 8" in text
+        assert f"{path}:3: line refused: 2 fields, not 8" in text  # the newline's two halves
+        assert f"{path}:4: line refused: 7 fields, not 8" in text
+    finally:
+        proc.terminate()
+        proc.wait(10)

@@ -205,3 +205,47 @@ def test_logfile_and_traffic_dir_that_cannot_be_used(tmp_path):
     assert one_line_error(proc, 1).startswith(
         f"bloomcast node: --traffic-dir {blocker}/spool: cannot use it: "
     )
+
+
+@pytest.mark.parametrize(
+    ("argv", "error"),
+    [
+        (
+            ["--cluster-announce-hostname", "evil myself,master"],
+            "--cluster-announce-hostname 'evil myself,master': "
+            "Hostnames may only contain alphanumeric characters, hyphens or dots",
+        ),
+        (
+            ["--cluster-announce-hostname", "h" * 256],
+            f"--cluster-announce-hostname {'h' * 256}: Hostnames must be less than 256 characters",
+        ),
+        (
+            [b"--cluster-announce-hostname", b"caf\xe9"],  # no UTF-8: a surrogate in argv
+            "--cluster-announce-hostname 'caf\\udce9': "
+            "Hostnames may only contain alphanumeric characters, hyphens or dots",
+        ),
+        (
+            ["--cluster-announce-ip", "10.0.0.1\n"],
+            "--cluster-announce-ip '10.0.0.1\\n': not an IP address, and hostnames may only "
+            "contain alphanumeric characters, hyphens or dots",
+        ),
+        (
+            ["--join", f"{'a' * 64}.example:17001"],
+            f"--join {'a' * 64}.example:17001: invalid host (not an IP address, and a host "
+            "name's labels are 1..63 characters)",
+        ),
+    ],
+)
+def test_an_address_or_hostname_a_peer_could_not_use_is_one_line(argv, error):
+    """Issue 49: the announce flags and --join are checked where they enter,
+    with Redis 7.0's hostname rule and wording (``isValidAnnouncedHostname``)."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "bloomcast.cli", "node", *argv, "--port", str(free_port())],
+        capture_output=True,
+        timeout=60,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONWARNINGS": "ignore"},
+    )
+    stderr = proc.stderr.decode()
+    assert proc.returncode == 2 and "Traceback" not in stderr
+    assert stderr.splitlines() == [f"bloomcast node: {error}"]

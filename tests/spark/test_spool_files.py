@@ -155,3 +155,40 @@ def test_kill_9_mid_write_then_another_id_recovers_every_whole_line(tmp_path: Pa
     ids = [json.loads(line)["event_id"] for line in data.splitlines()]
     # whole lines only, in order, none lost before the last flush
     assert ids == [f"{DEAD}-{i}" for i in range(len(ids))] and len(ids) >= 2000
+
+
+def test_the_seq_file_is_fsynced_with_its_directory(tmp_path: Path, monkeypatch) -> None:
+    """Issue 49: ``write_seq`` did not fsync, so a power loss could lose the
+    number while the file it numbers survived."""
+    from spark import spool_files
+
+    synced: list[str] = []
+    fsync = os.fsync
+
+    def recording(fd: int) -> None:
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", recording)
+    spool_files.write_seq(tmp_path, NEW, 7)
+    assert (tmp_path / f"{NEW}.seq").read_text() == "7\n"
+    assert synced == [str(tmp_path / f".{NEW}.seq.tmp"), str(tmp_path)]
+
+
+def test_an_unreadable_seq_file_is_said_in_the_log(tmp_path: Path, caplog) -> None:
+    """Issue 49: a ``.seq`` that does not read restarted numbering silently;
+    numbering goes on above the spool's files, and the log says so."""
+    from spark.spool_files import next_number
+
+    (tmp_path / spool_file_name(NEW, 3)).write_bytes(lines(NEW, range(1)))
+    (tmp_path / f"{NEW}.seq").write_bytes(b"\x00garbage")
+    with caplog.at_level("WARNING", logger="bloomcast.tap"):
+        assert next_number(tmp_path, NEW) == 4
+    assert [r.getMessage() for r in caplog.records] == [
+        f"cannot read {tmp_path / f'{NEW}.seq'} (not a number): file numbers continue above "
+        "this writer's files in the spool (4), and a number a consumer already deleted may "
+        "be used again"
+    ]
+    caplog.clear()
+    (tmp_path / f"{NEW}.seq").write_bytes(b"12\n")
+    assert next_number(tmp_path, NEW) == 12 and not caplog.records
