@@ -46,9 +46,7 @@ async def _get(port: int, path: str) -> bytes:
     return data
 
 
-def test_idle_connections_make_room_and_busy_requests_are_refused_with_503(
-    monkeypatch, tmp_path
-):
+def test_idle_connections_make_room_and_busy_requests_are_refused_with_503(monkeypatch, tmp_path):
     monkeypatch.setattr(http_server, "MAX_WAITING", 2)
     monkeypatch.setattr(http_server, "PROBE_SLOTS", 0)
     monkeypatch.setattr(http_server, "MAX_CONNECTIONS", 0)
