@@ -55,7 +55,7 @@ from cluster_bus.frames import (
     Session,
 )
 from cluster_bus.handshake import Handshake
-from cluster_bus.heartbeat import Heartbeats
+from cluster_bus.heartbeat import Heartbeats, tick_failed
 from cluster_bus.info import BusStats, cluster_info, cluster_nodes, slot_map, sync_state
 from cluster_bus.membership import Membership
 from cluster_bus.mesh import Dialer, Mesh
@@ -486,8 +486,8 @@ class ClusterBus:
         lag_ms = 0 if self._cron_due is None else int((loop.time() - self._cron_due) * 1000)
         try:
             self._cron_step(self.clock(), max(0, lag_ms))
-        except Exception:  # never let the timer die
-            log.exception("bus cron step failed")
+        except Exception:  # never let the timer die: counted, logged once a minute
+            tick_failed(self.stats, self.refusals, "bus cron step")
         period = self.ping_interval_ms / 1000
         self._cron_due = loop.time() + period
         self._cron = loop.call_later(period, self._tick)
