@@ -67,12 +67,15 @@ def test_idle_connections_make_room_and_busy_requests_are_refused_with_503(monke
         monkeypatch.setattr(http_server, "MAX_CONNECTIONS", 2)
         boom = await _get(server.port, "/boom")
         await server.stop()
-        return first, served, refused, server
+        return first, served, refused + boom, server
 
     first, served, refused, server = asyncio.run(main())
     assert first == b""
     assert served.endswith(b"\r\n\r\nok\n")
-    assert refused.startswith(b"HTTP/1.0 503 Service Unavailable\r\n")
+    # /boom is closed with no answer: nothing after the 503
+    assert refused == b"HTTP/1.0 503 Service Unavailable\r\nContent-Type: text/plain\r\n" + (
+        b"Content-Length: 0\r\nConnection: close\r\n\r\n"
+    )
     assert server.refusals() == {"busy": 1, "idle_closed": 2, "timeout": 0}
     assert server.errors == 1  # /boom: closed, counted (and logged once a minute)
 
