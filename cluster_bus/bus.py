@@ -488,6 +488,10 @@ class ClusterBus:
             self._cron_step(self.clock(), max(0, lag_ms))
         except Exception:  # never let the timer die: counted, logged once a minute
             tick_failed(self.stats, self.refusals, "bus cron step")
+        try:  # apart: a step that keeps failing above never keeps handshakes forever
+            self._expire_handshakes(self.clock())
+        except Exception:
+            tick_failed(self.stats, self.refusals, "bus handshake timeouts")
         period = self.ping_interval_ms / 1000
         self._cron_due = loop.time() + period
         self._cron = loop.call_later(period, self._tick)
@@ -498,6 +502,8 @@ class ClusterBus:
         self.heartbeats.tick(now)
         self.forwarding.tick(now)
         self._save_nodes()
+
+    def _expire_handshakes(self, now: int) -> None:
         # Redis's handshake timeout, stretched while we doubt ourselves (Lifeguard)
         timeout = self.membership.awareness.scale(max(2000, self.node_timeout_ms // 2))
         for link in list(self.mesh.handshaking):

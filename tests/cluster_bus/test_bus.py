@@ -1244,8 +1244,9 @@ def test_a_seed_that_is_a_client_port_gets_a_hint():
 
 def test_a_timer_step_that_raises_is_counted_logged_once_and_the_timer_goes_on(caplog):
     """Issue 49: the bus's cron step and a gossip round log.exception'd every
-    tick with no count; now CLUSTER INFO cluster_stats_tick_errors counts them
-    and the log has one line a minute per step."""
+    tick with no count, and a failing step skipped the handshake timeouts;
+    now CLUSTER INFO cluster_stats_tick_errors counts them, the log has one
+    line a minute per step, and handshakes still time out."""
 
     def boom(now: int) -> None:
         raise RuntimeError("a bug in the tick")
@@ -1260,6 +1261,10 @@ def test_a_timer_step_that_raises_is_counted_logged_once_and_the_timer_goes_on(c
             await until(lambda: converged([p[1] for p in pairs]))
             assert stat(bus, "cluster_stats_tick_errors") == 0
             bus.heartbeats.tick = boom  # type: ignore[method-assign]
+            # a connection that never handshakes is still timed out meanwhile
+            reader, writer = await asyncio.open_connection("127.0.0.1", bus.port)
+            assert await asyncio.wait_for(reader.read(), 30) == b""
+            writer.close()
             await until(lambda: stat(bus, "cluster_stats_tick_errors") >= 3, what="3 ticks")
             del bus.heartbeats.tick  # the class's own again: the timer went on
             errors = stat(bus, "cluster_stats_tick_errors")
