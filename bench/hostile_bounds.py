@@ -32,6 +32,12 @@ connection, :class:`bench.probe.LatencyProbe`):
   100 ms on a new connection; the probe PINGs the client port. How many
   ``/healthz`` answered 200, the slowest, and the node's count of idle
   connections it closed to make room (``bloomcast_http_refused_total``).
+- spool downloads that stop reading (bloomcast only; issue 49): a node with a
+  tap gets 60,000 PUBLISH, then 64 clients ask for its first completed spool
+  file and read nothing, for 15 s (past the 10 s drain timeout), while
+  ``/healthz`` is asked every 100 ms. How many ``/healthz`` answered 200,
+  and the node's counts of downloads cut by the drain timeout and requests
+  refused as busy.
 
 Speed is reported, never asserted (tests/integration/test_slow_disk.py,
 tests/differential/test_paused_subscriber.py and tests/router assert the
@@ -381,6 +387,72 @@ def _idle_http(name: str, scale: float) -> dict[str, Any]:
             "renewed": renewed, "idle_closed": int(closed)}  # fmt: skip
 
 
+def _refused(metrics: int) -> dict[str, int]:
+    """``bloomcast_http_refused_total`` by reason, scraped."""
+    import urllib.request
+
+    text = urllib.request.urlopen(f"http://127.0.0.1:{metrics}/metrics", timeout=10).read()
+    out = {}
+    for line in text.decode().splitlines():
+        if line.startswith('bloomcast_http_refused_total{reason="'):
+            out[line.split('"')[1]] = int(float(line.split()[-1]))
+    return out
+
+
+def _stalled_downloads(name: str, scale: float) -> dict[str, Any]:
+    downloads, seconds = 64, 15.0  # past the 10 s drain timeout, whatever the scale
+    port, metrics = free_ports(2)
+    socks: list[socket.socket] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        args = ["--port", str(port), "--no-bus", "--metrics-port", str(metrics),
+                "--traffic-dir", f"{tmp}/spool"]  # fmt: skip
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "bloomcast.cli", "node", *args], cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+        )  # fmt: skip
+        try:
+            wait_port(port, proc, 60, ping=True)
+            wait_port(metrics, proc, 60)
+            with redis.Redis(port=port) as r:
+                for _ in range(60):
+                    with r.pipeline(transaction=False) as pipe:
+                        for _ in range(1000):
+                            pipe.publish("feed", b"x" * 100)
+                        pipe.execute()
+            import urllib.request
+
+            deadline = time.monotonic() + 60
+            files: list[list[Any]] = []
+            while not files and time.monotonic() < deadline:
+                with urllib.request.urlopen(f"http://127.0.0.1:{metrics}/spool") as reply:
+                    files = json.load(reply)["files"]
+                time.sleep(0.2)
+            file_name, size = files[0][0], files[0][1]
+            idle, _ = rss_mb(proc.pid)
+            for _ in range(downloads):
+                s = socket.create_connection(("127.0.0.1", metrics), 5)
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+                s.sendall(f"GET /spool/files/{file_name} HTTP/1.0\r\n\r\n".encode())
+                socks.append(s)
+            answers: list[tuple[int, float]] = []
+            with LatencyProbe(port) as probe:
+                start = time.monotonic()
+                while time.monotonic() - start < seconds:
+                    answers.append(_healthz(metrics))
+                    time.sleep(0.1)
+            after, peak = rss_mb(proc.pid)
+            refused = _refused(metrics)
+        finally:
+            for s in socks:
+                s.close()
+            stop_process(proc, timeout=30)
+    return {"worst_ping": probe.worst, "rss_idle_mb": idle, "rss_mb": after, "peak_mb": peak,
+            "healthz_total": len(answers), "healthz_ok": sum(a[0] == 200 for a in answers),
+            "healthz_worst_ms": max(a[1] for a in answers) * 1000, "file_bytes": size,
+            "stalled": downloads, "cut": refused.get("timeout", 0),
+            "busy": refused.get("busy", 0)}  # fmt: skip
+
+
 CASES: list[tuple[str, Callable[[str, float], dict[str, Any]], bool]] = [
     # (label, run, has a Redis counterpart)
     ("CLIENT PAUSE ALL, a subscriber that reads nothing, 256 MB published on the other node",
@@ -392,6 +464,7 @@ CASES: list[tuple[str, Callable[[str, float], dict[str, Any]], bool]] = [
      _slow_disk, False),
     ("1,000 idle connections to the metrics port, renewed as closed; /healthz every 100 ms",
      _idle_http, False),
+    ("64 spool downloads that stop reading; /healthz every 100 ms", _stalled_downloads, False),
 ]  # fmt: skip
 
 
@@ -426,6 +499,13 @@ def _rss(figures: dict[str, Any] | None) -> str:
 def _outcome(figures: dict[str, Any] | None) -> str:
     if not figures:
         return "-"
+    if "stalled" in figures:
+        return (
+            f"/healthz {figures['healthz_ok']} of {figures['healthz_total']} answered 200 "
+            f"(slowest {figures['healthz_worst_ms']:.0f} ms); {figures['cut']} of "
+            f"{figures['stalled']} stalled downloads ({figures['file_bytes'] / 1e6:.1f} MB) cut "
+            f"by the drain timeout, {figures['busy']} refused as busy"
+        )
     if "subscribed" in figures:
         state = "cut" if figures["cut"] else "not cut"
         return (

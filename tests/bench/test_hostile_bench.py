@@ -120,3 +120,18 @@ def test_idle_metrics_connections_are_a_row_of_the_bounds_table():
         "| /healthz 21 of 21 answered 200 (slowest 10 ms); 2,137 idle connections closed "
         "to make room, 2,100 reopened | - |"
     )
+
+
+def test_stalled_spool_downloads_are_a_row_of_the_bounds_table():
+    from bench.hostile_bounds import CASES
+
+    label = next(label for label, _, _ in CASES if "spool downloads that stop" in label)
+    figures = {"worst_ping": 0.008, "rss_idle_mb": 42, "rss_mb": 43, "peak_mb": 48,
+               "healthz_total": 148, "healthz_ok": 148, "healthz_worst_ms": 12.2,
+               "file_bytes": 8_400_000, "stalled": 64, "cut": 48, "busy": 16}  # fmt: skip
+    result = {"servers": {NODE: {}}, "bounds": {"scale": 1.0, "cases": {label: {NODE: figures}}}}
+    row = next(line for line in hostile_markdown(result).splitlines() if "spool down" in line)
+    assert row.endswith(
+        "| /healthz 148 of 148 answered 200 (slowest 12 ms); 48 of 64 stalled downloads "
+        "(8.4 MB) cut by the drain timeout, 16 refused as busy | - |"
+    )
