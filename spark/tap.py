@@ -288,7 +288,8 @@ class TrafficTap:
             await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(job)), timeout)
         except TimeoutError:
             self._dropped_queued += len(batch)
-            self.errors += 1
+            with self._warn_lock:  # the writer thread may count meanwhile
+                self.errors += 1
             log.warning(
                 "traffic tap: the disk did not answer in %g s at shutdown: "
                 "%d events not written, %s left as .tmp (completed by the next start)",
