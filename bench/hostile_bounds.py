@@ -26,6 +26,18 @@ connection, :class:`bench.probe.LatencyProbe`):
   ``--traffic-dir`` and ``--cluster-config-file``, 2,000 PUBLISH a second for
   10 s to a subscriber; the probe PINGs it. INFO's traffic counters: every
   event written or counted as dropped.
+- idle connections to the metrics port (bloomcast only: Redis has no HTTP
+  port; issue 49): 1,000 TCP connections that send nothing, each reopened
+  as soon as the node closes it, for 12 s, while ``/healthz`` is asked every
+  100 ms on a new connection; the probe PINGs the client port. How many
+  ``/healthz`` answered 200, the slowest, and the node's count of idle
+  connections it closed to make room (``bloomcast_http_refused_total``).
+- spool downloads that stop reading (bloomcast only; issue 49): a node with a
+  tap gets 60,000 PUBLISH, then 64 clients ask for its first completed spool
+  file and read nothing, for 15 s (past the 10 s drain timeout), while
+  ``/healthz`` is asked every 100 ms. How many ``/healthz`` answered 200,
+  and the node's counts of downloads cut by the drain timeout and requests
+  refused as busy.
 
 Speed is reported, never asserted (tests/integration/test_slow_disk.py,
 tests/differential/test_paused_subscriber.py and tests/router assert the
@@ -299,6 +311,148 @@ def _slow_disk(name: str, scale: float) -> dict[str, Any]:
             "disk_errors": info["traffic_disk_errors"]}  # fmt: skip
 
 
+# ---------------------------------------------------------------- idle HTTP connections
+
+
+def _healthz(metrics: int) -> tuple[int, float]:
+    """(status, seconds) of one ``GET /healthz`` on a new connection (0: none)."""
+    import http.client
+
+    start = time.monotonic()
+    conn = http.client.HTTPConnection("127.0.0.1", metrics, timeout=10)
+    try:
+        conn.request("GET", "/healthz")
+        status = conn.getresponse().status
+    except OSError:
+        status = 0
+    finally:
+        conn.close()
+    return status, time.monotonic() - start
+
+
+def _renew(metrics: int, socks: list[socket.socket]) -> int:
+    """Reopen every idle connection the node closed; returns how many."""
+    renewed = 0
+    for i, s in enumerate(socks):
+        try:
+            closed = s.recv(1, socket.MSG_DONTWAIT | socket.MSG_PEEK) == b""
+        except BlockingIOError:
+            closed = False
+        except OSError:
+            closed = True
+        if closed:
+            s.close()
+            socks[i] = socket.create_connection(("127.0.0.1", metrics), 5)
+            renewed += 1
+    return renewed
+
+
+def _idle_http(name: str, scale: float) -> dict[str, Any]:
+    idle_count, seconds = max(100, int(1000 * scale)), 12 * max(scale, 0.25)
+    port, metrics = free_ports(2)
+    args = ["--port", str(port), "--no-bus", "--metrics-port", str(metrics)]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "bloomcast.cli", "node", *args], cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+    )  # fmt: skip
+    socks: list[socket.socket] = []
+    try:
+        wait_port(port, proc, 60, ping=True)
+        wait_port(metrics, proc, 60)
+        idle, _ = rss_mb(proc.pid)
+        socks = [socket.create_connection(("127.0.0.1", metrics), 5) for _ in range(idle_count)]
+        answers: list[tuple[int, float]] = []
+        renewed = 0
+        with LatencyProbe(port) as probe:
+            start = time.monotonic()
+            while time.monotonic() - start < seconds:
+                answers.append(_healthz(metrics))
+                renewed += _renew(metrics, socks)
+                time.sleep(0.1)
+        after, peak = rss_mb(proc.pid)
+        import urllib.request
+
+        text = urllib.request.urlopen(f"http://127.0.0.1:{metrics}/metrics", timeout=10).read()
+        closed = 0.0
+        for line in text.decode().splitlines():
+            if line.startswith('bloomcast_http_refused_total{reason="idle_closed"}'):
+                closed = float(line.split()[-1])
+    finally:
+        for s in socks:
+            s.close()
+        stop_process(proc, timeout=30)
+    return {"worst_ping": probe.worst, "rss_idle_mb": idle, "rss_mb": after, "peak_mb": peak,
+            "healthz_total": len(answers), "healthz_ok": sum(a[0] == 200 for a in answers),
+            "healthz_worst_ms": max(a[1] for a in answers) * 1000, "idle": idle_count,
+            "renewed": renewed, "idle_closed": int(closed)}  # fmt: skip
+
+
+def _refused(metrics: int) -> dict[str, int]:
+    """``bloomcast_http_refused_total`` by reason, scraped."""
+    import urllib.request
+
+    text = urllib.request.urlopen(f"http://127.0.0.1:{metrics}/metrics", timeout=10).read()
+    out = {}
+    for line in text.decode().splitlines():
+        if line.startswith('bloomcast_http_refused_total{reason="'):
+            out[line.split('"')[1]] = int(float(line.split()[-1]))
+    return out
+
+
+def _stalled_downloads(name: str, scale: float) -> dict[str, Any]:
+    downloads, seconds = 64, 15.0  # past the 10 s drain timeout, whatever the scale
+    port, metrics = free_ports(2)
+    socks: list[socket.socket] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        args = ["--port", str(port), "--no-bus", "--metrics-port", str(metrics),
+                "--traffic-dir", f"{tmp}/spool"]  # fmt: skip
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "bloomcast.cli", "node", *args], cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+        )  # fmt: skip
+        try:
+            wait_port(port, proc, 60, ping=True)
+            wait_port(metrics, proc, 60)
+            with redis.Redis(port=port) as r:
+                for _ in range(60):
+                    with r.pipeline(transaction=False) as pipe:
+                        for _ in range(1000):
+                            pipe.publish("feed", b"x" * 100)
+                        pipe.execute()
+            import urllib.request
+
+            deadline = time.monotonic() + 60
+            files: list[list[Any]] = []
+            while not files and time.monotonic() < deadline:
+                with urllib.request.urlopen(f"http://127.0.0.1:{metrics}/spool") as reply:
+                    files = json.load(reply)["files"]
+                time.sleep(0.2)
+            file_name, size = files[0][0], files[0][1]
+            idle, _ = rss_mb(proc.pid)
+            for _ in range(downloads):
+                s = socket.create_connection(("127.0.0.1", metrics), 5)
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+                s.sendall(f"GET /spool/files/{file_name} HTTP/1.0\r\n\r\n".encode())
+                socks.append(s)
+            answers: list[tuple[int, float]] = []
+            with LatencyProbe(port) as probe:
+                start = time.monotonic()
+                while time.monotonic() - start < seconds:
+                    answers.append(_healthz(metrics))
+                    time.sleep(0.1)
+            after, peak = rss_mb(proc.pid)
+            refused = _refused(metrics)
+        finally:
+            for s in socks:
+                s.close()
+            stop_process(proc, timeout=30)
+    return {"worst_ping": probe.worst, "rss_idle_mb": idle, "rss_mb": after, "peak_mb": peak,
+            "healthz_total": len(answers), "healthz_ok": sum(a[0] == 200 for a in answers),
+            "healthz_worst_ms": max(a[1] for a in answers) * 1000, "file_bytes": size,
+            "stalled": downloads, "cut": refused.get("timeout", 0),
+            "busy": refused.get("busy", 0)}  # fmt: skip
+
+
 CASES: list[tuple[str, Callable[[str, float], dict[str, Any]], bool]] = [
     # (label, run, has a Redis counterpart)
     ("CLIENT PAUSE ALL, a subscriber that reads nothing, 256 MB published on the other node",
@@ -308,6 +462,9 @@ CASES: list[tuple[str, Callable[[str, float], dict[str, Any]], bool]] = [
     ("1,000,000 pipelined SUBSCRIBE, the client reads nothing", _subscribe_flood, True),
     ("a slow disk (0.2 s per file call) under the tap and the nodes file, 2,000 PUBLISH/s",
      _slow_disk, False),
+    ("1,000 idle connections to the metrics port, renewed as closed; /healthz every 100 ms",
+     _idle_http, False),
+    ("64 spool downloads that stop reading; /healthz every 100 ms", _stalled_downloads, False),
 ]  # fmt: skip
 
 
@@ -342,6 +499,13 @@ def _rss(figures: dict[str, Any] | None) -> str:
 def _outcome(figures: dict[str, Any] | None) -> str:
     if not figures:
         return "-"
+    if "stalled" in figures:
+        return (
+            f"/healthz {figures['healthz_ok']} of {figures['healthz_total']} answered 200 "
+            f"(slowest {figures['healthz_worst_ms']:.0f} ms); {figures['cut']} of "
+            f"{figures['stalled']} stalled downloads ({figures['file_bytes'] / 1e6:.1f} MB) cut "
+            f"by the drain timeout, {figures['busy']} refused as busy"
+        )
     if "subscribed" in figures:
         state = "cut" if figures["cut"] else "not cut"
         return (
@@ -350,6 +514,12 @@ def _outcome(figures: dict[str, Any] | None) -> str:
         )
     if "cut" in figures:
         return "cut" if figures["cut"] else "not cut"
+    if "healthz_total" in figures:
+        return (
+            f"/healthz {figures['healthz_ok']} of {figures['healthz_total']} answered 200 "
+            f"(slowest {figures['healthz_worst_ms']:.0f} ms); {figures['idle_closed']:,} idle "
+            f"connections closed to make room, {figures['renewed']:,} reopened"
+        )
     if "written" in figures:
         return (
             f"{figures['written']:,} written + {figures['dropped']:,} dropped (counted) "

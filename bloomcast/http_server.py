@@ -2,18 +2,28 @@
 ``/metrics`` (bloomcast/metrics.py; ``/spool`` too, spark/spool_service.py) and
 the dashboard (bloomcast/dashboard/): one request per connection,
 ``respond(path)`` (GET and HEAD) or ``answer(request)`` (any method) decides
-the answer. A bad or slow request (10 s for the head) just closes the
-connection. A :class:`~pathlib.Path` body is sent from the file in
+the answer. A :class:`~pathlib.Path` body is sent from the file in
 :data:`CHUNK` pieces, waiting for the socket to drain after each, so a large
 file never sits whole in memory.
 
 The event loop never waits on a disk (issue 41): a file body's open, stat
 and every read run in the loop's executor, and :meth:`SmallHttpServer.off_loop`
 runs a subclass's file work there too, at most :data:`FILE_JOBS` at a time
-per server (the others wait their turn). At most :data:`MAX_CONNECTIONS`
-connections are served at once: one more is answered 503 and closed,
-counted in ``refused``. An answer that raises is counted in ``errors`` and
-logged at most once a minute (:class:`cluster_bus.refusals.Refusals`)."""
+per server (the others wait their turn).
+
+Nothing a client does holds the server (issue 49), the way nginx treats idle
+connections: a connection still sending its head is *waiting* and holds no
+slot; at most :data:`MAX_WAITING` wait, and one more closes the oldest of them
+to make room (counted in ``idle_closed``), so idle or slow connections never
+keep a probe out. A head must arrive within :data:`HEAD_SECONDS`, each drain
+of the answer within :data:`DRAIN_SECONDS`, the whole answer within
+:data:`REQUEST_SECONDS`; past one the connection is aborted (``timeouts``).
+At most :data:`MAX_CONNECTIONS` requests are answered at once; the last
+:data:`PROBE_SLOTS` of them only for :attr:`SmallHttpServer.probe_paths`
+(``/healthz`` and ``/metrics``: answered from memory), so slow downloads
+never starve the probes; a request over its bound is answered 503 and closed
+(``refused``). Every refusal and an answer that raises (``errors``) is logged
+at most once a minute per cause (:class:`cluster_bus.refusals.Refusals`)."""
 
 from __future__ import annotations
 
@@ -33,8 +43,18 @@ from cluster_bus.refusals import Refusals
 CHUNK = 65536
 #: file jobs in the executor at once per server (a slow disk takes no more threads)
 FILE_JOBS = 4
-#: connections served at once per server; one more is answered 503 and closed
+#: requests answered at once per server; one more is answered 503 and closed
 MAX_CONNECTIONS = 64
+#: of those, kept for :attr:`SmallHttpServer.probe_paths` (other paths get the rest)
+PROBE_SLOTS = 16
+#: connections still sending their head; one more closes the oldest of them
+MAX_WAITING = 64
+#: seconds for a request's head
+HEAD_SECONDS = 10.0
+#: seconds for the socket to take one piece of an answer (a client that stops reading)
+DRAIN_SECONDS = 10.0
+#: seconds for a whole answer, file bodies included
+REQUEST_SECONDS = 120.0
 
 Body = bytes | Path
 T = TypeVar("T")
@@ -70,15 +90,25 @@ class SmallHttpServer:
     on every answer."""
 
     extra_headers = ""
+    #: paths answered from memory (health checks, scrapes): they may use the
+    #: :data:`PROBE_SLOTS` other paths may not
+    probe_paths: frozenset[str] = frozenset()
 
     def __init__(self) -> None:
         self._server: asyncio.Server | None = None
         self.port = 0
         self._file_jobs = asyncio.Semaphore(FILE_JOBS)
-        self._open = 0  # connections being served
-        self.refused = 0  # connections over MAX_CONNECTIONS, answered 503
+        self._open = 0  # requests being answered
+        self._waiting: dict[asyncio.StreamWriter, None] = {}  # heads not read yet, oldest first
+        self.refused = 0  # requests over MAX_CONNECTIONS (or the non-probe share), answered 503
+        self.idle_closed = 0  # waiting connections closed to make room (MAX_WAITING)
+        self.timeouts = 0  # heads, drains or answers over their time budget: aborted
         self.errors = 0  # answers that raised
         self._warnings = Refusals(logger=log)
+
+    def refusals(self) -> dict[str, int]:
+        """Connections refused or cut, by reason (the metrics port exports them)."""
+        return {"busy": self.refused, "idle_closed": self.idle_closed, "timeout": self.timeouts}
 
     async def start(self, host: str, port: int) -> None:
         """Listen (OSError when the address is taken or not ours)."""
@@ -114,44 +144,83 @@ class SmallHttpServer:
             return await loop.run_in_executor(None, functools.partial(work, *args))
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        if self._open >= MAX_CONNECTIONS:
+        peer = writer.get_extra_info("peername")
+        peer_ip = peer[0] if isinstance(peer, tuple) else ""
+        try:
+            head = await self._read_head(reader, writer, peer_ip)
+            if head is None:
+                return
+            request = parse_request(head, peer_ip)
+        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError, OSError):
+            writer.transport.abort()  # a bad request, or closed to make room: just close
+            return
+        limit = MAX_CONNECTIONS - (0 if request.path in self.probe_paths else PROBE_SLOTS)
+        if self._open >= limit:
             self.refused += 1
-            await self._refuse(reader, writer)
+            self._warnings.warn(
+                "http busy",
+                "",
+                f"HTTP: {limit} requests being answered: {request.path} refused (503)",
+            )
+            with contextlib.suppress(ConnectionError):
+                writer.write(self._head("503 Service Unavailable", "text/plain", 0, "GET"))
+                writer.close()
             return
         self._open += 1
-        path = "?"
         try:
-            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
-            peer = writer.get_extra_info("peername")
-            request = parse_request(head, peer[0] if isinstance(peer, tuple) else "")
-            path = request.path
-            status, kind, body = await self.answer_async(request)
-            if isinstance(body, Path):
-                await self._send_file(writer, request.method, kind, body)
-            else:
-                writer.write(self._head(status, kind, len(body), request.method, body))
-            await writer.drain()
-        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError, ValueError):
-            pass  # a bad or slow request: just close
+            async with asyncio.timeout(REQUEST_SECONDS):
+                await self._serve(request, writer)
+        except TimeoutError:
+            self._timed_out(writer, peer_ip, f"answering {request.path}")
         except ConnectionError:
             pass
         except Exception as exc:  # a bug in an answer: counted, logged, the server goes on
             self.errors += 1
+            path = request.path
             self._warnings.warn("answer", path, f"HTTP {path}: the answer failed: {exc!r}")
         finally:
             self._open -= 1
             with contextlib.suppress(ConnectionError):
                 writer.close()
 
-    async def _refuse(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        """503 to a connection over :data:`MAX_CONNECTIONS`, after its head
-        (at most 1 s: closing with the request unread would reset it)."""
-        quiet = (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError, OSError)
-        with contextlib.suppress(*quiet):  # whatever the peer sends: it is refused (counted)
-            await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 1)
-        with contextlib.suppress(ConnectionError):
-            writer.write(self._head("503 Service Unavailable", "text/plain", 0, "GET"))
-            writer.close()
+    async def _read_head(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, peer_ip: str
+    ) -> bytes | None:
+        """The request's head, within :data:`HEAD_SECONDS` (None: too slow, aborted).
+        Meanwhile the connection is waiting; over :data:`MAX_WAITING` the oldest
+        waiting connection is closed to make room."""
+        waiting = self._waiting
+        if len(waiting) >= MAX_WAITING:
+            oldest = next(iter(waiting))
+            del waiting[oldest]
+            oldest.transport.abort()  # its readuntil ends (IncompleteReadError)
+            self.idle_closed += 1
+            self._warnings.warn(
+                "http idle",
+                "",
+                f"HTTP: {MAX_WAITING} connections sent no request yet: the oldest closed",
+            )
+        waiting[writer] = None
+        try:
+            return await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), HEAD_SECONDS)
+        except TimeoutError:
+            self._timed_out(writer, peer_ip, "reading the request")
+            return None
+        finally:
+            waiting.pop(writer, None)
+
+    def _timed_out(self, writer: asyncio.StreamWriter, peer_ip: str, what: str) -> None:
+        self.timeouts += 1
+        self._warnings.warn("http timeout", peer_ip, f"HTTP client {peer_ip}: too slow {what}")
+        writer.transport.abort()
+
+    async def _serve(self, request: Request, writer: asyncio.StreamWriter) -> None:
+        status, kind, body = await self.answer_async(request)
+        if isinstance(body, Path):
+            await self._send_file(writer, request.method, kind, body)
+        else:
+            writer.write(self._head(status, kind, len(body), request.method, body))
+        await _drain(writer)
 
     def _head(self, status: str, kind: str, length: int, method: str, body: bytes = b"") -> bytes:
         return (
@@ -180,9 +249,15 @@ class SmallHttpServer:
                     break  # truncated meanwhile: the client sees a short body
                 writer.write(chunk)
                 offset += len(chunk)
-                await writer.drain()
+                await _drain(writer)
         finally:
             await self.off_loop(os.close, fd)
+
+
+async def _drain(writer: asyncio.StreamWriter) -> None:
+    """``writer.drain()`` within :data:`DRAIN_SECONDS` (TimeoutError past it)."""
+    async with asyncio.timeout(DRAIN_SECONDS):
+        await writer.drain()
 
 
 def _open_sized(path: Path) -> tuple[int, int]:

@@ -11,8 +11,20 @@ ratios 0..1). ``generate_latest`` renders them; a tiny HTTP/1.0 handler on
 With a traffic tap, the same server serves the spool to the statistics job
 (``/spool``, spark/spool_service.py). Those requests follow the node's own
 rules for clients: with a password for the default user (``requirepass``)
-or ACL users, HTTP Basic credentials of an enabled user (RFC 7617); without
-one, protected mode answers only loopback peers (403 otherwise).
+or ACL users, HTTP Basic credentials (RFC 7617) of an enabled user whose ACL
+allows ``MONITOR`` (:func:`spool_refusal`: the spool shows every channel's
+traffic and a commit deletes files, which only a user who may watch every
+command should do; the default user with ``requirepass`` may), and on a node
+with TLS (``--tls-port``) only from a loopback peer, since the metrics port
+is plain HTTP and the credentials would cross the network in the clear;
+without a password, protected mode answers only loopback peers (403
+otherwise). Each refusal is counted (``bloomcast_http_refused_total``, reason
+``spool_auth``) and logged at most once a minute.
+
+The HTTP server's own refusals (bloomcast/http_server.py: busy, idle
+connections closed to make room, time budgets) are
+``bloomcast_http_refused_total`` by reason; ``/healthz`` and ``/metrics``
+have slots no other path may take.
 
 ``/healthz`` is 200 once ``cluster_filters_converged:1`` (this node holds the
 filter every live peer announced, and has lost none) and ``cluster_state:ok``
@@ -200,39 +212,85 @@ def unhealthy(node: Node) -> str | None:
     return None
 
 
+#: the command a user's ACL must allow for ``/spool`` (its reach: every channel's traffic)
+SPOOL_PERMISSION = "monitor"
+
+
 def spool_refusal(node: Node, request: Request) -> tuple[str, str, bytes] | None:
     """Why a ``/spool`` request is refused (None: allowed): the node's password or ACL
-    users (HTTP Basic credentials), else protected mode (loopback peers only)."""
-    from router.protected import denies
+    users (HTTP Basic credentials of an enabled user allowed :data:`SPOOL_PERMISSION`;
+    from loopback only when the node has TLS), else protected mode (loopback peers only)."""
+    from router.protected import denies, is_local
 
     acl = node.acl
     if acl.default_requires_auth():
         import base64
         import binascii
 
+        if node.config.tls_port and not is_local(request.peer_ip):
+            return (
+                "403 Forbidden",
+                "text/plain",
+                b"this node has TLS and the metrics port is plain HTTP: "
+                b"read the spool from loopback (or through a TLS tunnel)\n",
+            )
         scheme, _, token = request.headers.get("authorization", "").partition(" ")
         try:
-            user, sep, password = base64.b64decode(token, validate=True).partition(b":")
+            name, sep, password = base64.b64decode(token, validate=True).partition(b":")
         except (binascii.Error, ValueError):
             sep = b""
-        if scheme.lower() != "basic" or not sep or acl.authenticate(user, password) is None:
+        user = acl.authenticate(name, password) if scheme.lower() == "basic" and sep else None
+        if user is None:
             return "401 Unauthorized", "text/plain", b"the spool needs the node's credentials\n"
+        if acl.denied(user, SPOOL_PERMISSION, []) is not None:
+            return (
+                "403 Forbidden",
+                "text/plain",
+                b"NOPERM this user has no permissions to read the spool "
+                b"(its ACL must allow MONITOR)\n",
+            )
         return None
     if denies(node.config.protected_mode, False, request.peer_ip):
         return "403 Forbidden", "text/plain", b"protected mode: loopback clients only\n"
     return None
 
 
+class HttpCollector(Collector):
+    """The metrics port's own refusals, by reason (bloomcast/http_server.py)."""
+
+    def __init__(self, server: MetricsServer) -> None:
+        self.server = server
+
+    def collect(self) -> Iterator[Metric]:
+        refused = CounterMetricFamily(
+            "bloomcast_http_refused",
+            "Metrics-port connections refused or cut (busy, idle_closed, timeout, spool_auth)",
+            labels=["reason"],
+        )
+        reasons = self.server.refusals()
+        reasons["spool_auth"] = self.server.spool_refused
+        for reason, count in sorted(reasons.items()):
+            refused.add_metric([reason], count)
+        yield refused
+        yield CounterMetricFamily(
+            "bloomcast_http_errors", "Metrics-port answers that raised", value=self.server.errors
+        )
+
+
 class MetricsServer(SmallHttpServer):
     """``GET /metrics`` and ``GET /healthz`` over HTTP/1.0 on the node's loop, and the
     traffic spool (``/spool``) when given a :class:`~spark.spool_service.SpoolService`."""
+
+    probe_paths = frozenset({"/healthz", "/metrics"})
 
     def __init__(self, node: Node, spool: SpoolService | None = None) -> None:
         super().__init__()
         self.node = node
         self.spool = spool
+        self.spool_refused = 0  # /spool requests refused (credentials, ACL, cleartext)
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(NodeCollector(node))
+        self.registry.register(HttpCollector(self))
 
     async def answer_async(self, request: Request) -> tuple[str, str, Body]:
         """A spool request is checked on the loop (the node's users), then
@@ -240,6 +298,11 @@ class MetricsServer(SmallHttpServer):
         if self.spool is not None and (request.path + "/").startswith("/spool/"):
             refused = spool_refusal(self.node, request)
             if refused is not None:
+                self.spool_refused += 1
+                why = refused[2].decode().strip()
+                self._warnings.warn(
+                    "spool refused", request.peer_ip, f"/spool from {request.peer_ip}: {why}"
+                )
                 return refused
             return await self.off_loop(
                 self.spool.answer, request.method, request.path, request.query

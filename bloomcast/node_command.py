@@ -4,7 +4,9 @@ The bus listens on the bus port (client port + 10000 unless ``--cluster-port``)
 even without ``--join``, so other nodes can join this one, as in Redis Cluster.
 A configuration mistake is one line and exit 2, a node that cannot start one
 line and exit 1 (bloomcast/node_process.py); the log is Redis's
-(bloomcast/node_log.py), SIGHUP is ignored or reopens ``--logfile``;
+(bloomcast/node_log.py), SIGHUP is ignored or reopens ``--logfile``; every
+shutdown step runs whatever an earlier one raised, and a second
+SIGTERM/SIGINT exits at once (Redis's "You insist... exiting now.");
 ``--metrics-port`` adds Prometheus ``/metrics`` and ``/healthz``
 (bloomcast/metrics.py), and with ``--traffic-dir`` the spool for the
 statistics job (``/spool``, spark/spool_service.py), all on the node's one
@@ -16,11 +18,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
+import inspect
 import logging
 import os
 import signal
 import socket
 import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from bloomcast import node_log, proctitle
@@ -41,6 +46,7 @@ from router.tls import TlsConfigError
 
 if TYPE_CHECKING:
     from cluster_bus.nodes_file import NodesConfig, NodesFile
+    from spark.tap import TrafficTap
 
 log = logging.getLogger("bloomcast.node")
 
@@ -132,17 +138,60 @@ async def serve(
     log.info("%s, pid %d. Ready to accept connections", ready, os.getpid())
     await stop.wait()
     log.info("Shutdown requested: sending LEAVE, closing clients")
-    members.stop()
-    reclaimer.stop()
-    if metrics is not None:
-        await metrics.stop()
-    if bus is not None:
-        await bus.stop()
-    await node.stop()
-    if tap is not None:
-        tap.close()
-    if nodes_file is not None:
-        nodes_file.close()
+    # a second SIGTERM/SIGINT exits at once, as Redis's "You insist... exiting now."
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError):
+            loop.add_signal_handler(sig, _insist)
+    clean = await _shutdown(
+        ("the membership log", members.stop),
+        ("the collector", reclaimer.stop),
+        ("the metrics port", metrics.stop if metrics is not None else None),
+        ("the cluster bus", bus.stop if bus is not None else None),
+        ("the node", node.stop),
+        ("the traffic tap", functools.partial(_close_tap, tap) if tap is not None else None),
+        ("the nodes file", nodes_file.close if nodes_file is not None else None),
+    )
+    if not clean:
+        raise ShutdownIncomplete
+
+
+#: seconds the traffic tap's last batch may take at shutdown (a hung disk)
+TAP_CLOSE_SECONDS = 30.0
+
+
+class ShutdownIncomplete(Exception):
+    """A shutdown step failed or a writer thread hung (logged): exit 1 at once."""
+
+
+def _insist() -> None:
+    """A second SIGTERM/SIGINT while shutting down: Redis's words, exit 1 now."""
+    log.warning("You insist... exiting now.")
+    logging.shutdown()
+    os._exit(1)
+
+
+async def _close_tap(tap: TrafficTap) -> None:
+    if not await tap.aclose(TAP_CLOSE_SECONDS):
+        raise ShutdownIncomplete  # its thread is hung on the disk: not waited for at exit
+
+
+async def _shutdown(*steps: tuple[str, Callable[[], object] | None]) -> bool:
+    """Run every step in order, whatever an earlier one raised (each failure
+    logged); True when all ended cleanly."""
+    clean = True
+    for what, step in steps:
+        if step is None:
+            continue
+        try:
+            result = step()
+            if inspect.isawaitable(result):
+                await result
+        except ShutdownIncomplete:
+            clean = False
+        except Exception:
+            log.exception("Shutdown: stopping %s failed", what)
+            clean = False
+    return clean
 
 
 def run(args: argparse.Namespace) -> int:
@@ -189,6 +238,10 @@ def run(args: argparse.Namespace) -> int:
         runner = uvloop.run
     try:
         runner(serve(config, not args.no_bus, handler, args.metrics_port))
+    except ShutdownIncomplete:
+        # logged; a writer thread may hang on its disk: the interpreter must not wait for it
+        logging.shutdown()
+        os._exit(1)
     except StartupError as exc:
         print(f"bloomcast node: {exc}", file=sys.stderr)
         return 1

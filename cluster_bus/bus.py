@@ -62,7 +62,7 @@ from cluster_bus.frames import (
     Session,
 )
 from cluster_bus.handshake import Handshake
-from cluster_bus.heartbeat import Heartbeats
+from cluster_bus.heartbeat import Heartbeats, tick_failed
 from cluster_bus.info import BusStats, cluster_info, cluster_nodes, slot_map, sync_state
 from cluster_bus.membership import Membership
 from cluster_bus.mesh import Dialer, Mesh
@@ -502,8 +502,12 @@ class ClusterBus:
         lag_ms = 0 if self._cron_due is None else int((loop.time() - self._cron_due) * 1000)
         try:
             self._cron_step(self.clock(), max(0, lag_ms))
-        except Exception:  # never let the timer die
-            log.exception("bus cron step failed")
+        except Exception:  # never let the timer die: counted, logged once a minute
+            tick_failed(self.stats, self.refusals, "bus cron step")
+        try:  # apart: a step that keeps failing above never keeps handshakes forever
+            self._expire_handshakes(self.clock())
+        except Exception:
+            tick_failed(self.stats, self.refusals, "bus handshake timeouts")
         period = self.ping_interval_ms / 1000
         self._cron_due = loop.time() + period
         self._cron = loop.call_later(period, self._tick)
@@ -514,6 +518,8 @@ class ClusterBus:
         self.heartbeats.tick(now)
         self.forwarding.tick(now)
         self._save_nodes()
+
+    def _expire_handshakes(self, now: int) -> None:
         # Redis's handshake timeout, stretched while we doubt ourselves (Lifeguard)
         timeout = self.membership.awareness.scale(max(2000, self.node_timeout_ms // 2))
         for link in list(self.mesh.handshaking):

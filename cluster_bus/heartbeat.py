@@ -33,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import traceback
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 
@@ -67,6 +68,14 @@ log = logging.getLogger("bloomcast.bus")
 
 #: (host, hostname) pairs of gossip entries remembered as checked: emptied when full
 ACCEPTED_CACHE = 4096
+
+
+def tick_failed(stats: BusStats, warnings: Refusals, what: str) -> None:
+    """(In an ``except``.) A timer step raised: counted (CLUSTER INFO
+    ``cluster_stats_tick_errors``), logged with its traceback at most once a
+    minute per step, with how many were not logged since."""
+    stats.tick_errors += 1
+    warnings.warn("tick", what, f"{what} failed: {traceback.format_exc().rstrip()}")
 
 
 class Heartbeats:
@@ -108,6 +117,7 @@ class Heartbeats:
         #: node id last reached there (None: never reached)
         self.seeds: dict[Address, str | None] = {}
         self.stopping = False
+        self._warnings = Refusals()
         # the peers the tick must look at, so that it costs O(those), not O(N):
         # a direct PING outstanding (half-open links), no outbound link (redials)
         self._pinged: set[str] = set()
@@ -436,8 +446,8 @@ class Heartbeats:
                 link = self.mesh.link_to(peer)
                 if link is not None:
                     self.mesh.send(link, self.make(Pong, peer))
-        except Exception:  # never let a timer die
-            log.exception("bus gossip round failed")
+        except Exception:  # never let a timer die: counted, logged once a minute
+            tick_failed(self.stats, self._warnings, "bus gossip round")
 
     def _schedule_gossip(self) -> None:
         """Changes are queued: gossip rounds through this period (memberlist's

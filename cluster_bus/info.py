@@ -74,6 +74,9 @@ class BusStats:
     #: addresses and hostnames refused where they entered from the bus: a
     #: gossip entry dropped, a heartbeat's own host or hostname ignored
     addresses_refused: int = 0
+    #: timer steps (the bus's cron, a gossip round) that raised: counted, logged
+    #: once a minute, the timer goes on (issue 49)
+    tick_errors: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,6 +179,7 @@ def cluster_info(
             "cluster_health_score": ms.awareness.score,
             "cluster_loop_lag_ms": ms.loop_lag_ms,
             "cluster_stats_late_ticks": ms.late_ticks,
+            "cluster_stats_tick_errors": stats.tick_errors,
             "cluster_peer_filters_known": sync.known,
             "cluster_filters_converged": int(sync.converged),
             "cluster_filter_epoch": epoch,

@@ -12,16 +12,27 @@ globbing ``*.ndjson`` (the Spark file source) never sees a partial file. Every
 file operation (writes, renames, the orphan scans, measuring the spool) runs
 in that thread: the event loop never waits on the disk (issue 41).
 
-Crash recovery and file naming: :mod:`spark.spool_files`.
+Crash recovery and file naming: :mod:`spark.spool_files`. The ``.tmp`` files a
+killed writer left are completed by the writer thread as soon as the tap
+starts (:meth:`TrafficTap.start`), then every ``rotate_seconds``, traffic or
+not (issue 49).
 
 Back-pressure is never applied to publishers: when this tap's share of the
 spool (its completed files still present + the open file) reaches
-``max_spool_bytes``, when the in-memory batch is full (``max_buffer_events``:
-a disk slower than the traffic, the writer still busy with the last batch),
-or when a disk write fails, events are dropped and counted in ``dropped``.
+``max_spool_bytes``, when the in-memory batch is full (``max_buffer_events``
+events or ``max_buffer_bytes`` of their strings: a disk slower than the
+traffic, the writer still busy with the last batch), or when a disk write
+fails, events are dropped and counted in ``dropped``. The writer turns a
+batch into lines :data:`SERIALISE_BYTES` at a time, so the escaped lines
+(up to 6 bytes per channel byte) never sit whole in memory either.
 A failed disk operation is counted in ``disk_errors`` and logged at most once
 a minute per cause (:class:`cluster_bus.refusals.Refusals`); anything else
-that goes wrong in the tap in ``errors``, logged the same way.
+that goes wrong in the tap in ``errors``, logged the same way: an exception
+in the writer thread ends that batch's job, never the thread.
+
+Shutdown (:meth:`TrafficTap.aclose`) hands the last batch to the writer thread
+and waits at most a given time with the loop free (a second SIGINT can act);
+a disk that does not answer by then loses that batch, counted and logged.
 
 Sampling is decided per event id: ``mmh3(event_id) / 2**32 < sample``. The
 origin and every receiver event of one PUBLISH share the event id, so they are
@@ -38,6 +49,7 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import mmh3
@@ -62,6 +74,11 @@ DEFAULT_MAX_FILE_BYTES = 8 * 1024 * 1024
 DEFAULT_ROTATE_SECONDS = 5.0
 DEFAULT_MAX_SPOOL_BYTES = 1024 * 1024 * 1024
 DEFAULT_MAX_BUFFER_EVENTS = 200_000
+DEFAULT_MAX_BUFFER_BYTES = 64 * 1024 * 1024
+#: what one queued event costs beyond its strings (the object, the list slot)
+EVENT_OVERHEAD = 160
+#: bytes of lines the writer builds before writing them
+SERIALISE_BYTES = 1024 * 1024
 
 log = logging.getLogger("bloomcast.tap")
 
@@ -126,6 +143,7 @@ class TrafficTap:
         max_spool_bytes: int = DEFAULT_MAX_SPOOL_BYTES,
         flush_interval: float = 0.2,
         max_buffer_events: int = DEFAULT_MAX_BUFFER_EVENTS,
+        max_buffer_bytes: int = DEFAULT_MAX_BUFFER_BYTES,
         node: str | None = None,
         address: str | None = None,
     ) -> None:
@@ -141,6 +159,8 @@ class TrafficTap:
         self.max_spool_bytes = max_spool_bytes
         self.flush_interval = flush_interval
         self.max_buffer_events = max_buffer_events
+        self.max_buffer_bytes = max_buffer_bytes
+        self._pending_bytes = 0  # strings of the events in _pending, + EVENT_OVERHEAD each
         self.node = node
         self.address = address  # announced host:port: written to <node>.node.json
         self._sidecar_written = False
@@ -183,15 +203,18 @@ class TrafficTap:
             if self.sample < 1.0 and not sampled(event.event_id, self.sample):
                 self.sampled_out += 1
                 return
+            size = len(event.channel) + len(event.event_id) + len(event.node) + EVENT_OVERHEAD
             if (
                 self._spool_bytes >= self.max_spool_bytes
                 or len(self._pending) >= self.max_buffer_events
+                or self._pending_bytes + size > self.max_buffer_bytes
             ):
                 self._dropped_queued += 1
                 return
             if self.node is None:
                 self.node = event.node
             self._pending.append(event)
+            self._pending_bytes += size
         except Exception as exc:  # the tap must never break PUBLISH: counted, logged
             self._dropped_queued += 1
             self.failed("record", exc)
@@ -213,7 +236,22 @@ class TrafficTap:
         batches written by the tap's writer thread."""
         self._loop = loop if loop is not None else asyncio.get_running_loop()
         self._executor = concurrent.futures.ThreadPoolExecutor(1, "bloomcast-tap")
+        # a killed writer's .tmp completed now, not at the first event (issue 49)
+        self._submit(self._start_job)
         self._schedule()
+
+    def _start_job(self) -> None:
+        """(In the writer thread.) The orphan scan, and the spool measured."""
+        self._last_scan = time.monotonic()
+        self.recover_orphans()
+        self._refresh_spool_bytes()
+
+    def _submit(self, work: Callable[..., None], *args: object) -> concurrent.futures.Future[None]:
+        assert self._executor is not None
+        job = self._executor.submit(work, *args)
+        self._job = job
+        job.add_done_callback(self._job_done)
+        return job
 
     def close(self) -> None:
         """Stop the timer, write what is queued, complete (rename) the open file.
@@ -230,6 +268,47 @@ class TrafficTap:
             self._executor.shutdown(wait=True)
             self._executor = None
 
+    async def aclose(self, timeout: float) -> bool:
+        """:meth:`close` for the node's loop: the last batch written and the open
+        file completed by the writer thread, waited for at most ``timeout``
+        seconds with the loop free. False when the disk did not answer in
+        time: that batch is counted dropped and logged, the thread left behind."""
+        if self._closed:
+            return True
+        if self._executor is None:
+            self.close()
+            return True
+        self._closed = True
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        batch, self._pending, self._pending_bytes = self._pending, [], 0
+        job = self._submit(self._final_job, batch)
+        try:
+            await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(job)), timeout)
+        except TimeoutError:
+            self._dropped_queued += len(batch)
+            with self._warn_lock:  # the writer thread may count meanwhile
+                self.errors += 1
+            log.warning(
+                "traffic tap: the disk did not answer in %g s at shutdown: "
+                "%d events not written, %s left as .tmp (completed by the next start)",
+                timeout,
+                len(batch),
+                self.directory,
+            )
+            self._executor.shutdown(wait=False, cancel_futures=True)
+            self._executor = None
+            return False
+        self._executor.shutdown(wait=True)
+        self._executor = None
+        return True
+
+    def _final_job(self, batch: list[TrafficEvent]) -> None:
+        """(In the writer thread.) The last batch, then the open file completed."""
+        self._write_events(batch)
+        self._complete_file()
+
     def info_fields(self) -> dict[str, int]:
         """Counters for the node's INFO output."""
         return {
@@ -241,6 +320,7 @@ class TrafficTap:
             "traffic_files_committed": self.committed,
             "traffic_spool_bytes": self._spool_bytes,
             "traffic_events_pending": len(self._pending),
+            "traffic_events_pending_bytes": self._pending_bytes,
             "traffic_disk_errors": self.disk_errors,
             "traffic_errors": self.errors,
         }
@@ -260,10 +340,8 @@ class TrafficTap:
         try:
             executor = self._executor
             if executor is not None and (self._job is None or self._job.done()):
-                batch, self._pending = self._pending, []
-                job = executor.submit(self._write_job, batch, time.monotonic())
-                self._job = job
-                job.add_done_callback(self._job_done)
+                batch, self._pending, self._pending_bytes = self._pending, [], 0
+                self._submit(self._write_job, batch, time.monotonic())
         except Exception as exc:  # keep the timer alive whatever happens
             self.failed("tick", exc)
         finally:
@@ -301,7 +379,7 @@ class TrafficTap:
         only at shutdown, through :meth:`close`.)"""
         self._wait_writer()
         while self._pending:
-            batch, self._pending = self._pending, []
+            batch, self._pending, self._pending_bytes = self._pending, [], 0
             self._write_events(batch)
         if self._remeasure:
             self._remeasure = False
@@ -320,13 +398,31 @@ class TrafficTap:
             )
 
     def _write_events(self, batch: list[TrafficEvent]) -> None:
+        """``batch`` written; whatever an unexpected exception leaves unwritten is
+        counted dropped before it propagates (to :meth:`_job_done`: counted, logged)."""
+        before = self.written + self._dropped_disk
+        try:
+            self._serialise_and_write(batch)
+        except Exception:
+            self._dropped_disk += len(batch) - (self.written + self._dropped_disk - before)
+            raise
+
+    def _serialise_and_write(self, batch: list[TrafficEvent]) -> None:
+        """Lines written :data:`SERIALISE_BYTES` at a time (never the whole batch's)."""
         lines: list[bytes] = []
+        size = 0
         for event in batch:
             try:
-                lines.append(event_line(event))
+                line = event_line(event)
             except (TypeError, ValueError, AttributeError) as exc:
                 self._dropped_disk += 1
                 self.failed("event", exc)
+                continue
+            lines.append(line)
+            size += len(line)
+            if size >= SERIALISE_BYTES:
+                self._write_lines(lines)
+                lines, size = [], 0
         self._write_lines(lines)
 
     def _write_lines(self, lines: list[bytes]) -> None:

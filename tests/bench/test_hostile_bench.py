@@ -78,7 +78,7 @@ def test_hostile_is_a_part_of_bench_all():
 def test_issue_41s_bounds_are_a_second_table_beside_redis():
     from bench.hostile_bounds import CASES
 
-    pause, peer, flood, disk = (label for label, _, _ in CASES)
+    pause, peer, flood, disk, *_ = (label for label, _, _ in CASES)
     node_pause = {"worst_ping": 0.012, "rss_idle_mb": 30, "rss_mb": 30, "peak_mb": 64, "cut": True}
     redis_pause = {**node_pause, "worst_ping": 0.001, "rss_idle_mb": 12, "peak_mb": 47}
     node_peer = {"worst_ping": 0.002, "rss_idle_mb": 30, "rss_mb": 40, "peak_mb": 41,
@@ -129,3 +129,33 @@ def test_issue_49s_monitor_cases_are_judged_on_their_peak_beside_redis():
     assert row.endswith("| no (RSS) |")  # 40 MB > 2 x 19; 90 ms: under 100 ms
     assert f"| {text} | 12.0 | 14.4 | 0.83 |" in lines
     assert f"| {binary} | 40.0 | 19.0 | 2.11 |" in lines
+
+
+def test_idle_metrics_connections_are_a_row_of_the_bounds_table():
+    from bench.hostile_bounds import CASES
+
+    label = next(label for label, _, _ in CASES if "idle connections to the metrics" in label)
+    figures = {"worst_ping": 0.02, "rss_idle_mb": 36, "rss_mb": 39, "peak_mb": 39,
+               "healthz_total": 21, "healthz_ok": 21, "healthz_worst_ms": 10.4, "idle": 100,
+               "renewed": 2100, "idle_closed": 2137}  # fmt: skip
+    result = {"servers": {NODE: {}}, "bounds": {"scale": 1.0, "cases": {label: {NODE: figures}}}}
+    row = next(line for line in hostile_markdown(result).splitlines() if "idle conn" in line)
+    assert row.endswith(
+        "| /healthz 21 of 21 answered 200 (slowest 10 ms); 2,137 idle connections closed "
+        "to make room, 2,100 reopened | - |"
+    )
+
+
+def test_stalled_spool_downloads_are_a_row_of_the_bounds_table():
+    from bench.hostile_bounds import CASES
+
+    label = next(label for label, _, _ in CASES if "spool downloads that stop" in label)
+    figures = {"worst_ping": 0.008, "rss_idle_mb": 42, "rss_mb": 43, "peak_mb": 48,
+               "healthz_total": 148, "healthz_ok": 148, "healthz_worst_ms": 12.2,
+               "file_bytes": 8_400_000, "stalled": 64, "cut": 48, "busy": 16}  # fmt: skip
+    result = {"servers": {NODE: {}}, "bounds": {"scale": 1.0, "cases": {label: {NODE: figures}}}}
+    row = next(line for line in hostile_markdown(result).splitlines() if "spool down" in line)
+    assert row.endswith(
+        "| /healthz 148 of 148 answered 200 (slowest 12 ms); 48 of 64 stalled downloads "
+        "(8.4 MB) cut by the drain timeout, 16 refused as busy | - |"
+    )

@@ -1240,3 +1240,43 @@ def test_a_seed_that_is_a_client_port_gets_a_hint():
 
     assert resp_hint("bad magic b'-E'", b"-ERR unknown") == f"bad magic b'-E'; {CLIENT_PORT_HINT}"
     assert resp_hint("bad magic b'xx'", b"xx") == "bad magic b'xx'"
+
+
+def test_a_timer_step_that_raises_is_counted_logged_once_and_the_timer_goes_on(caplog):
+    """Issue 49: the bus's cron step and a gossip round log.exception'd every
+    tick with no count, and a failing step skipped the handshake timeouts;
+    now CLUSTER INFO cluster_stats_tick_errors counts them, the log has one
+    line a minute per step, and handshakes still time out."""
+
+    def boom(now: int) -> None:
+        raise RuntimeError("a bug in the tick")
+
+    def no_targets() -> list[str]:
+        raise RuntimeError("a bug in the gossip")
+
+    async def main():
+        pairs = await start_cluster(2)
+        bus = pairs[0][1]
+        try:
+            await until(lambda: converged([p[1] for p in pairs]))
+            assert stat(bus, "cluster_stats_tick_errors") == 0
+            bus.heartbeats.tick = boom  # type: ignore[method-assign]
+            # a connection that never handshakes is still timed out meanwhile
+            reader, writer = await asyncio.open_connection("127.0.0.1", bus.port)
+            assert await asyncio.wait_for(reader.read(), 30) == b""
+            writer.close()
+            await until(lambda: stat(bus, "cluster_stats_tick_errors") >= 3, what="3 ticks")
+            del bus.heartbeats.tick  # the class's own again: the timer went on
+            errors = stat(bus, "cluster_stats_tick_errors")
+            bus.membership.gossip_targets = no_targets  # type: ignore[method-assign]
+            bus.heartbeats.gossip_round()
+            bus.heartbeats.gossip_round()
+            assert stat(bus, "cluster_stats_tick_errors") == errors + 2
+        finally:
+            await stop_all(pairs)
+
+    caplog.set_level("WARNING", logger="bloomcast.bus")
+    run(main())
+    assert caplog.text.count("bus cron step failed") == 1
+    assert caplog.text.count("bus gossip round failed") == 1
+    assert "RuntimeError: a bug in the tick" in caplog.text  # the traceback's last line

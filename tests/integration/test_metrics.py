@@ -152,6 +152,26 @@ def test_healthz_without_a_bus_and_unknown_paths():
         assert get(metrics, "/nope")[0] == 404
 
 
+def test_idle_connections_never_turn_healthz_into_503():
+    """Issue 49 finding 5: 64 idle TCP connections made /healthz answer 503;
+    now each new connection closes the oldest idle one, counted and exported."""
+    import socket
+
+    with node(bus=False) as (_, _, metrics):
+        idle = [socket.create_connection(("127.0.0.1", metrics), 5) for _ in range(100)]
+        try:
+            time.sleep(0.2)
+            assert get(metrics, "/healthz") == (200, "text/plain", "ok\n")
+            after = scrape(metrics)
+        finally:
+            for s in idle:
+                s.close()
+        # each of the 36 idle ones over MAX_WAITING (64), then the probe, closed the
+        # oldest waiting connection; the probe's place was free again for the scrape
+        assert value(after, "bloomcast_http_refused_total", reason="idle_closed") == 37
+        assert value(after, "bloomcast_http_refused_total", reason="busy") == 0
+
+
 @pytest.mark.cluster
 def test_healthz_is_503_while_cut_off_from_the_nodes_it_had(tmp_path):
     """Two nodes, one killed for good: the survivor reaches one node of the two

@@ -5,8 +5,10 @@ and a real node's endpoints with and without a password."""
 
 from __future__ import annotations
 
+import base64
 import json
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -125,6 +127,51 @@ def test_spool_endpoints_of_a_real_node_and_its_password(tmp_path: Path) -> None
         assert spool.fetch("..%2Fetc%2Fpasswd") is None
     finally:
         node.stop()
+
+
+def test_the_spool_needs_a_user_allowed_monitor(tmp_path: Path) -> None:
+    """Issue 49: any enabled user's password opened /spool; now its ACL must
+    allow MONITOR (the spool shows every channel's traffic, a commit deletes)."""
+    node = NodeProcess(tmp_path / "spool", "--requirepass", "s3cret").start()
+    try:
+        import redis
+
+        with redis.Redis(port=node.port, password="s3cret") as r:
+            r.acl_setuser("reader", enabled=True, passwords=["+pw"], commands=["+@pubsub"],
+                          channels=["news.*"])  # fmt: skip
+            r.acl_setuser("spark", enabled=True, passwords=["+pw"], commands=["+monitor"])
+            r.publish("news.1", "x")
+        with pytest.raises(SpoolUnreachable, match="HTTP 403"):
+            SpoolNode.parse(f"reader:pw@{node.address}").listing()
+        with pytest.raises(SpoolUnreachable, match="HTTP 403"):
+            SpoolNode.parse(f"reader:pw@{node.address}").commit({"a" * 40: 9})
+        assert "files" in SpoolNode.parse(f"spark:pw@{node.address}").listing()
+        assert "files" in SpoolNode.parse(f"default:s3cret@{node.address}").listing()
+        text = urllib.request.urlopen(f"http://{node.address}/metrics", timeout=10).read()
+        assert b'bloomcast_http_refused_total{reason="spool_auth"} 2.0' in text
+    finally:
+        node.stop()
+
+
+def test_on_a_node_with_tls_the_spool_answers_loopback_only() -> None:
+    """The metrics port is plain HTTP: with --tls-port, credentials from beyond
+    loopback are refused before they are read (only loopback is a test target,
+    so the check is called with a remote peer's address)."""
+    from bloomcast.http_server import Request
+    from bloomcast.metrics import spool_refusal
+    from router.config import NodeConfig
+    from router.node import Node
+
+    token = base64.b64encode(b"default:pw").decode()
+    headers = {"authorization": f"Basic {token}"}
+    plain = Node(NodeConfig(port=1, requirepass="pw"))
+    tls = Node(NodeConfig(port=1, requirepass="pw", tls_port=2))
+    remote = Request("GET", "/spool", "", headers, "10.1.2.3")
+    local = Request("GET", "/spool", "", headers, "127.0.0.1")
+    assert spool_refusal(plain, remote) is None
+    refused = spool_refusal(tls, remote)
+    assert refused is not None and refused[0] == "403 Forbidden"
+    assert spool_refusal(tls, local) is None
 
 
 def test_node_addresses_parse_to_keys_without_credentials() -> None:

@@ -334,3 +334,109 @@ def test_tap_with_an_address_writes_the_node_sidecar(tmp_path):
     plain.close()
     assert list((tmp_path / "without").glob("*.node.json")) == []
     assert read_sidecars(str(tmp_path / "without")) == {}
+
+
+def test_the_batch_is_bounded_in_bytes_too(tmp_path):
+    """Issue 49: 200,000 events of 64 KiB channel names fit the event bound;
+    the byte bound drops them first, counted."""
+    tap = TrafficTap(tmp_path, max_buffer_bytes=1024 * 1024)
+    wide = TrafficEvent(f"{NODE}-1", 1.7e9, NODE, "origin", "c" * 65536, 1, 0, 0, 2, False)
+    for _ in range(100):
+        tap.record(wide)
+    fields = tap.info_fields()
+    assert fields["traffic_events_pending"] == 15  # 15 x (64 KiB + ids) <= 1 MiB
+    assert 15 * 65536 < fields["traffic_events_pending_bytes"] <= 1024 * 1024
+    assert fields["traffic_events_dropped"] == 85
+    tap.close()
+    assert tap.info_fields()["traffic_events_pending_bytes"] == 0
+    assert len(read_spool(tmp_path)) == 15
+
+
+def test_a_killed_writers_tmp_is_completed_at_start_with_no_event(tmp_path):
+    """Issue 49 finding 7: the orphan scan runs in the writer thread as the tap
+    starts, not with the first batch (here no tick ever comes: an hour apart)."""
+    orphan = tmp_path / spool_file_name(PEER, 3, tmp=True)
+    orphan.write_bytes(event_line(event(1, node=PEER)))
+
+    async def main() -> TrafficTap:
+        tap = TrafficTap(tmp_path, node=NODE, flush_interval=3600)
+        tap.start()
+        for _ in range(500):
+            if tap.recovered:
+                break
+            await asyncio.sleep(0.02)
+        tap.close()
+        return tap
+
+    tap = asyncio.run(main())
+    assert tap.recovered == 1
+    assert spool_names(tmp_path) == [spool_file_name(PEER, 3)]
+
+
+def test_an_exception_in_the_writer_thread_is_counted_logged_once_and_the_thread_goes_on(
+    tmp_path, monkeypatch, caplog
+):
+    import spark.tap as tap_module
+
+    calls = []
+    real = tap_module.recover_orphans
+
+    def broken(directory, skip=None):
+        calls.append(1)
+        if len(calls) <= 2:  # the start's scan, and the one before the first file
+            raise RuntimeError("a bug in the scan")
+        return real(directory, skip)
+
+    monkeypatch.setattr(tap_module, "recover_orphans", broken)
+
+    async def main() -> TrafficTap:
+        tap = TrafficTap(tmp_path, node=NODE, flush_interval=0.01, rotate_seconds=0.01)
+        tap.start()
+        for i in range(5):
+            for j in range(10):
+                tap.record(event(i * 10 + j))
+            await asyncio.sleep(0.05)
+        for _ in range(500):
+            if tap.written + tap.dropped == 50:
+                break
+            await asyncio.sleep(0.01)
+        tap.close()
+        return tap
+
+    caplog.set_level("WARNING", logger="bloomcast.tap")
+    tap = asyncio.run(main())
+    # the batch the failed open took is counted dropped; every later batch written
+    assert tap.written + tap.dropped == 50 and tap.written >= 10 and tap.dropped >= 1
+    assert tap.errors == 2
+    assert len(read_spool(tmp_path)) == tap.written
+    lines = [r for r in caplog.records if "a bug in the scan" in r.getMessage()]
+    assert len(lines) == 1  # logged once a minute
+
+
+def test_close_on_a_hung_disk_gives_up_after_its_timeout_and_counts_the_batch(
+    tmp_path, monkeypatch
+):
+    import spark.tap as tap_module
+
+    release = threading.Event()
+    real_write = os.write
+
+    def hung(fd, data):
+        release.wait(30)
+        return real_write(fd, data)
+
+    async def main() -> tuple[bool, TrafficTap]:
+        tap = TrafficTap(tmp_path, node=NODE, flush_interval=3600)
+        tap.start()
+        monkeypatch.setattr(tap_module.os, "write", hung)
+        for i in range(7):
+            tap.record(event(i))
+        ended = await tap.aclose(0.3)
+        return ended, tap
+
+    try:
+        ended, tap = asyncio.run(main())
+    finally:
+        release.set()
+    assert ended is False
+    assert tap.dropped == 7 and tap.errors == 1
