@@ -1,0 +1,91 @@
+"""A connection flood on the bus port (issue 49, finding 2), real processes.
+
+Node 0 of a three-node cluster runs with a descriptor limit of 256
+(``prlimit --nofile=256:256``): it fits ``maxclients`` to it at start with
+Redis's three log lines. Then 400 bare TCP connections to its bus port, 100
+from the peers' address and 300 from twenty other loopback addresses, are
+held open: the node keeps at most
+``cluster-max-handshakes`` (128) of them in their handshake, at most
+``cluster-max-handshakes-per-ip`` (16) from one address, and closes the rest
+at once, counting them (CLUSTER INFO / INFO ``cluster_stats_links_rejected``)
+and logging them rate-limited. Meanwhile a new client's PING is answered,
+its peers stay linked, and the cluster stays ``ok`` on every node.
+"""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from bloomcast.testing import LocalCluster
+from bloomcast.testing.bus_flood import PingWatch, closed_count, open_bare
+from router.fdlimit import BUS_PEER_FDS, MIN_RESERVED_FDS
+from tests.integration.conftest import wait_for
+
+pytestmark = [
+    pytest.mark.cluster,
+    pytest.mark.timeout(180),
+    pytest.mark.skipif(shutil.which("prlimit") is None, reason="needs prlimit (util-linux)"),
+]
+
+LIMIT = 256
+SOURCES = tuple(f"127.0.0.{i}" for i in range(2, 22))
+
+
+def test_a_node_with_256_descriptors_under_400_bus_connections_serves_and_counts(tmp_path):
+    cluster = LocalCluster(3, log_dir=tmp_path, extra_args=["--node-timeout-ms", "3000"])
+    try:
+        cluster.start_node(0, ["prlimit", f"--nofile={LIMIT}:{LIMIT}", *cluster.node_args(0)])
+        cluster.start_node(1)
+        cluster.start_node(2)
+        cluster.wait_ready(60)
+        r0 = cluster.client(0)
+        log0 = (tmp_path / "node-0.log").read_text()
+        if "Increased maximum number of open files" not in log0:  # (no CAP_SYS_RESOURCE)
+            fitted = LIMIT - MIN_RESERVED_FDS - 128 - BUS_PEER_FDS
+            assert r0.config_get("maxclients") == {"maxclients": str(fitted)}
+            assert "You requested maxclients of 10000 requiring at least 10224" in log0
+            assert "Server can't set maximum open files to 10224 because of OS error" in log0
+            assert f"maxclients has been reduced to {fitted} to compensate for low ulimit" in log0
+
+        # 100 from the peers' own address: over the per-address cap (16)
+        socks = open_bare(cluster.bus_ports[0], 100)
+        try:
+            wait_for(
+                lambda: int(cluster.cluster_info(0)["cluster_stats_links_rejected"]) == 100 - 16,
+                30,
+                "the per-address cap",
+            )
+            # 300 more from twenty others: over the cap in all (128)
+            socks += open_bare(cluster.bus_ports[0], 300, SOURCES)
+            assert len(socks) == 400
+            with PingWatch(cluster.ports[0]) as watch:
+
+                def rejected() -> int:
+                    return int(cluster.cluster_info(0)["cluster_stats_links_rejected"])
+
+                wait_for(lambda: rejected() >= 400 - 128, 30, "refusals counted")
+                wait_for(lambda: watch.pings >= 20, 10, "PINGs answered")
+            assert watch.errors == []
+            assert closed_count(socks) >= 400 - 128
+            info = r0.info("everything")
+            assert info["cluster_stats_links_rejected"] >= 400 - 128
+            with cluster.client(0) as fresh:  # a new client during the flood
+                assert fresh.ping() is True
+            for i in range(3):  # the peers stay linked: the cluster is ok everywhere
+                ci = cluster.cluster_info(i)
+                assert ci["cluster_state"] == "ok", (i, ci)
+                assert ci["cluster_known_nodes"] == "3", (i, ci)
+                assert int(ci["cluster_links_connected"]) == 4, (i, ci)
+            log0 = (tmp_path / "node-0.log").read_text()
+            refused = [line for line in log0.splitlines() if "refused: " in line]
+            assert 2 <= len(refused) <= 1 + len(SOURCES)  # rate-limited: one per address
+            assert "(cluster-max-handshakes-per-ip 16)" in refused[0]
+            assert "(cluster-max-handshakes 128)" in refused[-1]
+        finally:
+            for s in socks:
+                s.close()
+        cluster.wait_ready(30)
+    finally:
+        cluster.stop()
