@@ -180,11 +180,14 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         print(f"bloomcast node: --logfile {args.logfile}: {exc.strerror}", file=sys.stderr)
         return 1
-    from router.fdlimit import MIN_RESERVED_FDS, TooFewFiles, bus_reserve, fit_maxclients
+    from cluster_bus.api import HANDSHAKES_FLOOR
+    from router.fdlimit import TooFewFiles, fit_maxclients
 
-    reserved = MIN_RESERVED_FDS + (0 if args.no_bus else bus_reserve(config.cluster_max_handshakes))
     try:  # Redis's adjustOpenFilesLimit: CONFIG GET maxclients shows the fitted value
-        config.maxclients = fit_maxclients(config.maxclients, reserved).maxclients
+        fitted = fit_maxclients(config.maxclients, not args.no_bus, config.cluster_max_handshakes)
+        config.maxclients = fitted.maxclients
+        if fitted.handshakes < HANDSHAKES_FLOOR and not config.cluster_max_handshakes:
+            config.cluster_max_handshakes = fitted.handshakes  # shrunk under a low limit
     except TooFewFiles as exc:
         print(f"bloomcast node: {exc}", file=sys.stderr)
         return 1

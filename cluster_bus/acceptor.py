@@ -31,8 +31,10 @@ from typing import Protocol
 RESOURCE_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
 #: how long accepting pauses after such an error (the connections wait in the backlog)
 RETRY_S = 0.1
-#: connections accepted per readable event at most (Redis's MAX_ACCEPTS_PER_CALL)
-ACCEPTS_PER_CALL = 1000
+#: connections accepted per readable event at most (Redis's MAX_ACCEPTS_PER_CALL
+#: is 1000, but Redis refuses one over maxclients at once: here each waits a
+#: loop turn for its transport, holding its descriptor, so a burst is kept short)
+ACCEPTS_PER_CALL = 64
 
 
 class Listener(Protocol):

@@ -4,9 +4,9 @@ Redis (``src/server.c`` ``adjustOpenFilesLimit``) needs ``maxclients`` plus
 ``CONFIG_MIN_RESERVED_FDS`` (32: listeners, logs, files) descriptors; when the
 soft limit (``ulimit -n``) is lower it raises it, and when it cannot, it
 lowers ``maxclients`` to what the limit allows and says so in three log lines.
-A node also keeps descriptors for its cluster bus (:func:`bus_reserve`): its
-two links per peer and the accepted links still in their handshake
-(``cluster-max-handshakes``), so that a full house of clients never takes
+A node also keeps descriptors for its cluster bus: its two links per peer
+and the accepted links still in their handshake (``cluster-max-handshakes``),
+so that a full house of clients never takes
 the descriptors its peers need, and a flood of bus connections never takes
 those of its clients. ``CONFIG GET maxclients`` shows the fitted value.
 """
@@ -26,22 +26,18 @@ MIN_RESERVED_FDS = 32
 #: bus links kept for peers at start (two per peer: 32 peers); more peers
 #: come out of the slack the limit leaves, as Redis's cluster links do
 BUS_PEER_FDS = 64
-
-
-def bus_reserve(max_handshakes: int) -> int:
-    """Descriptors kept for the bus: the accepted links in their handshake
-    (``cluster-max-handshakes``, or its automatic floor) and the peers' links."""
-    from cluster_bus.api import HANDSHAKES_FLOOR
-
-    return (max_handshakes or HANDSHAKES_FLOOR) + BUS_PEER_FDS
+#: the least automatic handshake cap a low limit shrinks it to
+MIN_HANDSHAKES = 16
 
 
 @dataclass(frozen=True)
 class Fitted:
-    """What :func:`fit_maxclients` found: the (new) soft limit and ``maxclients``."""
+    """What :func:`fit_maxclients` found: the (new) soft limit, ``maxclients``,
+    and the bus's cap on accepted links in their handshake (0: no bus)."""
 
     maxclients: int
     limit: int
+    handshakes: int = 0
     raised_from: int | None = None  # the soft limit before it was raised
 
 
@@ -49,14 +45,23 @@ class TooFewFiles(Exception):
     """The limit leaves no room for a single client (Redis exits then)."""
 
 
-def fit_maxclients(maxclients: int, reserved: int) -> Fitted:
-    """Raise the soft descriptor limit to ``maxclients + reserved`` when it is
-    lower (up to the hard limit), else lower ``maxclients`` to fit, with
-    Redis's log lines. Raises TooFewFiles when not even one client fits."""
+def fit_maxclients(maxclients: int, bus: bool = False, handshakes: int = 0) -> Fitted:
+    """Raise the soft descriptor limit to what ``maxclients`` and the reserve
+    need when it is lower (up to the hard limit), else lower ``maxclients``
+    to fit, with Redis's log lines. The reserve: Redis's 32, and with the
+    ``bus`` its peers' links (``BUS_PEER_FDS``) and the accepted links in
+    their handshake (``handshakes``, ``cluster-max-handshakes``; 0: the
+    automatic cap, 128, shrunk under a low limit to a quarter of what the
+    limit leaves, at least 16, so that a node still starts where Redis
+    would). Raises TooFewFiles when not even one client fits."""
+    from cluster_bus.api import HANDSHAKES_FLOOR
+
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    cap = (handshakes or HANDSHAKES_FLOOR) if bus else 0
+    reserved = MIN_RESERVED_FDS + (BUS_PEER_FDS + cap if bus else 0)
     needed = maxclients + reserved
     if soft == resource.RLIM_INFINITY or soft >= needed:
-        return Fitted(maxclients, soft)
+        return Fitted(maxclients, soft, cap)
     best, error = soft, ""
     try:  # as Redis: ask for the whole need, the hard limit too
         hard_wanted = hard if hard == resource.RLIM_INFINITY else max(hard, needed)
@@ -78,7 +83,11 @@ def fit_maxclients(maxclients: int, reserved: int) -> Fitted:
             best,
             soft,
         )
-        return Fitted(maxclients, best, raised_from=soft)
+        return Fitted(maxclients, best, cap, raised_from=soft)
+    if bus and not handshakes:  # the automatic cap gives way to clients under a low limit
+        left = best - MIN_RESERVED_FDS - BUS_PEER_FDS
+        cap = min(cap, max(MIN_HANDSHAKES, left // 4))
+        reserved = MIN_RESERVED_FDS + BUS_PEER_FDS + cap
     if best <= reserved:
         raise TooFewFiles(
             f"Your current 'ulimit -n' of {soft} is not enough for the server to start. "
@@ -97,4 +106,11 @@ def fit_maxclients(maxclients: int, reserved: int) -> Fitted:
         best,
         fitted,
     )
-    return Fitted(fitted, best, raised_from=soft if best > soft else None)
+    if bus and not handshakes:
+        log.warning(
+            "The cluster bus keeps %d descriptors for peers and %d for links in their "
+            "handshake (cluster-max-handshakes) under this limit.",
+            BUS_PEER_FDS,
+            cap,
+        )
+    return Fitted(fitted, best, cap, raised_from=soft if best > soft else None)

@@ -9,10 +9,18 @@ per-source cap from several loopback source addresses (bind())."""
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
+import os
+import resource
 import socket
 
+import pytest
+import uvloop
+
+from bloomcast.testing.ports import free_port
 from cluster_bus import heartbeat, mesh
+from cluster_bus.acceptor import Acceptor, listening_sockets
 from cluster_bus.bus import ClusterBus
 from cluster_bus.mesh import Dialer
 from tests.cluster_bus.test_bus import BusTestNode, ManualClock, config, stat, until
@@ -130,3 +138,49 @@ def test_meet_addresses_that_never_answer_are_forgotten_join_seeds_stay(monkeypa
     hb.expire_handshakes(clock())
     assert bus.membership.handshakes == {}
     assert list(hb.seeds) == [("127.0.0.1", 1)]  # --join is configuration: redialled
+
+
+@pytest.mark.parametrize("loop_kind", ["uvloop", "asyncio"])
+def test_an_accept_out_of_descriptors_is_reported_and_the_connection_served_later(loop_kind):
+    """EMFILE on accept(): reported to the listener's owner (which counts and
+    logs it), accepting pauses, and the connection waits in the backlog: it
+    is served once descriptors are free (libuv's own listener would have
+    reset it silently)."""
+    errors: list[OSError] = []
+    made: list[asyncio.BaseProtocol] = []
+
+    class Proto(asyncio.Protocol):
+        def connection_made(self, transport: asyncio.BaseTransport) -> None:
+            made.append(self)
+
+    async def main() -> None:
+        (sock,) = listening_sockets("127.0.0.1", free_port(), 64)
+        port = sock.getsockname()[1]
+        acceptor = Acceptor(sock, Proto, errors.append)
+        clients = [socket.create_connection(("127.0.0.1", port)) for _ in range(8)]
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        highest = max(int(fd) for fd in os.listdir("/proc/self/fd"))
+        holes = []  # the free descriptors below the highest, taken: none is left
+        while (fd := os.open(os.devnull, os.O_RDONLY)) < highest:
+            holes.append(fd)
+        os.close(fd)
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (highest + 1, hard))
+            await acceptor.start_serving()
+            await until(lambda: bool(errors), what="EMFILE reported")
+        finally:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+            for fd in holes:
+                os.close(fd)
+        assert errors[0].errno == errno.EMFILE
+        assert made == []
+        await until(lambda: len(made) == 8, what="every connection served")
+        acceptor.close()
+        await acceptor.wait_closed()
+        for c in clients:
+            c.close()
+
+    if loop_kind == "uvloop":
+        uvloop.run(main())
+    else:
+        asyncio.run(main())
