@@ -3,14 +3,15 @@
 Node 0 of a three-node cluster runs with a descriptor limit of 256
 (``prlimit --nofile=256:256``): it fits ``maxclients`` to it at start with
 Redis's three log lines (and shrinks the bus's automatic handshake cap to 40:
-a quarter of what the limit leaves after Redis's 32 and 64 for peers' links). Then 400 bare TCP connections to its bus port, 100
-from the peers' address and 300 from twenty other loopback addresses, are
-held open: the node keeps at most
-``cluster-max-handshakes`` of them in their handshake, at most
+a quarter of what the limit leaves after Redis's 32 and 64 for peers' links).
+Then 400 bare TCP connections to its bus port, 100 from the peers' address
+and 300 from twenty other loopback addresses, are held open: the node keeps
+at most ``cluster-max-handshakes`` of them in their handshake, at most
 ``cluster-max-handshakes-per-ip`` (16) from one address, and closes the rest
-at once (the per-address cap first, then the one in all), counting them (CLUSTER INFO / INFO ``cluster_stats_links_rejected``)
-and logging them rate-limited. Meanwhile a new client's PING is answered,
-its peers stay linked, and the cluster stays ``ok`` on every node.
+at once (the per-address cap first, then the one in all), counting them
+(CLUSTER INFO / INFO ``cluster_stats_links_rejected``) and logging them
+rate-limited. Meanwhile a new client's PING is answered, its peers stay
+linked, and the cluster stays ``ok`` on every node.
 """
 
 from __future__ import annotations
