@@ -27,6 +27,11 @@ connection, :class:`bench.probe.LatencyProbe`):
   10 s to a subscriber; the probe PINGs it. INFO's traffic counters: every
   event written or counted as dropped.
 
+- a bus flood (:mod:`bench.hostile_bus`): three nodes under ``ulimit -n``
+  256, 400 bare connections held on node 0's bus port for 5 s; the probe
+  PINGs node 0. Then a new client's PING, ``cluster_state`` on every node,
+  the connections closed at once and the count of them.
+
 Speed is reported, never asserted (tests/integration/test_slow_disk.py,
 tests/differential/test_paused_subscriber.py and tests/router assert the
 behaviour).
@@ -51,6 +56,8 @@ from typing import Any
 
 import redis
 
+from bench.hostile_bus import bus_flood
+from bench.hostile_bus import outcome as flood_outcome
 from bench.probe import LatencyProbe, bulk, connect, rss_mb
 from bench.redis_cluster import RedisCluster
 from bench.results import fmt_num, table
@@ -308,6 +315,7 @@ CASES: list[tuple[str, Callable[[str, float], dict[str, Any]], bool]] = [
     ("1,000,000 pipelined SUBSCRIBE, the client reads nothing", _subscribe_flood, True),
     ("a slow disk (0.2 s per file call) under the tap and the nodes file, 2,000 PUBLISH/s",
      _slow_disk, False),
+    ("400 bare connections held on a bus port, 3 nodes under ulimit -n 256", bus_flood, True),
 ]  # fmt: skip
 
 
@@ -348,6 +356,8 @@ def _outcome(figures: dict[str, Any] | None) -> str:
             f"{state} after {figures['subscribed']:,} subscriptions, "
             f"{figures['channels_left']:,} channels left once gone"
         )
+    if "flood" in figures:
+        return flood_outcome(figures)
     if "cut" in figures:
         return "cut" if figures["cut"] else "not cut"
     if "written" in figures:

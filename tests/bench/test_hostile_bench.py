@@ -78,7 +78,7 @@ def test_hostile_is_a_part_of_bench_all():
 def test_issue_41s_bounds_are_a_second_table_beside_redis():
     from bench.hostile_bounds import CASES
 
-    pause, peer, flood, disk = (label for label, _, _ in CASES)
+    pause, peer, flood, disk, *_ = (label for label, _, _ in CASES)
     node_pause = {"worst_ping": 0.012, "rss_idle_mb": 30, "rss_mb": 30, "peak_mb": 64, "cut": True}
     redis_pause = {**node_pause, "worst_ping": 0.001, "rss_idle_mb": 12, "peak_mb": 47}
     node_peer = {"worst_ping": 0.002, "rss_idle_mb": 30, "rss_mb": 40, "peak_mb": 41,
@@ -105,3 +105,21 @@ def test_issue_41s_bounds_are_a_second_table_beside_redis():
     row = next(line for line in lines if line.startswith("| a slow disk"))
     assert row.endswith("| 90 written + 10 dropped (counted) of 100; 0 disk errors | - |")
     assert "1,000,000 pipelined SUBSCRIBE" in flood
+
+
+def test_the_bus_flood_row_says_what_each_server_closed_counted_and_answered():
+    from bench.hostile_bounds import CASES, bounds_markdown
+
+    label = next(label for label, _, _ in CASES if "bare connections" in label)
+    base = {"worst_ping": 0.011, "rss_idle_mb": 33, "rss_mb": 33, "peak_mb": 34, "flood": 400,
+            "connected": 400, "new_client_ms": 9.0, "cluster_ok": True}  # fmt: skip
+    node = {**base, "closed": 400, "counted": 384, "new_client_ping": True, "maxclients": 120}
+    anchor = {**base, "closed": 0, "counted": None, "new_client_ping": False,
+              "cluster_ok": False, "maxclients": 224}  # fmt: skip
+    table = bounds_markdown({"scale": 1.0, "cases": {label: {NODE: node, REDIS: anchor}}})
+    row = next(line for line in table.splitlines() if line.startswith("| 400 bare"))
+    assert (
+        "| maxclients 120; 400 of 400 closed by the node (384 at accept, counted); a new "
+        "client's PING answered in 9 ms; every node ok | maxclients 224; 0 of 400 closed by "
+        "the node (none counted); a new client's PING failed; cluster_state not ok |"
+    ) in row
