@@ -71,6 +71,10 @@ class Acceptor:
         self._retry: asyncio.TimerHandle | None = None
         self._pending: set[asyncio.Task[object]] = set()
         sock.setblocking(False)
+        # what each accepted socket is made of (read once: socket.accept()
+        # converts the family and type to enums per call)
+        self._kind = (int(sock.family), int(sock.type), sock.proto)
+        self._tcp = sock.family in (socket.AF_INET, socket.AF_INET6)
 
     def is_serving(self) -> bool:
         return self._serving
@@ -97,9 +101,10 @@ class Acceptor:
 
     def _accept(self) -> None:
         sock = self.sockets[0]
+        family, kind, proto = self._kind
         for _ in range(ACCEPTS_PER_CALL):
             try:
-                conn, _ = sock.accept()
+                fd, _ = sock._accept()  # type: ignore[attr-defined]  # (socket.accept's own call)
             except (BlockingIOError, InterruptedError):
                 return
             except ConnectionAbortedError:
@@ -109,8 +114,9 @@ class Acceptor:
                 if exc.errno in RESOURCE_ERRNOS:
                     self._pause()
                 return
+            conn = socket.socket(family, kind, proto, fileno=fd)
             conn.setblocking(False)
-            if conn.family in (socket.AF_INET, socket.AF_INET6):
+            if self._tcp:
                 with contextlib.suppress(OSError):
                     conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             task = self._loop.create_task(self._connect(conn))
