@@ -5,8 +5,8 @@ trick": it closes a spare descriptor, accepts every waiting connection and
 closes it at once, and tells no one (seen with a node under ``prlimit
 --nofile=64``: of 100 connects, 51 were reset and nothing was counted or
 logged). asyncio's own servers call the loop's exception handler and stop
-accepting for a second. Redis logs "Error accepting a client connection: %s"
-and carries on, the connection waiting in the backlog.
+accepting for a second. Redis logs "Accepting client connection: accept: %s"
+(its bus "Error accepting cluster node: ...") and carries on, the connection waiting in the backlog.
 
 :class:`Acceptor` accepts itself on the loop (``add_reader``): an accept that
 fails for want of descriptors or memory calls ``on_error`` (the caller counts

@@ -363,10 +363,10 @@ class ClusterBus:
     def _accept_failed(self, exc: OSError) -> None:
         """accept() on the bus port failed (EMFILE, ENFILE: the connection
         waits in the backlog): counted, logged once a minute (Redis logs
-        "Error accepting cluster node: %s")."""
+        "Error accepting cluster node: accept: %s")."""
         self.stats.accept_errors += 1
         why = exc.strerror or str(exc)
-        self.refusals.warn("accept", "bus", f"Error accepting cluster node: {why}")
+        self.refusals.warn("accept", "bus", f"Error accepting cluster node: accept: {why}")
 
     def _over_accept_cap(self, link: Link) -> bool:
         """Refuse (close at once, count, log rate-limited) an accepted link over

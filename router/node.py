@@ -206,11 +206,11 @@ class Node:
 
     def _accept_failed(self, exc: OSError) -> None:
         """accept() on a client port failed (EMFILE, ENFILE: the connection
-        waits in the backlog): INFO ``total_accept_errors``, and Redis's log
-        line once a minute."""
+        waits in the backlog): INFO ``total_accept_errors``, and Redis 7.0's log
+        line ("Accepting client connection: accept: %s") once a minute."""
         self.accept_errors += 1
         why = exc.strerror or str(exc)
-        self.refusals.warn("accept", "clients", f"Error accepting a client connection: {why}")
+        self.refusals.warn("accept", "clients", f"Accepting client connection: accept: {why}")
 
     def _tls_failed(self, reason: str) -> None:
         """A connection to the TLS port that did not complete the handshake

@@ -16,12 +16,19 @@ linked, and the cluster stays ``ok`` on every node.
 
 from __future__ import annotations
 
+import os
 import shutil
+import signal
+import socket
+import subprocess
+import sys
 
 import pytest
+import redis
 
 from bloomcast.testing import LocalCluster
 from bloomcast.testing.bus_flood import PingWatch, closed_count, open_bare
+from bloomcast.testing.ports import free_port, wait_port
 from router.fdlimit import BUS_PEER_FDS, MIN_RESERVED_FDS
 from tests.integration.conftest import wait_for
 
@@ -32,6 +39,7 @@ pytestmark = [
 ]
 
 LIMIT = 256
+MAXCLIENTS_ERROR = b"-ERR max number of clients reached\r\n"
 SOURCES = tuple(f"127.0.0.{i}" for i in range(2, 22))
 
 
@@ -93,3 +101,50 @@ def test_a_node_with_256_descriptors_under_400_bus_connections_serves_and_counts
         cluster.wait_ready(30)
     finally:
         cluster.stop()
+
+
+def test_accept_errors_are_counted_logged_and_no_connection_is_reset(tmp_path):
+    """A node with 64 descriptors (``--no-bus``: maxclients fitted to 32),
+    stopped while 150 clients connect, then let go: its first accepts run out
+    of descriptors. Each failed accept() is counted (INFO
+    ``total_accept_errors``) and logged in Redis's words, and every one of
+    the 150 gets an answer: PONG, or Redis's maxclients error (uvloop's own
+    listener reset such connections and said nothing)."""
+    port = free_port()
+    log = tmp_path / "node.log"
+    cmd = ["prlimit", "--nofile=64:64", sys.executable, "-m", "bloomcast.cli", "node"]
+    with open(log, "wb") as err:
+        proc = subprocess.Popen([*cmd, "--port", str(port), "--no-bus"], stderr=err)
+    socks: list[socket.socket] = []
+    try:
+        wait_port(port, timeout=30)
+        os.kill(proc.pid, signal.SIGSTOP)
+        try:
+            socks = open_bare(port, 150)
+        finally:
+            os.kill(proc.pid, signal.SIGCONT)
+        replies = []
+        for s in socks:
+            s.settimeout(10)
+            try:
+                s.sendall(b"PING\r\n")
+                replies.append(s.recv(64))
+            except OSError as exc:
+                replies.append(repr(exc).encode())
+        answered = {r for r in replies if r in (b"+PONG\r\n", MAXCLIENTS_ERROR)}
+        assert len(answered) == 2 and replies.count(b"+PONG\r\n") >= 1, set(replies)
+        assert all(r in answered for r in replies), set(replies)
+        for s in socks:
+            s.close()
+        socks = []
+        with redis.Redis(port=port, socket_timeout=10) as r:
+            info = r.info("stats")
+        assert info["total_accept_errors"] >= 1
+        text = log.read_text()
+        assert "Accepting client connection: accept: Too many open files" in text
+        assert text.count("Accepting client connection") == 1  # once a minute
+    finally:
+        for s in socks:
+            s.close()
+        proc.terminate()
+        proc.wait(10)
