@@ -191,6 +191,7 @@ class ClusterBus:
         self._cron_due: float | None = None  # the loop time the tick is due at
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopping = False
+        self._backoff_swept = 0  # when the dialer's stale backoffs were last dropped
         # each takes (link, peer, msg) for the one frame type it is registered for
         self._handlers: dict[type, Callable[[Link, str, Any], None]] = {
             Meet: self.heartbeats.on_heartbeat,
@@ -558,7 +559,8 @@ class ClusterBus:
         self.heartbeats.tick(now)
         self.forwarding.tick(now)
         self._save_nodes()
-        if self.dialer.backoff:
+        if self.dialer.backoff and now >= self._backoff_swept + 1000:  # once a second
+            self._backoff_swept = now
             self.dialer.expire(now)
         # Redis's handshake timeout, stretched while we doubt ourselves (Lifeguard)
         timeout = self.membership.awareness.scale(max(2000, self.node_timeout_ms // 2))

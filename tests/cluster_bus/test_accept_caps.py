@@ -184,3 +184,17 @@ def test_an_accept_out_of_descriptors_is_reported_and_the_connection_served_late
         uvloop.run(main())
     else:
         asyncio.run(main())
+
+
+def test_the_bus_tick_drops_stale_backoffs():
+    async def main() -> None:
+        clock = ManualClock()
+        bus = ClusterBus(BusTestNode(), config(), clock=clock)
+        bus.dialer.backoff[("127.0.0.1", 1)] = (3, clock())
+        bus._cron_step(clock())
+        assert ("127.0.0.1", 1) in bus.dialer.backoff  # due now: still wanted
+        clock.advance(mesh.BACKOFF_FORGET_MS + 1000)
+        bus._cron_step(clock())
+        assert bus.dialer.backoff == {}
+
+    asyncio.run(main())
