@@ -39,6 +39,11 @@ connection, :class:`bench.probe.LatencyProbe`):
   and the node's counts of downloads cut by the drain timeout and requests
   refused as busy.
 
+- a bus flood (:mod:`bench.hostile_bus`): three nodes under ``ulimit -n``
+  256, 400 bare connections held on node 0's bus port for 5 s; the probe
+  PINGs node 0. Then a new client's PING, ``cluster_state`` on every node,
+  the connections closed at once and the count of them.
+
 Speed is reported, never asserted (tests/integration/test_slow_disk.py,
 tests/differential/test_paused_subscriber.py and tests/router assert the
 behaviour).
@@ -63,6 +68,8 @@ from typing import Any
 
 import redis
 
+from bench.hostile_bus import bus_flood
+from bench.hostile_bus import outcome as flood_outcome
 from bench.probe import LatencyProbe, bulk, connect, rss_mb
 from bench.redis_cluster import RedisCluster
 from bench.results import fmt_num, table
@@ -465,6 +472,7 @@ CASES: list[tuple[str, Callable[[str, float], dict[str, Any]], bool]] = [
     ("1,000 idle connections to the metrics port, renewed as closed; /healthz every 100 ms",
      _idle_http, False),
     ("64 spool downloads that stop reading; /healthz every 100 ms", _stalled_downloads, False),
+    ("400 bare connections held on a bus port, 3 nodes under ulimit -n 256", bus_flood, True),
 ]  # fmt: skip
 
 
@@ -512,6 +520,8 @@ def _outcome(figures: dict[str, Any] | None) -> str:
             f"{state} after {figures['subscribed']:,} subscriptions, "
             f"{figures['channels_left']:,} channels left once gone"
         )
+    if "flood" in figures:
+        return flood_outcome(figures)
     if "cut" in figures:
         return "cut" if figures["cut"] else "not cut"
     if "healthz_total" in figures:

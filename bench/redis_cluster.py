@@ -96,6 +96,8 @@ class RedisCluster(Managed):
     #: uses), e.g. fault proxies in front of ``bus_ports_fixed`` (bench/faults.py)
     announce_bus_ports: list[int] | None = None
     bus_ports_fixed: list[int] | None = None
+    #: a command each server runs under, e.g. ``["prlimit", "--nofile=256:256"]``
+    wrapper: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if self.binary is None:
@@ -146,6 +148,7 @@ class RedisCluster(Managed):
             ]  # fmt: skip
             if self.announce_bus_ports is not None:
                 cmd += ["--cluster-announce-bus-port", str(self.announce_bus_ports[i])]
+            cmd = [*self.wrapper, *cmd]
             proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             self.nodes.append(ClusterNode(port, bus_port, workdir, proc, cmd))
         for node in self.nodes:

@@ -230,6 +230,17 @@ def run(args: argparse.Namespace) -> int:
         print(f"bloomcast node: --logfile {args.logfile}: {exc.strerror}", file=sys.stderr)
         return 1
     proctitle.hide_secrets()  # --requirepass / --cluster-secret off /proc/<pid>/cmdline
+    from cluster_bus.api import HANDSHAKES_FLOOR
+    from router.fdlimit import TooFewFiles, fit_maxclients
+
+    try:  # Redis's adjustOpenFilesLimit: CONFIG GET maxclients shows the fitted value
+        fitted = fit_maxclients(config.maxclients, not args.no_bus, config.cluster_max_handshakes)
+        config.maxclients = fitted.maxclients
+        if fitted.handshakes < HANDSHAKES_FLOOR and not config.cluster_max_handshakes:
+            config.cluster_max_handshakes = fitted.handshakes  # shrunk under a low limit
+    except TooFewFiles as exc:
+        print(f"bloomcast node: {exc}", file=sys.stderr)
+        return 1
     try:
         import uvloop
     except ImportError:  # pragma: no cover - uvloop is a dependency on Linux

@@ -27,6 +27,8 @@ import socket
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from cluster_bus.acceptor import Acceptor, Listener, listening_sockets
+
 log = logging.getLogger("bloomcast.node")
 
 WILDCARDS = {"*": "0.0.0.0", "::*": "::"}
@@ -203,15 +205,26 @@ async def listen(
     *,
     serve: bool = True,
     backlog: int = 511,
-) -> tuple[list[asyncio.Server], int]:
+    on_accept_error: Callable[[OSError], None] | None = None,
+) -> tuple[list[Listener], int]:
     """A listener on ``port`` at each of Redis's ``bind`` addresses (port 0: the
     first one's free port for all of them). An optional (``-``) address that
     does not exist here is skipped, as Redis does; any other failure closes
-    what was opened and raises. Returns the servers and the port."""
+    what was opened and raises. Returns the servers and the port. With
+    ``on_accept_error``, the listeners are :class:`cluster_bus.acceptor.Acceptor`
+    objects that report each failed accept() to it (EMFILE: counted, logged)."""
     loop = asyncio.get_running_loop()
-    servers: list[asyncio.Server] = []
+    servers: list[Listener] = []
     for address in parse_bind(bind.split()):
         try:
+            if on_accept_error is not None:
+                for sock in listening_sockets(address.host, port, backlog):
+                    acceptor = Acceptor(sock, factory, on_accept_error)
+                    servers.append(acceptor)
+                    if serve:
+                        await acceptor.start_serving()
+                port = port or servers[-1].sockets[0].getsockname()[1]
+                continue
             server = await loop.create_server(
                 factory,
                 address.host,

@@ -243,6 +243,12 @@ class ClusterLink(Protocol):
         ...
 
 
+#: the automatic caps on accepted bus links in their handshake at once, in
+#: all and per source address (cluster_bus.bus.ClusterBus.handshake_caps)
+HANDSHAKES_FLOOR = 128
+HANDSHAKES_PER_IP_FLOOR = 16
+
+
 @dataclass(frozen=True, slots=True)
 class BusConfig:
     """The cluster bus's settings. Times in ms, sizes in bytes.
@@ -292,6 +298,10 @@ class BusConfig:
     #: forget a node in FAIL this long (0: never); None: 5 x node_timeout_ms, and
     #: at least replay_ms (forgetting a peer drops what we hold for its replay)
     fail_forget_ms: int | None = None
+    #: accepted links in their handshake at once, in all and per source
+    #: address; 0: automatic (cluster_bus.bus.ClusterBus.handshake_caps)
+    max_handshakes: int = 0
+    max_handshakes_per_ip: int = 0
 
     @property
     def fail_forget_after_ms(self) -> int:

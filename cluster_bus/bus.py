@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
 from cluster_bus import dataplane
+from cluster_bus.acceptor import Listener
 from cluster_bus.addresses import (
     announced,
     learns_own_ip,
@@ -32,6 +33,8 @@ from cluster_bus.addresses import (
 from cluster_bus.announce import Announcer
 from cluster_bus.api import (
     FILTER_NAMES,
+    HANDSHAKES_FLOOR,
+    HANDSHAKES_PER_IP_FLOOR,
     BusConfig,
     FilterChange,
     LinkInfo,
@@ -190,11 +193,12 @@ class ClusterBus:
             self.stats,
             self._short,
         )
-        self._servers: list[asyncio.Server] = []
+        self._servers: list[Listener] = []
         self._cron: asyncio.TimerHandle | None = None
         self._cron_due: float | None = None  # the loop time the tick is due at
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopping = False
+        self._backoff_swept = 0  # when the dialer's stale backoffs were last dropped
         # each takes (link, peer, msg) for the one frame type it is registered for
         self._handlers: dict[type, Callable[[Link, str, Any], None]] = {
             Meet: self.heartbeats.on_heartbeat,
@@ -232,7 +236,10 @@ class ClusterBus:
         loop = asyncio.get_running_loop()
         self._loop = loop
         self._servers, port = await listen(
-            lambda: self._protocol(None), self.config.bind, self.config.port
+            lambda: self._protocol(None),
+            self.config.bind,
+            self.config.port,
+            on_accept_error=self._accept_failed,
         )
         self.port = port
         self.membership.myself.bus_port = self.config.announce_bus_port or self.port
@@ -242,7 +249,7 @@ class ClusterBus:
             self.sync.start(KIND_OF[name], self.node.filter_snapshot(name))
         self.heartbeats.filters_announced()
         for seed in self.config.join:  # (checked with the other settings: router/config_file.py)
-            self.heartbeats.add_seed(parse_seed(seed))
+            self.heartbeats.add_seed(parse_seed(seed), joined=True)
         self._tick()
 
     def _restore(self, saved: NodesConfig) -> None:
@@ -344,9 +351,63 @@ class ClusterBus:
         if self._stopping:
             link.close()
             return
+        if not link.outbound and self._over_accept_cap(link):
+            return
         self.mesh.add(link)
         if link.outbound:
             self.mesh.send(link, link.handshake.hello())
+
+    def handshake_caps(self, host: str) -> tuple[int, int]:
+        """(total, from ``host``): the accepted links that may be in their
+        handshake at once (``cluster-max-handshakes`` and
+        ``cluster-max-handshakes-per-ip``; 0 = automatic: a small multiple of
+        the nodes this node knows, with a floor, and at least one more than the
+        nodes it knows at ``host``, so every peer of a one-host cluster can
+        dial it at once)."""
+        config, ms = self.config, self.membership
+        total = config.max_handshakes or max(
+            HANDSHAKES_FLOOR, 2 * (len(ms.peers) + len(ms.lost) + 1)
+        )
+        per_ip = config.max_handshakes_per_ip
+        if not per_ip:
+            per_ip = HANDSHAKES_PER_IP_FLOOR
+            if self.mesh.accepting.get(host, 0) >= per_ip:  # count only when it matters
+                there = sum(1 for r in ms.peers.values() if r.host == host)
+                there += sum(1 for n in ms.lost.values() if n.host == host)
+                per_ip = max(per_ip, there + 1)
+        return total, per_ip
+
+    def _accept_failed(self, exc: OSError) -> None:
+        """accept() on the bus port failed (EMFILE, ENFILE: the connection
+        waits in the backlog): counted, logged once a minute (Redis logs
+        "Error accepting cluster node: accept: %s")."""
+        self.stats.accept_errors += 1
+        why = exc.strerror or str(exc)
+        self.refusals.warn("accept", "bus", f"Error accepting cluster node: accept: {why}")
+
+    def _over_accept_cap(self, link: Link) -> bool:
+        """Refuse (close at once, count, log rate-limited) an accepted link over
+        the handshake caps: a stranger holding connections open cannot take
+        the descriptors the node's clients and peers need (issue 49)."""
+        host = link.peer_host
+        total, per_ip = self.handshake_caps(host)
+        mesh = self.mesh
+        if mesh.accepting_total >= total:
+            why = (
+                f"{mesh.accepting_total} accepted links in their handshake "
+                f"(cluster-max-handshakes {total})"
+            )
+        elif mesh.accepting.get(host, 0) >= per_ip:
+            why = (
+                f"{mesh.accepting[host]} accepted links from that address in their "
+                f"handshake (cluster-max-handshakes-per-ip {per_ip})"
+            )
+        else:
+            return False
+        self.stats.links_rejected += 1
+        self.refusals.warn("accept_cap", host, f"bus link from {host} refused: {why}")
+        link.close(abort=True)
+        return True
 
     def publishes_received(self, link: Link, msgs: list[Publish]) -> None:
         """(Bound to the forwarding's in ``__init__``.)"""
@@ -518,6 +579,9 @@ class ClusterBus:
         self.heartbeats.tick(now)
         self.forwarding.tick(now)
         self._save_nodes()
+        if self.dialer.backoff and now >= self._backoff_swept + 1000:  # once a second
+            self._backoff_swept = now
+            self.dialer.expire(now)
 
     def _expire_handshakes(self, now: int) -> None:
         # Redis's handshake timeout, stretched while we doubt ourselves (Lifeguard)

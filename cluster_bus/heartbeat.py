@@ -78,6 +78,11 @@ def tick_failed(stats: BusStats, warnings: Refusals, what: str) -> None:
     warnings.warn("tick", what, f"{what} failed: {traceback.format_exc().rstrip()}")
 
 
+#: CLUSTER MEET addresses kept at most (``--join`` seeds are not counted:
+#: they are configuration); a MEET past it drops the oldest MEET address
+MAX_MET = 1024
+
+
 class Heartbeats:
     """Membership on the wire for one bus. ``unreachable(peer)`` is called when
     a peer can no longer be counted on (FAIL, LEAVE), ``forgotten(peer,
@@ -116,6 +121,9 @@ class Heartbeats:
         #: addresses to meet and keep meeting (``--join``, CLUSTER MEET) -> the
         #: node id last reached there (None: never reached)
         self.seeds: dict[Address, str | None] = {}
+        #: the seeds that came from ``--join`` (kept for good; a CLUSTER MEET
+        #: address that never answers is forgotten with its handshake node)
+        self.joined: set[Address] = set()
         self.stopping = False
         self._warnings = Refusals()
         # the peers the tick must look at, so that it costs O(those), not O(N):
@@ -308,16 +316,40 @@ class Heartbeats:
         self._unreachable(node_id)
         return None
 
-    def add_seed(self, key: Address, client_port: int = 0) -> None:
-        """An address to meet (``--join``, CLUSTER MEET): shown in its handshake
-        until it answers (for Redis's handshake timeout), and redialled
-        whenever it is missed."""
+    def add_seed(self, key: Address, client_port: int = 0, *, joined: bool = False) -> None:
+        """An address to meet (``--join`` when ``joined``, CLUSTER MEET): shown
+        in its handshake until it answers (for Redis's handshake timeout), and
+        redialled whenever it is missed. At most ``MAX_MET`` MEET addresses:
+        past it the oldest one goes (:meth:`expire_handshakes` forgets those
+        that never answered)."""
         if key in self.dialer.myself:
             return
+        if joined:
+            self.joined.add(key)
+        elif key not in self.seeds and len(self.seeds) - len(self.joined) >= MAX_MET:
+            oldest = next(k for k in self.seeds if k not in self.joined)
+            del self.seeds[oldest]
+            self.membership.handshakes.pop(oldest, None)
+            log.warning("CLUSTER MEET: over %d addresses met; forgetting %s:%d", MAX_MET, *oldest)
         if self.seeds.get(key) is None:  # not met yet: (again) in its handshake
             self.seeds[key] = None
             port = client_port or max(0, key[1] - 10000)  # Redis's rule when not given
             self.membership.handshakes[key] = (os.urandom(20).hex(), self.clock(), port)
+
+    def expire_handshakes(self, now: int) -> None:
+        """Redis's handshake timeout (max(node timeout, 1 s)): an address being
+        met that has not answered by then is no longer a handshake node, and a
+        CLUSTER MEET address that never answered is forgotten (Redis deletes
+        the handshake node); a ``--join`` seed stays and is redialled."""
+        ms = self.membership
+        timeout = max(self.node_timeout_ms, 1000)
+        for key, (_, since, _) in list(ms.handshakes.items()):
+            if now - since < timeout:
+                continue
+            del ms.handshakes[key]
+            if key not in self.joined and self.seeds.get(key, "") is None:
+                del self.seeds[key]
+                log.info("CLUSTER MEET %s:%d: no answer within the handshake timeout", *key)
 
     def seed_reached(self, key: Address, node_id: str) -> None:
         """Our dial to ``key`` completed a handshake with ``node_id``."""
@@ -551,6 +583,8 @@ class Heartbeats:
             )
         if step.forgotten:
             self.sync_routing()
+        if ms.handshakes:
+            self.expire_handshakes(now)
         self._upkeep(now)
         for request_to, request in self.sync.retry(now):
             mesh.send_to(request_to, request)

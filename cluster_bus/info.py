@@ -60,6 +60,9 @@ class BusStats:
     bad_frames: int = 0
     auth_failures: int = 0
     handshakes_refused: int = 0  # handshakes the peer ended: its refusal, seen from here
+    #: accepted links closed at once: over cluster-max-handshakes[-per-ip]
+    links_rejected: int = 0
+    accept_errors: int = 0  # accept() failed on the bus port (EMFILE, ENFILE, ...)
     seal_failures: int = 0  # sealed frames refused: bad MAC, replayed, or not sealed
     tls_handshake_failures: int = 0  # tls-cluster: no CA-signed certificate, not TLS
     buffer_limit_exceeded: int = 0
@@ -202,6 +205,8 @@ def cluster_info(
             "cluster_stats_bad_frames": stats.bad_frames,
             "cluster_stats_auth_failures": stats.auth_failures,
             "cluster_stats_handshakes_refused": stats.handshakes_refused,
+            "cluster_stats_links_rejected": stats.links_rejected,
+            "cluster_stats_accept_errors": stats.accept_errors,
             "cluster_stats_seal_failures": stats.seal_failures,
             "cluster_stats_tls_handshake_failures": stats.tls_handshake_failures,
             "cluster_stats_links_dropped": stats.links_dropped,

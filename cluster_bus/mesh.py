@@ -42,6 +42,10 @@ class Mesh:
         self.links: set[Link] = set()
         #: links still in the handshake (the cron times them out)
         self.handshaking: set[Link] = set()
+        #: accepted links still in the handshake, per source address: what
+        #: the accept-side caps count (cluster-max-handshakes[-per-ip])
+        self.accepting: dict[str, int] = {}
+        self.accepting_total = 0
         #: bumped when ``out`` changes (a peer's link state in CLUSTER NODES)
         self.version = 0
 
@@ -49,10 +53,27 @@ class Mesh:
         """A new link, not yet authenticated."""
         self.links.add(link)
         self.handshaking.add(link)
+        if not link.outbound:
+            host = link.peer_host
+            self.accepting[host] = self.accepting.get(host, 0) + 1
+            self.accepting_total += 1
+
+    def _accepted(self, link: Link) -> None:
+        """An accepted link leaves its handshake (done or closed)."""
+        if link.outbound or link not in self.handshaking:
+            return
+        host = link.peer_host
+        left = self.accepting.get(host, 0) - 1
+        if left > 0:
+            self.accepting[host] = left
+        else:
+            self.accepting.pop(host, None)
+        self.accepting_total -= 1
 
     def adopt(self, link: Link) -> bool:
         """An authenticated link becomes the way to its peer; False (and the
         link is closed) when an authenticated outbound link to it exists."""
+        self._accepted(link)
         self.handshaking.discard(link)
         peer = link.peer_id
         assert peer is not None
@@ -70,6 +91,7 @@ class Mesh:
     def drop(self, link: Link) -> None:
         """A closed link is no longer a way to its peer."""
         self.links.discard(link)
+        self._accepted(link)
         self.handshaking.discard(link)
         peer = link.peer_id
         if peer is None:
@@ -148,6 +170,13 @@ class Mesh:
 #: dialling every peer at once timed out ~640 handshakes per node, each
 #: redialled)
 DIALS_IN_FLIGHT = 16
+#: addresses with a backoff kept at most (gossip, seeds and the nodes file
+#: name them; each entry is one failed address): past it the entries due
+#: longest ago go, so an address not dialled for long starts afresh
+MAX_BACKOFF = 4096
+#: a backoff entry not dialled again this long after it was due is forgotten
+#: (the address is no longer wanted: a peer forgotten, a seed expired)
+BACKOFF_FORGET_MS = 60_000
 
 
 class Dialer:
@@ -220,7 +249,25 @@ class Dialer:
         cap = min(2000, max(200, self.node_timeout_ms // 2))
         delay = min(cap, BACKOFF_BASE_MS * 2**attempt) * self._rng.uniform(0.5, 1.0)
         self.backoff[key] = (attempt + 1, self.clock() + int(delay))
+        if len(self.backoff) > MAX_BACKOFF:
+            self.expire(self.clock())
         log.debug("dial %s:%d failed (%s); retry in %d ms", key[0], key[1], why, delay)
+
+    def expire(self, now: int) -> int:
+        """Forget backoffs due more than ``BACKOFF_FORGET_MS`` ago, then, when
+        still over ``MAX_BACKOFF``, those due longest ago down to half of it
+        (so a flood of addresses sorts once per ``MAX_BACKOFF / 2``); how many
+        went."""
+        before = len(self.backoff)
+        stale = [k for k, (_, due) in self.backoff.items() if now - due > BACKOFF_FORGET_MS]
+        for key in stale:
+            del self.backoff[key]
+        if len(self.backoff) > MAX_BACKOFF:
+            over = len(self.backoff) - MAX_BACKOFF // 2
+            oldest = sorted(self.backoff, key=lambda k: self.backoff[k][1])[:over]
+            for key in oldest:
+                del self.backoff[key]
+        return before - len(self.backoff)
 
     def listening(self, key: Address, now: int) -> None:
         """The node announcing ``key`` just reached us (its MEET): it is up, so

@@ -100,6 +100,10 @@ class NodeConfig:
     subscribe_visibility_timeout_ms: int = 1000
     cluster_replay_buffer_bytes: int = 64 * 1024 * 1024  # per peer
     cluster_replay_buffer_ms: int = 10_000
+    #: accepted bus links in their handshake at once, in all / per source
+    #: address (0: automatic, cluster_bus.bus.ClusterBus.handshake_caps)
+    cluster_max_handshakes: int = 0
+    cluster_max_handshakes_per_ip: int = 0
     on_publish_loss: str = "notify"  # or "disconnect" (redis/redis #122's two options)
     # traffic tap (spark/)
     traffic_dir: str | None = None
@@ -142,6 +146,8 @@ class NodeConfig:
             visibility_timeout_ms=self.subscribe_visibility_timeout_ms,
             replay_bytes=self.cluster_replay_buffer_bytes,
             replay_ms=self.cluster_replay_buffer_ms,
+            max_handshakes=self.cluster_max_handshakes,
+            max_handshakes_per_ip=self.cluster_max_handshakes_per_ip,
         )
 
     @classmethod
@@ -310,6 +316,19 @@ def add_node_arguments(parser: argparse.ArgumentParser) -> None:
         help="per peer: forwarded PUBLISH kept for replay after a link fault, bytes",
     )
     add("--cluster-replay-buffer-ms", type=int, help="per peer: how long forwards are kept, ms")
+    add(
+        "--cluster-max-handshakes",
+        type=int,
+        metavar="N",
+        help="accepted bus links in their handshake at once; more are closed at once "
+        "(default 0: max(128, 2 x known nodes))",
+    )
+    add(
+        "--cluster-max-handshakes-per-ip",
+        type=int,
+        metavar="N",
+        help="the same from one source address (default 0: max(16, 1 + nodes known there))",
+    )
     add(
         "--on-publish-loss",
         choices=("notify", "disconnect"),

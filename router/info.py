@@ -145,6 +145,7 @@ def info_sections(node: Node) -> dict[str, Section]:
             "instantaneous_input_kbps": f"{net_in / 1024:.2f}",
             "instantaneous_output_kbps": f"{net_out / 1024:.2f}",
             "rejected_connections": stats.rejected_connections,
+            "total_accept_errors": node.accept_errors,
             "total_error_replies": sum(stats.errors.values()),
             "expired_keys": 0,
             "evicted_keys": 0,

@@ -29,8 +29,10 @@ from collections.abc import Callable
 from itertools import count
 from typing import TYPE_CHECKING, Any, cast
 
+from cluster_bus.acceptor import Listener
 from cluster_bus.addresses import first_host, listen
 from cluster_bus.api import ClusterLink, NoPeers
+from cluster_bus.refusals import Refusals
 from router import dataplane
 from router.acl import Acl
 from router.allocator import rss_bytes
@@ -123,8 +125,11 @@ class Node:
         self.on_shutdown: Callable[[], object] = self._stop_soon
         self._stop_task: asyncio.Task[None] | None = None
         self._ids = count(1)
-        self._servers: list[asyncio.base_events.Server] = []  # one per bind address
-        self._tls_servers: list[asyncio.base_events.Server] = []
+        self._servers: list[Listener] = []  # one per bind address
+        self._tls_servers: list[Listener] = []
+        #: failed accept() calls on the client ports (INFO total_accept_errors)
+        self.accept_errors = 0
+        self.refusals = Refusals(logger=log)
 
     @property
     def tap(self) -> TrafficRecorder | None:
@@ -175,6 +180,7 @@ class Node:
             self.config.port,
             serve=serve,
             backlog=backlog,
+            on_accept_error=self._accept_failed,
         )
         self.context.port = self.port
         if self.config.tls_port:
@@ -187,6 +193,7 @@ class Node:
                 self.config.tls_port,
                 serve=serve,
                 backlog=backlog,
+                on_accept_error=self._accept_failed,
             )
         if isinstance(self.link, NoPeers):
             self.set_link(NoPeers(self.node_id, first_host(self.config.bind), self.port))
@@ -196,6 +203,14 @@ class Node:
         """A new client connection's protocol (an asyncio protocol by duck
         typing: the compiled ``Client`` is no subclass of one)."""
         return cast(asyncio.Protocol, self.client_class(self))
+
+    def _accept_failed(self, exc: OSError) -> None:
+        """accept() on a client port failed (EMFILE, ENFILE: the connection
+        waits in the backlog): INFO ``total_accept_errors``, and Redis 7.0's log
+        line ("Accepting client connection: accept: %s") once a minute."""
+        self.accept_errors += 1
+        why = exc.strerror or str(exc)
+        self.refusals.warn("accept", "clients", f"Accepting client connection: accept: {why}")
 
     def _tls_failed(self, reason: str) -> None:
         """A connection to the TLS port that did not complete the handshake

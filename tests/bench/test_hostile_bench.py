@@ -159,3 +159,21 @@ def test_stalled_spool_downloads_are_a_row_of_the_bounds_table():
         "| /healthz 148 of 148 answered 200 (slowest 12 ms); 48 of 64 stalled downloads "
         "(8.4 MB) cut by the drain timeout, 16 refused as busy | - |"
     )
+
+
+def test_the_bus_flood_row_says_what_each_server_closed_counted_and_answered():
+    from bench.hostile_bounds import CASES, bounds_markdown
+
+    label = next(label for label, _, _ in CASES if "bare connections" in label)
+    base = {"worst_ping": 0.011, "rss_idle_mb": 33, "rss_mb": 33, "peak_mb": 34, "flood": 400,
+            "connected": 400, "new_client_ms": 9.0, "cluster_ok": True}  # fmt: skip
+    node = {**base, "closed": 400, "counted": 384, "new_client_ping": True, "maxclients": 120}
+    anchor = {**base, "closed": 0, "counted": None, "new_client_ping": False,
+              "cluster_ok": False, "maxclients": 224}  # fmt: skip
+    table = bounds_markdown({"scale": 1.0, "cases": {label: {NODE: node, REDIS: anchor}}})
+    row = next(line for line in table.splitlines() if line.startswith("| 400 bare"))
+    assert (
+        "| maxclients 120; 400 of 400 closed by the node (384 at accept, counted); a new "
+        "client's PING answered in 9 ms; every node ok | maxclients 224; 0 of 400 closed by "
+        "the node (none counted); a new client's PING failed; cluster_state not ok |"
+    ) in row
