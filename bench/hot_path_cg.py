@@ -47,6 +47,10 @@ CASES = {
     "SPUB1": (1, 0),
     "PING16": (16, 0),
     "PING1": (1, 0),
+    # issue 48: SUBSCRIBE + UNSUBSCRIBE of a fresh channel, one request a
+    # read and loop turn, per request (a cycle is two), on a node without a
+    # bus: the local part (reply, tables, counting filter, filter change)
+    "SUB1": (1, 0),
 }
 #: the request and its reply of a case that is not PUBLISH's (``_drive``)
 OTHER_REQUESTS = {
@@ -87,6 +91,24 @@ async def _forward(depth: int, reads: int) -> None:
         raise RuntimeError(f"lost forwards: {link.frames} of {seq}")
 
 
+async def _subscribe(reads: int) -> None:
+    """``reads`` requests, alternately SUBSCRIBE and UNSUBSCRIBE of a fresh
+    channel, one a read and loop turn."""
+    from bench.hot_path import publisher_and_subscribers
+
+    client, transport, _ = await publisher_and_subscribers(0, slice_ns=1 << 62)
+    want = 0
+    for i in range(reads):
+        verb = b"UNSUBSCRIBE" if i & 1 else b"SUBSCRIBE"
+        name = b"sub:%d" % (i >> 1)
+        client.data_received(b"%s %s\r\n" % (verb, name))
+        want += len(b"*3\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n:%d\r\n" % (
+            len(verb), verb.lower(), len(name), name, 1 - (i & 1)))
+        await asyncio.sleep(0)
+    if transport.written != want:
+        raise RuntimeError(f"lost replies: {transport.written} B of {want}")
+
+
 def one(case: str, reads: int) -> None:
     import uvloop
 
@@ -98,6 +120,8 @@ def one(case: str, reads: int) -> None:
         work = _forward(depth, reads)
     elif case.startswith("rx"):
         work = receive(reads, depth)
+    elif case == "SUB1":
+        work = _subscribe(reads)
     else:
         work = _drive(depth, subscribers, reads, case.rstrip("0123456789"))
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
@@ -140,6 +164,8 @@ def label(case: str) -> str:
         return f"SPUBLISH, -P {depth}, 0 subscribers"
     if case.startswith("PING"):
         return f"PING, -P {depth}"
+    if case == "SUB1":
+        return "SUBSCRIBE / UNSUBSCRIBE of a fresh channel, alternately, no bus"
     return f"PUBLISH, -P {depth}, {subs} subscriber{'' if subs == 1 else 's'}"
 
 
