@@ -102,8 +102,10 @@ async def _subscribe(reads: int) -> None:
         verb = b"UNSUBSCRIBE" if i & 1 else b"SUBSCRIBE"
         name = b"sub:%d" % (i >> 1)
         client.data_received(b"%s %s\r\n" % (verb, name))
-        want += len(b"*3\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n:%d\r\n" % (
-            len(verb), verb.lower(), len(name), name, 1 - (i & 1)))
+        want += len(
+            b"*3\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n:%d\r\n"
+            % (len(verb), verb.lower(), len(name), name, 1 - (i & 1))
+        )
         await asyncio.sleep(0)
     if transport.written != want:
         raise RuntimeError(f"lost replies: {transport.written} B of {want}")

@@ -127,9 +127,12 @@ def per_cycle(
 
 
 def redis_row(tmp: str, runs: tuple[int, int]) -> float:
+    binary = redis_server_path()
+    if binary is None:
+        raise RuntimeError("redis-server is not installed")
     port = free_ports(1)[0]
     prefix = os.path.join(tmp, "redis.cg")
-    cmd = [*VALGRIND, f"--callgrind-out-file={prefix}", redis_server_path()]
+    cmd = [*VALGRIND, f"--callgrind-out-file={prefix}", binary]
     cmd += ["--port", str(port), "--bind", LOOPBACK, "--save", "", "--appendonly", "no"]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
