@@ -32,6 +32,8 @@ if not sys.modules["crcmod.crcmod"]._usingExtension:  # pragma: no cover
 
 _POLY = 0x1AD93D23594C935A9
 _crc64 = crcmod.mkCrcFun(_POLY, initCrc=0, rev=True, xorOut=0)
+#: the CRC's byte table (crc of one more byte b: table[(crc ^ b) & 0xFF] ^ crc >> 8)
+_BYTE_TABLE: list[int] = crcmod.Crc(_POLY, initCrc=0, rev=True, xorOut=0).table
 
 CHECK_VALUE = 0xE9C6D914C4B8D9CA
 """``crc64(b"123456789")``, Redis ``crc64.c`` test vector."""
@@ -73,11 +75,11 @@ def bit_flips(nbytes: int) -> array[int] | None:
     if table is not None or nbytes > FLIP_TABLE_MAX_BYTES or nbytes < 1:
         return table
     table = array("Q", bytes(8 * 8 * nbytes))
-    zero = b"\0"
+    step = _BYTE_TABLE  # one zero byte more: the reflected CRC's byte step
     for bit in range(8):
         crc = _crc64(bytes((0x80 >> bit,)), 0)  # the bit in the last byte
         for z in range(nbytes):  # ... then in the byte z places before the end
             table[(nbytes - 1 - z) * 8 + bit] = crc
-            crc = _crc64(zero, crc)
+            crc = step[crc & 0xFF] ^ (crc >> 8)
     _flip_tables[nbytes] = table
     return table
