@@ -258,9 +258,12 @@ class ClusterLink(Protocol):
 
     def filters_changed(self, changes: list[FilterChange]) -> asyncio.Future[None] | None:
         """Announce local filter changes (a delta to every peer, or the whole
-        filter when its m changed). Returns a future the node awaits before
-        sending the (P)SUBSCRIBE confirmation when subscribe visibility is on,
-        else None."""
+        filter when its m changed): every change of a loop turn in one
+        announcement at its end (one FILTER_DELTA per filter and peer).
+        Returns a future the node awaits before sending the (P)SUBSCRIBE
+        confirmation when subscribe visibility is on (the turn's
+        announcement's: every call of the turn gets the same one), else
+        None."""
         ...
 
     def info_fields(self) -> dict[str, int | str]:
