@@ -47,6 +47,16 @@ CASES = {
     "SPUB1": (1, 0),
     "PING16": (16, 0),
     "PING1": (1, 0),
+    # issue 48: SUBSCRIBE + UNSUBSCRIBE of a fresh channel, one request a
+    # read and loop turn, per request (a cycle is two), on a node without a
+    # bus: the local part (reply, tables, counting filter, filter change)
+    "SUB1": (1, 0),
+    # the same on a node with a bus and two peers (subscribe visibility on,
+    # each delta acked by both peers, their ACK frames read from their links):
+    # the origin's whole part; and a peer's part of one remote subscribe
+    # change: a FILTER_DELTA frame read, applied to its copy, the ACK written
+    "SUBBUS1": (1, 2),
+    "DELTA1": (1, 0),
 }
 #: the request and its reply of a case that is not PUBLISH's (``_drive``)
 OTHER_REQUESTS = {
@@ -87,6 +97,133 @@ async def _forward(depth: int, reads: int) -> None:
         raise RuntimeError(f"lost forwards: {link.frames} of {seq}")
 
 
+async def _subscribe(reads: int) -> None:
+    """``reads`` requests, alternately SUBSCRIBE and UNSUBSCRIBE of a fresh
+    channel, one a read and loop turn."""
+    from bench.hot_path import publisher_and_subscribers
+
+    client, transport, _ = await publisher_and_subscribers(0, slice_ns=1 << 62)
+    want = 0
+    for i in range(reads):
+        request, reply = _plain_subscribe(i)
+        client.data_received(request)
+        want += len(reply)
+        await asyncio.sleep(0)
+    if transport.written != want:
+        raise RuntimeError(f"lost replies: {transport.written} B of {want}")
+
+
+def _plain_subscribe(i: int) -> tuple[bytes, bytes]:
+    """The ``i``-th request of a SUBSCRIBE / UNSUBSCRIBE run and its reply."""
+    verb = b"UNSUBSCRIBE" if i & 1 else b"SUBSCRIBE"
+    name = b"sub:%d" % (i >> 1)
+    reply = b"*3\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n:%d\r\n" % (
+        len(verb),
+        verb.lower(),
+        len(name),
+        name,
+        1 - (i & 1),
+    )
+    return b"%s %s\r\n" % (verb, name), reply
+
+
+#: the frames a bus case builds, whatever its length: so their building
+#: cancels out of (long - short)
+FRAMES = max(long for long, _ in RUNS.values())
+
+
+async def _bus_node(peers: int) -> tuple[Any, Any, list[tuple[str, Any]]]:
+    """A node with a bus (not listening: its loop set as a start would) and
+    ``peers`` peers, each with an authenticated inbound link whose transport
+    only counts bytes: (the node, the bus, [(peer id, link)])."""
+    from bench.hot_path import CountingTransport
+    from cluster_bus.api import BusConfig
+    from cluster_bus.bus import ClusterBus
+    from cluster_bus.filter_sync import KIND_OF
+    from cluster_bus.handshake import Handshake
+    from router.config import NodeConfig
+    from router.node import Node
+
+    node = Node(NodeConfig(port=0))
+    node.context.slice_ns = 1 << 62  # no slicing under valgrind (module doc)
+    bus = ClusterBus(node.pubsub, BusConfig(port=0, visibility_timeout_ms=60_000))
+    bus._loop = asyncio.get_running_loop()
+    for name, kind in KIND_OF.items():
+        bus.sync.start(kind, node.pubsub.filter_snapshot(name))
+    node.set_link(bus)
+    links = []
+    for p in range(peers):
+        peer = f"{p + 1:02x}" * 20
+        bus.membership.learn(peer, "127.0.0.1", 7000 + p, 17000 + p, 0, direct=True)
+        link = bus.link_class(bus, Handshake(node.node_id, None, outbound=False), None)
+        link.connection_made(CountingTransport())  # type: ignore[arg-type]
+        link.authenticate(peer, 64 * 1024 * 1024)
+        bus.mesh.inbound[peer] = link
+        links.append((peer, link))
+    return node, bus, links
+
+
+async def _subscribe_bus(reads: int) -> None:
+    """:func:`_subscribe` on a node with a bus and two peers: each request's
+    delta is acked by both (an ACK frame read on each peer's link), the
+    SUBSCRIBE's reply written once both ACKs are in."""
+    from bench.hot_path import CountingTransport
+    from cluster_bus.codec import encode, short_id
+    from cluster_bus.frames import Ack
+
+    node, _, links = await _bus_node(2)
+    acks = [[encode(Ack(d + 1), short_id(peer)) for d in range(FRAMES)] for peer, _ in links]
+    client = node.client_class(node)
+    transport = CountingTransport()
+    client.connection_made(transport)
+    want = 0
+    for i in range(reads):
+        request, reply = _plain_subscribe(i)
+        client.data_received(request)
+        await asyncio.sleep(0)  # the turn's announcement
+        for (_, link), frames in zip(links, acks, strict=True):
+            link.data_received(frames[i])
+        await asyncio.sleep(0)  # the reply's write
+        want += len(reply)
+    await asyncio.sleep(0)
+    if transport.written != want:
+        raise RuntimeError(f"lost replies: {transport.written} B of {want}")
+
+
+async def _delta(reads: int) -> None:
+    """A peer's FILTER_DELTA frames read on its link, one a loop turn: each
+    applied to our copy of its channel filter, acked."""
+    from bloom import CountingBloomFilter
+    from cluster_bus.codec import encode, short_id
+    from cluster_bus.frames import FilterDelta, FilterKind
+
+    _, bus, links = await _bus_node(1)
+    peer, link = links[0]
+    theirs = CountingBloomFilter.for_capacity(1024, 0.01)
+    bus.routing.add_peer(peer)
+    empty = theirs.exported.bits.tobytes()
+    bus.routing.set_filter(
+        peer, FilterKind.CHANNELS, theirs.m, theirs.k, empty, theirs.fingerprint(), 1
+    )
+    frames = []
+    for i in range(FRAMES):
+        name = b"sub:%d" % (i >> 1)
+        base = theirs.fingerprint()
+        flipped = theirs.remove(name) if i & 1 else theirs.add(name)
+        set_p, cleared = ((), flipped) if i & 1 else (flipped, ())
+        delta = FilterDelta(
+            FilterKind.CHANNELS, i + 1, theirs.m, base, theirs.fingerprint(), set_p, cleared, i + 2
+        )
+        frames.append(encode(delta, short_id(peer)))
+    ack_bytes = link.transport.written
+    for i in range(reads):
+        link.data_received(frames[i])
+        await asyncio.sleep(0)  # the ACK's write
+    acks = (link.transport.written - ack_bytes) // 18  # an ACK frame: 14 + 4 bytes
+    if acks != reads or bus.routing.fingerprint(peer, FilterKind.CHANNELS) is None:
+        raise RuntimeError(f"deltas not acked or not applied: {acks} ACKs of {reads}")
+
+
 def one(case: str, reads: int) -> None:
     import uvloop
 
@@ -98,6 +235,12 @@ def one(case: str, reads: int) -> None:
         work = _forward(depth, reads)
     elif case.startswith("rx"):
         work = receive(reads, depth)
+    elif case == "SUB1":
+        work = _subscribe(reads)
+    elif case == "SUBBUS1":
+        work = _subscribe_bus(reads)
+    elif case == "DELTA1":
+        work = _delta(reads)
     else:
         work = _drive(depth, subscribers, reads, case.rstrip("0123456789"))
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
@@ -140,6 +283,12 @@ def label(case: str) -> str:
         return f"SPUBLISH, -P {depth}, 0 subscribers"
     if case.startswith("PING"):
         return f"PING, -P {depth}"
+    if case == "SUB1":
+        return "SUBSCRIBE / UNSUBSCRIBE of a fresh channel, alternately, no bus"
+    if case == "SUBBUS1":
+        return "the same with a bus and 2 peers, visibility on, their ACKs read"
+    if case == "DELTA1":
+        return "a peer's FILTER_DELTA read, applied, acked (one remote change)"
     return f"PUBLISH, -P {depth}, {subs} subscriber{'' if subs == 1 else 's'}"
 
 

@@ -24,6 +24,7 @@ from collections.abc import Iterable
 from typing import Final
 
 from bloom.bloom_filter import BloomFilter, check_geometry, estimate_count, m_for_capacity
+from bloom.crc64 import bit_flips
 from bloom.hashing import DEFAULT_K, key_positions
 
 SATURATED: Final = 255
@@ -32,7 +33,17 @@ SATURATED: Final = 255
 class CountingBloomFilter:
     """Counting Bloom filter of ``m`` counters (power of two >= 8), ``k`` positions."""
 
-    __slots__ = ("_bloom", "_counters", "_fp", "_k", "_last_cleared", "_last_set", "_m", "_mask")
+    __slots__ = (
+        "_bloom",
+        "_counters",
+        "_flips",
+        "_fp",
+        "_k",
+        "_last_cleared",
+        "_last_set",
+        "_m",
+        "_mask",
+    )
 
     def __init__(self, m: int, k: int = DEFAULT_K) -> None:
         """Raises ValueError unless m is a power of two >= 8 and 1 <= k <= 255."""
@@ -45,6 +56,8 @@ class CountingBloomFilter:
         self._last_set: tuple[int, ...] = ()
         self._last_cleared: tuple[int, ...] = ()
         self._fp: int | None = None
+        #: the CRC64 change of each bit's flip (None: a big filter, CRC'd whole)
+        self._flips = bit_flips(m >> 3)
 
     @classmethod
     def for_capacity(cls, n: int, p: float, k: int = DEFAULT_K) -> CountingBloomFilter:
@@ -95,7 +108,7 @@ class CountingBloomFilter:
             bits = self._bloom.bits
             for j in flipped:
                 bits[j] = 1
-            self._fp = None
+            self._flipped(flipped)
         self._last_set = out = tuple(flipped)
         self._last_cleared = ()
         return out
@@ -128,10 +141,23 @@ class CountingBloomFilter:
             bits = self._bloom.bits
             for j in flipped:
                 bits[j] = 0
-            self._fp = None
+            self._flipped(flipped)
         self._last_cleared = out = tuple(flipped)
         self._last_set = ()
         return out
+
+    def _flipped(self, flipped: list[int]) -> None:
+        """The fingerprint after these bits flipped: updated from the flip
+        table when known (:func:`bloom.crc64.bit_flips`), else recomputed
+        when next asked."""
+        fp = self._fp
+        flips = self._flips
+        if fp is None or flips is None:
+            self._fp = None
+            return
+        for j in flipped:
+            fp ^= flips[j]
+        self._fp = fp
 
     @property
     def last_set(self) -> tuple[int, ...]:

@@ -1,6 +1,7 @@
-"""Our filter changes on the wire: a FILTER_DELTA per change to every live
-peer, or the whole filter after a rebuild at a new m, and the wait for their
-ACKs when subscribe visibility is on (:mod:`cluster_bus.visibility`). What to
+"""Our filter changes on the wire: a loop turn's changes folded into one
+FILTER_DELTA per filter to every live peer, or the whole filter after a
+rebuild at a new m, and one wait for their ACKs when subscribe visibility is
+on (:mod:`cluster_bus.visibility`). What to
 announce is decided by the sans-IO :class:`cluster_bus.filter_sync.FilterSync`;
 this sends it."""
 
@@ -8,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 
-from cluster_bus.api import FilterChange, LocalDelivery
+from cluster_bus.api import FilterChange, LocalDelivery, merge_changes
 from cluster_bus.codec import encode
 from cluster_bus.filter_sync import NAME_OF, FilterSync
 from cluster_bus.frames import FilterKind, MsgType
@@ -16,7 +17,10 @@ from cluster_bus.heartbeat import Heartbeats
 from cluster_bus.info import BusStats
 from cluster_bus.membership import Membership
 from cluster_bus.mesh import Mesh
+from cluster_bus.nodes import SUSPECT_FLAGS
 from cluster_bus.visibility import Visibility
+
+_SUSPECT = int(SUSPECT_FLAGS)
 
 
 class Announcer:
@@ -36,31 +40,71 @@ class Announcer:
         self.node, self.sync, self.mesh = node, sync, mesh
         self.membership, self.heartbeats = membership, heartbeats
         self.visibility, self.stats, self._sender = visibility, stats, sender
+        #: this loop turn's changes, announced at its end (:meth:`flush`)
+        self._changes: list[FilterChange] = []
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     def changed(
-        self, changes: list[FilterChange], loop: asyncio.AbstractEventLoop | None
+        self, changes: list[FilterChange], loop: asyncio.AbstractEventLoop | None, wait: bool
     ) -> asyncio.Future[None] | None:
-        """ClusterLink.filters_changed: ``loop`` given when subscribe visibility
-        is on (the future resolves once every live peer acked the deltas)."""
-        deltas, whole = self.sync.announce(changes)
+        """ClusterLink.filters_changed: ``changes`` join this loop turn's batch,
+        announced once at the turn's end (:meth:`flush`): all the (P|S)(UN)SUBSCRIBEs
+        of one turn, over any number of connections, cost each peer one
+        FILTER_DELTA per filter and one ACK (issue 48). ``wait`` (subscribe
+        visibility on): the future of the batch's wait, which resolves once
+        every live peer not suspected acked it. ``loop`` None (the bus has not
+        started): announced at once, nothing to wait for."""
+        if not changes:
+            return None
+        if loop is None:
+            self._changes += changes
+            self.flush()
+            return None
+        if not self._changes:
+            self._loop = loop
+            loop.call_soon(self.flush)
+        self._changes += changes
+        return self.visibility.batch(loop) if wait else None
+
+    def flush(self) -> None:
+        """Announce the batch: its changes folded into one per filter
+        (``merge_changes``; the fingerprint is read now, the filter's state
+        after them all), a FILTER_DELTA each to every live peer, or the whole
+        filter after a rebuild at a new m."""
+        changes = self._changes
+        future = self.visibility.take_batch()
+        if not changes:
+            if future is not None and not future.done():
+                future.set_result(None)
+            return
+        self._changes = []
+        deltas, whole = self.sync.announce(merge_changes(changes))
         for kind in whole:  # the node rebuilt this filter at a new m: send it whole
             self.full(kind)
         self.heartbeats.filters_announced()
         if not deltas:
-            return None
-        wait_id = self.visibility.open() if loop is not None else 0
+            if future is not None and not future.done():
+                future.set_result(None)
+            return
+        wait_id = self.visibility.open() if future is not None else 0
         live = self.mesh.live(self.membership)
-        peers = self.membership.peers
-        for msg in deltas:
-            frame = encode(msg, self._sender)
-            for peer_id, link in live:
+        frames = [encode(msg, self._sender) for msg in deltas]
+        for _, link in live:
+            for frame in frames:
                 link.write(frame)
-                # a suspected peer gets the delta but is not waited for: it may
-                # be stopped, and it heals from the fingerprints when it is back
-                if wait_id and not peers[peer_id].failing:
-                    self.visibility.expect(wait_id, peer_id, msg.delta_id)
-            self.stats.sent[MsgType.FILTER_DELTA] += len(live)
-        return self.visibility.future(wait_id, loop) if loop is not None else None
+        self.stats.sent[MsgType.FILTER_DELTA] += len(live) * len(deltas)
+        if wait_id:
+            # a suspected peer gets the deltas but is not waited for: it may be
+            # stopped, and it heals from the fingerprints when it is back (the
+            # flags as an int: an IntFlag's & costs microseconds, per peer)
+            peers = self.membership.peers
+            expect = self.visibility.expect
+            for peer_id, _ in live:
+                if not int(peers[peer_id].flags) & _SUSPECT:
+                    for msg in deltas:
+                        expect(wait_id, peer_id, msg.delta_id)
+        if future is not None and self._loop is not None:
+            self.visibility.future(wait_id, self._loop, future)
 
     def full(self, kind: FilterKind) -> None:
         """Send the whole filter to every live peer (after a rebuild at a new m)."""

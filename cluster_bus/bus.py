@@ -298,8 +298,7 @@ class ClusterBus:
     # -- ClusterLink ---------------------------------------------------------------
 
     def filters_changed(self, changes: list[FilterChange]) -> asyncio.Future[None] | None:
-        loop = self._loop if self.config.visibility_timeout_ms > 0 else None
-        return self.announcer.changed(changes, loop)
+        return self.announcer.changed(changes, self._loop, self.config.visibility_timeout_ms > 0)
 
     def peer_count(self) -> int:
         return len(self.membership.peers)

@@ -206,6 +206,12 @@ class FrameDecoder:
         return out, pos
 
 
+#: the frame types of a subscribe change's round trip, as plain ints (_decode_body)
+_ACK_TYPE = int(MsgType.ACK)
+_DELTA_TYPE = int(MsgType.FILTER_DELTA)
+_FILTER_KINDS = tuple(FilterKind)  # by value (0, 1): a call of the IntEnum is ~2 k
+
+
 def _done(body: bytes, at: int, what: str) -> None:
     if at != len(body):
         raise BusProtocolError(f"{what}: {len(body) - at} trailing bytes")
@@ -279,6 +285,36 @@ def _decode_m(m: int) -> None:
 
 
 def _decode_body(mtype: int, flags: int, body: bytes) -> Message:
+    # a subscribe change's round trip first, by plain ints (issue 48: an
+    # ACK came after a dozen IntEnum comparisons, each a global and an
+    # attribute lookup and a rich comparison: 17 k instructions a frame)
+    if mtype == _ACK_TYPE:
+        _done(body, 4, "ACK")
+        (delta_id,) = _U32.unpack_from(body, 0)
+        return Ack(delta_id)
+    if mtype == _DELTA_TYPE:
+        (kind, match_all, delta_id, m, base, new, epoch, mask, nset, nclear) = _DELTA.unpack_from(
+            body, 0
+        )
+        _decode_m(m)
+        n = nset + nclear
+        if len(body) != _DELTA.size + 4 * n:
+            raise BusProtocolError("FILTER_DELTA length does not match its position count")
+        positions = Struct(f">{n}I").unpack_from(body, _DELTA.size)
+        if n and max(positions) >= m:
+            raise BusProtocolError("FILTER_DELTA position >= m")
+        return FilterDelta(
+            _FILTER_KINDS[kind],  # IndexError for a bad kind: a bad body
+            delta_id,
+            m,
+            base,
+            new,
+            positions[:nset],
+            positions[nset:],
+            epoch,
+            mask,
+            bool(match_all),
+        )
     if mtype in (MsgType.MEET, MsgType.PING, MsgType.PONG):
         return _decode_heartbeat(mtype, body)
     if mtype == MsgType.HELLO:
@@ -304,29 +340,6 @@ def _decode_body(mtype: int, flags: int, body: bytes) -> Message:
                 raise BusProtocolError("FILTER_FULL bits are not m/8 bytes")
             bits = raw
         return FilterFull(FilterKind(kind), m, k, bits, fp, epoch, mask, bool(match_all))
-    if mtype == MsgType.FILTER_DELTA:
-        (kind, match_all, delta_id, m, base, new, epoch, mask, nset, nclear) = _DELTA.unpack_from(
-            body, 0
-        )
-        _decode_m(m)
-        n = nset + nclear
-        if len(body) != _DELTA.size + 4 * n:
-            raise BusProtocolError("FILTER_DELTA length does not match its position count")
-        positions = Struct(f">{n}I").unpack_from(body, _DELTA.size)
-        if n and max(positions) >= m:
-            raise BusProtocolError("FILTER_DELTA position >= m")
-        return FilterDelta(
-            FilterKind(kind),
-            delta_id,
-            m,
-            base,
-            new,
-            positions[:nset],
-            positions[nset:],
-            epoch,
-            mask,
-            bool(match_all),
-        )
     if mtype == MsgType.FAIL:
         _done(body, _FAIL.size, "FAIL")
         node, inc = _FAIL.unpack_from(body, 0)
@@ -338,10 +351,6 @@ def _decode_body(mtype: int, flags: int, body: bytes) -> Message:
     if mtype == MsgType.LEAVE:
         _done(body, 0, "LEAVE")
         return Leave()
-    if mtype == MsgType.ACK:
-        _done(body, 4, "ACK")
-        (delta_id,) = _U32.unpack_from(body, 0)
-        return Ack(delta_id)
     if mtype == MsgType.SESSION:
         _done(body, _SESSION.size, "SESSION")
         return Session(*_SESSION.unpack_from(body, 0))

@@ -25,6 +25,7 @@ import cython
 from bitarray import bitarray
 
 from bloom import BitSlicedIndex, BloomFilter, crc64, key_hashes
+from bloom.crc64 import bit_flips
 from cluster_bus.frames import FilterKind
 
 ROUTE_CACHE_SIZE = 65536
@@ -41,6 +42,9 @@ class PeerFilter:
     epoch: int = 0
     prefix_mask: int = 0
     match_all: bool = False
+    #: the CRC64 of ``bits`` alone (the fingerprint before the pattern
+    #: metadata), kept up to date by each delta's flips (bloom.crc64.bit_flips)
+    bits_crc: int = 0
 
 
 def filter_fingerprint(kind: FilterKind, bits: bytes, prefix_mask: int, match_all: bool) -> int:
@@ -48,10 +52,14 @@ def filter_fingerprint(kind: FilterKind, bits: bytes, prefix_mask: int, match_al
     (``CountingBloomFilter.fingerprint``); for patterns continued over the prefix
     mask (8 bytes big-endian) and the match-all byte (``PatternFilter.fingerprint``),
     so a change of any of the three shows in PING/PONG."""
-    crc = crc64(bits)
+    return _with_meta(kind, crc64(bits), prefix_mask, match_all)
+
+
+def _with_meta(kind: FilterKind, bits_crc: int, prefix_mask: int, match_all: bool) -> int:
+    """:func:`filter_fingerprint` from the CRC64 of the bits alone."""
     if kind is FilterKind.CHANNELS:
-        return crc
-    return crc64(prefix_mask.to_bytes(8, "big") + (b"\x01" if match_all else b"\x00"), crc)
+        return bits_crc
+    return crc64(prefix_mask.to_bytes(8, "big") + (b"\x01" if match_all else b"\x00"), bits_crc)
 
 
 @cython.final
@@ -193,11 +201,8 @@ class PeerTable:
         slot = self._slot.get(node_id)
         if slot is None:
             return False
-        if (
-            len(bits) * 8 != m
-            or not 1 <= k <= 255
-            or filter_fingerprint(kind, bits, prefix_mask, match_all) != fingerprint
-        ):
+        bits_crc = crc64(bits) if len(bits) * 8 == m and 1 <= k <= 255 else -1
+        if bits_crc < 0 or _with_meta(kind, bits_crc, prefix_mask, match_all) != fingerprint:
             self.mark_unknown(node_id, kind)
             return False
         bit = 1 << slot
@@ -206,6 +211,7 @@ class PeerTable:
         arr.frombytes(bits)
         pf = self._filters[(node_id, kind)]
         pf.m, pf.k, pf.bits, pf.fingerprint, pf.epoch = m, k, arr, fingerprint, epoch
+        pf.bits_crc = bits_crc
         self._index_for(kind, m, k).set(slot, BloomFilter(m, k, arr))
         if kind is FilterKind.CHANNELS:
             self._chan_open &= ~bit
@@ -246,12 +252,23 @@ class PeerTable:
         set_positions = tuple(set_positions)
         cleared_positions = tuple(cleared_positions)
         self._index_for(kind, pf.m, pf.k).apply_delta(slot, set_positions, cleared_positions)
+        # the CRC64 kept from the bits that flip (issue 48: a CRC64 of the
+        # whole copy per delta was most of a peer's cost of a remote SUBSCRIBE)
+        flips = bit_flips(m >> 3)
+        crc: int = pf.bits_crc
         for p in set_positions:
+            if flips is not None and not bits[p]:
+                crc ^= flips[p]
             bits[p] = 1
         for p in cleared_positions:
+            if flips is not None and bits[p]:
+                crc ^= flips[p]
             bits[p] = 0
+        if flips is None:
+            crc = crc64(bits.tobytes())
+        pf.bits_crc = crc
         pf.epoch = max(pf.epoch, epoch)
-        fp = filter_fingerprint(kind, bits.tobytes(), pf.prefix_mask, pf.match_all)
+        fp = _with_meta(kind, crc, pf.prefix_mask, pf.match_all)
         pf.fingerprint = fp
         self._changed()
         return fp == new_fp

@@ -28,32 +28,61 @@ LOG_EVERY_MS = 10_000
 
 
 class Visibility:
-    """Open waits: the (peer, delta id) ACKs each still owes, and its future."""
+    """Open waits: the (peer, delta id) ACKs each still owes, and its future.
+
+    One wait per announced batch (:mod:`cluster_bus.announce`: a loop turn's
+    changes), however many SUBSCRIBEs wait on it: :meth:`batch` is the
+    future of the batch not yet announced, :meth:`take_batch` hands it to
+    the announcement, which opens the wait."""
 
     def __init__(self, timeout_ms: int, stats: BusStats) -> None:
         self.timeout_ms = timeout_ms
         self._stats = stats
         self._pending: dict[int, set[tuple[str, int]]] = {}
         self._of_delta: dict[int, int] = {}  # delta id -> wait id
+        self._deltas: dict[int, list[int]] = {}  # wait id -> its delta ids
         self._futures: dict[int, tuple[asyncio.Future[None], asyncio.TimerHandle | None]] = {}
+        self._batch: asyncio.Future[None] | None = None
         self._next = 1
         self._logged_ms = -LOG_EVERY_MS
         self._unlogged = 0
+
+    def batch(self, loop: asyncio.AbstractEventLoop) -> asyncio.Future[None]:
+        """The future of the batch of changes not yet announced."""
+        future = self._batch
+        if future is None:
+            future = self._batch = loop.create_future()
+        return future
+
+    def take_batch(self) -> asyncio.Future[None] | None:
+        """The batch's future (None: nobody waits on it), as it is announced."""
+        future, self._batch = self._batch, None
+        return future
 
     def open(self) -> int:
         wait_id = self._next
         self._next += 1
         self._pending[wait_id] = set()
+        self._deltas[wait_id] = []
         return wait_id
 
     def expect(self, wait_id: int, peer: str, delta_id: int) -> None:
         self._pending[wait_id].add((peer, delta_id))
-        self._of_delta[delta_id] = wait_id
+        if self._of_delta.get(delta_id) != wait_id:
+            self._of_delta[delta_id] = wait_id
+            self._deltas[wait_id].append(delta_id)
 
-    def future(self, wait_id: int, loop: asyncio.AbstractEventLoop) -> asyncio.Future[None]:
-        """The future of an opened wait (done at once when it expects nothing)."""
+    def future(
+        self,
+        wait_id: int,
+        loop: asyncio.AbstractEventLoop,
+        future: asyncio.Future[None] | None = None,
+    ) -> asyncio.Future[None]:
+        """The future of an opened wait (``future``: that one; done at once
+        when the wait expects nothing)."""
         self._stats.visibility_waits += 1
-        future: asyncio.Future[None] = loop.create_future()
+        if future is None:
+            future = loop.create_future()
         handle = None
         if self._pending.get(wait_id):
             handle = loop.call_later(self.timeout_ms / 1000, self._timed_out, wait_id)
@@ -78,9 +107,12 @@ class Visibility:
     def stop(self) -> None:
         for wait_id in list(self._pending):
             self._finish(wait_id)
+        future = self.take_batch()
+        if future is not None and not future.done():
+            future.set_result(None)
 
     def _maybe_done(self, wait_id: int) -> None:
-        if not self._pending.get(wait_id):
+        if not self._pending.get(wait_id) and wait_id in self._futures:
             self._finish(wait_id)
 
     def _timed_out(self, wait_id: int) -> None:
@@ -105,8 +137,9 @@ class Visibility:
 
     def _finish(self, wait_id: int) -> None:
         self._pending.pop(wait_id, None)
-        for delta_id in [d for d, w in self._of_delta.items() if w == wait_id]:
-            del self._of_delta[delta_id]
+        for delta_id in self._deltas.pop(wait_id, ()):
+            if self._of_delta.get(delta_id) == wait_id:
+                del self._of_delta[delta_id]
         future, handle = self._futures.pop(wait_id, (None, None))
         if handle is not None:
             handle.cancel()

@@ -199,8 +199,8 @@ class PubSub:
 
     def filters_changed(self, changes: list[FilterChange]) -> asyncio.Future[None] | None:
         """Tell the cluster what one command (or a disconnect) changed, folded
-        into at most one change per filter, so it is one delta round on the
-        bus; returns the link's visibility future, if any."""
+        into at most one change per filter (the bus folds a loop turn's into
+        one delta round); returns the link's visibility future, if any."""
         if not changes:
             return None
         return self.link.filters_changed(merge_changes(changes))

@@ -75,7 +75,8 @@ class Registry:
         if not set_positions and not cleared:
             return []
         cf = self.channel_filter
-        return [FilterChange("channels", set_positions, cleared, cf.fingerprint(), cf.m)]
+        # the fingerprint read when announced (FilterChange), not per change
+        return [FilterChange("channels", set_positions, cleared, cf.fingerprint, cf.m)]
 
     # ------------------------------------------------------------ patterns
 
@@ -102,7 +103,7 @@ class Registry:
                 "patterns",
                 set_positions,
                 cleared,
-                pf.fingerprint(),
+                pf.fingerprint,
                 pf.m,
                 pf.prefix_lengths,
                 pf.match_all,

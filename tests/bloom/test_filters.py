@@ -435,3 +435,36 @@ def test_counting_from_keys_equals_incremental_build():
     assert rebuilt.m == 4096 and all(key in rebuilt for key in keys)
     assert CountingBloomFilter.from_keys(keys, 2048).to_bloom() == inc.to_bloom()
     assert rebuilt.estimated_fp_rate < inc.estimated_fp_rate
+
+
+def test_bit_flip_table_is_the_crc64_change_of_each_bit():
+    """Redis's CRC64 is linear: flipping bit j changes it by bit_flips(n)[j]."""
+    from bloom.crc64 import bit_flips
+
+    raw = bytearray(bytes(range(256)) * 2)
+    table = bit_flips(len(raw))
+    assert table is not None and len(table) == 8 * len(raw)
+    for j in (0, 1, 7, 8, 1000, 8 * len(raw) - 1):
+        flipped = bytearray(raw)
+        flipped[j >> 3] ^= 0x80 >> (j & 7)
+        assert crc64(bytes(flipped)) == crc64(bytes(raw)) ^ table[j]
+    assert bit_flips(1 << 20) is None  # too big: fingerprints computed whole
+
+
+@settings(max_examples=30, deadline=None)
+@given(ops=st.lists(st.tuples(st.booleans(), st.integers(0, 40)), max_size=60))
+def test_counting_filters_kept_fingerprint_is_its_crc64(ops):
+    """The fingerprint kept from the flips of each add and remove (read
+    between them, so the kept value is what is updated) equals the CRC64 of
+    the exported bits computed whole."""
+    f = CountingBloomFilter(1024)
+    held: list[bytes] = []
+    for adding, i in ops:
+        key = b"key%d" % i
+        if adding:
+            f.add(key)
+            held.append(key)
+        elif key in held:
+            f.remove(key)
+            held.remove(key)
+        assert f.fingerprint() == crc64(f.exported.bits.tobytes())

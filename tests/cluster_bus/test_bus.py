@@ -257,6 +257,51 @@ def test_subscribe_visibility_future_resolves_on_acks():
     run(main())
 
 
+def test_one_loop_turns_subscribes_are_one_delta_and_one_wait_per_peer():
+    """50 subscribe changes in one loop turn (50 connections' SUBSCRIBEs read
+    in one poll) reach each peer as ONE FILTER_DELTA, acked once: one wait,
+    one future for them all; the peers then hold the filter after all 50
+    (issue 48: they were 50 deltas and 50 ACK rounds per peer)."""
+
+    async def main():
+        pairs = await start_cluster(3, visibility_timeout_ms=2000)
+        nodes = [p[0] for p in pairs]
+        buses = [p[1] for p in pairs]
+        try:
+            await until(lambda: converged(buses))
+            await asyncio.sleep(0.1)  # the start-up's own deltas, if any, are in
+            sent = stat(buses[1], "cluster_stats_filter_deltas_sent")
+            received = [stat(b, "cluster_stats_filter_deltas_received") for b in buses]
+            waits = stat(buses[1], "cluster_subscribe_visibility_waits")
+            futures = {
+                id(buses[1].filters_changed([nodes[1].subscribe(b"room:%d" % i)]))
+                for i in range(50)
+            }
+            fut = buses[1].filters_changed([nodes[1].subscribe(b"room:last")])
+            assert fut is not None and not fut.done()
+            assert futures == {id(fut)}  # one wait for the turn's 51 changes
+            await asyncio.wait_for(fut, 2)
+            for b in (buses[0], buses[2]):
+                assert b.routing.fingerprint(nodes[1].node_id, FilterKind.CHANNELS) == (
+                    nodes[1].chan.fingerprint()
+                )
+                for i in range(50):
+                    assert b.forward_publish(b"room:%d" % i, b"x", False, 100 + i) == 1
+            assert stat(buses[1], "cluster_stats_filter_deltas_sent") == sent + 2
+            assert stat(buses[0], "cluster_stats_filter_deltas_received") == received[0] + 1
+            assert stat(buses[2], "cluster_stats_filter_deltas_received") == received[2] + 1
+            assert stat(buses[1], "cluster_subscribe_visibility_waits") == waits + 1
+            # the next turn is a batch of its own
+            fut2 = buses[1].filters_changed([nodes[1].unsubscribe(b"room:last")])
+            assert fut2 is not None and fut2 is not fut
+            await asyncio.wait_for(fut2, 2)
+            assert stat(buses[1], "cluster_stats_filter_deltas_sent") == sent + 4
+        finally:
+            await stop_all(pairs)
+
+    run(main())
+
+
 def test_stale_filter_detected_by_fingerprint_and_resynced():
     async def main():
         pairs = await start_cluster(2)
@@ -695,7 +740,8 @@ def test_a_batch_the_send_buffer_limit_sent_does_not_cut_the_next_linger():
         buses = [p[1] for p in pairs]
         try:
             await _routed(buses, nodes, b"c")
-            buses[0].filters_changed([nodes[0].subscribe(b"z")])  # a flush for the turn
+            buses[0].filters_changed([nodes[0].subscribe(b"z")])
+            buses[0].announcer.flush()  # the turn's delta written now: a flush for the turn
             assert buses[0].forward_publish(b"c", b"x" * 100_000, False, 1) == 1  # over the limit
             assert buses[0].forward_publish(b"c", b"late", False, 2) == 1  # a new batch
             await asyncio.sleep(0.1)

@@ -168,3 +168,38 @@ def test_a_new_node_in_a_freed_slot_is_routed_to_after_the_cache_was_primed():
     table.remove_peer("b" * 40)
     table.add_peer("c" * 40)  # takes b's slot
     assert set(table.nodes_of(table.route(b"news"))) == {"a" * 40, "c" * 40}
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    kind=st.sampled_from(list(FilterKind)),
+    deltas=st.lists(
+        st.tuples(
+            st.lists(st.integers(0, 2047), max_size=12),
+            st.lists(st.integers(0, 2047), max_size=12),
+        ),
+        min_size=1,
+        max_size=8,
+    ),
+)
+def test_a_copys_fingerprint_kept_from_the_flips_is_its_crc64(kind, deltas):
+    """A copy's fingerprint after deltas is updated from the bits that flip
+    (bloom.crc64.bit_flips), not recomputed: it must equal the CRC64 of the
+    bits, whatever the delta (positions set again, cleared when clear,
+    repeated, in both lists), and a delta whose announced fingerprint is
+    not that is refused."""
+    m = 2048
+    table = PeerTable()
+    a = "a" * 40
+    table.add_peer(a)
+    reference = install(table, a, kind, [b"x", b"y"], m, 0b110, False)
+    for set_positions, cleared in deltas:
+        for p in set_positions:
+            reference[p] = 1
+        for p in cleared:
+            reference[p] = 0
+        want = filter_fingerprint(kind, reference.tobytes(), 0b110, False)
+        delta = (tuple(set_positions), tuple(cleared), 2, 0b110, False)
+        assert not table.apply_delta(a, kind, m, 0, want ^ 1, *delta)  # refused, yet applied
+        assert table.apply_delta(a, kind, m, 0, want, *delta)  # idempotent: verifies now
+        assert table.fingerprint(a, kind) == want

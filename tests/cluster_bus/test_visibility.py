@@ -61,3 +61,33 @@ def test_timeout_resolves_and_is_counted():
         assert stats.visibility_timeouts == 1
 
     asyncio.run(scenario())
+
+
+def test_a_batch_is_one_wait_over_its_deltas_and_the_stop_ends_one_not_announced():
+    """Every SUBSCRIBE of a loop turn gets the batch's one future; the wait
+    over the batch's two deltas (channels, patterns) ends on the last ACK of
+    both, and forgets its delta ids (a late ACK finds nothing). A batch the
+    bus stopped before announcing still resolves."""
+
+    async def scenario() -> None:
+        loop = asyncio.get_running_loop()
+        vis = Visibility(5000, BusStats())
+        fut = vis.batch(loop)
+        assert vis.batch(loop) is fut
+        assert vis.take_batch() is fut and vis.take_batch() is None
+        wait = vis.open()
+        for peer in ("p1", "p2"):
+            for delta in (7, 8):
+                vis.expect(wait, peer, delta)
+        assert vis.future(wait, loop, fut) is fut
+        for peer, delta in (("p1", 7), ("p1", 8), ("p2", 7)):
+            vis.acked(peer, delta)
+            assert not fut.done()
+        vis.acked("p2", 8)
+        assert fut.done()
+        assert not vis._of_delta and not vis._deltas and not vis._pending
+        pending = vis.batch(loop)
+        vis.stop()
+        assert pending.done()
+
+    asyncio.run(scenario())

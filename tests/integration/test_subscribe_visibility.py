@@ -35,6 +35,41 @@ def test_publish_right_after_a_remote_subscribe_is_delivered_by_default(default_
     assert all(f["cluster_subscribe_visibility_timeouts"] == "0" for f in fields)
 
 
+def test_a_loop_turns_subscribes_cost_each_peer_one_delta(default_cluster):
+    """SUBSCRIBEs of 50 connections read in one loop turn (sent while the
+    node is stopped, so its first poll after SIGCONT finds all 50) are
+    announced as ONE FILTER_DELTA to each peer and acked once; each
+    connection's reply still waits for the ACKs, so a PUBLISH on a peer right
+    after the replies reaches every subscriber (issue 48: they cost each peer
+    50 deltas and 50 ACKs)."""
+    c = default_cluster
+
+    def deltas(i: int, way: str) -> int:
+        return int(c.cluster_info(i)[f"cluster_stats_filter_deltas_{way}"])
+
+    subs = [RawConn(c.ports[0]) for _ in range(50)]
+    for sub in subs:
+        assert sub.call("PING") == b"PONG"  # accepted and served
+    time.sleep(0.2)  # nothing of an earlier test still in flight
+    before = [deltas(0, "sent"), deltas(1, "received"), deltas(2, "received")]
+    pause(c, 0)
+    try:
+        for k, sub in enumerate(subs):
+            sub.send("SUBSCRIBE", f"turn.{k}")
+    finally:
+        resume(c, 0)
+    for k, sub in enumerate(subs):
+        assert sub.read(timeout=5) == [b"subscribe", f"turn.{k}".encode(), 1]
+    after = [deltas(0, "sent"), deltas(1, "received"), deltas(2, "received")]
+    assert after == [before[0] + 2, before[1] + 1, before[2] + 1]
+    with c.client(1) as r:
+        for k in range(50):
+            assert r.publish(f"turn.{k}", "x") == 0  # node 1's own subscribers: none
+    for k, sub in enumerate(subs):
+        assert sub.read(timeout=5) == [b"message", f"turn.{k}".encode(), b"x"]
+        sub.close()
+
+
 def test_a_stopped_peer_bounds_the_wait_counted_and_logged(tmp_path):
     """A SIGSTOPped peer never acks: each SUBSCRIBE waits at most the default
     1000 ms until the peer is suspected (then it is not waited for at all);
