@@ -26,6 +26,14 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "dashboard": ("bloomcast.dashboard", "live web view of every node of a cluster"),
 }
 
+#: subcommands whose module is not in the wheel: what to say instead (the
+#: benchmarks are run from a checkout of the repository, where ``bench/`` is
+#: importable; the product never imports them otherwise)
+CHECKOUT_ONLY: dict[str, str] = {
+    "bench": "the benchmarks run from a checkout of the repository "
+    "(git clone it, then `uv run bloomcast bench`); an installed bloomcast does not ship them",
+}
+
 
 class OneLineParser(argparse.ArgumentParser):
     """A usage mistake is one line naming the flag, exit code 2 (no usage dump)."""
@@ -51,8 +59,12 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         try:
             module = importlib.import_module(module_name)
         except ModuleNotFoundError as exc:
-            if exc.name != module_name:
+            if exc.name != module_name and not (
+                name in CHECKOUT_ONLY and exc.name == module_name.partition(".")[0]
+            ):
                 raise
+            if name in CHECKOUT_ONLY:
+                p.description = f"{help_text}: {CHECKOUT_ONLY[name]}"
             p.set_defaults(_missing=name)
             continue
         module.configure(p)
@@ -79,13 +91,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     args_in = list(sys.argv[1:] if argv is None else argv)
     chosen = next((a for a in args_in if not a.startswith("-")), None)
     parser = build_parser(chosen if chosen in SUBCOMMANDS else None)
-    args = parser.parse_args(args_in)
+    # known args first: a subcommand that is not here says so in one line
+    # whatever flags follow it (they are its own, unknown to this parser)
+    args, unknown = parser.parse_known_args(args_in)
+    missing = getattr(args, "_missing", None)
+    if missing:
+        why = CHECKOUT_ONLY.get(missing, "not yet built")
+        print(f"bloomcast {missing}: {why}", file=sys.stderr)
+        return 2
+    if unknown:
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     if args.command is None:
         parser.print_help()
         return 0
-    if getattr(args, "_missing", None):
-        print(f"bloomcast {args._missing}: not yet built", file=sys.stderr)
-        return 2
     code: int = args._run(args)
     return code
 

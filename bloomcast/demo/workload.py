@@ -2,7 +2,9 @@
 exact oracle that says which subscriber must get which message.
 
 Pure: no sockets, no clocks except the publish timestamp written into payloads.
-``bloomcast demo`` (bloomcast/demo/) drives it through real clients; the benchmarks may reuse it.
+``bloomcast demo`` (bloomcast/demo/) drives it through real clients. It ships
+in the product because the demo does; the benchmarks reuse it
+(bench/zipf_workload.py): bench imports the product, never the reverse.
 
 Model (issue 6):
 
