@@ -176,8 +176,9 @@ def test_spark_runs_the_locked_pyspark_and_other_images_are_pinned(services):
 def test_dockerfile_builds_from_the_lock():
     dockerfile = (ROOT / "compose" / "Dockerfile").read_text()
     assert "uv sync --frozen --no-dev" in dockerfile
-    for folder in ("router", "bloom", "cluster_bus", "spark", "bench"):
+    for folder in ("router", "bloom", "cluster_bus", "spark"):
         assert f"COPY {folder} {folder}" in dockerfile
+    assert "COPY bench" not in dockerfile  # the benchmarks are not in the product (issue 50)
     assert 'ENTRYPOINT ["bloomcast"]' in dockerfile
     # the compiled data plane: setup.py and a C compiler before `uv sync`
     # (without them the image would run the Python core, with a warning)
