@@ -10,8 +10,8 @@ cdef bytes PONG
 
 
 @cython.locals(
-    ctx=CommandContext, stats=NodeStats, pubsub=PubSub, out=list, deferred=bint,
-    queued=Py_ssize_t, slice_ns=cython.longlong, start=cython.longlong,
+    ctx=CommandContext, stats=NodeStats, pubsub=PubSub, slice_ns=cython.longlong,
+    start=cython.longlong,
     started=cython.longlong, sliced=bint, done=Py_ssize_t, runs=list,
     last=CommandStat, ran=CommandStat, n=Py_ssize_t, fast=bint, args=list, kind=int,
     data=bytes, name=str, last_kind=int, elapsed=cython.longlong,

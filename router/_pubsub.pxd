@@ -25,7 +25,7 @@ cdef class PubSub:
     cdef dict _pattern_table
 
     cpdef Py_ssize_t publish(self, bytes channel, bytes message, bint shard) except -1
-    cpdef object publish_reply(self, bytes channel, bytes message, bint shard, bint in_exec)
+    cpdef object publish_command(self, Connection client, list args, bint shard)
     @cython.locals(table=dict, subs=object, patterned=bint, n=Py_ssize_t, frame=bytes)
     cpdef Py_ssize_t deliver_to(self, bytes channel, bytes message, bint shard) except -1
     @cython.locals(client=Connection, n=Py_ssize_t, frame3=bytes)
