@@ -34,7 +34,6 @@ declared in ``router/_dispatch.pxd``).
 from __future__ import annotations
 
 import asyncio
-from time import perf_counter_ns
 from typing import TYPE_CHECKING, cast
 
 import cython
@@ -66,8 +65,15 @@ from router.states import (
     Action,
 )
 
-if not cython.compiled:  # (compiled: router/_dispatch.pxd cimports it)
+if not cython.compiled:  # (compiled: router/_dispatch.pxd cimports or defines them)
+    from time import perf_counter_ns
+
     from router.stats import share_time
+
+    def _is_error(reply: bytes) -> bool:
+        """Whether ``reply`` is an error (compiled: one byte read in C)."""
+        return reply.startswith(b"-")
+
 
 if TYPE_CHECKING:
     from router.commands.base import Reply
@@ -167,7 +173,7 @@ def process(conn: Connection, data: bytes = b"", now: float = 0.0) -> Action:
                     n = 1
             if type(reply) is bytes:
                 data = reply
-                if data.startswith(b"-"):
+                if _is_error(data):
                     stats.error_replied(data)
                     if ran is not None:
                         ran.failed_calls += 1
