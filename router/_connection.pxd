@@ -1,7 +1,7 @@
 # The C declarations of router/connection.py compiled as router._connection
 # (issue 42): the request loop (router._dispatch) and the fan-out
 # (router._pubsub) read its state in C and queue its output through the
-# methods below, the per-request and per-receiver ones inline (issue 48).
+# methods below (the per-request ones inline) and add_messages (issue 48).
 cimport cython
 from router._context cimport CommandContext
 from router._parser cimport RequestParser
@@ -41,9 +41,8 @@ cdef class Connection:
     @cython.locals(now=double)
     cdef bint _over_limit(self, Py_ssize_t pending, bint normal) except -1
 
-    # router/connection.py's begin_batch, add_reply and add_message, which
-    # are the Python core's (keep them alike): inline in the request loop
-    # and the fan-out, once per request and per receiver
+    # router/connection.py's begin_batch and add_reply, which are the Python
+    # core's (keep them alike): inline in the request loop, once per request
     cdef inline int begin_batch(self) except -1:
         self._batching = not self._out
         return 0
@@ -56,9 +55,6 @@ cdef class Connection:
         self._out_bytes += len(data)
         return 0
 
-    cdef inline int add_message(self, bytes frame) except -1:
-        if self._out and self.blocked is None and not self.closed:
-            self._out.append(frame)
-        else:
-            self.write(frame)
-        return 0
+
+@cython.locals(client=Connection, frame3=bytes)
+cpdef Py_ssize_t add_messages(subs, bytes frame2) except -1

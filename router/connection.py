@@ -10,7 +10,7 @@ queue, its counts or its limit state (``tests/router/test_output_owner.py``
 reads the sources); they call :meth:`Connection.write` (a reply or a message
 from anywhere), :meth:`Connection.add_reply` (the request loop's replies,
 between :meth:`Connection.begin_batch` and :meth:`Connection.end_batch`),
-:meth:`Connection.add_message` (the fan-out) and :meth:`Connection.flush`
+:func:`add_messages` (the fan-out) and :meth:`Connection.flush`
 (the end of the loop turn), which holds the client to its output limits.
 The connection knows its state and every change
 between them (:mod:`router.states`, each change through
@@ -27,8 +27,8 @@ buffered, messages wait behind the reply).
 Compiled on the compiled data plane (``router._connection``, its fields
 declared in ``router/_connection.pxd``): the request loop and the fan-out
 read its state in C. The calls they make per request and per receiver
-(:meth:`Connection.add_reply`, :meth:`Connection.add_message`,
-:meth:`Connection.begin_batch`) are C inline functions there, written in the
+(:meth:`Connection.add_reply`, :meth:`Connection.begin_batch`) are C
+inline functions there, written in the
 ``.pxd`` (a method of a class compiled in another module is inlined only
 from its ``.pxd``) and here for the Python core, each a few lines, kept
 alike (``tests/fuzz/fuzz_loop.py`` runs both).
@@ -106,6 +106,31 @@ class Wire(Protocol):
     def is_reading(self) -> bool: ...
 
 
+def add_messages(subs: Any, frame2: bytes) -> int:
+    """Queue one pub/sub frame (RESP2 bytes; a RESP3 client gets it as a
+    push) for ``subs``, one connection or a set of them; returns how many:
+    the fan-out loop of :meth:`router.pubsub.PubSub.write_to_all`, here with
+    the queues it appends to (one call per message, not per receiver). A
+    RESP2 receiver's frame is appended in line when its queue already holds
+    output this loop turn (so its flush is due) and nothing holds it back,
+    not counted in its queued bytes (the fan-out counts the
+    turn's bytes once, ``PubSub.turn_output``); else :meth:`Connection.write`."""
+    if type(subs) is not set:
+        subs = (subs,)
+    frame3: bytes | None = None
+    for client in subs:
+        if client.resp == 2:
+            if client._out and client.blocked is None and not client.closed:
+                client._out.append(frame2)
+            else:
+                client.write(frame2)
+        else:
+            if frame3 is None:
+                frame3 = resp.as_push(frame2)
+            client.write(frame3)
+    return len(subs)
+
+
 @cython.final
 @cython.cclass
 class Connection:
@@ -159,7 +184,7 @@ class Connection:
         self._pending = 0
         self.ran: CommandStat | None = None  # the stat of the command that just ran
         # output queued in this loop turn, written by flush(); its bytes
-        # (not those add_message appends in line: PubSub.turn_output has them)
+        # (not those add_messages appends in line: PubSub.turn_output has them)
         self._out: list[bytes] = []
         self._out_bytes = 0
         #: a request loop's batch that began with nothing queued: its replies
@@ -347,7 +372,7 @@ class Connection:
         if self._out_bytes > self.ctx.queue_limit:
             self.flush()
 
-    # The three below are C inline functions on the compiled plane, written
+    # The two below are C inline functions on the compiled plane, written
     # in router/_connection.pxd (module doc); keep both alike.
     if not cython.compiled:
 
@@ -366,20 +391,6 @@ class Connection:
                 self.schedule_flush(self)
             out.append(data)
             self._out_bytes += len(data)
-
-        def add_message(self, frame: bytes) -> None:
-            """Queue a pub/sub message from the fan-out
-            (:meth:`router.pubsub.PubSub.write_to_all`): appended in line when
-            the queue already holds output this loop turn (so its flush is
-            due) and nothing holds it back; else :meth:`write`. Appended in
-            line it is not added to :attr:`_out_bytes` (a read-modify-write
-            that was a third of the fan-out loop): the fan-out counts the
-            turn's bytes once and writes every queue past the pubsub hard
-            limit (``PubSub.turn_output``)."""
-            if self._out and self.blocked is None and not self.closed:
-                self._out.append(frame)
-            else:
-                self.write(frame)
 
     def end_batch(self, now: bool) -> None:
         """The request loop's batch ended (or blocked): a batch that began

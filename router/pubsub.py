@@ -48,7 +48,8 @@ from router.kinds import CHANNELS, Kind, Subscriber
 from router.pattern_index import PatternIndex
 from router.resp import SMALL_INTEGERS
 
-if not cython.compiled:  # (compiled: router/_pubsub.pxd cimports the C frames)
+if not cython.compiled:  # (compiled: router/_pubsub.pxd cimports them, C frames)
+    from router.connection import add_messages
     from router.resp import message as _message
     from router.resp import smessage as _smessage
 
@@ -266,29 +267,18 @@ class PubSub:
         """Queue one pub/sub frame (RESP2 bytes; a RESP3 client gets it as a
         push) for ``subs``: one client, or a set of clients; returns how many.
 
-        The fan-out loop: each RESP2 client's frame through
-        :meth:`router.connection.Connection.add_message` (inline on the
-        compiled plane: a call per receiver was a fifth of the cost of a
-        delivered message, ``bench.hot_path``, 10 subscribers), which
-        appends it in line to a queue already due to be flushed this loop
-        turn, without counting it in the client's queued bytes (that
-        read-modify-write was a third of the loop); a RESP3 client's push
-        through ``write()``. The loop's bytes are added once to
+        The fan-out loop is :func:`router.connection.add_messages`, the
+        connections' module, which owns their queues (one call per message:
+        a call per receiver was a fifth of the cost of a delivered message,
+        ``bench.hot_path``, 10 subscribers); it appends the frame in line to
+        a queue already due to be flushed this loop turn, without counting
+        it in the client's queued bytes (that read-modify-write was a third
+        of the loop). The loop's bytes are added once to
         :attr:`turn_output` instead. No queue holds more than all of them
         together, so when that total passes the pubsub hard limit, every
         queue is written at once (:meth:`flush_all`), where its client's
         own count would have had it written (``write()``)."""
-        if type(subs) is not set:
-            subs = (subs,)
-        frame3: bytes | None = None
-        for client in subs:
-            if client.resp == 2:
-                client.add_message(frame2)
-            else:
-                if frame3 is None:
-                    frame3 = resp.as_push(frame2)
-                client.write(frame3)
-        n = len(subs)
+        n = add_messages(subs, frame2)
         self.turn_output += n * len(frame2)
         context = self.context
         if context is not None and self.turn_output > context.queue_limit:
