@@ -1,6 +1,6 @@
 # The C declarations of router/pubsub.py compiled as router._pubsub (issue 42).
 cimport cython
-from router._connection cimport Connection
+from router._connection cimport Connection, add_messages
 from router._context cimport CommandContext
 from router._registry cimport Registry
 from router._resp cimport message as _message, smessage as _smessage
@@ -25,10 +25,10 @@ cdef class PubSub:
     cdef dict _pattern_table
 
     cpdef Py_ssize_t publish(self, bytes channel, bytes message, bint shard) except -1
-    cpdef object publish_reply(self, bytes channel, bytes message, bint shard, bint in_exec)
+    cpdef object publish_command(self, Connection client, list args, bint shard)
     @cython.locals(table=dict, subs=object, patterned=bint, n=Py_ssize_t, frame=bytes)
     cpdef Py_ssize_t deliver_to(self, bytes channel, bytes message, bint shard) except -1
-    @cython.locals(client=Connection, n=Py_ssize_t, frame3=bytes)
+    @cython.locals(n=Py_ssize_t)
     cpdef Py_ssize_t write_to_all(self, subs, bytes frame2) except -1
     cpdef schedule_flush(self, client)
     @cython.locals(dirty=list, client=Connection, context=CommandContext, threshold=Py_ssize_t,

@@ -111,7 +111,7 @@ class Client:
 
     def pause_writing(self) -> None:
         """The transport's buffer passed its high-water mark: the output
-        limits (router.client_output) are what bound a slow reader."""
+        limits (Connection.flush) are what bound a slow reader."""
 
     def resume_writing(self) -> None:
         pass

@@ -2,9 +2,17 @@
 output (h11's model).
 
 Bytes in go to its request parser (:attr:`Connection.parser`), replies and
-messages out through one output queue written once per event-loop turn
-(:meth:`Connection.write`, :meth:`Connection.flush`, the output limits of
-:mod:`router.client_output`). The connection knows its state and every change
+messages out through one output queue written once per event-loop turn. The
+connection is the one owner of its output, as Redis's ``networking.c`` is of
+a client's (``addReply*`` -> ``_addReplyToBuffer``, ``clientHasPendingReplies``,
+``checkClientOutputBufferLimits``): no other module reads or writes its
+queue, its counts or its limit state (``tests/router/test_output_owner.py``
+reads the sources); they call :meth:`Connection.write` (a reply or a message
+from anywhere), :meth:`Connection.add_reply` (the request loop's replies,
+between :meth:`Connection.begin_batch` and :meth:`Connection.end_batch`),
+:func:`add_messages` (the fan-out) and :meth:`Connection.flush`
+(the end of the loop turn), which holds the client to its output limits.
+The connection knows its state and every change
 between them (:mod:`router.states`, each change through
 :meth:`Connection._to`), MULTI's queue (not what is in it), CLIENT REPLY's
 mode, admission and closing; it knows nothing of commands: the request loop
@@ -18,18 +26,34 @@ buffered, messages wait behind the reply).
 
 Compiled on the compiled data plane (``router._connection``, its fields
 declared in ``router/_connection.pxd``): the request loop and the fan-out
-read and write them in C.
+read its state in C. The calls they make per request and per receiver
+(:meth:`Connection.add_reply`, :meth:`Connection.begin_batch`) are C
+inline functions there, written in the
+``.pxd`` (a method of a class compiled in another module is inlined only
+from its ``.pxd``) and here for the Python core, each a few lines, kept
+alike (``tests/fuzz/fuzz_loop.py`` runs both).
+
+Output limits (``client-output-buffer-limit``): a subscriber is held to the
+``pubsub`` class; over the hard limit, or over the soft limit for longer
+than its seconds, it is closed at once and counted
+(``client_output_buffer_limit_disconnections``); the writer never waits for a
+slow reader, so no subscriber stalls the node. Every other authenticated
+client is held to the ``normal`` class the same way (Redis's
+``getClientType``; no limit by default, ``normal 0 0 0``). Before AUTH, a
+client that does not read its replies is closed as Redis 7.0.15 with the
+CVE-2025-21605 fix closes it (:data:`PREAUTH_OUTPUT_LIMIT`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 import cython
 
-from router import client_log, client_output, resp
+from router import client_log, resp
 from router.client_extras import ClientExtras
 from router.protected import DENIED, denies
 from router.states import (
@@ -57,6 +81,15 @@ if not cython.compiled and TYPE_CHECKING:  # (compiled: the .pxd cimports it)
     from router.context import CommandContext
 
 
+#: Redis 7.0.15 as Debian ships it (CVE-2025-21605 fix): a client that must
+#: authenticate and has not is freed at once (``freeClientAsync``, its
+#: output dropped) when a reply does not fit in its 16 KiB reply buffer,
+#: that is when more than 16384 bytes of replies wait to be written: 481
+#: pipelined PINGs before AUTH are answered, 482 close the connection with
+#: no reply at all (their NOAUTH errors are 34 bytes each).
+PREAUTH_OUTPUT_LIMIT = 16 * 1024
+
+
 class Wire(Protocol):
     """The byte sink under a connection (an asyncio transport fits)."""
 
@@ -71,6 +104,31 @@ class Wire(Protocol):
     def get_write_buffer_size(self) -> int: ...
 
     def is_reading(self) -> bool: ...
+
+
+def add_messages(subs: Any, frame2: bytes) -> int:
+    """Queue one pub/sub frame (RESP2 bytes; a RESP3 client gets it as a
+    push) for ``subs``, one connection or a set of them; returns how many:
+    the fan-out loop of :meth:`router.pubsub.PubSub.write_to_all`, here with
+    the queues it appends to (one call per message, not per receiver). A
+    RESP2 receiver's frame is appended in line when its queue already holds
+    output this loop turn (so its flush is due) and nothing holds it back,
+    not counted in its queued bytes (the fan-out counts the
+    turn's bytes once, ``PubSub.turn_output``); else :meth:`Connection.write`."""
+    if type(subs) is not set:
+        subs = (subs,)
+    frame3: bytes | None = None
+    for client in subs:
+        if client.resp == 2:
+            if client._out and client.blocked is None and not client.closed:
+                client._out.append(frame2)
+            else:
+                client.write(frame2)
+        else:
+            if frame3 is None:
+                frame3 = resp.as_push(frame2)
+            client.write(frame3)
+    return len(subs)
 
 
 @cython.final
@@ -125,9 +183,14 @@ class Connection:
         #: the transport's buffer after this subscriber's last write (flush)
         self._pending = 0
         self.ran: CommandStat | None = None  # the stat of the command that just ran
-        # output queued in this loop turn, written by flush()
+        # output queued in this loop turn, written by flush(); its bytes
+        # (not those add_messages appends in line: PubSub.turn_output has them)
         self._out: list[bytes] = []
         self._out_bytes = 0
+        #: a request loop's batch that began with nothing queued: its replies
+        #: schedule no flush, end_batch does (or writes them)
+        self._batching = False
+        #: when the output buffer passed the soft limit (monotonic), None: under it
         self._soft_limit_since: float | None = None
         #: when this loop turn's first request ran (perf_counter_ns), 0 before
         #: it: the turn's budget (router.dispatch)
@@ -296,8 +359,8 @@ class Connection:
         if state is BLOCKED and not self.postponed:
             self._held.append(data)
             self._held_bytes += len(data)
-            if (self.channels or self.patterns or self.shard_channels) and client_output.over_limit(
-                self, self.output_buffer_size()
+            if (self.channels or self.patterns or self.shard_channels) and self._over_limit(
+                self.output_buffer_size(), False
             ):
                 self.cut()
             return
@@ -309,20 +372,56 @@ class Connection:
         if self._out_bytes > self.ctx.queue_limit:
             self.flush()
 
+    # The two below are C inline functions on the compiled plane, written
+    # in router/_connection.pxd (module doc); keep both alike.
+    if not cython.compiled:
+
+        def begin_batch(self) -> None:
+            """The request loop (:func:`router.dispatch.process`) begins a
+            batch of requests: when nothing is queued, its replies schedule no
+            flush (:meth:`end_batch` decides when they are written)."""
+            self._batching = not self._out
+
+        def add_reply(self, data: bytes) -> None:
+            """Queue the reply of a request of the batch (Redis's ``addReply``:
+            the flush is scheduled by the first output of a loop turn,
+            ``clientHasPendingReplies``, here unless the batch defers it)."""
+            out = self._out
+            if not out and not self._batching:
+                self.schedule_flush(self)
+            out.append(data)
+            self._out_bytes += len(data)
+
+    def end_batch(self, now: bool) -> None:
+        """The request loop's batch ended (or blocked): a batch that began
+        with nothing queued has its output written at once when ``now`` (one
+        request, the first work of the loop turn: no end-of-turn callback),
+        else at the end of the turn; output past the pubsub hard limit is
+        written at once."""
+        if self._batching:
+            self._batching = False
+            if self._out:
+                if now:
+                    self.flush()
+                else:
+                    self.schedule_flush(self)
+        if self._out_bytes > self.ctx.queue_limit:
+            self.flush()
+
     def flush(self) -> None:
         """Write the queued output, holding the client to its output limits:
-        before AUTH, :func:`router.client_output.preauth_cut` (before the
-        write: Redis drops it all); a subscriber whose queued and buffered
-        output passes the pubsub hard limit, before the write; after it,
-        :func:`router.client_output.over_limit` (the pubsub class for a
-        subscribed client, else the normal class when it has a limit)."""
+        before AUTH, :data:`PREAUTH_OUTPUT_LIMIT` (before the write: Redis
+        drops it all); a subscriber whose queued and buffered output passes
+        the pubsub hard limit, before the write; after it,
+        :meth:`_over_limit` (the pubsub class for a subscribed client, else
+        the normal class when it has a limit)."""
         out = self._out
         self.work_started = 0
         if not out or self.state is CLOSED:
             out.clear()
             self._out_bytes = 0
             return
-        if not self.authenticated and client_output.preauth_cut(self):
+        if not self.authenticated and self._preauth_cut():
             self.cut()
             return
         wire = self.wire
@@ -350,17 +449,49 @@ class Connection:
         self._out_bytes = 0
         if not subscribed:
             # a normal client: Redis's normal class, no limit unless CONFIG SET
-            if self.ctx.settings.normal_limited and client_output.over_limit(
-                self, wire.get_write_buffer_size(), normal=True
+            if self.ctx.settings.normal_limited and self._over_limit(
+                wire.get_write_buffer_size(), True
             ):
                 self.cut()
             return
         pending = wire.get_write_buffer_size()
         self._pending = pending
-        if not pending:  # the socket took it all: under every limit (over_limit's first case)
+        if not pending:  # the socket took it all: under every limit (_over_limit's first case)
             self._soft_limit_since = None
-        elif client_output.over_limit(self, pending):
+        elif self._over_limit(pending, False):
             self.cut()
+
+    def _preauth_cut(self) -> bool:
+        """Whether this connection, not authenticated, must be cut before its
+        queued output is written (:data:`PREAUTH_OUTPUT_LIMIT`: what is
+        queued plus what an earlier write left waiting for the socket)."""
+        waiting = self.queued_bytes() + self.wire.get_write_buffer_size()
+        return waiting > PREAUTH_OUTPUT_LIMIT and self.ctx.acl.default_requires_auth()
+
+    def _over_limit(self, pending: int, normal: bool) -> bool:
+        """Whether this connection, with ``pending`` bytes the socket did not
+        take, is past its ``client-output-buffer-limit`` class (Redis's
+        ``checkClientOutputBufferLimits``): ``pubsub`` for a subscribed
+        client, ``normal`` (``normal`` true) for the others; over the hard
+        limit, or over the soft limit for longer than its seconds. (:meth:`flush`
+        does the first case of a subscriber, ``pending`` 0, itself: keep them
+        alike.)"""
+        if not pending:  # the socket took it all: under every limit
+            self._soft_limit_since = None
+            return False
+        settings = self.ctx.settings
+        hard, soft, seconds = settings.normal_limits if normal else settings.pubsub_limits
+        if hard and pending > hard:
+            return True
+        if not soft or pending <= soft:
+            self._soft_limit_since = None
+            return False
+        now = time.monotonic()
+        since = self._soft_limit_since
+        if since is None:
+            self._soft_limit_since = now
+            return False
+        return now - since > seconds
 
     def swap_output(self, out: list[bytes]) -> list[bytes]:
         """Make ``out`` the output queue; returns the queue it replaces (EXEC

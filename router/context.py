@@ -154,9 +154,7 @@ class PubSubView(Protocol):
     tables: tuple[ChannelTable, ChannelTable]
     patterns: PatternIndex[Any]
 
-    def publish_reply(
-        self, channel: bytes, message: bytes, shard: bool, in_exec: bool
-    ) -> Reply: ...
+    def publish_command(self, client: CommandClient, args: list[bytes], shard: bool) -> Reply: ...
 
     def count(self, kind: Kind, name: bytes) -> int: ...
 

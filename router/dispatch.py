@@ -16,8 +16,14 @@ CLIENT REPLY OFF / SKIP and CLIENT CACHING go through :func:`execute_quietly`.
 PUBLISH, SPUBLISH and PING skip the command table's checks when the
 connection passes every one of them (:func:`_open`: NORMAL, replies on,
 authenticated as a user without restrictions, no CLIENT PAUSE): then they
-do what their handlers do (:meth:`router.pubsub.PubSub.publish_reply`, a
-PONG), counted as :func:`execute` counts them.
+run what their handlers run (PUBLISH and SPUBLISH: the one function
+:meth:`router.pubsub.PubSub.publish_command`; PING: a PONG), counted as
+:func:`execute` counts them (``tests/router/test_output_owner.py`` holds the
+two paths' replies, counts and output equal).
+
+The loop queues replies only through the connection, which owns its output
+(:meth:`router.connection.Connection.begin_batch`, ``add_reply``,
+``end_batch``).
 
 The loop drives a :class:`router.connection.Connection` (the state machine,
 which knows nothing of commands) and changes its state only through its
@@ -28,7 +34,6 @@ declared in ``router/_dispatch.pxd``).
 from __future__ import annotations
 
 import asyncio
-from time import perf_counter_ns
 from typing import TYPE_CHECKING, cast
 
 import cython
@@ -60,8 +65,15 @@ from router.states import (
     Action,
 )
 
-if not cython.compiled:  # (compiled: router/_dispatch.pxd cimports it)
+if not cython.compiled:  # (compiled: router/_dispatch.pxd cimports or defines them)
+    from time import perf_counter_ns
+
     from router.stats import share_time
+
+    def _is_error(reply: bytes) -> bool:
+        """Whether ``reply`` is an error (compiled: one byte read in C)."""
+        return reply.startswith(b"-")
+
 
 if TYPE_CHECKING:
     from router.commands.base import Reply
@@ -98,14 +110,6 @@ def process(conn: Connection, data: bytes = b"", now: float = 0.0) -> Action:
             return DONE  # buffered until the awaited reply is written
     if state is CLOSING:
         return DONE  # QUIT or a protocol error ended this connection: read no more
-    # replies go straight to the output queue pub/sub messages go to, so
-    # output leaves in command order (a message this connection publishes
-    # to itself follows the replies before it, as in Redis); the queue is
-    # still written once per loop turn. When it was empty, nothing is
-    # scheduled before the batch ends (below)
-    out = conn._out
-    deferred = not out
-    queued = 0
     slice_ns = ctx.slice_ns
     # the loop turn's budget is shared by every read of this turn (libuv
     # may deliver several): flush(), at the end of the turn, resets it
@@ -118,6 +122,12 @@ def process(conn: Connection, data: bytes = b"", now: float = 0.0) -> Action:
     elif start - started > slice_ns:
         stats.parse_slices += 1
         return SLICE  # a read after this turn's budget was spent
+    # replies go to the output queue pub/sub messages go to, so output
+    # leaves in command order (a message this connection publishes to
+    # itself follows the replies before it, as in Redis); the queue is
+    # still written once per loop turn. When it was empty, nothing is
+    # scheduled before the batch ends (Connection.end_batch)
+    conn.begin_batch()
     sliced = False
     done = 0
     runs: list[tuple[CommandStat, int]] | None = None  # made when a second command's run begins
@@ -137,8 +147,8 @@ def process(conn: Connection, data: bytes = b"", now: float = 0.0) -> Action:
                 conn.last_command = name
                 if kind == IN_LINE_PING:
                     reply = PONG if len(args) == 1 else resp.bulk(args[1])
-                else:
-                    reply = pubsub.publish_reply(args[1], args[2], kind == IN_LINE_SPUBLISH, False)
+                else:  # the function PUBLISH's and SPUBLISH's handlers call
+                    reply = pubsub.publish_command(conn, args, kind == IN_LINE_SPUBLISH)
                 stats.commands_processed += 1
                 # (a run of one command looks its stat up once: only a command
                 # through execute may replace the table, CONFIG RESETSTAT)
@@ -163,14 +173,11 @@ def process(conn: Connection, data: bytes = b"", now: float = 0.0) -> Action:
                     n = 1
             if type(reply) is bytes:
                 data = reply
-                if data.startswith(b"-"):
+                if _is_error(data):
                     stats.error_replied(data)
                     if ran is not None:
                         ran.failed_calls += 1
-                if not out and not deferred:
-                    conn.schedule_flush(conn)
-                out.append(data)
-                queued += len(data)
+                conn.add_reply(data)
                 if conn.closed or conn.state is CLOSING:  # QUIT, or cut
                     break
                 done += 1  # the clock is read every 4th request (hot path)
@@ -180,18 +187,14 @@ def process(conn: Connection, data: bytes = b"", now: float = 0.0) -> Action:
                 continue
             # blocked until the future resolves (subscribe visibility);
             # what follows stays buffered in the parser until then
-            conn._out_bytes += queued
             if last is not None:
                 if runs is None:
                     runs = []
                 runs.append((last, n))
                 share_time(runs, perf_counter_ns() - start)
-            if deferred and out:
-                conn.schedule_flush(conn)
+            conn.end_batch(False)
             return conn.block(cast("asyncio.Future[bytes]", reply))
     except parser.ProtocolError as exc:
-        conn._out_bytes += queued
-        queued = 0
         error = resp.error(str(exc))
         client_log.protocol_error(conn, str(exc))
         stats.error_replied(error)
@@ -208,24 +211,15 @@ def process(conn: Connection, data: bytes = b"", now: float = 0.0) -> Action:
             # over a slow log / latency threshold, no command timed alone
             # (router.hooks): the batch's last request, with the batch's time
             ctx.hooks.slow_batch(ctx, conn, args, elapsed, done)
-    # (an early flush in the batch, a message to this client over the
-    # limit, reset the count: it may over-count, flushing early once more)
-    conn._out_bytes += queued
-    if deferred and out:
-        if done == 1 and started == start and not sliced:
-            # one request, the first work of this turn (the unpipelined
-            # client): written now, without an end-of-turn callback; the
-            # turn's budget restarts, after one request's worth of work
-            conn.flush()
-        else:
-            conn.schedule_flush(conn)
+    # one request, the first work of this turn (the unpipelined client):
+    # written now, without an end-of-turn callback; the turn's budget
+    # restarts, after one request's worth of work
+    conn.end_batch(done == 1 and started == start and not sliced)
     state = conn.state
     if state is CLOSING:
         conn.flush()
         conn.wire.close()
         return DONE
-    if conn._out_bytes > ctx.queue_limit:
-        conn.flush()
     if (sliced or conn.parser.backlog) and state is not CLOSED:
         # a huge request is still being parsed, or a pipeline ran past
         # SLICE_SECONDS: let the other clients run before the next slice

@@ -48,14 +48,15 @@ from router.kinds import CHANNELS, Kind, Subscriber
 from router.pattern_index import PatternIndex
 from router.resp import SMALL_INTEGERS
 
-if not cython.compiled:  # (compiled: router/_pubsub.pxd cimports the C frames)
+if not cython.compiled:  # (compiled: router/_pubsub.pxd cimports them, C frames)
+    from router.connection import add_messages
     from router.resp import message as _message
     from router.resp import smessage as _smessage
 
 if TYPE_CHECKING:
     from cluster_bus.api import ClusterLink, FilterName, FilterSnapshot
     from cluster_bus.frames import Publish
-    from router.context import Reply
+    from router.context import CommandClient, Reply
     from router.stats import InstantaneousMetrics
     from spark.events import Role, TrafficRecorder
 if not cython.compiled and TYPE_CHECKING:  # (compiled: the .pxd cimports them)
@@ -221,15 +222,19 @@ class PubSub:
             self._record("origin", self.node_id, seq, channel, message, shard, receivers, forwarded)
         return receivers
 
-    def publish_reply(self, channel: bytes, message: bytes, shard: bool, in_exec: bool) -> Reply:
-        """PUBLISH / SPUBLISH's reply: the local receivers, an integer (in EXEC
-        ``in_exec``). A PUBLISH that takes the loop turn's queued messages past
-        :attr:`fanout_limit` answers on the next turn (outside EXEC), so a
-        pipeline of big messages to many subscribers is written a turn at a
-        time (Redis bounds each client's writes per turn instead)."""
-        receivers = self.publish(channel, message, shard)
+    def publish_command(self, client: CommandClient, args: list[bytes], shard: bool) -> Reply:
+        """PUBLISH (SPUBLISH: ``shard``) ``channel message`` from ``client``,
+        its checks passed: the one function the command's handlers
+        (:mod:`router.commands.publish`, through the command table and
+        :func:`router.dispatch.execute`) and the request loop's in-line path
+        (:func:`router.dispatch.process`) both run. The reply is the local
+        receivers, an integer. A PUBLISH that takes the loop turn's queued
+        messages past :attr:`fanout_limit` answers on the next turn (outside
+        EXEC), so a pipeline of big messages to many subscribers is written a
+        turn at a time (Redis bounds each client's writes per turn instead)."""
+        receivers = self.publish(args[1], args[2], shard)
         reply = SMALL_INTEGERS[receivers] if receivers < 1024 else resp.integer(receivers)
-        if self.turn_output > self.fanout_limit and not in_exec:
+        if self.turn_output > self.fanout_limit and not client.in_exec:
             return self.after_turn(reply)  # the rest of its pipeline next turn
         return reply
 
@@ -262,33 +267,18 @@ class PubSub:
         """Queue one pub/sub frame (RESP2 bytes; a RESP3 client gets it as a
         push) for ``subs``: one client, or a set of clients; returns how many.
 
-        The fan-out loop. For a client whose queue already holds output this
-        loop turn (so it is already due to be flushed), the frame is appended
-        in line: the call per receiver was a fifth of the cost of a delivered
-        message (``bench.hot_path``, 10 subscribers). Anything else (a first
-        frame this turn, a held or closed client, a RESP3 client) goes
-        through ``write()``.
-
-        A frame appended in line is not added to its client's queued bytes:
-        that read-modify-write of an int was a third of the loop. The loop's
-        bytes are added once to :attr:`turn_output` instead. No queue holds
-        more than all of them together, so when that total passes the pubsub
-        hard limit, every queue is written at once (:meth:`flush_all`), where
-        its client's own count would have had it written (``write()``)."""
-        if type(subs) is not set:
-            subs = (subs,)
-        frame3: bytes | None = None
-        for client in subs:
-            if client.resp == 2:
-                if client._out and client.blocked is None and not client.closed:
-                    client._out.append(frame2)
-                else:
-                    client.write(frame2)
-            else:
-                if frame3 is None:
-                    frame3 = resp.as_push(frame2)
-                client.write(frame3)
-        n = len(subs)
+        The fan-out loop is :func:`router.connection.add_messages`, the
+        connections' module, which owns their queues (one call per message:
+        a call per receiver was a fifth of the cost of a delivered message,
+        ``bench.hot_path``, 10 subscribers); it appends the frame in line to
+        a queue already due to be flushed this loop turn, without counting
+        it in the client's queued bytes (that read-modify-write was a third
+        of the loop). The loop's bytes are added once to
+        :attr:`turn_output` instead. No queue holds more than all of them
+        together, so when that total passes the pubsub hard limit, every
+        queue is written at once (:meth:`flush_all`), where its client's
+        own count would have had it written (``write()``)."""
+        n = add_messages(subs, frame2)
         self.turn_output += n * len(frame2)
         context = self.context
         if context is not None and self.turn_output > context.queue_limit:

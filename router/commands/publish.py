@@ -1,12 +1,12 @@
 """PUBLISH and SPUBLISH: deliver locally, then let the ClusterLink forward
-(:meth:`router.pubsub.PubSub.publish_reply`).
+(:meth:`router.pubsub.PubSub.publish_command`, the one function of both).
 
 The reply is the number of local receivers, as Redis Cluster replies (a
 node cannot know the remote count without waiting). A PUBLISH that takes the
 loop turn's queued messages past the fan-out limit answers on the next turn,
 so a pipeline of big messages to many subscribers is written a turn at a
 time (Redis bounds each client's writes per turn instead). The request loop
-calls ``publish_reply`` itself when the connection passes every check
+calls ``publish_command`` itself when the connection passes every check
 (:func:`router.dispatch.process`).
 """
 
@@ -21,11 +21,11 @@ if TYPE_CHECKING:
 
 
 def publish(ctx: CommandContext, client: CommandClient, args: list[bytes]) -> Reply:
-    return ctx.pubsub.publish_reply(args[1], args[2], False, client.in_exec)
+    return ctx.pubsub.publish_command(client, args, False)
 
 
 def spublish(ctx: CommandContext, client: CommandClient, args: list[bytes]) -> Reply:
-    return ctx.pubsub.publish_reply(args[1], args[2], True, client.in_exec)
+    return ctx.pubsub.publish_command(client, args, True)
 
 
 COMMANDS = (

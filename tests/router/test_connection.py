@@ -13,8 +13,9 @@ from typing import Any
 
 import pytest
 
-from router import client_output, pause
+from router import pause
 from router.config import NodeConfig
+from router.connection import PREAUTH_OUTPUT_LIMIT
 from router.dataplane import Plane
 from router.node import Node
 from router.settings import Settings
@@ -259,7 +260,7 @@ def test_unauthenticated_client_over_the_preauth_limit_is_cut(plane):
         return out.count(b"\r\n"), wire.calls, node.stats.output_buffer_limit_disconnections
 
     noauth = len(b"-NOAUTH Authentication required.\r\n")
-    limit = client_output.PREAUTH_OUTPUT_LIMIT
+    limit = PREAUTH_OUTPUT_LIMIT
     assert limit // noauth == 481  # Redis 7.0.15: 481 answered, 482 cut with no reply
     assert asyncio.run(main(481, 0, False)) == (481, [], 0)
     assert asyncio.run(main(482, 0, False)) == (0, ["abort"], 1)
