@@ -493,6 +493,12 @@ class Connection:
             return False
         return now - since > seconds
 
+    def over_limit_with(self, extra: int, normal: bool) -> bool:
+        """Whether this connection would be past its ``client-output-buffer-limit``
+        class with ``extra`` more bytes than it holds now (Redis checks at each
+        append: a MONITOR line, :meth:`router.hooks.Hooks.feed`)."""
+        return self._over_limit(self.output_buffer_size() + extra, normal)
+
     def swap_output(self, out: list[bytes]) -> list[bytes]:
         """Make ``out`` the output queue; returns the queue it replaces (EXEC
         collects what its commands write into its own reply)."""

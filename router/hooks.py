@@ -41,10 +41,9 @@ import time
 from collections import deque
 from collections.abc import Callable
 from time import perf_counter_ns
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 from cluster_bus.dataplane import ENV
-from router import client_output
 from router.commands.redis_meta import command_meta
 from router.latency import LatencyMonitor
 from router.parser import string2ll
@@ -347,7 +346,7 @@ class Hooks:
         them) made once for every MONITOR client; the line is returned
         instead of written when ``client`` is one. A monitor is a normal
         client (Redis's ``getClientType``): past ``client-output-buffer-limit
-        normal`` with the line (:func:`router.client_output.over_limit`, as
+        normal`` with the line (:meth:`router.connection.Connection.over_limit_with`, as
         Redis checks at each append) it is cut, counted once and no longer
         fed, not written to."""
         now = time.time_ns() // 1000
@@ -363,11 +362,7 @@ class Hooks:
         for monitor in list(self.monitors.values()):
             if monitor.closing:  # cut, or QUIT: no more output (Redis's CLOSE_ASAP)
                 continue
-            if limited and client_output.over_limit(
-                cast("client_output.Connection", monitor),
-                monitor.output_buffer_size() + len(line),
-                normal=True,
-            ):
+            if limited and monitor.over_limit_with(len(line), True):
                 monitor.cut()  # counted once: no longer a monitor
                 self.forget(client.ctx, monitor)
             elif monitor is client:
