@@ -49,7 +49,6 @@ from bench.cluster_bench import (
     ClusterPlan,
     aggregate_throughput,
     channel_name,
-    publish_counters,
     settled_counters,
     start_cluster,
     wait_interest_known,
@@ -118,11 +117,24 @@ class SyscallCounter:
                 if len(parts) < 3 or not parts[0].isdigit():
                     continue
                 event = parts[2]
-                name = "total" if event == "raw_syscalls:sys_enter" else event.rsplit("_enter_", 1)[1]
+                name = (
+                    "total" if event == "raw_syscalls:sys_enter" else event.rsplit("_enter_", 1)[1]
+                )
                 counts[name] = int(parts[0])
         os.unlink(self._out.name)
         counts["other"] = counts.get("total", 0) - sum(counts.get(n, 0) for n in SYSCALLS)
         return counts
+
+
+def cpu_ns(pid: int) -> int:
+    """Nanoseconds ``pid`` ran on a CPU, every thread's (``/proc/<pid>/task/*/schedstat``,
+    its first field: the scheduler's exact count, where /proc/<pid>/stat's user
+    and system times are sampled at each clock tick)."""
+    total = 0
+    for task in os.listdir(f"/proc/{pid}/task"):
+        with contextlib.suppress(OSError), open(f"/proc/{pid}/task/{task}/schedstat") as fh:
+            total += int(fh.read().split()[0])
+    return total
 
 
 def voluntary_switches(pid: int) -> int:
@@ -178,20 +190,22 @@ def measure(system: str, n: int, pipeline: int, requests: int, perf: str | None)
         sent0, _ = settled_counters(cluster)
         bytes0, segs0 = bus_tcp_counts(cluster.bus_ports)
         switches0 = [voluntary_switches(pid) for pid in pids]
+        ns0 = [cpu_ns(pid) for pid in pids]
         before = [process_counts(pid) for pid in pids]
         idle0, total0 = _machine_idle()
         run = aggregate_throughput(cluster, pipeline, requests, plan.clients, len(channels))
         idle1, total1 = _machine_idle()
         after = [process_counts(pid) for pid in pids]
+        ns1 = [cpu_ns(pid) for pid in pids]
         switches1 = [voluntary_switches(pid) for pid in pids]
         sent1, _ = settled_counters(cluster)
         bytes1, segs1 = bus_tcp_counts(cluster.bus_ports)
         syscalls = [c.stop() for c in counters]
-        _, received = publish_counters(cluster)
     count = run["requests"]
     per_node: list[dict[str, float]] = []
     for i in range(len(pids)):
         row = {
+            "cpu_us": (ns1[i] - ns0[i]) / count / 1e3,
             "user_us": (after[i][0] - before[i][0]) / count * 1e6,
             "system_us": (after[i][1] - before[i][1]) / count * 1e6,
             "wakeups": (switches1[i] - switches0[i]) / count,
@@ -237,8 +251,9 @@ def run(sizes: list[int], pipeline: int, requests: int) -> dict[str, Any]:
 
 #: table rows: (label, key in the cluster sums) — per PUBLISH, whole cluster
 _ROWS = [
-    ("CPU user us", "user_us"),
-    ("CPU system us", "system_us"),
+    ("CPU us (schedstat)", "cpu_us"),
+    ("  user us (ticks)", "user_us"),
+    ("  system us (ticks)", "system_us"),
     ("wake-ups (voluntary context switches)", "wakeups"),
     ("system calls, all", "sys_total"),
     *((f"  {name}", f"sys_{name}") for name in SYSCALLS),
@@ -256,7 +271,9 @@ def markdown(result: dict[str, Any]) -> str:
         "once, 50 clients in all, `bloomcast bench cluster`'s workload), summed over the "
         "cluster's nodes, then the origin-heavy mean per node (÷ N); "
         f"{result['versions'][NODE]} beside {result['versions'][REDIS]}, same run. "
-        "System calls by the kernel's tracepoints (`perf stat`), CPU from /proc. "
+        "System calls by the kernel's tracepoints (`perf stat`); CPU from "
+        "/proc/<pid>/task/*/schedstat (exact), split into user and system by "
+        "/proc/<pid>/stat's clock-tick samples (coarse: one tick is 10 ms). "
         "`python -m bench.cluster_cost --write` rewrites this section."
     ]
     if not result["perf"]:
@@ -308,7 +325,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--nodes", default="3", help="cluster sizes, comma-separated")
     parser.add_argument("--pipeline", type=int, default=1)
-    parser.add_argument("--requests", type=int, default=30_000, help="PUBLISH per system and N")
+    parser.add_argument("--requests", type=int, default=60_000, help="PUBLISH per system and N")
     parser.add_argument("--write", action="store_true", help=f"replace ## {SECTION} in {DOC}")
     args = parser.parse_args(argv)
     try:
