@@ -252,13 +252,11 @@ def run(sizes: list[int], pipeline: int, requests: int) -> dict[str, Any]:
 #: table rows: (label, key in the cluster sums) — per PUBLISH, whole cluster
 _ROWS = [
     ("CPU us (schedstat)", "cpu_us"),
-    ("  user us (ticks)", "user_us"),
-    ("  system us (ticks)", "system_us"),
     ("wake-ups (voluntary context switches)", "wakeups"),
     ("system calls, all", "sys_total"),
-    *((f"  {name}", f"sys_{name}") for name in SYSCALLS),
-    ("  other", "sys_other"),
 ]
+#: the system call kinds of the one "by kind" row (the others are 0 on both here)
+_KINDS = ("read", "write", "epoll_wait", "epoll_pwait", "epoll_ctl", "other")
 
 
 def _fmt(value: float) -> str:
@@ -269,7 +267,7 @@ def markdown(result: dict[str, Any]) -> str:
     parts = [
         f"Per client PUBLISH at `-P {result['pipeline']}` (one redis-benchmark per node at "
         "once, 50 clients in all, `bloomcast bench cluster`'s workload), summed over the "
-        "cluster's nodes, then the origin-heavy mean per node (÷ N); "
+        "cluster's nodes, then per node (÷ N: every node is an origin); "
         f"{result['versions'][NODE]} beside {result['versions'][REDIS]}, same run. "
         "System calls by the kernel's tracepoints (`perf stat`); CPU from "
         "/proc/<pid>/task/*/schedstat (exact), split into user and system by "
@@ -296,10 +294,29 @@ def markdown(result: dict[str, Any]) -> str:
             bv, rv = b["cluster"][key], r["cluster"][key]
             ratio = f"{bv / rv:.2f}x" if rv else "-"
             lines.append([label, _fmt(bv), _fmt(rv), ratio, _fmt(bv / n), _fmt(rv / n)])
+        lines.insert(
+            1,
+            [
+                "  user / system us (ticks)",
+                *(
+                    f"{x['cluster']['user_us']:.2f} / {x['cluster']['system_us']:.2f}"
+                    for x in (b, r)
+                ),
+                f"{b['cluster']['user_us'] / max(r['cluster']['user_us'], 1e-9):.2f}x / "
+                f"{b['cluster']['system_us'] / max(r['cluster']['system_us'], 1e-9):.2f}x",
+                "",
+                "",
+            ],
+        )
+        if "sys_total" in b["cluster"]:
+
+            def kinds(res: dict[str, Any]) -> str:
+                return " / ".join(f"{res['cluster'].get(f'sys_{k}', 0.0):.2f}" for k in _KINDS)
+
+            lines.append(["  " + " / ".join(_KINDS), kinds(b), kinds(r), "", "", ""])
         for label, key in [
             ("bus PUBLISH messages", "bus_msgs_per_publish"),
             ("bus TCP segments", "bus_segments_per_publish"),
-            ("bus segments per bus message", "bus_segments_per_msg"),
             ("bus bytes per bus message", "bus_bytes_per_msg"),
         ]:
             bv, rv = b[key], r[key]

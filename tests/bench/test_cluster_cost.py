@@ -65,3 +65,33 @@ def test_cpu_ns_grows_with_the_cpu_a_process_spends():
     before = cpu_ns(os.getpid())
     sum(i * i for i in range(300_000))
     assert cpu_ns(os.getpid()) > before
+
+
+def test_markdown_puts_bloomcast_beside_redis_with_their_ratio():
+    from bench.cluster_cost import markdown
+    from bench.servers import NODE
+    from bloomcast.testing import REDIS
+
+    def system(cpu: float, calls: float) -> dict[str, object]:
+        sums = {"cpu_us": cpu, "user_us": cpu / 2, "system_us": cpu / 2, "wakeups": 0.1}
+        sums |= {"sys_total": calls, "sys_read": calls / 2, "sys_write": calls / 2}
+        return {
+            "cluster": sums,
+            "bus_msgs_per_publish": 1.0,
+            "bus_segments_per_publish": 0.5,
+            "bus_bytes_per_msg": 50.0,
+            "publish_per_s": 1000.0,
+            "machine_idle": 0.0,
+        }
+
+    result = {
+        "pipeline": 1,
+        "perf": True,
+        "versions": {NODE: "bloomcast x", REDIS: "Redis y"},
+        "rows": [{"nodes": 3, NODE: system(30.0, 2.0), REDIS: system(20.0, 8.0)}],
+    }
+    lines = markdown(result).splitlines()
+    (cpu,) = [line for line in lines if line.startswith("| CPU us")]
+    assert cpu == "| CPU us (schedstat) | 30.00 | 20.00 | 1.50x | 10.00 | 6.67 |"
+    (calls,) = [line for line in lines if line.startswith("| system calls, all")]
+    assert "| 0.25x |" in calls
