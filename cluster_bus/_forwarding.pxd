@@ -1,6 +1,7 @@
 # The C declarations of cluster_bus/forwarding.py compiled as
 # cluster_bus._forwarding (issue 42).
 cimport cython
+from cluster_bus._link cimport Link
 from cluster_bus._routing cimport PeerTable
 from cluster_bus._session cimport InSession, OutSession
 

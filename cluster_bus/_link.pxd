@@ -15,3 +15,4 @@ cdef class Link:
 
     cpdef write(self, bytes data, bint forward=*)
     cpdef flush(self)
+    cdef _dispatch(self, list msgs)

@@ -38,7 +38,7 @@ if cython.compiled:  # the compiled session module's (its classes cimported by t
     from cluster_bus._session import Period, seq_diff  # type: ignore[import-not-found,unused-ignore]
 else:
     from cluster_bus.session import InSession, OutSession, Period, seq_diff
-if TYPE_CHECKING:
+if not cython.compiled:  # (compiled: cluster_bus/_forwarding.pxd cimports it)
     from cluster_bus.link import Link
 if not cython.compiled and TYPE_CHECKING:
     from cluster_bus.routing import PeerTable
@@ -128,7 +128,10 @@ class Forwarding:
                 if link is None or not link.authenticated:
                     stats.publish_held_no_link += 1
                     continue
-            link.write(frame, True)  # a forward: may linger
+            if type(link) is Link:  # compiled: a C call, no method lookup
+                cython.cast(Link, link).write(frame, True)  # a forward: may linger
+            else:
+                link.write(frame, True)
             sent += 1
         stats.sent[_PUBLISH] += sent
         suppressed = peers - len(nodes)
