@@ -10,7 +10,7 @@ Model:
   topic ``TOPICS[(rank - 1) % 4]`` (every name has the same length, so the
   raw-socket subscribers count messages by bytes);
 * popularity over PUBLISH is Zipf(``s``): the publisher picks rank r with
-  weight ``r^-s`` (:func:`bench.workload.zipf_weights`);
+  weight ``r^-s`` (:func:`bloomcast.demo.workload.zipf_weights`);
 * channel rank r is SUBSCRIBEd on ``k(r) = min(N, ceil(N * r^-s))`` nodes (as
   many as its share of traffic calls for: rank 1 on every node, the tail on
   one), a seeded sample of the nodes; ``feed.*`` channels are published but
@@ -23,7 +23,7 @@ Model:
 * every node publishes ``publishes_per_node`` times, channels drawn from the
   Zipf weights with ``Random(f"{seed}:{node}")``.
 
-The oracle reuses the demo's (:mod:`bench.workload`, Redis delivery rules
+The oracle reuses the demo's (:mod:`bloomcast.demo.workload`, Redis delivery rules
 via :mod:`router.glob`): the nodes with a receiver, the prefix-only nodes,
 and the deliveries every subscriber must get.
 """
@@ -36,7 +36,7 @@ from collections import Counter
 from dataclasses import dataclass
 from functools import cached_property
 
-from bench.workload import (
+from bloomcast.demo.workload import (
     Change,
     Publish,
     RoutingExpectation,

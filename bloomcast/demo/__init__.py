@@ -9,7 +9,7 @@
 2. Measures the subscribe-to-remote-delivery delay: a fresh channel is
    subscribed on one node while a client on another node publishes to it in a
    loop; the clock runs from sending SUBSCRIBE to the first message.
-3. Runs the :mod:`bench.workload` schedule through redis-py: hundreds of
+3. Runs the :mod:`bloomcast.demo.workload` schedule through redis-py: hundreds of
    subscriber connections on every node (channels, patterns, shard channels)
    joining and leaving phase by phase, publishers on every node.
 4. Verifies every delivery against the oracle (lost, duplicated, unexpected),
@@ -143,12 +143,12 @@ def _run(args: argparse.Namespace, console: Console) -> int:
     from rich.markup import escape
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from bench.workload import FilterGeometry, Workload, WorkloadSpec
     from bloomcast.demo.checks import Check, spark_check
     from bloomcast.demo.drive import VISIBILITY_TIMEOUT_MS, as_text, drive, plan
     from bloomcast.demo.report import plot_chart, write_report
     from bloomcast.demo.stats_view import run_stats_job, stats_views
     from bloomcast.demo.summary import build_report, print_summary
+    from bloomcast.demo.workload import FilterGeometry, Workload, WorkloadSpec
     from bloomcast.testing import LocalCluster, free_ports
     from router.config import NodeConfig
 

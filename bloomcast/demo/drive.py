@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     import redis.asyncio as aioredis
     from rich.progress import Progress
 
-    from bench.workload import (
+    from bloomcast.demo.workload import (
         Change,
         Delivery,
         DeliveryVerifier,
@@ -192,7 +192,7 @@ def plan(
 ) -> tuple[list[list[PlannedPublish]], list[RoutingExpectation]]:
     """Per phase: each PUBLISH with its expected deliveries and local receiver
     count, and the phase's routing expectation (exact minimum, broadcast, FP theory)."""
-    from bench.workload import (
+    from bloomcast.demo.workload import (
         RoutingExpectation,
         SubscriptionState,
         expected_deliveries,
@@ -277,7 +277,7 @@ async def drive(
     """Probe, then run every phase: changes (confirmed), publishes (paced), drain."""
     import redis.asyncio as aioredis
 
-    from bench.workload import DeliveryVerifier, RoutingExpectation, make_payload
+    from bloomcast.demo.workload import DeliveryVerifier, RoutingExpectation, make_payload
 
     result = DriveResult()
     verifier = DeliveryVerifier()

@@ -22,7 +22,7 @@ from bloomcast.demo.stats_view import TRENDING_MIN_SHARE
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from bench.workload import Workload
+    from bloomcast.demo.workload import Workload
 
 
 def _ms(p: dict[str, Any]) -> str:

@@ -1,4 +1,4 @@
-"""bench/workload.py: the demo's workload model, Redis delivery oracle and verifier."""
+"""bloomcast/demo/workload.py: the demo's workload model, Redis delivery oracle and verifier."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from collections import Counter
 
 import pytest
 
-from bench.workload import (
+from bloomcast.demo.workload import (
     Change,
     DeliveryVerifier,
     FilterGeometry,

@@ -36,7 +36,7 @@ def test_oracle_counts_one_publish_by_hand():
     # feed.000004 has no receiver anywhere: exact 0, no prefix match
     # cart.000003 from node 0: nodes subscribed to it, plus node 3's c*9 prefix
     state = w.state
-    from bench.workload import Publish, interested_nodes, prefix_only_nodes
+    from bloomcast.demo.workload import Publish, interested_nodes, prefix_only_nodes
 
     pub = Publish("x", 0, "feed.000004")
     assert interested_nodes(state, pub) == set() and prefix_only_nodes(state, pub) == set()
