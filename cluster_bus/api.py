@@ -28,6 +28,7 @@ from cluster_bus.slots import CLUSTER_SLOTS
 
 if TYPE_CHECKING:
     from cluster_bus.frames import Publish
+    from cluster_bus.nodes_file import NodesFile as NodesFile  # (a type for router.node)
 
 FilterName = Literal["channels", "patterns"]
 FILTER_NAMES: tuple[FilterName, ...] = ("channels", "patterns")
