@@ -3,7 +3,7 @@ cluster and workload as ``bench cluster`` (bench/cluster_bench.py: channels
 each subscribed on one node, one redis-benchmark per node publishing over all
 of them), run with the bus as it is by default, with ``--cluster-secret``
 (every batch SEALED, cluster_bus/seal.py) and with ``--tls-cluster yes``
-(cluster_bus/tls.py), in the same run, alternating, best of ``--rounds``.
+(netutil/tls.py), in the same run, alternating, best of ``--rounds``.
 
 ``uv run python -m bench.auth_cost [--nodes 3] [--rounds 2]``: prints a
 Markdown table of aggregate PUBLISH/s and the ratio to the plain bus.

@@ -23,7 +23,7 @@ At most :data:`MAX_CONNECTIONS` requests are answered at once; the last
 (``/healthz`` and ``/metrics``: answered from memory), so slow downloads
 never starve the probes; a request over its bound is answered 503 and closed
 (``refused``). Every refusal and an answer that raises (``errors``) is logged
-at most once a minute per cause (:class:`cluster_bus.refusals.Refusals`)."""
+at most once a minute per cause (:class:`netutil.refusals.Refusals`)."""
 
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
-from cluster_bus.refusals import Refusals
+from netutil.refusals import Refusals
 
 #: bytes read from a file body per write (one ``os.pread``, in the executor)
 CHUNK = 65536

@@ -37,7 +37,7 @@ from bloomcast.node_process import (
     listen_error,
     tap_error,
 )
-from cluster_bus.tls import BusTlsError
+from netutil.tls import BusTlsError
 from router import allocator, collector
 from router.acl.aclfile import AclFileError
 from router.config import NodeConfig, add_node_arguments, config_from_args
@@ -271,7 +271,7 @@ def _client_host(config: NodeConfig) -> str:
     hostname, the one bind address, or the machine's host name when the node
     listens on several or every address (the bus learns its own address from
     peers then, after the tap starts)."""
-    from cluster_bus.addresses import own_host, parse_bind
+    from netutil.addresses import own_host, parse_bind
 
     if config.cluster_announce_hostname:
         return config.cluster_announce_hostname

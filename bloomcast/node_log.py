@@ -18,7 +18,7 @@ An exception that escapes a callback of the node's event loop (asyncio logs
 each one, with its traceback, by default) is counted (INFO
 ``loop_exceptions``) and logged at most once a minute per exception type and
 where it happened (:class:`LoopExceptions`, through
-:class:`cluster_bus.refusals.Refusals`): a bug hit by every request neither
+:class:`netutil.refusals.Refusals`): a bug hit by every request neither
 floods the log nor goes unseen (issue 41).
 """
 
@@ -32,7 +32,7 @@ import time
 import traceback
 from typing import Any
 
-from cluster_bus.refusals import Refusals
+from netutil.refusals import Refusals
 from router.client_log import VERBOSE
 from router.stats import NodeStats  # Redis's "verbose", between DEBUG and INFO
 

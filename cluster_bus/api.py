@@ -29,6 +29,7 @@ from cluster_bus.slots import CLUSTER_SLOTS
 
 if TYPE_CHECKING:
     from cluster_bus.frames import Publish
+    from cluster_bus.nodes_file import NodesFile as NodesFile  # (a type for router.node)
 
 FilterName = Literal["channels", "patterns"]
 FILTER_NAMES: tuple[FilterName, ...] = ("channels", "patterns")
@@ -326,12 +327,12 @@ class BusConfig:
     forwarded PUBLISH frames (:mod:`cluster_bus.session`).
     """
 
-    bind: str = "127.0.0.1"  # Redis's bind words, space separated (cluster_bus.addresses)
+    bind: str = "127.0.0.1"  # Redis's bind words, space separated (netutil.addresses)
     port: int = 16379
     client_port: int = 6379
     tls_port: int = 0  # the node's client TLS port (0: none), told to peers
     #: redis.conf cluster-announce-ip / -port / -tls-port / -bus-port / -hostname:
-    #: what peers and cluster clients are told instead (cluster_bus.addresses)
+    #: what peers and cluster clients are told instead (netutil.addresses)
     announce_ip: str | None = None
     announce_port: int | None = None
     announce_tls_port: int | None = None
@@ -339,7 +340,7 @@ class BusConfig:
     announce_hostname: str | None = None
     join: tuple[str, ...] = field(default_factory=tuple)
     cluster_secret: str | None = None
-    #: redis.conf tls-cluster and the certificates it uses (cluster_bus.tls)
+    #: redis.conf tls-cluster and the certificates it uses (netutil.tls)
     tls_cluster: bool = False
     tls_cert_file: str | None = None
     tls_key_file: str | None = None

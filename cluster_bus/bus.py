@@ -21,15 +21,6 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
 from cluster_bus import dataplane
-from cluster_bus.acceptor import Listener
-from cluster_bus.addresses import (
-    announced,
-    learns_own_ip,
-    listen,
-    own_host,
-    parse_bind,
-    parse_seed,
-)
 from cluster_bus.announce import Announcer
 from cluster_bus.api import (
     FILTER_NAMES,
@@ -70,9 +61,18 @@ from cluster_bus.info import BusStats, cluster_info, cluster_nodes, slot_map, sy
 from cluster_bus.membership import Membership
 from cluster_bus.mesh import Dialer, Mesh
 from cluster_bus.nodes import LostNode
-from cluster_bus.refusals import Refusals, resp_hint
-from cluster_bus.tls import bus_contexts
 from cluster_bus.visibility import Visibility
+from netutil.acceptor import Listener
+from netutil.addresses import (
+    announced,
+    learns_own_ip,
+    listen,
+    own_host,
+    parse_bind,
+    parse_seed,
+)
+from netutil.refusals import Refusals, resp_hint
+from netutil.tls import bus_contexts
 
 if TYPE_CHECKING:  # --cluster-config-file only: pathlib and fcntl stay off the start path
     from cluster_bus.link import Link

@@ -37,7 +37,6 @@ import traceback
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 
-from cluster_bus.addresses import address_error, hostname_error
 from cluster_bus.clock import Address, now_ms
 from cluster_bus.codec import MAX_GOSSIP
 from cluster_bus.filter_sync import FilterSync
@@ -56,7 +55,8 @@ from cluster_bus.frames import (
 from cluster_bus.info import BusStats
 from cluster_bus.membership import Membership
 from cluster_bus.mesh import Dialer, Mesh
-from cluster_bus.refusals import Refusals
+from netutil.addresses import address_error, hostname_error
+from netutil.refusals import Refusals
 
 if TYPE_CHECKING:
     from cluster_bus.link import Link
@@ -202,7 +202,7 @@ class Heartbeats:
 
     def _own_address(self, peer: str, host: str, hostname: str) -> tuple[str, str]:
         """The address and hostname a heartbeat's sender announces, checked
-        where they enter (:mod:`cluster_bus.addresses`): the address "" when
+        where they enter (:mod:`netutil.addresses`): the address "" when
         it announces none or one that cannot be dialled (then it is known at
         the address its link came from, as a node that announced none), the
         hostname "" when it is no valid one. Each refused value is counted

@@ -18,6 +18,7 @@ from cluster_bus.frames import MsgType, NodeFlags
 from cluster_bus.membership import Membership
 from cluster_bus.nodes import NodeRecord
 from cluster_bus.slots import CLUSTER_SLOTS, slot_ranges
+from netutil.addresses import client_port
 
 if TYPE_CHECKING:
     from cluster_bus.routing import PeerTable
@@ -252,15 +253,6 @@ def cluster_nodes(
     for (host, port), node_id, client in ms.pending_handshakes(now_ms):
         lines.append(f"{node_id} {host}:{client}@{port} handshake - 0 0 0 disconnected")
     return lines
-
-
-def client_port(port: int, tls_port: int, tls: bool) -> int:
-    """The port a client is told: the TLS port to a TLS client, the plaintext
-    one to a plaintext client, either when the node has only the other
-    (Redis 7.0 ``clusterGenNodeDescription`` / ``addNodeToNodeReply``)."""
-    if tls:
-        return tls_port or port
-    return port or tls_port
 
 
 def _address(rec: NodeRecord, tls: bool) -> str:

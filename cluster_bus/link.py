@@ -34,7 +34,7 @@ from cluster_bus.codec import BusProtocolError, short_id
 from cluster_bus.frames import Message, Publish
 from cluster_bus.handshake import Handshake
 from cluster_bus.seal import SealedDecoder, Sealer, SealError
-from cluster_bus.tls import TlsSession
+from netutil.tls import TlsSession
 
 if not cython.compiled:  # (compiled: cluster_bus/_link.pxd cimports it)
     from cluster_bus.decoder import FrameDecoder

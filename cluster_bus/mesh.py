@@ -21,7 +21,7 @@ from cluster_bus.codec import encode
 from cluster_bus.frames import MSG_TYPE, Message, NodeFlags
 from cluster_bus.info import BusStats
 from cluster_bus.membership import Membership
-from cluster_bus.refusals import Refusals
+from netutil.refusals import Refusals
 
 if TYPE_CHECKING:
     from cluster_bus.link import Link

@@ -25,7 +25,7 @@ set of nodes or an address changes.
   write in flight, at most one waiting: a text that came while the disk was
   slow replaces the waiting one, since each is the whole state). A failed
   write is counted (``failures``), logged at most once a minute
-  (:class:`cluster_bus.refusals.Refusals`) and retried with the next save;
+  (:class:`netutil.refusals.Refusals`) and retried with the next save;
   :meth:`NodesFile.close` waits for the last one.
 - Locked: a node holds an exclusive ``flock`` on ``<file>.lock`` for its whole
   life, so two nodes never share one identity (Redis locks nodes.conf the
@@ -58,10 +58,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cluster_bus.addresses import address_error, hostname_error
 from cluster_bus.membership import Membership
 from cluster_bus.nodes import LostNode, NodeRecord
-from cluster_bus.refusals import Refusals
+from netutil.addresses import address_error, hostname_error
+from netutil.refusals import Refusals
 
 log = logging.getLogger("bloomcast.bus")
 
@@ -282,7 +282,7 @@ def _node_line(line: str) -> tuple[SavedNode, list[str]] | str:
     """One node line -> (the node, its flags), or why it is refused: exactly
     the eight fields :func:`render` writes, an id of 40 hex digits, ports
     0..65535, Redis's flag names, and an address and hostname that pass the
-    checks every address from outside passes (:mod:`cluster_bus.addresses`)."""
+    checks every address from outside passes (:mod:`netutil.addresses`)."""
     words = line.split(" ")
     if len(words) != 8:
         return f"{len(words)} fields, not 8"

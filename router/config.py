@@ -31,7 +31,7 @@ class NodeConfig:
 
     # client side (router/)
     #: redis.conf bind: addresses, space separated; ``*`` / ``::*`` every IPv4 /
-    #: IPv6 interface, ``-`` prefix optional (cluster_bus/addresses.py)
+    #: IPv6 interface, ``-`` prefix optional (netutil/addresses.py)
     bind: str = "127.0.0.1"
     port: int = 6379
     requirepass: str | None = None
@@ -66,7 +66,7 @@ class NodeConfig:
     tls_key_file: str | None = None
     tls_ca_cert_file: str | None = None
     tls_auth_clients: str = "yes"  # yes | optional | no
-    tls_cluster: bool = False  # the bus over TLS, mutual auth (cluster_bus/tls.py)
+    tls_cluster: bool = False  # the bus over TLS, mutual auth (netutil/tls.py)
     # filters (bloom/)
     filter_capacity: int = 1024  # channels the first filter is sized for
     filter_fp_rate: float = 0.01  # target false-positive rate per peer filter

@@ -141,7 +141,7 @@ def check(config: NodeConfig) -> None:
     _port("--cluster-announce-bus-port", config.cluster_announce_bus_port, 1)
     _port("--cluster-announce-port", config.cluster_announce_port, 1)
     _port("--cluster-announce-tls-port", config.cluster_announce_tls_port, 1)
-    from cluster_bus.addresses import address_error, hostname_error, parse_bind, parse_seed
+    from netutil.addresses import address_error, hostname_error, parse_bind, parse_seed
 
     try:
         parse_bind(config.bind.split())

@@ -29,10 +29,10 @@ from collections.abc import Callable
 from itertools import count
 from typing import TYPE_CHECKING, Any, cast
 
-from cluster_bus.acceptor import Listener
-from cluster_bus.addresses import first_host, listen
 from cluster_bus.api import ClusterLink, NoPeers
-from cluster_bus.refusals import Refusals
+from netutil.acceptor import Listener
+from netutil.addresses import first_host, listen
+from netutil.refusals import Refusals
 from router import dataplane
 from router.acl import Acl
 from router.allocator import rss_bytes
@@ -46,7 +46,7 @@ from router.settings import Settings
 from router.subscriptions import Subscriptions
 
 if TYPE_CHECKING:
-    from cluster_bus.nodes_file import NodesFile
+    from cluster_bus.api import NodesFile
     from spark.events import TrafficRecorder
 
 log = logging.getLogger("bloomcast.node")

@@ -54,8 +54,7 @@ if not cython.compiled:  # (compiled: router/_pubsub.pxd cimports them, C frames
     from router.resp import smessage as _smessage
 
 if TYPE_CHECKING:
-    from cluster_bus.api import ClusterLink, FilterName, FilterSnapshot
-    from cluster_bus.frames import Publish
+    from cluster_bus.api import ClusterLink, FilterName, FilterSnapshot, Publish
     from router.context import CommandClient, Reply
     from router.stats import InstantaneousMetrics
     from spark.events import Role, TrafficRecorder

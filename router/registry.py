@@ -28,8 +28,13 @@ from collections.abc import Callable
 
 import cython
 
-from bloom import CountingBloomFilter, PatternFilter
-from cluster_bus.api import FilterChange, FilterName, FilterSnapshot
+from cluster_bus.api import (
+    CountingBloomFilter,
+    FilterChange,
+    FilterName,
+    FilterSnapshot,
+    PatternFilter,
+)
 
 log = logging.getLogger("bloomcast.node")
 

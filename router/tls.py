@@ -15,7 +15,7 @@ import ssl
 from collections.abc import Callable
 from typing import Any, cast
 
-from cluster_bus.tls import TlsSession
+from netutil.tls import TlsSession
 from router.config import NodeConfig
 
 _VERIFY = {"yes": ssl.CERT_REQUIRED, "optional": ssl.CERT_OPTIONAL, "no": ssl.CERT_NONE}
@@ -91,7 +91,7 @@ class TlsTransport:
 
 class TlsClientProtocol(asyncio.Protocol):
     """The TLS client port's connection: the TLS handshake (sans-IO,
-    :class:`cluster_bus.tls.TlsSession`), then a plain client protocol over
+    :class:`netutil.tls.TlsSession`), then a plain client protocol over
     :class:`TlsTransport`. A connection that does not complete the handshake
     is closed (after the alert, if TLS produced one) and ``failed()`` is
     called: INFO ``tls_handshake_failures``."""

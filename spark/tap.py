@@ -26,7 +26,7 @@ fails, events are dropped and counted in ``dropped``. The writer turns a
 batch into lines :data:`SERIALISE_BYTES` at a time, so the escaped lines
 (up to 6 bytes per channel byte) never sit whole in memory either.
 A failed disk operation is counted in ``disk_errors`` and logged at most once
-a minute per cause (:class:`cluster_bus.refusals.Refusals`); anything else
+a minute per cause (:class:`netutil.refusals.Refusals`); anything else
 that goes wrong in the tap in ``errors``, logged the same way: an exception
 in the writer thread ends that batch's job, never the thread.
 
@@ -54,7 +54,7 @@ from pathlib import Path
 
 import mmh3
 
-from cluster_bus.refusals import Refusals
+from netutil.refusals import Refusals
 from spark.events import TrafficEvent
 from spark.spool_files import (
     create_locked,

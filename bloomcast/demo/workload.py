@@ -43,9 +43,13 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Literal
 
-from bloom.bloom_filter import m_for_capacity, theoretical_fp_rate
-from bloom.hashing import DEFAULT_K
-from bloom.pattern import DEFAULT_MAX_PREFIX, literal_prefix
+from bloom import (
+    DEFAULT_K,
+    DEFAULT_MAX_PREFIX,
+    literal_prefix,
+    m_for_capacity,
+    theoretical_fp_rate,
+)
 from router.glob import stringmatch
 
 SubKind = Literal["channel", "pattern", "shard"]

@@ -23,8 +23,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from cluster_bus.api import SlotRange
-from cluster_bus.info import client_port
 from cluster_bus.slots import CLUSTER_SLOTS, key_slot, shard_id
+from netutil.addresses import client_port
 from router import resp
 from router.commands.base import Command, Handler, Reply, subcommand_table
 from router.commands.tracking import flush_invalidations
@@ -147,7 +147,7 @@ def cluster_meet(ctx: CommandContext, client: CommandClient, args: list[bytes]) 
                 f"ERR Invalid TCP bus port specified: {args[4].decode(errors='replace')}"
             )
         bus_port = given
-    from cluster_bus.addresses import normal_ip
+    from netutil.addresses import normal_ip
 
     try:
         ip = normal_ip(args[2].decode())

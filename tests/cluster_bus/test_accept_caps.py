@@ -20,9 +20,9 @@ import uvloop
 
 from bloomcast.testing.ports import free_port
 from cluster_bus import heartbeat, mesh
-from cluster_bus.acceptor import Acceptor, listening_sockets
 from cluster_bus.bus import ClusterBus
 from cluster_bus.mesh import Dialer
+from netutil.acceptor import Acceptor, listening_sockets
 from tests.cluster_bus.test_bus import BusTestNode, ManualClock, config, stat, until
 
 

@@ -1,5 +1,5 @@
 """Addresses and hostnames from outside, checked where they enter (issue 49):
-the rules (cluster_bus/addresses.py), a gossip section with hostile entries
+the rules (netutil/addresses.py), a gossip section with hostile entries
 on a real bus, the nodes file's round trip of every value a node accepts (a
 property test), and a short run of tests/fuzz/fuzz_addresses.py on both data
 planes (the long run: ``python -m tests.fuzz.fuzz_addresses --count 5000``)."""
@@ -15,7 +15,12 @@ from hypothesis import strategies as st
 
 from bloomcast.testing import free_ports
 from cluster_bus import dataplane
-from cluster_bus.addresses import (
+from cluster_bus.bus import ClusterBus
+from cluster_bus.frames import MsgType
+from cluster_bus.membership import Membership
+from cluster_bus.nodes import LostNode
+from cluster_bus.nodes_file import parse, render
+from netutil.addresses import (
     HOSTNAME_CHARS_ERROR,
     HOSTNAME_LENGTH_ERROR,
     address_error,
@@ -23,11 +28,6 @@ from cluster_bus.addresses import (
     normal_ip,
     parse_seed,
 )
-from cluster_bus.bus import ClusterBus
-from cluster_bus.frames import MsgType
-from cluster_bus.membership import Membership
-from cluster_bus.nodes import LostNode
-from cluster_bus.nodes_file import parse, render
 from tests.cluster_bus.test_bus import BusTestNode, config, converged, stat, until
 from tests.fuzz import fuzz_addresses
 

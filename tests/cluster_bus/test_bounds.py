@@ -78,7 +78,7 @@ def test_the_routing_cache_is_bounded(bus_plane, monkeypatch):
 
 
 def test_the_rate_limited_log_keeps_at_most_4096_causes(caplog):
-    from cluster_bus.refusals import Refusals
+    from netutil.refusals import Refusals
 
     refusals = Refusals()
     with caplog.at_level(logging.WARNING, logger="bloomcast.bus"):

@@ -46,11 +46,11 @@ from typing import Any
 
 from bloomcast.testing import free_ports
 from cluster_bus import dataplane
-from cluster_bus.addresses import address_error, hostname_error, normal_ip
 from cluster_bus.bus import ClusterBus
 from cluster_bus.codec import _GOSSIP, _HEARTBEAT, _frame, short_id
 from cluster_bus.frames import MsgType
 from cluster_bus.nodes_file import NodesFile, NodesFileError, parse, render
+from netutil.addresses import address_error, hostname_error, normal_ip
 from router.commands.cluster_cmd import cluster_meet
 from tests.cluster_bus.test_bus import BusTestNode, config
 

@@ -176,7 +176,7 @@ def test_spark_runs_the_locked_pyspark_and_other_images_are_pinned(services):
 def test_dockerfile_builds_from_the_lock():
     dockerfile = (ROOT / "compose" / "Dockerfile").read_text()
     assert "uv sync --frozen --no-dev" in dockerfile
-    for folder in ("router", "bloom", "cluster_bus", "spark"):
+    for folder in ("router", "bloom", "cluster_bus", "spark", "netutil"):
         assert f"COPY {folder} {folder}" in dockerfile
     assert "COPY bench" not in dockerfile  # the benchmarks are not in the product (issue 50)
     assert 'ENTRYPOINT ["bloomcast"]' in dockerfile

@@ -22,7 +22,7 @@ from bloomcast.cli import CHECKOUT_ONLY, SUBCOMMANDS
 
 ROOT = Path(__file__).resolve().parents[2]
 #: the packages the wheel ships; none may import bench
-PRODUCT = ("bloomcast", "router", "cluster_bus", "bloom", "spark")
+PRODUCT = ("bloomcast", "router", "cluster_bus", "bloom", "spark", "netutil")
 #: a dotted module path inside bench, as an import_module argument would name it
 BENCH_MODULE = re.compile(r"^bench(\.\w+)*$")
 

@@ -27,7 +27,7 @@ import socket
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from cluster_bus.acceptor import Acceptor, Listener, listening_sockets
+from netutil.acceptor import Acceptor, Listener, listening_sockets
 
 log = logging.getLogger("bloomcast.node")
 
@@ -211,7 +211,7 @@ async def listen(
     first one's free port for all of them). An optional (``-``) address that
     does not exist here is skipped, as Redis does; any other failure closes
     what was opened and raises. Returns the servers and the port. With
-    ``on_accept_error``, the listeners are :class:`cluster_bus.acceptor.Acceptor`
+    ``on_accept_error``, the listeners are :class:`netutil.acceptor.Acceptor`
     objects that report each failed accept() to it (EMFILE: counted, logged)."""
     loop = asyncio.get_running_loop()
     servers: list[Listener] = []
@@ -245,3 +245,12 @@ async def listen(
     if not servers:
         raise OSError(errno.EADDRNOTAVAIL, f"none of the bind addresses is available: {bind}")
     return servers, port
+
+
+def client_port(port: int, tls_port: int, tls: bool) -> int:
+    """The port a client is told: the TLS port to a TLS client, the plaintext
+    one to a plaintext client, either when the node has only the other
+    (Redis 7.0 ``clusterGenNodeDescription`` / ``addNodeToNodeReply``)."""
+    if tls:
+        return tls_port or port
+    return port or tls_port

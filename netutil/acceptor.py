@@ -15,7 +15,7 @@ it and logs it rate-limited, in Redis's words) and pauses accepting for
 descriptors are free, as Redis's do; any other accept error is reported the
 same way and accepting goes on. Each accepted socket becomes a transport of
 the loop (``connect_accepted_socket``). It stands in for the
-``asyncio.Server`` objects :func:`cluster_bus.addresses.listen` returns.
+``asyncio.Server`` objects :func:`netutil.addresses.listen` returns.
 """
 
 from __future__ import annotations
