@@ -64,7 +64,9 @@ class LinkOwner(Protocol):
     #: none, the next loop turn)
     forward_linger: float
     stats: BusStats
-    forwarding: PublishSink
+
+    @property
+    def forwarding(self) -> PublishSink: ...
 
     def link_made(self, link: Link) -> None: ...
 
