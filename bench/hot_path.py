@@ -147,7 +147,7 @@ def forwarder(
 ) -> tuple[Callable[[bytes, bytes, bool, int], int], CountingLink]:
     """A bus with one peer whose channel filter holds ``bench:ch``, linked by a
     :class:`CountingLink`, keeping ``replay_bytes`` for replay: (its
-    ``forward_publish``, that link)."""
+    ``forwarder()``: what the node calls for each PUBLISH, that link)."""
     from bloom import CountingBloomFilter
     from cluster_bus.api import BusConfig
     from cluster_bus.bus import ClusterBus
@@ -165,7 +165,7 @@ def forwarder(
     )
     link = CountingLink()
     bus.mesh.out[peer] = link  # type: ignore[assignment]
-    return bus.forward_publish, link
+    return bus.forwarder(), link
 
 
 def forward_us(forwards: int) -> float:

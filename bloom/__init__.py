@@ -3,7 +3,7 @@
 Public API (import from ``bloom``):
 
 - :func:`crc64` — Redis CRC64 (Jones), the filter fingerprint.
-- :data:`DEFAULT_K`, :func:`key_positions` (alias :func:`key_hashes`) — one
+- :data:`DEFAULT_K`, :func:`key_positions` — one
   mmh3 128-bit hash, enhanced double hashing, unreduced 64-bit positions.
 - :class:`BloomFilter`, :class:`CountingBloomFilter` — bits and counters.
 - :func:`literal_prefix`, :class:`PatternFilter`, :class:`RemotePatternFilter`,
@@ -16,7 +16,7 @@ from bloom.bitsliced import BitSlicedIndex
 from bloom.bloom_filter import BloomFilter, m_for_capacity, theoretical_fp_rate
 from bloom.counting import CountingBloomFilter
 from bloom.crc64 import crc64
-from bloom.hashing import DEFAULT_K, key_hashes, key_positions, reduce_positions
+from bloom.hashing import DEFAULT_K, key_positions, reduce_positions
 from bloom.opposite import OppositeBloomFilter
 from bloom.pattern import (
     DEFAULT_MAX_PREFIX,
@@ -37,7 +37,6 @@ __all__ = [
     "PatternFilter",
     "RemotePatternFilter",
     "crc64",
-    "key_hashes",
     "key_positions",
     "literal_prefix",
     "m_for_capacity",

@@ -54,10 +54,6 @@ def key_positions(key: bytes, k: int = DEFAULT_K) -> tuple[int, ...]:
     return tuple(out)
 
 
-key_hashes = key_positions
-"""Alias of :func:`key_positions` (the name the cluster bus imports)."""
-
-
 def reduce_positions(positions: tuple[int, ...], m: int) -> tuple[int, ...]:
     """Positions reduced to a filter of size ``m`` (a power of two): ``g & (m - 1)``."""
     mask = m - 1

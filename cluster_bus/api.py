@@ -257,6 +257,12 @@ class ClusterLink(Protocol):
         ``"<origin node id>-<origin_seq>"`` as the origin's."""
         ...
 
+    def forwarder(self) -> Callable[[bytes, bytes, bool, int], int]:
+        """:meth:`forward_publish` itself, or the callable it hands each call
+        to: what the node's PUBLISH path looks up once, when it is given the link, and
+        calls for every PUBLISH, with no call of the link in between."""
+        ...
+
     def filters_changed(self, changes: list[FilterChange]) -> asyncio.Future[None] | None:
         """Announce local filter changes (a delta to every peer, or the whole
         filter when its m changed): every change of a loop turn in one
@@ -388,6 +394,9 @@ class NoPeers:
 
     def forward_publish(self, channel: bytes, message: bytes, shard: bool, origin_seq: int) -> int:
         return 0
+
+    def forwarder(self) -> Callable[[bytes, bytes, bool, int], int]:
+        return self.forward_publish
 
     def filters_changed(self, changes: list[FilterChange]) -> asyncio.Future[None] | None:
         return None

@@ -51,7 +51,6 @@ from cluster_bus.frames import (
     Pong,
     ProbeAck,
     ProbeReq,
-    Publish,
     Resend,
     Session,
 )
@@ -162,12 +161,6 @@ class ClusterBus:
             replay_bytes=config.replay_bytes,
             replay_ms=config.replay_ms,
         )
-        #: ClusterLink.forward_publish, bound straight to the forwarding (one
-        #: call less on every client PUBLISH)
-        self.forward_publish: Callable[[bytes, bytes, bool, int], int] = self.forwarding.forward
-        #: LinkOwner.publishes_received, bound the same way (one call less on
-        #: every read of forwarded PUBLISH)
-        self.publishes_received = self.forwarding.publishes_received  # type: ignore[method-assign]
         self.heartbeats = Heartbeats(
             self.membership,
             self.mesh,
@@ -297,6 +290,14 @@ class ClusterBus:
 
     # -- ClusterLink ---------------------------------------------------------------
 
+    def forward_publish(self, channel: bytes, message: bytes, shard: bool, origin_seq: int) -> int:
+        return self.forwarding.forward(channel, message, shard, origin_seq)
+
+    def forwarder(self) -> Callable[[bytes, bytes, bool, int], int]:
+        # the compiled Forwarding's method: the node's PUBLISH path calls it
+        # with no Python frame of the bus in between
+        return self.forwarding.forward
+
     def filters_changed(self, changes: list[FilterChange]) -> asyncio.Future[None] | None:
         return self.announcer.changed(changes, self._loop, self.config.visibility_timeout_ms > 0)
 
@@ -407,10 +408,6 @@ class ClusterBus:
         self.refusals.warn("accept_cap", host, f"bus link from {host} refused: {why}")
         link.close(abort=True)
         return True
-
-    def publishes_received(self, link: Link, msgs: list[Publish]) -> None:
-        """(Bound to the forwarding's in ``__init__``.)"""
-        self.forwarding.publishes_received(link, msgs)
 
     def message_received(self, link: Link, msg: Message) -> None:
         self.stats.received[MSG_TYPE[type(msg)]] += 1

@@ -46,7 +46,7 @@ REDIS_MSG_NAMES: dict[MsgType, str] = {
 @dataclass(slots=True)
 class BusStats:
     """Every counter of one bus (frames by type, and what went wrong); slots:
-    the compiled receive path reads ``received`` at its offset."""
+    a misspelt counter is an AttributeError, not a new field."""
 
     sent: dict[MsgType, int] = field(default_factory=lambda: dict.fromkeys(MsgType, 0))
     received: dict[MsgType, int] = field(default_factory=lambda: dict.fromkeys(MsgType, 0))

@@ -47,8 +47,17 @@ log = logging.getLogger("bloomcast.bus")
 HANDSHAKE_MAX_BODY = 4096
 
 
+class PublishSink(Protocol):
+    """What a link hands its runs of PUBLISH frames to (the bus's
+    :class:`cluster_bus.forwarding.Forwarding`)."""
+
+    def publishes_received(self, link: Link, msgs: list[Publish]) -> None: ...
+
+
 class LinkOwner(Protocol):
-    """What a link reports to (the bus)."""
+    """What a link reports to (the bus); PUBLISH frames go to its
+    ``forwarding`` directly (one call for each run of them, no frame of the
+    bus in between)."""
 
     sendbuf_limit: int
     #: cluster-forward-linger-us in seconds: the least time between a link's
@@ -57,9 +66,10 @@ class LinkOwner(Protocol):
     forward_linger: float
     stats: BusStats
 
-    def link_made(self, link: Link) -> None: ...
+    @property
+    def forwarding(self) -> PublishSink: ...
 
-    def publishes_received(self, link: Link, msgs: list[Publish]) -> None: ...
+    def link_made(self, link: Link) -> None: ...
 
     def message_received(self, link: Link, msg: Message) -> None: ...
 
@@ -216,8 +226,9 @@ class Link:
 
     def _dispatch(self, msgs: list[Message]) -> None:
         owner = self.owner
-        # consecutive PUBLISH frames go to the owner as one run (one call, the
-        # session's rules once), in their place among the other frames
+        # consecutive PUBLISH frames go to the owner's forwarding as one run
+        # (one call, the session's rules once), in their place among the other
+        # frames
         run: list[Publish] = []
         for msg in msgs:
             if self.authenticated and type(msg) is Publish:
@@ -226,13 +237,13 @@ class Link:
             if run:
                 if self.closed:
                     return
-                owner.publishes_received(self, run)
+                owner.forwarding.publishes_received(self, run)
                 run = []
             if self.closed:
                 return
             owner.message_received(self, msg)
         if run and not self.closed:
-            owner.publishes_received(self, run)
+            owner.forwarding.publishes_received(self, run)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._drop_linger()  # what lingered goes with the link (kept for replay)

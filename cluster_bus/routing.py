@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import cython
 from bitarray import bitarray
 
-from bloom import BitSlicedIndex, BloomFilter, crc64, key_hashes
+from bloom import BitSlicedIndex, BloomFilter, crc64, key_positions
 from bloom.crc64 import bit_flips
 from cluster_bus.frames import FilterKind
 
@@ -295,7 +295,7 @@ class PeerTable:
             return cached
         mask = self._chan_open
         if self._chan_index:
-            hashes = key_hashes(channel, self._k_max)
+            hashes = key_positions(channel, self._k_max)
             for index in self._chan_index.values():
                 mask |= index.query(hashes)
         if not shard:
@@ -305,7 +305,7 @@ class PeerTable:
                 for length, users in self._by_length.items():
                     if length > n or not users & ~mask:
                         continue
-                    hashes = key_hashes(channel[:length], self._k_max)
+                    hashes = key_positions(channel[:length], self._k_max)
                     for index in self._pat_index.values():
                         mask |= index.query(hashes) & users
         if len(cache) >= ROUTE_CACHE_SIZE:

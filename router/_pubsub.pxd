@@ -13,7 +13,7 @@ cdef Py_hash_t MASK
 cdef class PubSub:
     cdef public str node_id, on_publish_loss
     cdef public Registry filters
-    cdef public object metrics, link, tap, channels, shard_channels, patterns, _loop
+    cdef public object metrics, link, _forward, tap, channels, shard_channels, patterns, _loop
     cdef public NodeStats stats
     cdef public dict clients, forwards_lost_from
     cdef public CommandContext context

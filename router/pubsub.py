@@ -105,6 +105,8 @@ class PubSub:
         self.link = link
         #: whether the link forwards at all (a node without a bus, NoPeers: no)
         self.forwards = type(link) is not NoPeers
+        #: the link's forward_publish, looked up once (ClusterLink.forwarder)
+        self._forward = link.forwarder()
         self.tap: TrafficRecorder | None = None
         self.clients = clients
         self.on_publish_loss = on_publish_loss
@@ -196,6 +198,7 @@ class PubSub:
         """The cluster seam from now on (:meth:`router.node.Node.set_link`)."""
         self.link = link
         self.forwards = type(link) is not NoPeers
+        self._forward = link.forwarder()
 
     def filters_changed(self, changes: list[FilterChange]) -> asyncio.Future[None] | None:
         """Tell the cluster what one command (or a disconnect) changed, folded
@@ -216,7 +219,7 @@ class PubSub:
         receivers = self.deliver_to(channel, message, shard)
         self.publish_seq += 1
         seq = self.publish_seq
-        forwarded = self.link.forward_publish(channel, message, shard, seq) if self.forwards else 0
+        forwarded = self._forward(channel, message, shard, seq) if self.forwards else 0
         if self.tap is not None:
             self._record("origin", self.node_id, seq, channel, message, shard, receivers, forwarded)
         return receivers

@@ -51,7 +51,7 @@ def test_the_bus_builds_its_links_and_forwarding_from_the_switch(monkeypatch):
     assert bus.plane.name == "python"
     assert bus.link_class is Link and type(bus.forwarding) is Forwarding
     assert type(bus.routing) is PeerTable
-    assert bus.forward_publish == bus.forwarding.forward
+    assert bus.forwarder() == bus.forwarding.forward
     monkeypatch.delenv(dataplane.ENV)
     bus = ClusterBus(Node(NodeConfig(port=0)).pubsub, BusConfig(port=0))
     if _compiled is None:
@@ -61,7 +61,7 @@ def test_the_bus_builds_its_links_and_forwarding_from_the_switch(monkeypatch):
     assert bus.link_class.__module__ == "cluster_bus._link"
     assert type(bus.forwarding).__module__ == "cluster_bus._forwarding"
     assert type(bus.routing).__module__ == "cluster_bus._routing"
-    assert bus.forward_publish == bus.forwarding.forward
+    assert bus.forwarder() == bus.forwarding.forward
 
 
 @needs_compiled

@@ -8,7 +8,7 @@ from bitarray import bitarray
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bloom import crc64, key_hashes
+from bloom import crc64, key_positions
 from cluster_bus.frames import FilterKind
 from cluster_bus.routing import PeerTable, filter_fingerprint
 
@@ -19,7 +19,7 @@ def bits_for(keys, m):
     arr = bitarray(m, endian="big")
     arr.setall(0)
     for key in keys:
-        for h in key_hashes(key, K):
+        for h in key_positions(key, K):
             arr[h & (m - 1)] = 1
     return arr
 
@@ -62,7 +62,7 @@ def test_route_never_misses_a_subscribed_peer(per_peer, probes, data):
         for node, (chans, arr, m) in peers.items():
             bit = 1 << table._slot[node]
             exact = ch in chans
-            bloom_says = all(arr[h & (m - 1)] for h in key_hashes(ch, K))
+            bloom_says = all(arr[h & (m - 1)] for h in key_positions(ch, K))
             assert bool(routed & bit) == bloom_says  # same answer as the peer's own filter
             if exact:
                 assert routed & bit
