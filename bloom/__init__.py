@@ -3,6 +3,7 @@
 Public API (import from ``bloom``):
 
 - :func:`crc64` — Redis CRC64 (Jones), the filter fingerprint.
+- :func:`bit_flips` — what each bit flip does to a filter's CRC64 (the CRC is linear).
 - :data:`DEFAULT_K`, :func:`key_positions` — one
   mmh3 128-bit hash, enhanced double hashing, unreduced 64-bit positions.
 - :class:`BloomFilter`, :class:`CountingBloomFilter` — bits and counters.
@@ -15,7 +16,7 @@ Public API (import from ``bloom``):
 from bloom.bitsliced import BitSlicedIndex
 from bloom.bloom_filter import BloomFilter, m_for_capacity, theoretical_fp_rate
 from bloom.counting import CountingBloomFilter
-from bloom.crc64 import crc64
+from bloom.crc64 import bit_flips, crc64
 from bloom.hashing import DEFAULT_K, key_positions, reduce_positions
 from bloom.opposite import OppositeBloomFilter
 from bloom.pattern import (
@@ -36,6 +37,7 @@ __all__ = [
     "OppositeBloomFilter",
     "PatternFilter",
     "RemotePatternFilter",
+    "bit_flips",
     "crc64",
     "key_positions",
     "literal_prefix",

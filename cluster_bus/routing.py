@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import cython
 from bitarray import bitarray
 
-from bloom import BitSlicedIndex, BloomFilter, crc64, key_positions
+from bloom import BitSlicedIndex, BloomFilter, bit_flips, crc64, key_positions
 from cluster_bus.frames import FilterKind
 
 ROUTE_CACHE_SIZE = 65536
@@ -253,7 +253,7 @@ class PeerTable:
         self._index_for(kind, pf.m, pf.k).apply_delta(slot, set_positions, cleared_positions)
         # the CRC64 kept from the bits that flip (issue 48: a CRC64 of the
         # whole copy per delta was most of a peer's cost of a remote SUBSCRIBE)
-        flips = crc64.bit_flips(m >> 3)
+        flips = bit_flips(m >> 3)
         crc: int = pf.bits_crc
         for p in set_positions:
             if flips is not None and not bits[p]:
