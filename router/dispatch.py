@@ -65,6 +65,10 @@ from router.states import (
     Action,
 )
 
+#: router.connection.PREAUTH_OUTPUT_LIMIT (its flush cuts a client past it
+#: before AUTH); the request loop stops reading such a client there
+PREAUTH_OUTPUT = 16 * 1024
+
 if not cython.compiled:  # (compiled: router/_dispatch.pxd cimports or defines them)
     from time import perf_counter_ns
 
@@ -182,8 +186,15 @@ def process(conn: Connection, data: bytes = b"", now: float = 0.0) -> Action:
                     break
                 done += 1  # the clock is read every 4th request (hot path)
                 if not done & 3 and perf_counter_ns() - started > slice_ns:
-                    sliced = True  # a long pipeline: the rest after the others
-                    break
+                    if conn.authenticated:
+                        sliced = True  # a long pipeline: the rest after the others
+                        break
+                    # before AUTH, no slice: a flush between slices would send
+                    # replies Redis never sends (it cuts the client whose
+                    # pre-AUTH output passes the limit, its input unread): the
+                    # read goes on until that limit, which bounds it
+                    if conn.output_buffer_size() > PREAUTH_OUTPUT:
+                        break
                 continue
             # blocked until the future resolves (subscribe visibility);
             # what follows stays buffered in the parser until then
