@@ -35,7 +35,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -55,6 +54,7 @@ from bench.cluster_bench import (
 )
 from bench.cpu_cost import _machine_idle, _server_pids, process_counts
 from bench.loadgen import SubscriberPool
+from bench.procs import tcp_sent
 from bench.results import replace_section, table
 from bench.servers import NODE, bloomcast_version
 from bloomcast.testing import REDIS, redis_server_path, server_version
@@ -148,30 +148,10 @@ def voluntary_switches(pid: int) -> int:
     return total
 
 
-_SS_ROW = re.compile(r"(\S+):(\d+)\s+(\S+):(\d+)")
-_SS_FIELD = re.compile(r"\b(bytes_sent|segs_out):(\d+)")
-
-
 def bus_tcp_counts(ports: Iterable[int]) -> tuple[int, int]:
     """(bytes sent, segments sent) over every established loopback socket whose
-    local or peer port is in ``ports`` (both ends: traffic both ways)."""
-    wanted = set(ports)
-    out = subprocess.run(
-        ["ss", "-tinH", "state", "established"], capture_output=True, text=True, timeout=10
-    ).stdout
-    sent = segs = 0
-    matched = False
-    for line in out.splitlines():
-        if not line.startswith((" ", "\t")):
-            m = _SS_ROW.search(line)
-            matched = m is not None and (int(m.group(2)) in wanted or int(m.group(4)) in wanted)
-            continue
-        if matched:
-            fields = dict(_SS_FIELD.findall(line))
-            sent += int(fields.get("bytes_sent", 0))
-            segs += int(fields.get("segs_out", 0))
-            matched = False
-    return sent, segs
+    local or peer port is in ``ports`` (:func:`bench.procs.tcp_sent`)."""
+    return tcp_sent(ports)
 
 
 def measure(system: str, n: int, pipeline: int, requests: int, perf: str | None) -> dict[str, Any]:

@@ -14,18 +14,19 @@ from collections.abc import Iterable
 
 _SS_ROW = re.compile(r"(\S+):(\d+)\s+(\S+):(\d+)")
 _SS_BYTES_SENT = re.compile(r"\bbytes_sent:(\d+)")
+_SS_SEGS_OUT = re.compile(r"\bsegs_out:(\d+)")
 
 
 def tcp_bytes_sent(ports: Iterable[int]) -> int:
-    """Bytes the kernel sent on every established loopback TCP socket whose
-    local or peer port is in ``ports`` (sum of ``tcp_info.tcpi_bytes_sent``,
-    read with ``ss -tin``).
+    """Bytes sent over every established loopback socket whose local or peer
+    port is in ``ports`` (``ss -ti``'s tcp_info ``bytes_sent``)."""
+    return tcp_sent(ports)[0]
 
-    Both ends of a loopback connection are listed, each with its own
-    bytes_sent, so the sum is the traffic in both directions. Sockets that
-    closed since the last reading are not counted: read it around a window in
-    which the links stay up. Raises RuntimeError if ``ss`` is missing.
-    """
+
+def tcp_sent(ports: Iterable[int]) -> tuple[int, int]:
+    """(bytes sent, segments sent) over every established loopback socket
+    whose local or peer port is in ``ports`` (both ends: traffic both ways),
+    from ``ss -ti``'s tcp_info ``bytes_sent`` and ``segs_out``."""
     wanted = set(ports)
     ss = shutil.which("ss")
     if ss is None:
@@ -33,7 +34,7 @@ def tcp_bytes_sent(ports: Iterable[int]) -> int:
     out = subprocess.run(
         [ss, "-tinH", "state", "established"], capture_output=True, text=True, timeout=10
     ).stdout
-    total = 0
+    sent = segs = 0
     matched = False
     # ss prints one line with the addresses, then an indented line of tcp_info.
     for line in out.splitlines():
@@ -42,8 +43,8 @@ def tcp_bytes_sent(ports: Iterable[int]) -> int:
             matched = m is not None and (int(m.group(2)) in wanted or int(m.group(4)) in wanted)
             continue
         if matched:
-            b = _SS_BYTES_SENT.search(line)
-            if b:
-                total += int(b.group(1))
+            b, g = _SS_BYTES_SENT.search(line), _SS_SEGS_OUT.search(line)
+            sent += int(b.group(1)) if b else 0
+            segs += int(g.group(1)) if g else 0
             matched = False
-    return total
+    return sent, segs
