@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import gc
 import logging
 import os
 import resource
@@ -159,17 +160,25 @@ def test_an_accept_out_of_descriptors_is_reported_and_the_connection_served_late
         acceptor = Acceptor(sock, Proto, errors.append)
         clients = [socket.create_connection(("127.0.0.1", port)) for _ in range(8)]
         soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        # no socket of an earlier test may be collected (and its descriptor
+        # freed) while the limit holds
+        gc.collect()
+        gc.disable()
         highest = max(int(fd) for fd in os.listdir("/proc/self/fd"))
         holes = []  # the free descriptors below the highest, taken: none is left
         while (fd := os.open(os.devnull, os.O_RDONLY)) < highest:
             holes.append(fd)
+        # every descriptor below ``fd`` is taken; the limit is ``fd`` itself
+        # (``fd`` may be ``highest``, listdir's own descriptor, now free: a
+        # limit of highest + 1 let one accept through in CI)
         os.close(fd)
         try:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (highest + 1, hard))
+            resource.setrlimit(resource.RLIMIT_NOFILE, (fd, hard))
             await acceptor.start_serving()
             await until(lambda: bool(errors), what="EMFILE reported")
         finally:
             resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+            gc.enable()
             for fd in holes:
                 os.close(fd)
         assert errors[0].errno == errno.EMFILE

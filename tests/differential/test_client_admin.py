@@ -15,7 +15,7 @@ CASES = {
     "kill errors": b"CLIENT KILL 1.2.3.4:5\r\nCLIENT KILL foo\r\nCLIENT KILL ID 0\r\n"
     b"CLIENT KILL ID -1\r\nCLIENT KILL ID abc\r\nCLIENT KILL ID 999\r\nCLIENT KILL TYPE foo\r\n"
     b"CLIENT KILL TYPE normal SKIPME maybe\r\nCLIENT KILL USER nobody\r\n"
-    b"CLIENT KILL USER default\r\nCLIENT KILL ADDR 1.2.3.4:5\r\nCLIENT KILL LADDR 1.2.3.4:5\r\n"
+    b"CLIENT KILL ADDR 1.2.3.4:5\r\nCLIENT KILL LADDR 1.2.3.4:5\r\n"
     b"CLIENT KILL ID\r\nCLIENT KILL ID 1 TYPE\r\nCLIENT KILL FOO bar\r\n"
     b"CLIENT KILL TYPE pubsub\r\nCLIENT KILL TYPE master\r\nCLIENT KILL TYPE replica\r\n"
     b"CLIENT KILL TYPE slave\r\nCLIENT KILL MAXAGE 10\r\nCLIENT KILL ID 0 FOO\r\nCLIENT KILL\r\n"
@@ -82,6 +82,35 @@ def _kill_others(port: int) -> tuple[bytes, list[bool]]:
         replies += read_quiet(a)[0]
         closed = [read_quiet(s)[1] for s in (sub, b, c)]
     return replies, closed
+
+
+def _kill_by_user(port: int) -> tuple[bytes, bytes, bool]:
+    """A alone (it waits until CLIENT LIST shows no other connection: a
+    readiness probe's close may not be processed yet, and KILL USER counts
+    it), then B joins: A's KILL USER default with no other connection, and
+    with B, and whether B was closed. (In the batch case above this count
+    raced with the probe's close under load.)"""
+    with connect(port) as a:
+        for _ in range(100):
+            a.sendall(b"CLIENT LIST\r\n")
+            if read_quiet(a, settle=0.05)[0].count(b"id=") == 1:
+                break
+        else:
+            raise AssertionError("another connection stayed on")
+        a.sendall(b"CLIENT KILL USER default\r\n")
+        alone = read_quiet(a)[0]
+        with connect(port) as b:
+            b.sendall(b"PING\r\n")
+            read_quiet(b)
+            a.sendall(b"CLIENT KILL USER default\r\n")
+            with_b = read_quiet(a)[0]
+            closed = read_quiet(b)[1]
+    return alone, with_b, closed
+
+
+def test_kill_by_user_counts_the_others_like_redis(servers):
+    oracle, node = servers
+    assert _kill_by_user(node) == _kill_by_user(oracle) == (b":0\r\n", b":1\r\n", True)
 
 
 def test_kill_closes_the_connections_it_names_like_redis(servers):
