@@ -120,26 +120,7 @@ class ClusterBus:
         self.bind = parse_bind(config.bind.split())
         #: random per process: peers learn that a node keeping its id restarted
         self.boot = int.from_bytes(os.urandom(8), "big") or 1
-        ports = announced(
-            config.client_port,
-            config.tls_port,
-            config.port,
-            announce_port=config.announce_port,
-            announce_tls_port=config.announce_tls_port,
-            announce_bus_port=config.announce_bus_port,
-            announce_hostname=config.announce_hostname,
-        )
-        self.membership = Membership(
-            self.node_id,
-            own_host(self.bind, config.announce_ip),
-            ports.client_port,
-            ports.bus_port,
-            config.node_timeout_ms,
-            period_ms=config.heartbeat_ms,
-            fail_forget_ms=config.fail_forget_after_ms,
-        )
-        me = self.membership.myself
-        me.tls_port, me.hostname = ports.tls_port, ports.hostname
+        self.membership = self._own_membership(config)
         if plane is None:
             plane = dataplane.load()  # the compiled plane, or the reference
         self.plane = plane
@@ -161,20 +142,7 @@ class ClusterBus:
             replay_bytes=config.replay_bytes,
             replay_ms=config.replay_ms,
         )
-        self.heartbeats = Heartbeats(
-            self.membership,
-            self.mesh,
-            self.dialer,
-            self.routing,
-            self.sync,
-            self.stats,
-            learn_own_ip=learns_own_ip(config.announce_ip),
-            node_timeout_ms=self.node_timeout_ms,
-            unreachable=self.visibility.peer_gone,
-            forgotten=self._forget_peer,
-            known=self.forwarding.known_again,
-            clock=clock,
-        )
+        self.heartbeats = self._heartbeats(config, clock)
         self._seeds = self.heartbeats.seeds
         self.announcer = Announcer(
             node,
@@ -193,7 +161,53 @@ class ClusterBus:
         self._stopping = False
         self._backoff_swept = 0  # when the dialer's stale backoffs were last dropped
         # each takes (link, peer, msg) for the one frame type it is registered for
-        self._handlers: dict[type, Callable[[Link, str, Any], None]] = {
+        self._handlers = self._frame_handlers()
+
+    def _own_membership(self, config: BusConfig) -> Membership:
+        """This node's view of the cluster, starting with itself: the ports and
+        hostname it announces (``--cluster-announce-*``) and its address."""
+        ports = announced(
+            config.client_port,
+            config.tls_port,
+            config.port,
+            announce_port=config.announce_port,
+            announce_tls_port=config.announce_tls_port,
+            announce_bus_port=config.announce_bus_port,
+            announce_hostname=config.announce_hostname,
+        )
+        membership = Membership(
+            self.node_id,
+            own_host(self.bind, config.announce_ip),
+            ports.client_port,
+            ports.bus_port,
+            config.node_timeout_ms,
+            period_ms=config.heartbeat_ms,
+            fail_forget_ms=config.fail_forget_after_ms,
+        )
+        me = membership.myself
+        me.tls_port, me.hostname = ports.tls_port, ports.hostname
+        return membership
+
+    def _heartbeats(self, config: BusConfig, clock: Callable[[], int]) -> Heartbeats:
+        """PING/PONG, failure detection and gossip over this bus's mesh."""
+        return Heartbeats(
+            self.membership,
+            self.mesh,
+            self.dialer,
+            self.routing,
+            self.sync,
+            self.stats,
+            learn_own_ip=learns_own_ip(config.announce_ip),
+            node_timeout_ms=self.node_timeout_ms,
+            unreachable=self.visibility.peer_gone,
+            forgotten=self._forget_peer,
+            known=self.forwarding.known_again,
+            clock=clock,
+        )
+
+    def _frame_handlers(self) -> dict[type, Callable[[Link, str, Any], None]]:
+        """The handler of each frame type after the handshake."""
+        return {
             Meet: self.heartbeats.on_heartbeat,
             Ping: self.heartbeats.on_heartbeat,
             Pong: self.heartbeats.on_heartbeat,

@@ -193,8 +193,24 @@ def _yes_no_arg(text: str) -> bool:
 
 def add_node_arguments(parser: argparse.ArgumentParser) -> None:
     """Add every NodeConfig flag to ``parser`` (defaults left as None = not given)."""
+    parser.add_argument("--config", help="TOML file with node settings (flags override it)")
+    _add_listener_arguments(parser)
+    _add_limit_arguments(parser)
+    _add_cluster_arguments(parser)
     add = parser.add_argument
-    add("--config", help="TOML file with node settings (flags override it)")
+    add(
+        "--on-publish-loss",
+        choices=("notify", "disconnect"),
+        help="forwards lost for good: notify on __bloomcast__:loss (default), or also "
+        "disconnect subscribed clients",
+    )
+    add("--traffic-dir", help="spool directory for traffic events (NDJSON)")
+    add("--traffic-sample", type=float, help="share of PUBLISH events recorded (0..1)")
+
+
+def _add_listener_arguments(parser: argparse.ArgumentParser) -> None:
+    """The client ports: addresses, ports, AUTH, ACL file, TLS."""
+    add = parser.add_argument
     add(
         "--bind",
         nargs="+",
@@ -224,11 +240,16 @@ def add_node_arguments(parser: argparse.ArgumentParser) -> None:
         help="the cluster bus over TLS with the same certificates; a peer must present "
         "one signed by --tls-ca-cert-file (default no)",
     )
+
+
+def _add_limit_arguments(parser: argparse.ArgumentParser) -> None:
+    """What a client may send and hold, timeouts, SLOWLOG, LATENCY, protected mode."""
+    add = parser.add_argument
     add("--proto-max-bulk-len", type=int, help="largest bulk string accepted, bytes")
     add("--max-multibulk-len", type=int, help="largest multibulk count accepted")
     add("--pubsub-hard-limit", type=int, help="pubsub output buffer hard limit, bytes")
     add("--pubsub-soft-limit", type=int, help="pubsub output buffer soft limit, bytes")
-    add("--pubsub-soft-seconds", type=int, help="seconds over the soft limit before cut")
+    add("--pubsub-soft-seconds", type=int, help="seconds over the soft limit before disconnect")
     add("--maxclients", type=int, help="most clients connected at once")
     add("--timeout", type=int, help="close a client idle this many seconds (default 0: never)")
     add(
@@ -256,6 +277,11 @@ def add_node_arguments(parser: argparse.ArgumentParser) -> None:
         help="yes (default): refuse non-loopback clients while there is no password, "
         "and refuse to start a bus beyond loopback without --cluster-secret",
     )
+
+
+def _add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
+    """The subscription filters and the cluster bus: addresses announced, peers, links."""
+    add = parser.add_argument
     add("--filter-capacity", type=int, help="channels the first filter is sized for")
     add("--filter-fp-rate", type=float, help="target false-positive rate per filter")
     add("--cluster-port", type=int, help="cluster bus port (default port+10000)")
@@ -329,14 +355,6 @@ def add_node_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="the same from one source address (default 0: max(16, 1 + nodes known there))",
     )
-    add(
-        "--on-publish-loss",
-        choices=("notify", "disconnect"),
-        help="forwards lost for good: notify on __bloomcast__:loss (default), or also "
-        "disconnect subscribed clients",
-    )
-    add("--traffic-dir", help="spool directory for traffic events (NDJSON)")
-    add("--traffic-sample", type=float, help="share of PUBLISH events recorded (0..1)")
 
 
 def config_from_args(

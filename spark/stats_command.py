@@ -38,8 +38,21 @@ if TYPE_CHECKING:
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
+    """``bloomcast stats run`` (the streaming job) and ``bloomcast stats top``."""
     sub = parser.add_subparsers(dest="stats_command", metavar="{run,top}")
-    r = sub.add_parser("run", help="run the Structured Streaming job over a spool")
+    _configure_run(sub.add_parser("run", help="run the Structured Streaming job over a spool"))
+    t = sub.add_parser("top", help="print a distribution decayed to now")
+    t.add_argument("dist", help="e.g. channels:1m, forwards:1h, false_positive_rate:1m, trending")
+    t.add_argument("-n", type=int, default=10, help="rows to print")
+    src = t.add_mutually_exclusive_group()
+    src.add_argument("--redis", help="read from this Redis")
+    src.add_argument("--out", help=f"read the job's files here (default {DEFAULT_OUT})")
+    t.add_argument("--now", type=float, help="decay to this Unix time instead of now")
+    t.add_argument("--json", action="store_true", help="print JSON rows instead of a table")
+
+
+def _configure_run(r: argparse.ArgumentParser) -> None:
+    """The job's source and sinks, then its streaming settings."""
     where = r.add_mutually_exclusive_group(required=True)
     where.add_argument("--spool", help="traffic spool directory (*.ndjson), local or shared")
     where.add_argument(
@@ -79,6 +92,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
     mode = r.add_mutually_exclusive_group()
     mode.add_argument("--once", action="store_true", help="process what is there, then stop")
     mode.add_argument("--stream", action="store_true", help="keep running (Ctrl-C stops)")
+    _configure_streaming(r)
+
+
+def _configure_streaming(r: argparse.ArgumentParser) -> None:
+    """Micro-batches, event time, Spark's own settings."""
     r.add_argument(
         "--max-files-per-trigger",
         type=int,
@@ -133,14 +151,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
         default="off",
         help="what Spark does with processed spool files",
     )
-    t = sub.add_parser("top", help="print a distribution decayed to now")
-    t.add_argument("dist", help="e.g. channels:1m, forwards:1h, false_positive_rate:1m, trending")
-    t.add_argument("-n", type=int, default=10, help="rows to print")
-    src = t.add_mutually_exclusive_group()
-    src.add_argument("--redis", help="read from this Redis")
-    src.add_argument("--out", help=f"read the job's files here (default {DEFAULT_OUT})")
-    t.add_argument("--now", type=float, help="decay to this Unix time instead of now")
-    t.add_argument("--json", action="store_true", help="print JSON rows instead of a table")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -50,6 +50,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from bloomcast.demo.checks import Check
+
 #: modules the demo runs, with what they are, for the "not built yet" message
 NEEDED = {
     "bloomcast.node_command": "the node agent (`bloomcast node`, router/)",
@@ -139,14 +141,58 @@ def _log_tail(path: Path, lines: int = 12) -> str:
         return ""
 
 
-def _run(args: argparse.Namespace, console: Console) -> int:
+def _node_flags(args: argparse.Namespace, visibility_timeout_ms: int) -> list[str]:
+    """The flags every demo node starts with, beside LocalCluster's own."""
+    extra = ["--subscribe-visibility-timeout", str(visibility_timeout_ms)]
+    # a bus secret of its own, so no other local process can join (issue 14)
+    extra += ["--cluster-secret", secrets.token_hex(16)]
+    if args.filter_capacity is not None:
+        extra += ["--filter-capacity", str(args.filter_capacity)]
+    if args.filter_fp_rate is not None:
+        extra += ["--filter-fp-rate", str(args.filter_fp_rate)]
+    return extra
+
+
+def _start_failed(console: Console, exc: Exception, logs: Path, nodes: int) -> None:
+    """Say why the cluster did not start: the error, then the first node log with lines."""
     from rich.markup import escape
+
+    console.print(f"[red]bloomcast demo: the cluster did not start: {escape(str(exc))}[/]")
+    for i in range(nodes):
+        tail = _log_tail(logs / f"node-{i}.log")
+        if tail:
+            console.print(f"node {i} log ({logs / f'node-{i}.log'}), last lines:")
+            console.print(escape(tail), highlight=False)
+            break
+
+
+def _stats_job(
+    args: argparse.Namespace,
+    console: Console,
+    out: Path,
+    node_ids: dict[str, str],
+    workload_end: float,
+) -> tuple[dict[str, Any], Check]:
+    """The Spark statistics job over the stopped nodes' spool: its views and its check."""
+    from bloomcast.demo.checks import spark_check
+    from bloomcast.demo.stats_view import run_stats_job, stats_views
+
+    spool, stats_out = out / "spool", out / "stats"
+    what = f"running the Spark statistics job over {spool}/ (master {args.master})"
+    console.print(f"{what} ...")
+    status = console.status(what) if not args.no_progress else contextlib.nullcontext()
+    with status:
+        code, seconds, last = run_stats_job(spool, stats_out, args.master, out / "stats.log")
+    stats = stats_views(stats_out, node_ids, workload_end) if code == 0 else {}
+    stats["exit_code"], stats["seconds"], stats["last_line"] = code, round(seconds, 1), last
+    return stats, spark_check(stats, code, seconds, out / "stats.log")
+
+
+def _run(args: argparse.Namespace, console: Console) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from bloomcast.demo.checks import Check, spark_check
     from bloomcast.demo.drive import VISIBILITY_TIMEOUT_MS, as_text, drive, plan
     from bloomcast.demo.report import plot_chart, write_report
-    from bloomcast.demo.stats_view import run_stats_job, stats_views
     from bloomcast.demo.summary import build_report, print_summary
     from bloomcast.demo.workload import FilterGeometry, Workload, WorkloadSpec
     from bloomcast.testing import LocalCluster, free_ports
@@ -179,13 +225,7 @@ def _run(args: argparse.Namespace, console: Console) -> int:
         f"(seed {args.seed}); output in {out}/"
     )
     t_start = time.perf_counter()
-    extra = ["--subscribe-visibility-timeout", str(VISIBILITY_TIMEOUT_MS)]
-    # a bus secret of its own, so no other local process can join (issue 14)
-    extra += ["--cluster-secret", secrets.token_hex(16)]
-    if args.filter_capacity is not None:
-        extra += ["--filter-capacity", str(args.filter_capacity)]
-    if args.filter_fp_rate is not None:
-        extra += ["--filter-fp-rate", str(args.filter_fp_rate)]
+    extra = _node_flags(args, VISIBILITY_TIMEOUT_MS)
     metrics = free_ports(args.nodes)  # each node's Prometheus /metrics and /healthz
     cluster = LocalCluster(
         args.nodes, traffic_dir=spool, log_dir=logs, extra_args=extra, metrics_ports=metrics
@@ -194,13 +234,7 @@ def _run(args: argparse.Namespace, console: Console) -> int:
         try:
             cluster.start()
         except (TimeoutError, RuntimeError) as exc:
-            console.print(f"[red]bloomcast demo: the cluster did not start: {escape(str(exc))}[/]")
-            for i in range(args.nodes):
-                tail = _log_tail(logs / f"node-{i}.log")
-                if tail:
-                    console.print(f"node {i} log ({logs / f'node-{i}.log'}), last lines:")
-                    console.print(escape(tail), highlight=False)
-                    break
+            _start_failed(console, exc, logs, args.nodes)
             return 1
         console.print(
             f"cluster ready in {time.perf_counter() - t_start:.1f}s: every node holds every "
@@ -229,14 +263,7 @@ def _run(args: argparse.Namespace, console: Console) -> int:
     stats: dict[str, Any] = {}
     checks: dict[str, Check] = {}
     if not args.skip_stats:
-        what = f"running the Spark statistics job over {spool}/ (master {args.master})"
-        console.print(f"{what} ...")
-        status = console.status(what) if not args.no_progress else contextlib.nullcontext()
-        with status:
-            code, seconds, last = run_stats_job(spool, stats_out, args.master, out / "stats.log")
-        stats = stats_views(stats_out, node_ids, workload_end) if code == 0 else {}
-        stats["exit_code"], stats["seconds"], stats["last_line"] = code, round(seconds, 1), last
-        checks["spark job"] = spark_check(stats, code, seconds, out / "stats.log")
+        stats, checks["spark job"] = _stats_job(args, console, out, node_ids, workload_end)
 
     report = build_report(args, workload, result, stats, checks, alive)
     write_report(report, out / "report.json")
