@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import time
 from collections import Counter, defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -266,6 +267,124 @@ async def probe_subscribe_delay(clients: list[aioredis.Redis], i: int, result: D
         result.probe_after_confirm_ms.append((t_first - t_confirm) * 1e3)
 
 
+@dataclass
+class _Phases:
+    """The phases' shared state while :func:`drive` runs them: the connections,
+    the oracle's verifier, what is measured and the progress bars."""
+
+    clients: list[aioredis.Redis]
+    publishers: list[aioredis.Redis]
+    subs: dict[str, SubscriberConn]
+    verifier: DeliveryVerifier
+    result: DriveResult
+    progress: Progress
+    t_pub: Any  # the progress bars' task ids
+    t_del: Any
+    payload_bytes: int
+    per_node_rate: float
+    expected_total: int = 0
+
+    async def apply_changes(self, changes: Sequence[Change]) -> None:
+        """Subscription changes, each confirmed (visibility: every peer has them);
+        one subscriber's in order, the subscribers side by side."""
+        by_sub: dict[str, list[Change]] = defaultdict(list)
+        for c in changes:
+            by_sub[c.sub_id].append(c)
+
+        async def apply_all(sub_id: str, changes: list[Change]) -> None:
+            for c in changes:
+                await self.subs[sub_id].apply(c)
+
+        await asyncio.gather(*(apply_all(s, cs) for s, cs in by_sub.items()))
+
+    async def publish(self, phase_plan: list[PlannedPublish]) -> None:
+        """The phase's publishes from every node, each node paced at its rate."""
+        for pp in phase_plan:
+            self.verifier.expect(pp.deliveries)
+        self.expected_total += sum(len(pp.deliveries) for pp in phase_plan)
+        self.progress.update(self.t_del, total=self.expected_total)
+        by_node: dict[int, list[PlannedPublish]] = defaultdict(list)
+        for pp in phase_plan:
+            by_node[pp.pub.node].append(pp)
+        t0 = asyncio.get_running_loop().time()
+        await asyncio.gather(*(self._publish_node(n, items, t0) for n, items in by_node.items()))
+
+    async def _publish_node(self, node: int, items: list[PlannedPublish], t0: float) -> None:
+        from bloomcast.demo.workload import make_payload
+
+        loop, result, r = asyncio.get_running_loop(), self.result, self.publishers[node]
+        for i, pp in enumerate(items):
+            delay = t0 + i / self.per_node_rate - loop.time()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            payload = make_payload(pp.pub.msg_id, self.payload_bytes)
+            if pp.pub.shard:
+                n = await r.execute_command("SPUBLISH", pp.pub.channel, payload)
+            else:
+                n = await r.publish(pp.pub.channel, payload)
+            result.channel_counts[pp.pub.channel] += 1
+            if int(n) != pp.local_receivers:
+                result.reply_mismatches += 1
+                if len(result.reply_examples) < 5:
+                    result.reply_examples.append(
+                        f"{'SPUBLISH' if pp.pub.shard else 'PUBLISH'} {pp.pub.channel} "
+                        f"on node {node} replied {n}, expected {pp.local_receivers}"
+                    )
+            self.progress.advance(self.t_pub)
+            self.progress.update(self.t_del, completed=self.verifier.delivered())
+
+    async def drain(self) -> None:
+        """Every expected delivery of the phase arrives before the next changes
+        (or DRAIN_TIMEOUT passes); a failed subscriber connection ends the run."""
+        deadline = time.perf_counter() + DRAIN_TIMEOUT
+        while self.verifier.outstanding() and time.perf_counter() < deadline:
+            self.progress.update(self.t_del, completed=self.verifier.delivered())
+            await asyncio.sleep(0.02)
+        await asyncio.sleep(DRAIN_GRACE)
+        self.progress.update(self.t_del, completed=self.verifier.delivered())
+        errors = [s.error for s in self.subs.values() if s.error is not None]
+        if errors:
+            raise RuntimeError(f"a subscriber connection failed: {errors[0]!r}")
+
+    async def record(
+        self,
+        phase_index: int,
+        phase_plan: list[PlannedPublish],
+        changes: int,
+        expect: RoutingExpectation,
+        last: dict[str, int],
+        start: float,
+    ) -> dict[str, int]:
+        """The phase's row of the timeline, from the counters since ``last``; the
+        counters now."""
+        result = self.result
+        now = await cluster_counters(self.clients)
+        filters = await filter_figures(self.clients)
+        # the filters' theory: every PUBLISH routed past a peer with no receiver
+        # there is one trial of that peer's false-positive rate (from its fill)
+        phase_fp = sum(
+            n * filters[peer]["estimated_fp_rate"] for peer, n in expect.exposure.items()
+        )
+        result.bloom_fp_from_fill += phase_fp
+        result.filters = filters
+        sent = now["cluster_stats_messages_publish_sent"]
+        result.timeline.append(
+            {
+                "t": round(time.perf_counter() - start, 3),
+                "phase": phase_index,
+                "publishes": len(phase_plan),
+                "bus_sent": sent - last["cluster_stats_messages_publish_sent"],
+                "exact_minimum": expect.exact_minimum,
+                "broadcast": expect.broadcast,
+                "changes": changes,
+                "false_positives": now["cluster_stats_false_positives_received"]
+                - last["cluster_stats_false_positives_received"],
+                "bloom_fp_expected": phase_fp,
+            }
+        )
+        return now
+
+
 async def drive(
     cluster: LocalCluster,
     workload: Workload,
@@ -277,11 +396,10 @@ async def drive(
     """Probe, then run every phase: changes (confirmed), publishes (paced), drain."""
     import redis.asyncio as aioredis
 
-    from bloomcast.demo.workload import DeliveryVerifier, RoutingExpectation, make_payload
+    from bloomcast.demo.workload import DeliveryVerifier, RoutingExpectation
 
     result = DriveResult()
     verifier = DeliveryVerifier()
-    nodes = cluster.size
     # one pool per node holds every subscriber of that node (a pub/sub
     # connection each) and the probes: redis-py 8's pools stop at 100 by default
     per_node = len(workload.subscribers) + 64
@@ -295,12 +413,20 @@ async def drive(
     subs = {
         s.sub_id: SubscriberConn(s.sub_id, clients[s.node], verifier) for s in workload.subscribers
     }
-    total_pubs = workload.total_publishes()
     t_probe = progress.add_task("subscribe-to-remote-delivery probes", total=args.probes)
     t_phase = progress.add_task("phases (join/leave, publish, drain)", total=len(planned))
-    t_pub = progress.add_task("PUBLISH", total=total_pubs)
-    t_del = progress.add_task("deliveries verified", total=1)
-    size = workload.spec.payload_bytes
+    phases = _Phases(
+        clients,
+        publishers,
+        subs,
+        verifier,
+        result,
+        progress,
+        t_pub=progress.add_task("PUBLISH", total=workload.total_publishes()),
+        t_del=progress.add_task("deliveries verified", total=1),
+        payload_bytes=workload.spec.payload_bytes,
+        per_node_rate=max(args.rate / cluster.size, 0.1),
+    )
     try:
         for i in range(args.probes):
             await probe_subscribe_delay(clients, i, result)
@@ -308,90 +434,15 @@ async def drive(
 
         result.counters_before = await cluster_counters(clients)
         start = time.perf_counter()
-        per_node_rate = max(args.rate / nodes, 0.1)
         routing_total = RoutingExpectation()
         last = result.counters_before
-        expected_total = 0
-        loop = asyncio.get_running_loop()
         for phase, phase_plan, expect in zip(workload.phases, planned, routing, strict=True):
-            # 1. subscription changes, confirmed (visibility: every peer has them)
-            by_sub: dict[str, list[Change]] = defaultdict(list)
-            for c in phase.changes:
-                by_sub[c.sub_id].append(c)
-
-            async def apply_all(sub_id: str, changes: list[Change]) -> None:
-                for c in changes:
-                    await subs[sub_id].apply(c)
-
-            await asyncio.gather(*(apply_all(s, cs) for s, cs in by_sub.items()))
-            # 2. publishes from every node, paced
-            for pp in phase_plan:
-                verifier.expect(pp.deliveries)
-            expected_total += sum(len(pp.deliveries) for pp in phase_plan)
-            progress.update(t_del, total=expected_total)
-            by_node: dict[int, list[PlannedPublish]] = defaultdict(list)
-            for pp in phase_plan:
-                by_node[pp.pub.node].append(pp)
-            t0 = loop.time()
-
-            async def publish_node(node: int, items: list[PlannedPublish], t0: float = t0) -> None:
-                r = publishers[node]
-                for i, pp in enumerate(items):
-                    delay = t0 + i / per_node_rate - loop.time()
-                    if delay > 0:
-                        await asyncio.sleep(delay)
-                    payload = make_payload(pp.pub.msg_id, size)
-                    if pp.pub.shard:
-                        n = await r.execute_command("SPUBLISH", pp.pub.channel, payload)
-                    else:
-                        n = await r.publish(pp.pub.channel, payload)
-                    result.channel_counts[pp.pub.channel] += 1
-                    if int(n) != pp.local_receivers:
-                        result.reply_mismatches += 1
-                        if len(result.reply_examples) < 5:
-                            result.reply_examples.append(
-                                f"{'SPUBLISH' if pp.pub.shard else 'PUBLISH'} {pp.pub.channel} "
-                                f"on node {node} replied {n}, expected {pp.local_receivers}"
-                            )
-                    progress.advance(t_pub)
-                    progress.update(t_del, completed=verifier.delivered())
-
-            await asyncio.gather(*(publish_node(n, items) for n, items in by_node.items()))
-            # 3. drain: every expected delivery of this phase arrives before the next changes
-            deadline = time.perf_counter() + DRAIN_TIMEOUT
-            while verifier.outstanding() and time.perf_counter() < deadline:
-                progress.update(t_del, completed=verifier.delivered())
-                await asyncio.sleep(0.02)
-            await asyncio.sleep(DRAIN_GRACE)
-            progress.update(t_del, completed=verifier.delivered())
-            errors = [s.error for s in subs.values() if s.error is not None]
-            if errors:
-                raise RuntimeError(f"a subscriber connection failed: {errors[0]!r}")
-            now = await cluster_counters(clients)
-            filters = await filter_figures(clients)
-            # the filters' theory: every PUBLISH routed past a peer with no receiver
-            # there is one trial of that peer's false-positive rate (from its fill)
-            phase_fp = sum(
-                n * filters[peer]["estimated_fp_rate"] for peer, n in expect.exposure.items()
+            await phases.apply_changes(phase.changes)
+            await phases.publish(phase_plan)
+            await phases.drain()
+            last = await phases.record(
+                phase.index, phase_plan, len(phase.changes), expect, last, start
             )
-            result.bloom_fp_from_fill += phase_fp
-            result.filters = filters
-            sent = now["cluster_stats_messages_publish_sent"]
-            result.timeline.append(
-                {
-                    "t": round(time.perf_counter() - start, 3),
-                    "phase": phase.index,
-                    "publishes": len(phase_plan),
-                    "bus_sent": sent - last["cluster_stats_messages_publish_sent"],
-                    "exact_minimum": expect.exact_minimum,
-                    "broadcast": expect.broadcast,
-                    "changes": len(phase.changes),
-                    "false_positives": now["cluster_stats_false_positives_received"]
-                    - last["cluster_stats_false_positives_received"],
-                    "bloom_fp_expected": phase_fp,
-                }
-            )
-            last = now
             routing_total.add(expect)
             progress.advance(t_phase)
         result.workload_seconds = time.perf_counter() - start
