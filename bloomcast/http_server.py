@@ -23,7 +23,7 @@ At most :data:`MAX_CONNECTIONS` requests are answered at once; the last
 (``/healthz`` and ``/metrics``: answered from memory), so slow downloads
 never starve the probes; a request over its bound is answered 503 and closed
 (``refused``). Every refusal and an answer that raises (``errors``) is logged
-at most once a minute per cause (:class:`netutil.refusals.Refusals`)."""
+at most once a minute per cause (:class:`netutil.rate_limited_log.RateLimitedLog`)."""
 
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
-from netutil.refusals import Refusals
+from netutil.rate_limited_log import RateLimitedLog
 
 #: bytes read from a file body per write (one ``os.pread``, in the executor)
 CHUNK = 65536
@@ -104,7 +104,7 @@ class SmallHttpServer:
         self.idle_closed = 0  # waiting connections closed to make room (MAX_WAITING)
         self.timeouts = 0  # heads, drains or answers over their time budget: aborted
         self.errors = 0  # answers that raised
-        self._warnings = Refusals(logger=log)
+        self._warnings = RateLimitedLog(logger=log)
 
     def refusals(self) -> dict[str, int]:
         """Connections refused or cut, by reason (the metrics port exports them)."""

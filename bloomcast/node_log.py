@@ -18,7 +18,7 @@ An exception that escapes a callback of the node's event loop (asyncio logs
 each one, with its traceback, by default) is counted (INFO
 ``loop_exceptions``) and logged at most once a minute per exception type and
 where it happened (:class:`LoopExceptions`, through
-:class:`netutil.refusals.Refusals`): a bug hit by every request neither
+:class:`netutil.rate_limited_log.RateLimitedLog`): a bug hit by every request neither
 floods the log nor goes unseen (issue 41).
 """
 
@@ -32,7 +32,7 @@ import time
 import traceback
 from typing import Any
 
-from netutil.refusals import Refusals
+from netutil.rate_limited_log import RateLimitedLog
 from router.client_log import VERBOSE
 from router.stats import NodeStats  # Redis's "verbose", between DEBUG and INFO
 
@@ -105,7 +105,7 @@ class LoopExceptions:
 
     def __init__(self, stats: NodeStats) -> None:
         self.stats = stats
-        self._warnings = Refusals(logger=logging.getLogger("bloomcast.node"))
+        self._warnings = RateLimitedLog(logger=logging.getLogger("bloomcast.node"))
 
     def __call__(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
         self.stats.loop_exceptions += 1

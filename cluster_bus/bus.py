@@ -70,7 +70,7 @@ from netutil.addresses import (
     parse_bind,
     parse_seed,
 )
-from netutil.refusals import Refusals, resp_hint
+from netutil.rate_limited_log import RateLimitedLog, resp_hint
 from netutil.tls import bus_contexts
 
 if TYPE_CHECKING:  # --cluster-config-file only: pathlib and fcntl stay off the start path
@@ -127,7 +127,7 @@ class ClusterBus:
         self.routing = plane.PeerTable()
         self.sync = FilterSync(self.routing, max_retry_ms=config.node_timeout_ms // 2)
         self.stats = BusStats()
-        self.refusals = Refusals()
+        self.warnings = RateLimitedLog()
         self.visibility = Visibility(config.visibility_timeout_ms, self.stats)
         self.mesh = Mesh(self._short, self.stats)
         self._links = self.mesh.links
@@ -397,7 +397,7 @@ class ClusterBus:
         "Error accepting cluster node: accept: %s")."""
         self.stats.accept_errors += 1
         why = exc.strerror or str(exc)
-        self.refusals.warn("accept", "bus", f"Error accepting cluster node: accept: {why}")
+        self.warnings.warn("accept", "bus", f"Error accepting cluster node: accept: {why}")
 
     def _over_accept_cap(self, link: Link) -> bool:
         """Refuse (close at once, count, log rate-limited) an accepted link over
@@ -419,7 +419,7 @@ class ClusterBus:
         else:
             return False
         self.stats.links_rejected += 1
-        self.refusals.warn("accept_cap", host, f"bus link from {host} refused: {why}")
+        self.warnings.warn("accept_cap", host, f"bus link from {host} refused: {why}")
         link.close(abort=True)
         return True
 
@@ -438,14 +438,14 @@ class ClusterBus:
         if not link.authenticated:
             reason = resp_hint(reason, link.first_bytes)
         who = link.peer_id or _where(link)
-        self.refusals.warn("bad_frame", who, f"bus link {way} {who}: {reason}; closing it")
+        self.warnings.warn("bad_frame", who, f"bus link {way} {who}: {reason}; closing it")
         link.close(abort=True)
 
     def tls_failed(self, link: Link, exc: Exception) -> None:
         self.stats.tls_handshake_failures += 1
         way = "to" if link.outbound else "from"
         who = _where(link)
-        self.refusals.warn("tls", who, f"bus link {way} {who}: TLS handshake failed: {exc!r}")
+        self.warnings.warn("tls", who, f"bus link {way} {who}: TLS handshake failed: {exc!r}")
         link.close(abort=True)
 
     def buffer_exceeded(self, link: Link) -> None:
@@ -464,7 +464,7 @@ class ClusterBus:
             self.stats.handshakes_refused += 1
             who = _where(link)
             way = "to" if link.outbound else "from"
-            self.refusals.warn(
+            self.warnings.warn(
                 "refused",
                 who,
                 f"bus handshake {way} {who} closed by the peer before it completed (a "
@@ -528,7 +528,7 @@ class ClusterBus:
     def _auth_failed(self, link: Link, reason: str) -> None:
         self.stats.auth_failures += 1
         who = _where(link)
-        self.refusals.warn("auth", who, f"bus handshake with {who} failed: {reason}")
+        self.warnings.warn("auth", who, f"bus handshake with {who} failed: {reason}")
         link.close(abort=True)
 
     def _on_late_handshake(self, link: Link, peer: str, msg: Message) -> None:
@@ -574,11 +574,11 @@ class ClusterBus:
         try:
             self._cron_step(self.clock(), max(0, lag_ms))
         except Exception:  # never let the timer die: counted, logged once a minute
-            tick_failed(self.stats, self.refusals, "bus cron step")
+            tick_failed(self.stats, self.warnings, "bus cron step")
         try:  # apart: a step that keeps failing above never keeps handshakes forever
             self._expire_handshakes(self.clock())
         except Exception:
-            tick_failed(self.stats, self.refusals, "bus handshake timeouts")
+            tick_failed(self.stats, self.warnings, "bus handshake timeouts")
         period = self.ping_interval_ms / 1000
         self._cron_due = loop.time() + period
         self._cron = loop.call_later(period, self._tick)

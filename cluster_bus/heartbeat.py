@@ -56,7 +56,7 @@ from cluster_bus.info import BusStats
 from cluster_bus.membership import Membership
 from cluster_bus.mesh import Dialer, Mesh
 from netutil.addresses import address_error, hostname_error
-from netutil.refusals import Refusals
+from netutil.rate_limited_log import RateLimitedLog
 
 if TYPE_CHECKING:
     from cluster_bus.link import Link
@@ -70,7 +70,7 @@ log = logging.getLogger("bloomcast.bus")
 ACCEPTED_CACHE = 4096
 
 
-def tick_failed(stats: BusStats, warnings: Refusals, what: str) -> None:
+def tick_failed(stats: BusStats, warnings: RateLimitedLog, what: str) -> None:
     """(In an ``except``.) A timer step raised: counted (CLUSTER INFO
     ``cluster_stats_tick_errors``), logged with its traceback at most once a
     minute per step, with how many were not logged since."""
@@ -125,14 +125,14 @@ class Heartbeats:
         #: address that never answers is forgotten with its handshake node)
         self.joined: set[Address] = set()
         self.stopping = False
-        self._warnings = Refusals()
+        self._warnings = RateLimitedLog()
         # the peers the tick must look at, so that it costs O(those), not O(N):
         # a direct PING outstanding (half-open links), no outbound link (redials)
         self._pinged: set[str] = set()
         self._unlinked: set[str] = set()
         self._peers_version = -1  # membership.version when _unlinked was rebuilt
         #: refused addresses, logged at most once a minute per peer
-        self._refusals = Refusals(logger=log)
+        self._peer_warnings = RateLimitedLog(logger=log)
         #: (host, hostname) pairs that passed the checks (at most ACCEPTED_CACHE)
         self._accepted: set[tuple[str, str]] = set()
 
@@ -215,7 +215,7 @@ class Heartbeats:
         checked = (("host", host, host_error), ("hostname", hostname, name_error))
         problems = [f"{what} {value[:64]!r} ({error})" for what, value, error in checked if error]
         self.stats.addresses_refused += len(problems)
-        self._refusals.warn(
+        self._peer_warnings.warn(
             "address", peer, f"node {peer} announces {' and '.join(problems)}: ignored"
         )
         return ("" if host_error else host), ("" if name_error else hostname)
@@ -240,7 +240,7 @@ class Heartbeats:
                 kept.append(g)
                 continue
             self.stats.addresses_refused += 1
-            self._refusals.warn(
+            self._peer_warnings.warn(
                 "gossip",
                 reporter,
                 f"gossip from {reporter} about {g.node_id} at {g.host[:64]!r} "

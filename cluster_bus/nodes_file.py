@@ -25,7 +25,7 @@ set of nodes or an address changes.
   write in flight, at most one waiting: a text that came while the disk was
   slow replaces the waiting one, since each is the whole state). A failed
   write is counted (``failures``), logged at most once a minute
-  (:class:`netutil.refusals.Refusals`) and retried with the next save;
+  (:class:`netutil.rate_limited_log.RateLimitedLog`) and retried with the next save;
   :meth:`NodesFile.close` waits for the last one.
 - Locked: a node holds an exclusive ``flock`` on ``<file>.lock`` for its whole
   life, so two nodes never share one identity (Redis locks nodes.conf the
@@ -61,7 +61,7 @@ from pathlib import Path
 from cluster_bus.membership import Membership
 from cluster_bus.nodes import LostNode, NodeRecord
 from netutil.addresses import address_error, hostname_error
-from netutil.refusals import Refusals
+from netutil.rate_limited_log import RateLimitedLog
 
 log = logging.getLogger("bloomcast.bus")
 
@@ -128,7 +128,7 @@ class NodesFile:
         #: given the milliseconds each save's two fsyncs took, in the writer
         #: thread (the node's latency monitor: ``nodes-file-fsync``)
         self.on_saved: Callable[[float], None] | None = None
-        self._warnings = Refusals(logger=log)
+        self._warnings = RateLimitedLog(logger=log)
 
     def open(self) -> NodesConfig | None:
         """Lock the file and read it; None when it does not exist yet."""

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, cast
 from cluster_bus.api import ClusterLink, NoPeers
 from netutil.acceptor import Listener
 from netutil.addresses import first_host, listen
-from netutil.refusals import Refusals
+from netutil.rate_limited_log import RateLimitedLog
 from router import dataplane
 from router.acl import Acl
 from router.allocator import rss_bytes
@@ -129,7 +129,7 @@ class Node:
         self._tls_servers: list[Listener] = []
         #: failed accept() calls on the client ports (INFO total_accept_errors)
         self.accept_errors = 0
-        self.refusals = Refusals(logger=log)
+        self.warnings = RateLimitedLog(logger=log)
 
     @property
     def tap(self) -> TrafficRecorder | None:
@@ -210,7 +210,7 @@ class Node:
         line ("Accepting client connection: accept: %s") once a minute."""
         self.accept_errors += 1
         why = exc.strerror or str(exc)
-        self.refusals.warn("accept", "clients", f"Accepting client connection: accept: {why}")
+        self.warnings.warn("accept", "clients", f"Accepting client connection: accept: {why}")
 
     def _tls_failed(self, reason: str) -> None:
         """A connection to the TLS port that did not complete the handshake

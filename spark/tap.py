@@ -26,7 +26,7 @@ fails, events are dropped and counted in ``dropped``. The writer turns a
 batch into lines :data:`SERIALISE_BYTES` at a time, so the escaped lines
 (up to 6 bytes per channel byte) never sit whole in memory either.
 A failed disk operation is counted in ``disk_errors`` and logged at most once
-a minute per cause (:class:`netutil.refusals.Refusals`); anything else
+a minute per cause (:class:`netutil.rate_limited_log.RateLimitedLog`); anything else
 that goes wrong in the tap in ``errors``, logged the same way: an exception
 in the writer thread ends that batch's job, never the thread.
 
@@ -54,7 +54,7 @@ from pathlib import Path
 
 import mmh3
 
-from netutil.refusals import Refusals
+from netutil.rate_limited_log import RateLimitedLog
 from spark.events import TrafficEvent
 from spark.spool_files import (
     create_locked,
@@ -182,7 +182,7 @@ class TrafficTap:
         self._remeasure = False  # a consumer deleted files: measure the spool again
         self.disk_errors = 0
         self.errors = 0
-        self._warnings = Refusals(logger=log)
+        self._warnings = RateLimitedLog(logger=log)
         self._warn_lock = threading.Lock()
         self._next_n: int | None = None  # next file number, found on first open
         self._fd: int | None = None

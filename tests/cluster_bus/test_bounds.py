@@ -78,13 +78,13 @@ def test_the_routing_cache_is_bounded(bus_plane, monkeypatch):
 
 
 def test_the_rate_limited_log_keeps_at_most_4096_causes(caplog):
-    from netutil.refusals import Refusals
+    from netutil.rate_limited_log import RateLimitedLog
 
-    refusals = Refusals()
+    warnings = RateLimitedLog()
     with caplog.at_level(logging.WARNING, logger="bloomcast.bus"):
         for i in range(5000):
-            assert refusals.warn("refused", f"10.0.{i // 256}.{i % 256}:1", "no")
-    assert len(refusals._last) <= 4096
+            assert warnings.warn("refused", f"10.0.{i // 256}.{i % 256}:1", "no")
+    assert len(warnings._last) <= 4096
 
 
 def test_forgotten_ids_are_swept_once_expired(monkeypatch):

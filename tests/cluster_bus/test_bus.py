@@ -1282,7 +1282,7 @@ def test_a_refused_handshake_is_counted_and_logged_on_both_sides(caplog):
 
 def test_a_seed_that_is_a_client_port_gets_a_hint():
     """--join aimed at a Redis-protocol port: the dialer's log says so."""
-    from netutil.refusals import CLIENT_PORT_HINT, resp_hint
+    from netutil.rate_limited_log import CLIENT_PORT_HINT, resp_hint
 
     assert resp_hint("bad magic b'-E'", b"-ERR unknown") == f"bad magic b'-E'; {CLIENT_PORT_HINT}"
     assert resp_hint("bad magic b'xx'", b"xx") == "bad magic b'xx'"
