@@ -37,7 +37,7 @@ cdef class Connection:
     cpdef block(self, future)
     cpdef bint finish_block(self) except -1
     cpdef close_after_reply(self)
-    cdef bint _preauth_cut(self) except -1
+    cdef bint _preauth_over_limit(self) except -1
     @cython.locals(now=double)
     cdef bint _over_limit(self, Py_ssize_t pending, bint normal) except -1
 

@@ -53,7 +53,7 @@ class Host(Protocol):
     def client_disconnected(self, client: Any) -> None: ...
 
 
-#: a refused connection (protected mode) that never closes its end is cut
+#: a refused connection (protected mode) that never closes its end is aborted
 REFUSED_LINGER_SECONDS = 5.0
 
 

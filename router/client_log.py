@@ -1,6 +1,6 @@
 """What the node logs about one client, in Redis's words (``networking.c``).
 
-- cut by ``client-output-buffer-limit`` (notice): Redis's
+- disconnected by ``client-output-buffer-limit`` (notice): Redis's
   ``Client %s scheduled to be closed ASAP for overcoming of output buffer
   limits.``, the client shown as its CLIENT LIST line;
 - a protocol error (verbose): Redis's ``Protocol error (%s) from client: %s``;
@@ -23,7 +23,7 @@ log = logging.getLogger("bloomcast.client")
 VERBOSE = 15
 
 
-def output_buffer_cut(client: CommandClient) -> None:
+def output_buffer_disconnect(client: CommandClient) -> None:
     log.info(
         "Client %s scheduled to be closed ASAP for overcoming of output buffer limits.",
         info_line(client),

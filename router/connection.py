@@ -18,7 +18,7 @@ between them (:mod:`router.states`, each change through
 mode, admission and closing; it knows nothing of commands: the request loop
 that reads its requests and runs them is :mod:`router.dispatch`, which
 changes its state only through its methods. It touches no socket and no
-event loop: its output goes to a :class:`Wire` (a transport's byte sink) and
+event loop: its output goes to a :class:`Transport` (an asyncio transport fits) and
 the node's ``schedule_flush``, given to its constructor;
 :class:`router.client.Client` is the thin asyncio protocol around it. A reply
 that is a future blocks it (Redis's blocked client: later requests stay
@@ -90,8 +90,8 @@ if not cython.compiled and TYPE_CHECKING:  # (compiled: the .pxd cimports it)
 PREAUTH_OUTPUT_LIMIT = 16 * 1024
 
 
-class Wire(Protocol):
-    """The byte sink under a connection (an asyncio transport fits)."""
+class Transport(Protocol):
+    """What a connection uses of its asyncio transport (the ``wire`` attribute)."""
 
     def write(self, data: bytes) -> None: ...
 
@@ -139,7 +139,7 @@ class Connection:
     def __init__(
         self,
         ctx: CommandContext,
-        wire: Wire,
+        wire: Transport,
         client_id: int,
         schedule_flush: Callable[[Connection], None],
         extras: ClientExtras | None = None,
@@ -350,7 +350,7 @@ class Connection:
         behind it, as Redis, which confirms at once, always confirms first;
         they count against the output limits as Redis counts its reply
         buffer (``_addReplyProtoToList`` -> ``closeClientOnOutputBufferLimitReached``
-        at every append), so a client that never reads is cut at the hard
+        at every append), so a client that never reads is disconnected at the hard
         limit. A command CLIENT PAUSE postponed has not run: its messages
         are queued as ever (Redis writes to a postponed client)."""
         state = self.state
@@ -362,7 +362,7 @@ class Connection:
             if (self.channels or self.patterns or self.shard_channels) and self._over_limit(
                 self.output_buffer_size(), False
             ):
-                self.cut()
+                self.disconnect_over_limit()
             return
         out = self._out
         if not out:
@@ -421,8 +421,8 @@ class Connection:
             out.clear()
             self._out_bytes = 0
             return
-        if not self.authenticated and self._preauth_cut():
-            self.cut()
+        if not self.authenticated and self._preauth_over_limit():
+            self.disconnect_over_limit()
             return
         wire = self.wire
         subscribed = self.channels or self.patterns or self.shard_channels
@@ -431,7 +431,7 @@ class Connection:
             and self._out_bytes + self._pending + self._held_bytes > self.ctx.queue_limit
             and self._out_bytes + self.output_buffer_size() > self.ctx.queue_limit
         ):
-            # past the pubsub hard limit with what is queued: cut before it is
+            # past the pubsub hard limit with what is queued: disconnect before it is
             # joined and buffered (Redis checks at every append to the reply
             # list, closeClientOnOutputBufferLimitReached, so its buffer never
             # holds twice the limit; issue 41: 79 MB peak RSS for a 32 MB limit).
@@ -440,7 +440,7 @@ class Connection:
             # it), so the transport is asked only when that bound is past the
             # limit (a client that subscribed since its last write has none:
             # the check after the write holds it, as before)
-            self.cut()
+            self.disconnect_over_limit()
             return
         data = out[0] if len(out) == 1 else b"".join(out)
         wire.write(data)
@@ -452,17 +452,17 @@ class Connection:
             if self.ctx.settings.normal_limited and self._over_limit(
                 wire.get_write_buffer_size(), True
             ):
-                self.cut()
+                self.disconnect_over_limit()
             return
         pending = wire.get_write_buffer_size()
         self._pending = pending
         if not pending:  # the socket took it all: under every limit (_over_limit's first case)
             self._soft_limit_since = None
         elif self._over_limit(pending, False):
-            self.cut()
+            self.disconnect_over_limit()
 
-    def _preauth_cut(self) -> bool:
-        """Whether this connection, not authenticated, must be cut before its
+    def _preauth_over_limit(self) -> bool:
+        """Whether this connection, not authenticated, must be closed before its
         queued output is written (:data:`PREAUTH_OUTPUT_LIMIT`: what is
         queued plus what an earlier write left waiting for the socket)."""
         waiting = self.queued_bytes() + self.wire.get_write_buffer_size()
@@ -541,12 +541,12 @@ class Connection:
         ctx.clients[self.id] = self
         return True
 
-    def cut(self) -> None:
+    def disconnect_over_limit(self) -> None:
         """Over an output limit: closed at once, its output dropped (Redis's
         ``freeClientAsync``; ``abort`` calls ``connection_lost`` on a later
-        loop turn, so a delivery loop in progress is not disturbed)."""
+        loop iteration, so a delivery loop in progress is not disturbed)."""
         self.ctx.stats.output_buffer_limit_disconnections += 1
-        client_log.output_buffer_cut(self)  # omem= is the size that cut it
+        client_log.output_buffer_disconnect(self)  # omem= is the size over the limit
         self.kill()
 
     def kill(self) -> None:
@@ -578,7 +578,7 @@ class Connection:
         """Write ``reply`` and close, reading nothing (protected mode): the
         connection never counts as a client. Half-closed: closed once the
         peer closes (a close with its request unread would reset the
-        connection and could lose the reply); the caller cuts a peer that
+        connection and could lose the reply); the caller aborts a peer that
         never does."""
         self._to(CLOSED)
         self.extras.refused = True

@@ -347,7 +347,7 @@ class Hooks:
         instead of written when ``client`` is one. A monitor is a normal
         client (Redis's ``getClientType``): past ``client-output-buffer-limit
         normal`` with the line (:meth:`router.connection.Connection.over_limit_with`, as
-        Redis checks at each append) it is cut, counted once and no longer
+        Redis checks at each append) it is disconnected, counted once and no longer
         fed, not written to."""
         now = time.time_ns() // 1000
         head = b"+%d.%06d [%d %s]" % (
@@ -360,10 +360,10 @@ class Hooks:
         own = b""
         limited = client.ctx.settings.normal_limited
         for monitor in list(self.monitors.values()):
-            if monitor.closing:  # cut, or QUIT: no more output (Redis's CLOSE_ASAP)
+            if monitor.closing:  # disconnected, or QUIT: no more output (Redis's CLOSE_ASAP)
                 continue
             if limited and monitor.over_limit_with(len(line), True):
-                monitor.cut()  # counted once: no longer a monitor
+                monitor.disconnect_over_limit()  # counted once: no longer a monitor
                 self.forget(client.ctx, monitor)
             elif monitor is client:
                 own = line

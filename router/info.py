@@ -57,6 +57,7 @@ def _human(n: int) -> str:
 
 def info_sections(node: Node) -> dict[str, Section]:
     """Every INFO section of ``node``, in Redis's order, then bloomcast's."""
+    stats, registry = node.stats, node.registry
     now = time.time()
     cluster = node.cluster_info()
     node.sample_metrics()
@@ -84,15 +85,15 @@ def info_sections(node: Node) -> dict[str, Section]:
         "cpu": _cpu(),
         "modules": {},
         "commandstats": {
-            f"cmdstat_{name}": stat.info() for name, stat in sorted(node.stats.commands.items())
+            f"cmdstat_{name}": stat.info() for name, stat in sorted(stats.commands.items())
         },
         "errorstats": {
-            f"errorstat_{prefix}": f"count={n}" for prefix, n in sorted(node.stats.errors.items())
+            f"errorstat_{prefix}": f"count={n}" for prefix, n in sorted(stats.errors.items())
         },
         # a standalone Redis shows cluster_enabled:0 alone; a bus adds CLUSTER INFO's
         "cluster": {"cluster_enabled": 1, **cluster} if cluster_enabled else {"cluster_enabled": 0},
         "keyspace": {},
-        "filters": dict(node.registry.filter_info()),
+        "filters": dict(registry.filter_info()),
         "collector": {
             **node.gc_pauses.info_fields(),
             "pubsub_jobs": node.subscriptions.budget.pending,
