@@ -1,4 +1,5 @@
-"""Registry: the Bloom filters that summarise a node's subscriptions.
+"""The subscription filters (``Registry``): the Bloom filters that summarise a
+node's subscriptions, which peers test before forwarding.
 
 The subscriptions themselves live in :mod:`router.pubsub`; it tells the
 registry when a name gets its first local subscriber (in either channel
