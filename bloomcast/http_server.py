@@ -107,7 +107,7 @@ class SmallHttpServer:
         self._warnings = RateLimitedLog(logger=log)
 
     def refusals(self) -> dict[str, int]:
-        """Connections refused or cut, by reason (the metrics port exports them)."""
+        """Connections refused or closed, by reason (the metrics port exports them)."""
         return {"busy": self.refused, "idle_closed": self.idle_closed, "timeout": self.timeouts}
 
     async def start(self, host: str, port: int) -> None:

@@ -66,7 +66,7 @@ COUNTERS = (
     ("messages_delivered", "Messages written to local subscribers", "total_messages_delivered"),
     (
         "output_buffer_disconnections",
-        "Clients cut by client-output-buffer-limit pubsub",
+        "Clients disconnected by client-output-buffer-limit pubsub",
         "client_output_buffer_limit_disconnections",
     ),
     ("forwards_lost", "Forwarded PUBLISH lost for good (replay buffer passed)",
@@ -269,7 +269,7 @@ class HttpCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         refused = CounterMetricFamily(
             "bloomcast_http_refused",
-            "Metrics-port connections refused or cut (busy, idle_closed, timeout, spool_auth)",
+            "Metrics-port connections refused or closed (busy, idle_closed, timeout, spool_auth)",
             labels=["reason"],
         )
         reasons = self.server.refusals()

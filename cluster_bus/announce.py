@@ -1,4 +1,4 @@
-"""Our filter changes on the wire: a loop turn's changes folded into one
+"""Our filter changes on the wire: a loop iteration's changes folded into one
 FILTER_DELTA per filter to every live peer, or the whole filter after a
 rebuild at a new m, and one wait for their ACKs when subscribe visibility is
 on (:mod:`cluster_bus.visibility`). What to
@@ -40,16 +40,16 @@ class Announcer:
         self.node, self.sync, self.mesh = node, sync, mesh
         self.membership, self.heartbeats = membership, heartbeats
         self.visibility, self.stats, self._sender = visibility, stats, sender
-        #: this loop turn's changes, announced at its end (:meth:`flush`)
+        #: this loop iteration's changes, announced at its end (:meth:`flush`)
         self._changes: list[FilterChange] = []
         self._loop: asyncio.AbstractEventLoop | None = None
 
     def changed(
         self, changes: list[FilterChange], loop: asyncio.AbstractEventLoop | None, wait: bool
     ) -> asyncio.Future[None] | None:
-        """ClusterLink.filters_changed: ``changes`` join this loop turn's batch,
-        announced once at the turn's end (:meth:`flush`): all the (P|S)(UN)SUBSCRIBEs
-        of one turn, over any number of connections, cost each peer one
+        """ClusterLink.filters_changed: ``changes`` join this loop iteration's batch,
+        announced once at the iteration's end (:meth:`flush`): all the (P|S)(UN)SUBSCRIBEs
+        of one iteration, over any number of connections, cost each peer one
         FILTER_DELTA per filter and one ACK (issue 48). ``wait`` (subscribe
         visibility on): the future of the batch's wait, which resolves once
         every live peer not suspected acked it. ``loop`` None (the bus has not

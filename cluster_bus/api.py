@@ -45,7 +45,7 @@ class FilterChange:
     delta applies to): given as an int, or as the filter's own fingerprint
     function, read only when the change is announced (issue 48: a CRC64 of the
     whole filter per SUBSCRIBE was 15% of its cost on a node without a bus;
-    the bus announces a loop turn's changes once, so it reads the last one's,
+    the bus announces a loop iteration's changes once, so it reads the last one's,
     which is then the filter's state after them all). ``prefix_mask`` /
     ``match_all`` are the pattern filter's prefix-length mask and match-all
     flag after it (0 / False for channels). Immutable by convention; a plain
@@ -113,7 +113,7 @@ class FilterChange:
 def merge_changes(changes: list[FilterChange]) -> list[FilterChange]:
     """Fold a sequence of changes into at most one per filter: each position
     ends set or cleared as its last change left it, and fingerprint, m, mask
-    and match-all are the last change's. (One loop turn's changes become one
+    and match-all are the last change's. (One loop iteration's changes become one
     delta round on the bus.) A change of m drops the positions of the older
     m: the whole filter is announced anyway."""
     if len(changes) <= 1:
@@ -265,11 +265,11 @@ class ClusterLink(Protocol):
 
     def filters_changed(self, changes: list[FilterChange]) -> asyncio.Future[None] | None:
         """Announce local filter changes (a delta to every peer, or the whole
-        filter when its m changed): every change of a loop turn in one
+        filter when its m changed): every change of a loop iteration in one
         announcement at its end (one FILTER_DELTA per filter and peer).
         Returns a future the node awaits before sending the (P)SUBSCRIBE
-        confirmation when subscribe visibility is on (the turn's
-        announcement's: every call of the turn gets the same one), else
+        confirmation when subscribe visibility is on (the iteration's
+        announcement's: every call of the iteration gets the same one), else
         None."""
         ...
 
@@ -355,7 +355,7 @@ class BusConfig:
     sendbuf_limit: int = 0  # cluster-link-sendbuf-limit; 0 = no limit, as Redis
     #: cluster-forward-linger-us: the least time between a link's writes of
     #: forwarded PUBLISH frames that they wait for (Link.write with
-    #: forward=True); 0 = the next loop turn
+    #: forward=True); 0 = the next loop iteration
     forward_linger_us: int = 0
     max_body: int = 2 * 512 * 1024 * 1024 + 64 * 1024
     visibility_timeout_ms: int = 0  # subscribe visibility; 0 = off

@@ -33,7 +33,7 @@ RESOURCE_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.EN
 RETRY_S = 0.1
 #: connections accepted per readable event at most (Redis's MAX_ACCEPTS_PER_CALL
 #: is 1000, but Redis refuses one over maxclients at once: here each waits a
-#: loop turn for its transport, holding its descriptor, so a burst is kept short)
+#: loop iteration for its transport, holding its descriptor, so a burst is kept short)
 ACCEPTS_PER_CALL = 64
 
 

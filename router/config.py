@@ -91,7 +91,7 @@ class NodeConfig:
     cluster_link_sendbuf_limit: int = 0  # bytes; 0 = no limit, as Redis
     #: microseconds a link leaves between its writes of forwarded PUBLISH: a
     #: batch begun sooner after the last one waits (Kafka's linger.ms, from
-    #: the last send); 0 = the next loop turn, Redis Cluster's latency
+    #: the last send); 0 = the next loop iteration, Redis Cluster's latency
     cluster_forward_linger_us: int = 0
     #: on by default (issue 27): a (P|S)SUBSCRIBE is confirmed once every live
     #: peer routes it, so a PUBLISH anywhere after the reply reaches it, as in

@@ -64,7 +64,7 @@ if not cython.compiled and TYPE_CHECKING:  # (compiled: the .pxd cimports it)
 
 #: the longest one connection's requests hold the loop before the other
 #: clients run: the rest of its pipeline (or of a huge request) waits for the
-#: next loop turn (``Action.SLICE``, :mod:`router.dispatch`)
+#: next loop iteration (``Action.SLICE``, :mod:`router.dispatch`)
 SLICE_SECONDS = 0.005
 
 

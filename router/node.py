@@ -4,7 +4,7 @@ stop, the cluster link), its parts and INFO.
 The node builds its parts from the data plane it runs
 (:mod:`router.dataplane`: the compiled one or the Python core): the
 pub/sub (:class:`router.pubsub.PubSub`: the subscriber tables, PUBLISH,
-delivery of local and forwarded messages, the end-of-turn flush; it is the
+delivery of local and forwarded messages, the end-of-iteration flush; it is the
 cluster bus's :class:`cluster_bus.api.LocalDelivery`), the bulk work of
 (P|S)(UN)SUBSCRIBE (:mod:`router.subscriptions`), the command context
 (:mod:`router.context`) and the protocol of its client connections
@@ -81,7 +81,7 @@ class Node:
         self.idle = IdleTimer(self.clients)
         #: the cluster bus seam: ``NoPeers`` until :meth:`set_link`
         self.link: ClusterLink = NoPeers(self.node_id, first_host(config.bind), config.port)
-        #: the subscriber tables, publish, delivery, the end-of-turn flush
+        #: the subscriber tables, publish, delivery, the end-of-iteration flush
         self.pubsub = plane.PubSub(
             self.node_id,
             self.registry,
@@ -91,7 +91,7 @@ class Node:
             self.clients,
             config.on_publish_loss,
         )
-        #: (P|S)(UN)SUBSCRIBE and the other bulk work, under one budget per loop turn
+        #: (P|S)(UN)SUBSCRIBE and the other bulk work, under one budget per loop iteration
         self.subscriptions = Subscriptions(self.pubsub)
         #: what command handlers reach (router/context.py); its ``settings``
         #: are the live ones, swapped whole by CONFIG SET
@@ -277,7 +277,7 @@ class Node:
             self.hooks.forget(self.context, client)
         if client.channels or client.shard_channels or client.patterns:
             # under the shared budget: 4,600 clients leaving at once are
-            # dropped over several loop turns, other clients served between
+            # dropped over several loop iterations, other clients served between
             self.subscriptions.drop(client)
 
     # ------------------------------------------------------------ INFO

@@ -17,7 +17,7 @@ between them (:data:`TRANSITIONS`, applied by
                                     the pause ends; its reply is the one awaited
     open -> CLOSING                 QUIT, a protocol error, CLIENT KILL of itself:
                                     what is queued is written, then closed
-    any -> CLOSED                   gone, cut (output limit, timeout) or killed
+    any -> CLOSED                   gone, disconnected (output limit, timeout) or killed
 
 "rest" is NORMAL, SUBSCRIBED or IN_MULTI, as the connection's facts say
 (its MULTI queue, protocol and subscriptions:
@@ -55,7 +55,7 @@ class Action(enum.IntEnum):
     """What the request loop (:func:`router.dispatch.process`) asks of the event loop."""
 
     DONE = 0  # nothing: read on
-    SLICE = 1  # stop reading; ``dispatch.resume()`` on the next loop turn
+    SLICE = 1  # stop reading; ``dispatch.resume()`` on the next loop iteration
     BLOCK = 2  # stop reading until ``Connection.blocked`` is done, then ``dispatch.unblock()``
 
 

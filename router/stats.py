@@ -11,7 +11,7 @@
   ``_input_kbps`` / ``_output_kbps``. Redis samples the three counters every
   100 ms in ``serverCron`` and shows the mean rate of the last 16 samples
   (``trackInstantaneousMetric``). The node has no timer for it: it samples
-  lazily, when the node flushes output at the end of a loop turn (so only
+  lazily, when the node flushes output at the end of a loop iteration (so only
   while there is traffic; a clock read and a compare with ``next_sample``
   when no sample is due) and when INFO reads the rates; a gap of several
   100 ms periods without a sample is split evenly over those periods, so the

@@ -7,7 +7,7 @@ Where the node keeps things differently from Redis, the fields say what the
 node holds: ``qbuf`` / ``qbuf-free`` are the parser's buffer (while a
 request runs, the whole read it came in, as Redis's query buffer is trimmed
 after the read's requests ran); there is no fixed reply buffer (``rbs`` and
-``rbp`` are 0): replies are queued for the end of the loop turn (``obl``,
+``rbp`` are 0): replies are queued for the end of the loop iteration (``obl``,
 their bytes) and what the socket did not take waits in the transport
 (``omem``, what the pub/sub output limits read; ``oll`` 1 while it does);
 ``tot-mem`` adds up those buffers, the arguments and the MULTI queue, not

@@ -144,7 +144,7 @@ def select(ctx: CommandContext, client: CommandClient, args: list[bytes]) -> Rep
 
 
 def reset(ctx: CommandContext, client: CommandClient, args: list[bytes]) -> Reply:
-    dropped = ctx.subscriptions.drop(client)  # a future when it runs over several loop turns
+    dropped = ctx.subscriptions.drop(client)  # a future when it runs over several loop iterations
     client.resp = 2
     client.name = b""
     client.extras.tracking = None  # Redis's clearClientConnectionState: disableTracking

@@ -1,8 +1,8 @@
 """PUBSUB CHANNELS | NUMSUB | NUMPAT | SHARDCHANNELS | SHARDNUMSUB | HELP (this node only).
 
 Redis's replies (``pubsubCommand``); the listings and the counts of many
-names run under the node's shared per-loop-turn budget (:mod:`router.pubsub`),
-the client blocked while a big one goes on over several turns."""
+names run under the node's shared per-loop-iteration budget (:mod:`router.pubsub`),
+the client blocked while a big one goes on over several iterations."""
 
 from __future__ import annotations
 
