@@ -45,7 +45,9 @@ from router.config_file import ConfigError
 from router.tls import TlsConfigError
 
 if TYPE_CHECKING:
+    from bloomcast.metrics import MetricsServer
     from cluster_bus.nodes_file import NodesConfig, NodesFile
+    from router.node import Node
     from spark.tap import TrafficTap
 
 log = logging.getLogger("bloomcast.node")
@@ -74,21 +76,7 @@ async def serve(
         await node.start(serve=False)  # clients once the bus is started (below)
     except OSError as exc:
         raise listen_error("--port", config.bind, config.port, exc) from None
-    tap = None
-    if config.traffic_dir:
-        from spark.tap import TrafficTap
-
-        try:
-            tap = TrafficTap(
-                config.traffic_dir,
-                config.traffic_sample,
-                node=node.node_id,
-                address=f"{_client_host(config)}:{node.port}",
-            )
-        except OSError as exc:
-            raise tap_error(config.traffic_dir, exc) from None
-        tap.start(asyncio.get_running_loop())
-        node.tap = tap
+    tap = _start_tap(config, node, config.traffic_dir) if config.traffic_dir else None
     bus = None
     if with_bus:
         from cluster_bus.bus import ClusterBus
@@ -101,18 +89,7 @@ async def serve(
             raise listen_error("--cluster-port", config.bind, config.bus_port, exc) from None
     metrics = None
     if metrics_port is not None:
-        from bloomcast.metrics import MetricsServer
-
-        spool = None
-        if tap is not None:  # the spool over HTTP for `stats run --nodes` (spark/spool_service.py)
-            from spark.spool_service import SpoolService
-
-            spool = SpoolService(tap.directory, tap)
-        metrics = MetricsServer(node, spool)
-        try:
-            await metrics.start(config.bind, metrics_port)
-        except OSError as exc:
-            raise listen_error("--metrics-port", config.bind, metrics_port, exc) from None
+        metrics = await _start_metrics(config, node, tap, metrics_port)
     # the signals are handled before the port is open: a client (or a test)
     # that sees the port may signal at once
     stop = asyncio.Event()
@@ -153,6 +130,45 @@ async def serve(
     )
     if not clean:
         raise ShutdownIncomplete
+
+
+def _start_tap(config: NodeConfig, node: Node, directory: str) -> TrafficTap:
+    """The node's traffic tap, writing to ``directory`` (``--traffic-dir``),
+    started on the loop."""
+    from spark.tap import TrafficTap
+
+    try:
+        tap = TrafficTap(
+            directory,
+            config.traffic_sample,
+            node=node.node_id,
+            address=f"{_client_host(config)}:{node.port}",
+        )
+    except OSError as exc:
+        raise tap_error(directory, exc) from None
+    tap.start(asyncio.get_running_loop())
+    node.tap = tap
+    return tap
+
+
+async def _start_metrics(
+    config: NodeConfig, node: Node, tap: TrafficTap | None, metrics_port: int
+) -> MetricsServer:
+    """The metrics port: Prometheus /metrics, /healthz, and with a tap the spool
+    over HTTP for ``stats run --nodes`` (spark/spool_service.py)."""
+    from bloomcast.metrics import MetricsServer
+
+    spool = None
+    if tap is not None:
+        from spark.spool_service import SpoolService
+
+        spool = SpoolService(tap.directory, tap)
+    metrics = MetricsServer(node, spool)
+    try:
+        await metrics.start(config.bind, metrics_port)
+    except OSError as exc:
+        raise listen_error("--metrics-port", config.bind, metrics_port, exc) from None
+    return metrics
 
 
 #: seconds the traffic tap's last batch may take at shutdown (a hung disk)

@@ -3,7 +3,7 @@
 A function is counted from its ``def`` line to its last line (``end_lineno -
 lineno``, nested functions inside it included), read from the AST of every
 module of the product's packages. :data:`MAX_LINES` is the longest left when
-the long ones were split (``bloomcast/node_command.py`` ``serve``); a longer
+the long ones were split (``spark/stats_run.py`` ``run_spark``); a longer
 function is split into helpers named by what they do, or listed in
 :data:`EXCEPTIONS` with the reason it stays whole.
 """
@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 #: the product's packages (bench/ and tests/ are harnesses, not the product)
 PACKAGES = ("bloomcast", "router", "cluster_bus", "spark", "bloom", "netutil")
 
-MAX_LINES = 96
+MAX_LINES = 91
 
 #: "path:qualified name" -> why it stays longer than MAX_LINES
 EXCEPTIONS = {
