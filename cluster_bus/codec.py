@@ -18,7 +18,7 @@ Every frame starts with a 14-byte header::
                            loss bounds in SESSION, no boot in HELLO, no TLS
                            port or hostname in heartbeats)
     3      1    type       MsgType
-    4      2    flags      FLAG_SHARD | FLAG_REPLY | FLAG_COMPRESSED
+    4      2    flags      FLAG_SHARD | FLAG_REPLY | FLAG_COMPRESSED | FLAG_MORE
     6      4    length     body bytes that follow the header (<= max_body)
     10     4    sender     the sender's short id: the first 32 bits of its node
                            id; checked against the link's peer after the handshake
@@ -52,7 +52,8 @@ Other bodies (``20s`` = a node id as 20 raw bytes)::
                 FLAG_COMPRESSED)
     FILTER_DELTA u8 kind, u8 match_all, u32 delta_id, u64 m, u64 base_fp,
                 u64 new_fp, u64 epoch, u64 prefix_mask, u32 n_set, u32 n_clear,
-                (n_set + n_clear) x u32 positions
+                (n_set + n_clear) x u32 positions; FLAG_MORE: the batch's next
+                delta follows, whose ACK acknowledges this one too
     FAIL        20s node_id, u32 incarnation
     PROBE_REQ   20s node_id (the node to probe)
     PROBE_ACK   20s node_id (the node that answered)
@@ -80,6 +81,7 @@ from bitarray.util import sc_encode
 
 from cluster_bus.frames import (
     FLAG_COMPRESSED,
+    FLAG_MORE,
     FLAG_REPLY,
     FLAG_SHARD,
     Ack,
@@ -388,7 +390,7 @@ def _encode_delta(msg: FilterDelta, sender: int) -> bytes:
         len(msg.cleared_positions),
     )
     body = head + Struct(f">{len(positions)}I").pack(*positions)
-    return _frame(_T_DELTA, 0, sender, body)
+    return _frame(_T_DELTA, FLAG_MORE if msg.more else 0, sender, body)
 
 
 def _check_m(m: int) -> None:
