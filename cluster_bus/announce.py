@@ -99,10 +99,12 @@ class Announcer:
             # flags as an int: an IntFlag's & costs microseconds, per peer)
             peers = self.membership.peers
             expect = self.visibility.expect
+            # the batch's last delta's ACK: a peer acks a batch once (the
+            # deltas before it, flagged ``more``, came first on the same link)
+            last = deltas[-1].delta_id
             for peer_id, _ in live:
                 if not int(peers[peer_id].flags) & _SUSPECT:
-                    for msg in deltas:
-                        expect(wait_id, peer_id, msg.delta_id)
+                    expect(wait_id, peer_id, last)
         if future is not None and self._loop is not None:
             self.visibility.future(wait_id, self._loop, future)
 

@@ -47,6 +47,7 @@ if not cython.compiled:  # (compiled: cluster_bus/_decoder.pxd cimports the C tw
 
 from cluster_bus.frames import (
     FLAG_COMPRESSED,
+    FLAG_MORE,
     FLAG_REPLY,
     FLAG_SHARD,
     Ack,
@@ -314,6 +315,7 @@ def _decode_body(mtype: int, flags: int, body: bytes) -> Message:
             epoch,
             mask,
             bool(match_all),
+            bool(flags & FLAG_MORE),
         )
     if mtype in (MsgType.MEET, MsgType.PING, MsgType.PONG):
         return _decode_heartbeat(mtype, body)

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import logging
 import random
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from cluster_bus.api import FilterChange, FilterName, FilterSnapshot
@@ -121,6 +122,8 @@ class FilterSync:
                     change.match_all,
                 )
             )
+        if len(deltas) > 1:  # one ACK per peer for the batch: its last delta's
+            deltas[:-1] = [replace(delta, more=True) for delta in deltas[:-1]]
         return deltas, whole
 
     def full(self, kind: FilterKind, snap: FilterSnapshot, announce: bool) -> FilterFull:
@@ -237,8 +240,10 @@ class FilterSync:
         return [request] if request is not None else []
 
     def on_delta(self, peer: str, msg: FilterDelta, now: int) -> list[Message]:
-        """Apply a peer's delta; the ACK (always: a copy we distrust gets
-        everything, so acking stays truthful) and any FILTER_REQUEST to send."""
+        """Apply a peer's delta; the ACK (always, but for a delta with
+        ``more`` set, whose batch's last delta follows on the link and is
+        acked for both: a copy we distrust gets everything, so acking stays
+        truthful) and any FILTER_REQUEST to send."""
         routing = self.routing
         out: list[Message] = []
         if routing.has_peer(peer) and not routing.apply_delta(
@@ -256,7 +261,8 @@ class FilterSync:
             request = self._distrust(peer, msg.kind, now)  # stale base or new geometry
             if request is not None:
                 out.append(request)
-        out.append(Ack(msg.delta_id))
+        if not msg.more:  # (a batch's last delta: its ACK stands for the batch)
+            out.append(Ack(msg.delta_id))
         return out
 
     def forget(self, peer: str) -> None:

@@ -70,6 +70,9 @@ class NodeFlags:
 FLAG_SHARD = 1  # PUBLISH: SPUBLISH (shard channel) rather than PUBLISH
 FLAG_REPLY = 2  # HELLO: the acceptor's answer
 FLAG_COMPRESSED = 4  # FILTER_FULL: bits are bitarray.util.sc_encode output
+#: FILTER_DELTA: another delta of the same batch follows on this link, whose
+#: ACK acknowledges this one too (a peer acks a batch once; issue 48)
+FLAG_MORE = 8
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,7 +178,8 @@ class FilterFull:
 class FilterDelta:
     """Explicit bit changes against ``base_fp`` (idempotent: setting a set bit or
     clearing a clear bit is a no-op, per Summary Cache). ``delta_id`` is echoed in
-    an :class:`Ack` for subscribe visibility."""
+    an :class:`Ack` for subscribe visibility; ``more``: another delta of the
+    same batch follows, whose ACK stands for this one's (none is sent)."""
 
     kind: FilterKind
     delta_id: int
@@ -187,6 +191,7 @@ class FilterDelta:
     epoch: int
     prefix_mask: int = 0
     match_all: bool = False
+    more: bool = False
 
 
 class Publish(NamedTuple):

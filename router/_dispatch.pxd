@@ -15,9 +15,14 @@ cdef bytes PONG
     start=cython.longlong,
     started=cython.longlong, sliced=bint, done=Py_ssize_t, runs=list,
     last=CommandStat, ran=CommandStat, n=Py_ssize_t, fast=bint, args=list, kind=int,
-    data=bytes, name=str, last_kind=int, elapsed=cython.longlong,
+    data=bytes, name=str, last_kind=int, elapsed=cython.longlong, held=list,
 )
 cpdef object process(Connection conn, bytes data=*, double now=*)
+cdef object _block(
+    Connection conn, list held, list runs, CommandStat last, Py_ssize_t n, long long start
+)
+cdef bint _confirms(list args) except -1
+cdef frozenset _CONFIRMING
 cdef bint _open(Connection conn, CommandContext ctx) except -1
 cdef int NOT_IN_LINE, IN_LINE_PUBLISH, IN_LINE_SPUBLISH, IN_LINE_PING
 cdef tuple IN_LINE_NAMES

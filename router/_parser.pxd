@@ -10,6 +10,7 @@ cdef class RequestParser:
     cdef public long long max_multibulk
     cdef public bint authenticated
     cdef public bint backlog
+    cdef object _unread
 
     cpdef requests(self)
     cdef int _feed(self, data) except -1

@@ -110,6 +110,7 @@ cdef class RequestParser:
         self.max_multibulk = max_multibulk
         self.authenticated = True
         self.backlog = False
+        self._unread = None
 
     def feed(self, data):
         """Append ``data`` (bytes-like); the parsed head of the buffer is
@@ -184,6 +185,10 @@ cdef class RequestParser:
         ProtocolError after the requests that precede the bad one."""
         return self
 
+    def unread(self, req):
+        """Put back ``req``, the last request taken: the next one taken."""
+        self._unread = req
+
     def __iter__(self):
         return self
 
@@ -194,9 +199,14 @@ cdef class RequestParser:
         return req
 
     cdef object _next(self):
-        """The reference's ``_next_slow``: one request, or None."""
+        """The reference's ``_next_slow``: one request, or None (a request
+        put back with ``unread`` first)."""
         cdef Py_ssize_t size
         cdef int done
+        if self._unread is not None:
+            req = self._unread
+            self._unread = None
+            return req
         while True:
             if self._pending:
                 return self._read_bulks()

@@ -175,6 +175,12 @@ class SubscriptionsView(Protocol):
 
     def run(self, job: Work) -> Reply: ...
 
+    #: the last reply that awaits only subscribe visibility (the request
+    #: loop runs the pipeline's next (un)subscribes behind it)
+    confirming: asyncio.Future[bytes] | None
+
+    def after_all(self, replies: list[Reply]) -> asyncio.Future[bytes]: ...
+
 
 class HooksView(Protocol):
     """What the request loop and commands reach of the node's watchers of

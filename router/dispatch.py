@@ -140,8 +140,17 @@ def process(conn: Connection, data: bytes = b"", now: float = 0.0) -> Action:
     n = 0
     pubsub = ctx.pubsub
     fast = _open(conn, ctx)
+    # the replies held behind a (P|S)SUBSCRIBE's confirmation that awaits the
+    # peers' ACK (subscribe visibility): its work is done, so the pipeline's
+    # next (P|S)(UN)SUBSCRIBEs run now, their filter changes in the same
+    # loop turn's batch (one delta per filter and one ACK round per peer,
+    # issue 48), their replies after it, all written once the waits end
+    held: list[Reply] | None = None
     try:
         for args in conn.parser.requests():
+            if held is not None and not _confirms(args):
+                conn.parser.unread(args)  # runs once the held replies are written
+                break
             ran: CommandStat | None = None
             reply: Reply
             kind = _in_line(conn, args) if fast else NOT_IN_LINE
@@ -181,7 +190,10 @@ def process(conn: Connection, data: bytes = b"", now: float = 0.0) -> Action:
                     stats.error_replied(data)
                     if ran is not None:
                         ran.failed_calls += 1
-                conn.add_reply(data)
+                if held is None:
+                    conn.add_reply(data)
+                else:
+                    held.append(data)
                 if conn.closed or conn.state is CLOSING:  # QUIT, or cut
                     break
                 done += 1  # the clock is read every 4th request (hot path)
@@ -196,21 +208,24 @@ def process(conn: Connection, data: bytes = b"", now: float = 0.0) -> Action:
                     if conn.output_buffer_size() > PREAUTH_OUTPUT:
                         break
                 continue
-            # blocked until the future resolves (subscribe visibility);
-            # what follows stays buffered in the parser until then
-            if last is not None:
-                if runs is None:
-                    runs = []
-                runs.append((last, n))
-                share_time(runs, perf_counter_ns() - start)
-            conn.end_batch(False)
-            return conn.block(cast("asyncio.Future[bytes]", reply))
+            if held is None:
+                held = [reply]
+            else:
+                held.append(reply)
+            if reply is ctx.subscriptions.confirming:
+                continue  # only the peers' ACK awaited: the next ones join its batch
+            break  # blocked until the future resolves; what follows stays buffered
     except parser.ProtocolError as exc:
+        if held is not None:
+            # answered after the held replies: the parser raises it again
+            return _block(conn, held, runs, last, n, start)
         error = resp.error(str(exc))
         client_log.protocol_error(conn, str(exc))
         stats.error_replied(error)
         conn.write(error)
         conn.close_after_reply()
+    if held is not None:
+        return _block(conn, held, runs, last, n, start)
     if last is not None:
         elapsed = perf_counter_ns() - start
         if runs is not None:
@@ -237,6 +252,39 @@ def process(conn: Connection, data: bytes = b"", now: float = 0.0) -> Action:
         stats.parse_slices += 1
         return SLICE
     return DONE
+
+
+def _block(
+    conn: Connection,
+    held: list[Reply],
+    runs: list[tuple[CommandStat, int]] | None,
+    last: CommandStat | None,
+    n: int,
+    start: int,
+) -> Action:
+    """The batch ends blocked on ``held``, its replies from the first that
+    waits on (a future each, or bytes), written in order once every future
+    is done; later requests stay buffered until then."""
+    if last is not None:
+        if runs is None:
+            runs = []
+        runs.append((last, n))
+        share_time(runs, perf_counter_ns() - start)
+    conn.end_batch(False)
+    if len(held) == 1:
+        return conn.block(cast("asyncio.Future[bytes]", held[0]))
+    return conn.block(conn.ctx.subscriptions.after_all(held))
+
+
+def _confirms(args: list[bytes]) -> bool:
+    """Whether a request is a (P|S)(UN)SUBSCRIBE (any case), which may run
+    while the replies before it wait for subscribe visibility."""
+    return args[0].lower() in _CONFIRMING
+
+
+_CONFIRMING = frozenset(
+    (b"subscribe", b"unsubscribe", b"psubscribe", b"punsubscribe", b"ssubscribe", b"sunsubscribe")
+)
 
 
 def _in_line(conn: Connection, args: list[bytes]) -> int:

@@ -114,6 +114,7 @@ class RequestParser:
         "_pos",
         "_read_start",
         "_reader",
+        "_unread",
         "authenticated",
         "backlog",
         "max_bulk",
@@ -139,6 +140,8 @@ class RequestParser:
         #: the last parse stopped after SLICE_BULKS bulks with more buffered:
         #: call ``requests()`` again (after letting other clients run)
         self.backlog = False
+        #: a request taken and put back (``unread``): the next one taken
+        self._unread: list[bytes] | None = None
 
     def feed(self, data: bytes) -> None:
         buf = self._buf
@@ -204,6 +207,11 @@ class RequestParser:
             if not self.backlog:
                 return None
 
+    def unread(self, req: list[bytes]) -> None:
+        """Put back ``req``, the last request taken (the request loop took
+        it and did not run it): the next one taken."""
+        self._unread = req
+
     def requests(self) -> Iterator[list[bytes]]:
         """Every complete request buffered, in order.
 
@@ -212,6 +220,10 @@ class RequestParser:
         not take stays buffered. Raises :class:`ProtocolError` after the
         requests that precede the bad one.
         """
+        unread = self._unread
+        if unread is not None:
+            self._unread = None
+            yield unread
         buf = self._buf
         max_bulk = self.max_bulk
         max_multibulk = self.max_multibulk

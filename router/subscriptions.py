@@ -35,12 +35,17 @@ if TYPE_CHECKING:
 class Subscriptions:
     """The bulk work of one node's pub/sub (module doc); one asyncio loop."""
 
-    __slots__ = ("_gone", "budget", "pubsub")
+    __slots__ = ("_gone", "budget", "confirming", "pubsub")
 
     def __init__(self, pubsub: PubSub, budget: Budget | None = None) -> None:
         self.pubsub = pubsub
         self.budget = budget if budget is not None else Budget()
         self._gone = _Gone(pubsub, self.budget)
+        #: the last reply that awaits only subscribe visibility (its work is
+        #: done, its bytes known): the request loop runs the pipeline's next
+        #: (un)subscribes behind it, in the same announced batch
+        #: (:func:`router.dispatch.process`)
+        self.confirming: asyncio.Future[bytes] | None = None
 
     def subscribe(self, kind: Kind, client: CommandClient, names: list[bytes]) -> Reply:
         """(P|S)SUBSCRIBE: one confirmation per name, written once every
@@ -56,7 +61,10 @@ class Subscriptions:
                 pubsub = self.pubsub
                 wait = pubsub.filters_changed(pubsub.add(kind, client, name))
                 reply = resp.confirmation(kind.subscribe, name, kind.count(client), client.resp)
-                return reply if wait is None or in_exec else pubsub.after(wait, reply)
+                if wait is None or in_exec:
+                    return reply
+                future = self.confirming = pubsub.after(wait, reply)
+                return future
         return self.run(Bulk(self.pubsub, client, (kind,), names, adding=True))
 
     def unsubscribe(self, kind: Kind, client: CommandClient, names: list[bytes]) -> Reply:
@@ -76,6 +84,34 @@ class Subscriptions:
         if not names and not getattr(client, kind.own):
             return resp.confirmation(kind.unsubscribe, None, kind.count(client), client.resp)
         return self.run(Bulk(self.pubsub, client, (kind,), names or None, adding=False))
+
+    def after_all(self, replies: list[Reply]) -> asyncio.Future[bytes]:
+        """The replies of a pipeline's run of (un)subscribes, from the first
+        that waits (a future each, or bytes), as one reply: resolved, in
+        their order, once every future is done (a cancelled or failed one
+        adds nothing: its client is gone)."""
+        done: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+        futures = [reply for reply in replies if type(reply) is not bytes]
+        left = len(futures)
+
+        def finish(_: asyncio.Future[bytes]) -> None:
+            nonlocal left
+            left -= 1
+            if left or done.done():
+                return
+            parts: list[bytes] = []
+            for reply in replies:
+                if type(reply) is bytes:
+                    parts.append(reply)
+                else:
+                    future = cast("asyncio.Future[bytes]", reply)
+                    if not future.cancelled() and future.exception() is None:
+                        parts.append(future.result())
+            done.set_result(b"".join(parts))
+
+        for future in futures:
+            cast("asyncio.Future[bytes]", future).add_done_callback(finish)
+        return done
 
     def drop(self, client: CommandClient) -> asyncio.Future[bytes] | None:
         """The one unsubscribe-all: every subscription of a client that went
@@ -102,7 +138,10 @@ class Subscriptions:
         future of its reply: the client waits, blocked, behind it."""
         if job.client.in_exec or self.budget.admit(job.weight):
             job.step(1 << 62)
-            return job.reply if job.waits is None or job.client.in_exec else job.waited()
+            if job.waits is None or job.client.in_exec:
+                return job.reply
+            future = self.confirming = job.waited()
+            return future
         self.budget.queue(job)
         if job.client.closed:  # a gone client's drop: nobody waits for it
             return b""

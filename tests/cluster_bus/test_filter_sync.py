@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from bloom import CountingBloomFilter
 from cluster_bus.api import FilterChange, FilterSnapshot
+from cluster_bus.codec import encode
+from cluster_bus.decoder import FrameDecoder
 from cluster_bus.filter_sync import REQUEST_RETRY_MAX_MS, REQUEST_RETRY_MS, FilterSync
 from cluster_bus.frames import Ack, FilterDelta, FilterFull, FilterKind, FilterRequest, Ping
 from cluster_bus.routing import PeerTable, filter_fingerprint
@@ -165,3 +167,21 @@ def test_a_bogus_huge_epoch_does_not_silence_later_heartbeats():
     sync.on_full(PEER, sync.full(FilterKind.CHANNELS, snap, False), now=2_010)
     assert routing.fingerprint(PEER, FilterKind.CHANNELS) == real.fingerprint()
     assert routing.nodes_of(routing.route(b"payroll")) == (PEER,)
+
+
+def test_a_batch_of_two_filters_is_acked_once_by_its_last_delta():
+    """A batch changing both filters: two deltas, the first flagged ``more``
+    (on the wire too); the peer acks only the last, which stands for both."""
+    ours = started(CountingBloomFilter(1024))
+    changes = [
+        FilterChange("channels", (3, 9), (), 11, 1024),
+        FilterChange("patterns", (5,), (), 12, 256),
+    ]
+    deltas, whole = ours.announce(changes)
+    assert whole == [] and [d.more for d in deltas] == [True, False]
+    wire = FrameDecoder().feed(b"".join(encode(d, 1) for d in deltas))
+    assert [d.more for d in wire if isinstance(d, FilterDelta)] == [True, False]
+    theirs = started(CountingBloomFilter(1024))
+    theirs.routing.add_peer(PEER)
+    replies = [r for d in wire for r in theirs.on_delta(PEER, d, now=1_000)]  # type: ignore[arg-type]
+    assert [r for r in replies if isinstance(r, Ack)] == [Ack(deltas[1].delta_id)]

@@ -249,3 +249,23 @@ def test_multibulk_counts_up_to_int_max_wait_for_their_arguments(fast):
     parser.feed(b"*2147483648\r\n")
     with pytest.raises(ProtocolError, match="invalid multibulk length"):
         parser.next_request()
+
+
+@pytest.mark.parametrize("compiled", [False, True], ids=["python", "compiled"])
+def test_a_request_put_back_is_the_next_one_taken(compiled):
+    if compiled:
+        compiled_parser = pytest.importorskip("router._parser")
+        parser = compiled_parser.RequestParser(1 << 20, 1024)
+    else:
+        parser = RequestParser(1 << 20, 1024)
+    parser.feed(b"SUBSCRIBE a\r\n*1\r\n$4\r\nPING\r\nECHO x\r\n")
+    taken = []
+    for req in parser.requests():
+        taken.append(req)
+        if req == [b"PING"]:
+            parser.unread(req)  # the request loop stops at it, to run it later
+            break
+    assert taken == [[b"SUBSCRIBE", b"a"], [b"PING"]]
+    parser.feed(b"*1\r\n$4\r\nQUIT\r\n")
+    assert list(parser.requests()) == [[b"PING"], [b"ECHO", b"x"], [b"QUIT"]]
+    assert parser.next_request() is None

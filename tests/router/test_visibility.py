@@ -115,3 +115,49 @@ def test_one_command_announces_one_merged_change_per_filter():
             w.close()
 
     asyncio.run(scenario())
+
+
+def test_a_pipeline_runs_behind_a_held_confirmation_and_its_replies_keep_order():
+    """SUBSCRIBE a, SUBSCRIBE b, UNSUBSCRIBE a in one write: all three run
+    (their changes reach the link in the same loop turn, one announced
+    batch) while the first confirmation is held; nothing is written until
+    every wait ends; then the replies in order, and the message published
+    meanwhile after them; the PING behind them waits for the confirmations."""
+
+    async def scenario() -> None:
+        link = HeldLink()
+        async with node_with(link) as node:
+            sub_r, sub_w = await asyncio.open_connection("127.0.0.1", node.port)
+            pub_r, pub_w = await asyncio.open_connection("127.0.0.1", node.port)
+            sub_w.write(b"SUBSCRIBE a\r\nSUBSCRIBE b\r\nUNSUBSCRIBE a\r\nPING\r\n")
+            await sub_w.drain()
+            for _ in range(50):
+                if len(link.pending) >= 2:
+                    break
+                await asyncio.sleep(0.01)
+            # both subscribes announced before either was acknowledged (the
+            # UNSUBSCRIBE too: this link makes every change wait)
+            assert len(link.pending) == 3
+            pub_w.write(b"PUBLISH b early\r\n")
+            await pub_w.drain()
+            assert await asyncio.wait_for(pub_r.readline(), 5) == b":1\r\n"
+            link.pending[0].set_result(None)
+            try:
+                early = await asyncio.wait_for(sub_r.read(1), 0.2)
+            except TimeoutError:
+                early = b""
+            assert early == b""  # the second subscribe's wait still holds all
+            for fut in link.pending[1:]:
+                fut.set_result(None)
+            frames = await _read_frames(sub_r, 5)
+            assert frames == [
+                b"*3\r\n$9\r\nsubscribe\r\n$1\r\na\r\n:1\r\n",
+                b"*3\r\n$9\r\nsubscribe\r\n$1\r\nb\r\n:2\r\n",
+                b"*3\r\n$11\r\nunsubscribe\r\n$1\r\na\r\n:1\r\n",
+                b"*3\r\n$7\r\nmessage\r\n$1\r\nb\r\n$5\r\nearly\r\n",
+                b"*2\r\n$4\r\npong\r\n$0\r\n\r\n",
+            ]
+            for w in (sub_w, pub_w):
+                w.close()
+
+    asyncio.run(scenario())
