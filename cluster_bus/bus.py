@@ -97,8 +97,9 @@ class ClusterBus:
         *,
         clock: Callable[[], int] = now_ms,
     ) -> None:
-        """``plane``: the classes to build from (:func:`cluster_bus.dataplane.load`
-        when None: the compiled ones unless switched off)."""
+        """``plane``: the classes to build from, the bus's half of the node's
+        plane (``bloomcast node`` passes it; when None, a test's bus, the
+        plane of the node's one choice: :func:`cluster_bus.dataplane.load`)."""
         self.node = node
         #: ms since the Unix epoch (cluster_bus.link.now_ms); a test injects its own
         self.clock = clock
@@ -141,7 +142,7 @@ class ClusterBus:
         me = self.membership.myself
         me.tls_port, me.hostname = ports.tls_port, ports.hostname
         if plane is None:
-            plane = dataplane.load()  # the compiled plane, or the reference
+            plane = dataplane.load()  # (netutil.dataplane.choose: not the bus's own)
         self.plane = plane
         self.routing = plane.PeerTable()
         self.sync = FilterSync(self.routing, max_retry_ms=config.node_timeout_ms // 2)

@@ -27,7 +27,15 @@ ROOT = Path(__file__).resolve().parents[1]
 #: product module imports it.
 PACKAGES = ("bloomcast", "router", "cluster_bus", "spark", "bloom", "netutil", "bench")
 
-NETUTIL = frozenset({"netutil.acceptor", "netutil.addresses", "netutil.tls", "netutil.refusals"})
+NETUTIL = frozenset(
+    {
+        "netutil.acceptor",
+        "netutil.addresses",
+        "netutil.dataplane",
+        "netutil.tls",
+        "netutil.refusals",
+    }
+)
 
 #: (importing package, imported package) -> the imported package's front
 #: doors for it; a pair not here is an upward or side import, refused
@@ -42,6 +50,7 @@ ALLOWED: dict[tuple[str, str], frozenset[str]] = {
             "router.collector",
             "router.config",
             "router.config_file",
+            "router.dataplane",
             "router.fdlimit",
             "router.glob",
             "router.info",
