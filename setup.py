@@ -31,8 +31,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from netutil.dataplane import ENV, MODULES  # (standard library only)
 
 #: for the pure-Python mode sources: their annotations are for mypy; the
-#: C types are the ``.pxd``'s alone
-DIRECTIVES = {"embedsignature": True, "annotation_typing": False}
+#: C types are the ``.pxd``'s alone. ``warn.unused``: a name declared and
+#: never used, a stale ``@cython.locals`` name among them (its typing lost
+#: silently), stops the build (every warning is an error: ``extensions``)
+DIRECTIVES = {"embedsignature": True, "annotation_typing": False, "warn.unused": True}
 
 
 class BuildExt(build_ext):
@@ -56,7 +58,9 @@ def extensions() -> list[Extension]:
     if os.environ.get(ENV):
         return []
     from Cython.Build import cythonize
+    from Cython.Compiler import Options
 
+    Options.warning_errors = True  # a warning of Cython's stops the build
     exts = [Extension(name, [source], extra_compile_args=["-O2"]) for name, source in MODULES]
     # the generated C goes to build/ (a .py's C beside it would not say whose it is)
     return cythonize(

@@ -88,3 +88,49 @@ def test_the_switch_builds_a_wheel_with_no_module(tmp_path):
     names = zipfile.ZipFile(wheel).namelist()
     assert [n for n in names if n.endswith(".so")] == []
     assert "router/stats.py" in names and "netutil/dataplane.py" in names
+
+
+MOD = """\
+import cython
+
+
+def helper(data: bytes) -> int:
+    size = len(data)
+    return size
+"""
+MOD_PXD = """\
+cimport cython
+
+@cython.locals(size=Py_ssize_t)
+cpdef long helper(bytes data)
+"""
+
+
+def _small_tree(tmp_path: Path, pxd: str) -> Path:
+    """The real setup.py and pyproject.toml over a one-module list (a
+    netutil/dataplane.py of its own naming ``pkg._mod``): seconds to build."""
+    src = tmp_path / "src"
+    (src / "pkg").mkdir(parents=True)
+    (src / "netutil").mkdir()
+    for name in ("pyproject.toml", "setup.py", "README.md"):
+        shutil.copy(ROOT / name, src / name)
+    (src / "netutil" / "__init__.py").write_text("")
+    (src / "netutil" / "dataplane.py").write_text(
+        f'ENV = "{ENV}"\nMODULES = (("pkg._mod", "pkg/mod.py"),)\n'
+    )
+    (src / "pkg" / "__init__.py").write_text("")
+    (src / "pkg" / "mod.py").write_text(MOD)
+    (src / "pkg" / "_mod.pxd").write_text(pxd)
+    return src
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("uv") is None, reason="needs uv (its cache holds the build deps)")
+def test_a_cython_warning_stops_the_build(tmp_path):
+    """setup.py compiles with ``warn.unused`` and every warning an error: a
+    ``@cython.locals`` name left behind by a rename (its typing silently
+    lost) stops the build (the real modules build with it: ``uv sync``)."""
+    stale = MOD_PXD.replace("size=Py_ssize_t", "length=Py_ssize_t")
+    built = _build(_small_tree(tmp_path, stale), pure=False)
+    assert built.returncode != 0, built.stderr[-2000:]
+    assert "Unused entry 'length'" in built.stderr
