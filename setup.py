@@ -10,9 +10,12 @@ augmenting ``.pxd`` by the compiled module's name). The ``.pyx`` modules are
 what only C pointers do: the RESP framing, a message frame, the bus's
 PUBLISH frame read and written.
 
-``BLOOMCAST_NO_EXTENSIONS=1`` builds a pure-Python wheel; a machine where the
-extension cannot compile (no C compiler, no Python headers) gets one too,
-with a warning, and the node runs the Python core (the reference).
+The modules are listed once, in :data:`netutil.dataplane.MODULES` (the
+node's planes and the tests read the same list). A module that fails to
+compile fails the build, naming it (issue 50: a partial build once ran the
+router on Python and the bus compiled); ``BLOOMCAST_NO_EXTENSIONS=1`` builds
+a pure-Python wheel instead (a machine with no C compiler or Python
+headers), whose node runs the Python core (the reference) whole.
 """
 
 from __future__ import annotations
@@ -23,61 +26,41 @@ import sys
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
-#: (compiled module, its source): a ``.py`` in pure-Python mode (its C
-#: declarations in the compiled module's ``.pxd``) or a ``.pyx``; in the
-#: order of their cimports
-MODULES = [
-    ("router._parser", "router/_parser.pyx"),
-    ("router._resp", "router/_resp.pyx"),
-    ("router._stats", "router/stats.py"),
-    ("router._registry", "router/registry.py"),
-    ("router._context", "router/context.py"),
-    ("router._connection", "router/connection.py"),
-    ("router._pubsub", "router/pubsub.py"),
-    ("router._dispatch", "router/dispatch.py"),
-    ("router._client", "router/client.py"),
-    ("cluster_bus._codec", "cluster_bus/_codec.pyx"),
-    ("cluster_bus._routing", "cluster_bus/routing.py"),
-    ("cluster_bus._session", "cluster_bus/session.py"),
-    ("cluster_bus._decoder", "cluster_bus/decoder.py"),
-    ("cluster_bus._link", "cluster_bus/link.py"),
-    ("cluster_bus._forwarding", "cluster_bus/forwarding.py"),
-]
+# the build runs this file with the project out of sys.path
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from netutil.dataplane import ENV, MODULES  # (standard library only)
 
 #: for the pure-Python mode sources: their annotations are for mypy; the
-#: C types are the ``.pxd``'s alone
-DIRECTIVES = {"embedsignature": True, "annotation_typing": False}
+#: C types are the ``.pxd``'s alone. ``warn.unused``: a name declared and
+#: never used, a stale ``@cython.locals`` name among them (its typing lost
+#: silently), stops the build (every warning is an error: ``extensions``)
+DIRECTIVES = {"embedsignature": True, "annotation_typing": False, "warn.unused": True}
 
 
-class OptionalBuildExt(build_ext):
-    """A failed compile is a warning, not a failed install (aiohttp's rule)."""
-
-    def run(self) -> None:
-        try:
-            super().run()
-        except Exception as exc:  # the compiler is missing or fails
-            self._skip(exc)
+class BuildExt(build_ext):
+    """A module that does not compile stops the build with a line naming it
+    and the way to a pure-Python node (never a partial build: a node runs
+    one plane whole)."""
 
     def build_extension(self, ext: Extension) -> None:
         try:
             super().build_extension(ext)
-        except Exception as exc:
-            self._skip(exc)
-
-    @staticmethod
-    def _skip(exc: Exception) -> None:
-        print(
-            f"bloomcast: the compiled data plane was not built ({exc}); "
-            "the node will run the Python core",
-            file=sys.stderr,
-        )
+        except Exception:
+            print(
+                f"bloomcast: {ext.name} did not compile: the build stops (a C compiler "
+                f"and the Python headers are needed; {ENV}=1 builds a pure-Python node)",
+                file=sys.stderr,
+            )
+            raise
 
 
 def extensions() -> list[Extension]:
-    if os.environ.get("BLOOMCAST_NO_EXTENSIONS"):
+    if os.environ.get(ENV):
         return []
     from Cython.Build import cythonize
+    from Cython.Compiler import Options
 
+    Options.warning_errors = True  # a warning of Cython's stops the build
     exts = [Extension(name, [source], extra_compile_args=["-O2"]) for name, source in MODULES]
     # the generated C goes to build/ (a .py's C beside it would not say whose it is)
     return cythonize(
@@ -111,4 +94,4 @@ def _stale() -> bool:
     return max(p.stat().st_mtime for p in inputs) > min(c.stat().st_mtime for c in outputs)
 
 
-setup(ext_modules=extensions(), cmdclass={"build_ext": OptionalBuildExt})
+setup(ext_modules=extensions(), cmdclass={"build_ext": BuildExt})

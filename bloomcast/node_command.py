@@ -66,11 +66,15 @@ async def serve(
 ) -> None:
     """Run a node (its bus, its traffic tap) until SIGTERM/SIGINT, then shut
     down gracefully. The one place that wires Node + ClusterBus + tap."""
+    from router import dataplane
     from router.node import Node
 
     allocator.fix_mmap_threshold()  # large freed blocks go back to the kernel
+    # the node's one choice of data plane, for its router and its bus alike
+    # (netutil.dataplane.choose: the Python core for all when any part is not built)
+    plane = dataplane.load()
     nodes_file, saved = open_nodes_file(config) if with_bus else (None, None)
-    node = Node(config, node_id=saved.my_id if saved is not None else None)
+    node = Node(config, node_id=saved.my_id if saved is not None else None, plane=plane)
     node.time_off_loop_events(asyncio.get_running_loop(), nodes_file)
     try:
         await node.start(serve=False)  # clients once the bus is started (below)
@@ -81,7 +85,7 @@ async def serve(
     if with_bus:
         from cluster_bus.bus import ClusterBus
 
-        bus = ClusterBus(node.pubsub, config.bus_config(node.port), nodes_file, saved)
+        bus = ClusterBus(node.pubsub, config.bus_config(node.port), nodes_file, saved, plane.bus)
         node.set_link(bus)
         try:
             await bus.start()
@@ -112,7 +116,9 @@ async def serve(
     bus_port = f" bus port {bus.port}" if bus is not None else ""
     ready = f"bloomcast node {node.node_id} ready on {config.bind}:{node.port}{bus_port}"
     print(ready, flush=True)
-    log.info("%s, pid %d. Ready to accept connections", ready, os.getpid())
+    log.info(
+        "%s, data plane %s, pid %d. Ready to accept connections", ready, plane.name, os.getpid()
+    )
     await stop.wait()
     log.info("Shutdown requested: sending LEAVE, closing clients")
     # a second SIGTERM/SIGINT exits at once, as Redis's "You insist... exiting now."

@@ -30,11 +30,13 @@ import os
 import sys
 import time
 import traceback
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from netutil.rate_limited_log import RateLimitedLog
-from router.client_log import VERBOSE
-from router.stats import NodeStats  # Redis's "verbose", between DEBUG and INFO
+from router.client_log import VERBOSE  # Redis's "verbose", between DEBUG and INFO
+
+if TYPE_CHECKING:  # (the compiled plane's node loads no Python twin: netutil.dataplane)
+    from router.stats import NodeStats
 
 logging.addLevelName(VERBOSE, "VERBOSE")
 

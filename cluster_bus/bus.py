@@ -97,8 +97,9 @@ class ClusterBus:
         *,
         clock: Callable[[], int] = now_ms,
     ) -> None:
-        """``plane``: the classes to build from (:func:`cluster_bus.dataplane.load`
-        when None: the compiled ones unless switched off)."""
+        """``plane``: the classes to build from, the bus's half of the node's
+        plane (``bloomcast node`` passes it; when None, a test's bus, the
+        plane of the node's one choice: :func:`cluster_bus.dataplane.load`)."""
         self.node = node
         #: ms since the Unix epoch (cluster_bus.link.now_ms); a test injects its own
         self.clock = clock
@@ -122,7 +123,7 @@ class ClusterBus:
         self.boot = int.from_bytes(os.urandom(8), "big") or 1
         self.membership = self._own_membership(config)
         if plane is None:
-            plane = dataplane.load()  # the compiled plane, or the reference
+            plane = dataplane.load()  # (netutil.dataplane.choose: not the bus's own)
         self.plane = plane
         self.routing = plane.PeerTable()
         self.sync = FilterSync(self.routing, max_retry_ms=config.node_timeout_ms // 2)

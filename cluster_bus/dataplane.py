@@ -1,7 +1,6 @@
 """Which forwarding hot path a bus runs: the compiled one or the Python
-reference it is checked against (issues 29, 42; the bus's half of
-:mod:`router.dataplane`, which says which one a node runs and warns when the
-compiled one is missing). The bus's one place that decides it.
+reference it is checked against (issues 29, 42, 50; the bus's half of
+:mod:`router.dataplane`): the classes a bus builds from.
 
 The bus's hot modules are written once, in Cython's pure-Python mode:
 ``cluster_bus/link.py``, ``decoder.py``, ``forwarding.py``, ``session.py``
@@ -12,25 +11,28 @@ beside ``cluster_bus/_codec.pyx``, the PUBLISH frame read and written by C
 pointers. A compiled module reaches the others by ``cimport``: a
 :class:`BusPlane` is one set or the other, whole.
 
-``BLOOMCAST_NO_EXTENSIONS=1`` selects the reference, as does a machine where
-the extension was not built or does not import. The bus calls :func:`load`
-once (or is given a plane) and builds its links, routing table and
-forwarding sessions from it.
+The bus decides nothing: the node's one choice
+(:func:`netutil.dataplane.choose`) names the plane, and ``bloomcast node``
+hands the bus the half of the node's :class:`router.dataplane.Plane`
+(``plane.bus``); a bus built without one (a test) takes the plane of the
+same choice (:func:`load`).
 """
 
 from __future__ import annotations
 
-import os
+import functools
+import importlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from netutil.dataplane import COMPILED, ENV, PYTHON, choose, compiled_modules
 
 if TYPE_CHECKING:  # (imported when used: the node imports this module at start)
     from cluster_bus.forwarding import Forwarding
     from cluster_bus.link import Link
     from cluster_bus.routing import PeerTable
 
-#: the switch (the same variable turns off the node's compiled plane: router.dataplane)
-ENV = "BLOOMCAST_NO_EXTENSIONS"
+__all__ = ["ENV", "BusPlane", "compiled", "load", "named", "python"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,34 +45,33 @@ class BusPlane:
     Forwarding: type[Forwarding]
 
 
+@functools.cache
 def python() -> BusPlane:
     """The reference (plain Python)."""
     from cluster_bus import forwarding, link, routing
 
-    return BusPlane("python", link.Link, routing.PeerTable, forwarding.Forwarding)
+    return BusPlane(PYTHON, link.Link, routing.PeerTable, forwarding.Forwarding)
 
 
 def compiled() -> BusPlane:
-    """The compiled plane; ImportError when it was not built."""
-    from cluster_bus import (  # type: ignore[attr-defined]
-        _codec,
-        _decoder,
-        _forwarding,
-        _link,
-        _routing,
-        _session,
+    """The compiled plane; ImportError when it was not built (or a module of
+    it is missing)."""
+    modules = {name: importlib.import_module(name) for name in compiled_modules("cluster_bus")}
+    return BusPlane(
+        COMPILED,
+        modules["cluster_bus._link"].Link,
+        modules["cluster_bus._routing"].PeerTable,
+        modules["cluster_bus._forwarding"].Forwarding,
     )
 
-    del _codec, _decoder, _session  # (cimported by the others: named here as the plane's)
-    return BusPlane("compiled", _link.Link, _routing.PeerTable, _forwarding.Forwarding)
+
+def named(name: str) -> BusPlane:
+    """The plane :func:`netutil.dataplane.choose` named."""
+    return compiled() if name == COMPILED else python()
 
 
 def load() -> BusPlane:
-    """The compiled plane, or the reference (no warning here: the node's
-    :func:`router.dataplane.load` gives the one line)."""
-    if os.environ.get(ENV):
-        return python()
-    try:
-        return compiled()
-    except ImportError:
-        return python()
+    """The bus's half of the node's plane (:func:`netutil.dataplane.choose`:
+    the Python reference for every part when any compiled module, the
+    router's included, is missing)."""
+    return named(choose())

@@ -317,4 +317,7 @@ class Forwarding:
         self._gaps.discard(peer)
 
     def replay_buffer_bytes(self) -> int:
-        return sum(s.buffered_bytes for s in self.out_sessions.values())
+        buffered = 0
+        for session in self.out_sessions.values():
+            buffered += session.buffered_bytes
+        return buffered

@@ -513,7 +513,10 @@ class Connection:
 
     def queued_bytes(self) -> int:
         """Bytes queued this loop turn, not yet written (CLIENT LIST's ``obl``)."""
-        return sum(len(frame) for frame in self._out)
+        queued = 0
+        for frame in self._out:
+            queued += len(frame)
+        return queued
 
     def is_reading(self) -> bool:
         """Whether its socket is read (CLIENT LIST's ``events=r``)."""

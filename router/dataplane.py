@@ -1,6 +1,6 @@
 """Which data plane a node runs: the compiled one or the Python core it is
-checked against (issue 29, issue 42; aiohttp's ``AIOHTTP_NO_EXTENSIONS`` and
-msgpack's fallback are the model). The one place that decides it.
+checked against (issues 29, 42, 50; aiohttp's ``AIOHTTP_NO_EXTENSIONS`` and
+msgpack's fallback are the model): the classes the node builds from.
 
 The data plane's modules are written once, in Cython's pure-Python mode:
 ``router/connection.py``, ``dispatch.py``, ``pubsub.py``, ``client.py``,
@@ -12,33 +12,32 @@ framing) and ``router._resp`` (a message frame). A compiled module reaches
 the other compiled ones by ``cimport``, never the Python ones, so a
 :class:`Plane` is one set or the other, whole.
 
-``BLOOMCAST_NO_EXTENSIONS=1`` in the environment selects the Python core; so
-does a machine where the extension was not built or does not import, with
-one warning line (the bus's half, :mod:`cluster_bus.dataplane`, is checked
-with it, so the line speaks for both). INFO ``# Bloomcast``
-``bloomcast_data_plane`` says which. The node calls :func:`load` once (or is
-given a plane: a test builds one node per plane in one process).
+The choice is the node's one (:func:`netutil.dataplane.choose`: compiled
+when every compiled module imports, the router's and the bus's; otherwise
+the Python core for the whole node, with one warning line), and a
+:class:`Plane` carries the bus's half (:attr:`Plane.bus`), so the router and
+the bus of a node are always of one plane. INFO ``# Bloomcast``
+``bloomcast_data_plane`` says which. ``bloomcast node`` calls :func:`load`
+once and hands the plane to the node and its bus (a test builds one node per
+plane in one process).
 """
 
 from __future__ import annotations
 
 import functools
-import logging
-import os
+import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from cluster_bus import dataplane as bus_plane
-from cluster_bus.dataplane import ENV
+from netutil.dataplane import COMPILED, ENV, PYTHON, choose, compiled_modules
 
 if TYPE_CHECKING:  # (imported by python() alone: the compiled plane loads no Python twin)
     from router import client, connection, context, parser, pubsub, registry, stats
 
-log = logging.getLogger("bloomcast.node")
-
-__all__ = ["ENV", "Plane", "compiled", "load", "python"]
+__all__ = ["ENV", "Plane", "compiled", "load", "named", "python"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,9 +45,11 @@ class Plane:
     """The classes a node builds from, all of one plane: ``name`` (INFO
     ``bloomcast_data_plane``), its connections' request parser, connection
     and protocol classes, its pub/sub, its command context and counters, and
-    the run of a postponed command (:func:`router.dispatch.execute_counted`)."""
+    the run of a postponed command (:func:`router.dispatch.execute_counted`),
+    and ``bus``, the bus's classes of the same plane."""
 
     name: str
+    bus: bus_plane.BusPlane
     RequestParser: type[parser.RequestParser]
     Connection: type[connection.Connection]
     Client: type[client.Client]
@@ -64,9 +65,10 @@ class Plane:
     unblock: Callable[..., Any]
 
 
-def _plane(name: str, modules: dict[str, ModuleType]) -> Plane:
+def _plane(name: str, modules: dict[str, ModuleType], bus: bus_plane.BusPlane) -> Plane:
     return Plane(
         name,
+        bus,
         RequestParser=modules["parser"].RequestParser,
         Connection=modules["connection"].Connection,
         Client=modules["client"].Client,
@@ -90,7 +92,7 @@ def python() -> Plane:
     from router import client, connection, context, dispatch, parser, pubsub, registry, stats
 
     return _plane(
-        "python",
+        PYTHON,
         {
             "parser": parser,
             "connection": connection,
@@ -101,48 +103,30 @@ def python() -> Plane:
             "registry": registry,
             "dispatch": dispatch,
         },
+        bus_plane.python(),
     )
 
 
 def compiled() -> Plane:
-    """The compiled plane; ImportError when it was not built (or is an old
-    build: a module missing), the bus's half (:mod:`cluster_bus.dataplane`)
-    included."""
-    from router import (  # type: ignore[attr-defined]
-        _client,
-        _connection,
-        _context,
-        _dispatch,
-        _parser,
-        _pubsub,
-        _registry,
-        _resp,
-        _stats,
-    )
-
-    bus_plane.compiled()
-    del _resp
+    """The compiled plane; ImportError when it was not built (or is a partial
+    or old build: a module missing), the bus's half
+    (:mod:`cluster_bus.dataplane`) included."""
+    bus = bus_plane.compiled()
     modules = {
-        "parser": _parser,
-        "connection": _connection,
-        "client": _client,
-        "pubsub": _pubsub,
-        "context": _context,
-        "stats": _stats,
-        "registry": _registry,
-        "dispatch": _dispatch,
+        name.removeprefix("router._"): importlib.import_module(name)
+        for name in compiled_modules("router")
     }
-    return _plane("compiled", modules)
+    return _plane(COMPILED, modules, bus)
+
+
+def named(name: str) -> Plane:
+    """The plane :func:`netutil.dataplane.choose` named."""
+    return compiled() if name == COMPILED else python()
 
 
 def load() -> Plane:
-    """The compiled plane, or the Python core (:func:`python`) when
-    ``BLOOMCAST_NO_EXTENSIONS`` is set or the compiled one does not import
-    (one warning line)."""
-    if os.environ.get(ENV):
-        return python()
-    try:
-        return compiled()
-    except ImportError as exc:
-        log.warning("compiled data plane unavailable (%s): running the Python core", exc)
-        return python()
+    """The node's plane: the whole compiled plane, or the Python core for
+    the whole node when ``BLOOMCAST_NO_EXTENSIONS`` is set or any compiled
+    module does not import (one warning line;
+    :func:`netutil.dataplane.choose`)."""
+    return named(choose())

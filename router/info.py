@@ -25,6 +25,7 @@ import sys
 import time
 from typing import TYPE_CHECKING
 
+from netutil.dataplane import python_modules_loaded
 from router.allocator import rss_bytes
 from router.identity import BLOOMCAST_VERSION, REDIS_VERSION
 
@@ -98,8 +99,13 @@ def info_sections(node: Node) -> dict[str, Section]:
             **node.gc_pauses.info_fields(),
             "pubsub_jobs": node.subscriptions.budget.pending,
         },
-        # which data plane serves this node (issue 29, router/dataplane.py)
-        "bloomcast": {"bloomcast_data_plane": node.context.data_plane},
+        # which data plane serves this node (issue 29, router/dataplane.py), and
+        # which of the Python core's modules and cython it has loaded: none
+        # on the compiled plane (issue 50, netutil/dataplane.py)
+        "bloomcast": {
+            "bloomcast_data_plane": node.context.data_plane,
+            "bloomcast_data_plane_python_modules": ",".join(python_modules_loaded()),
+        },
     }
     if node.pubsub.forwards_lost_from:
         sections["forwards_lost"] = {

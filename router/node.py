@@ -61,12 +61,12 @@ class Node:
         node_id: str | None = None,
         plane: dataplane.Plane | None = None,
     ) -> None:
-        """``plane``: the data plane to build from (:func:`router.dataplane.load`
-        when None: the compiled one unless switched off)."""
+        """``plane``: the data plane to build from (``bloomcast node`` passes
+        the node's one choice; when None, :func:`router.dataplane.load`)."""
         self.config = config
         #: 40 hex digits; given when --cluster-config-file kept it from a former run
         self.node_id = node_id or os.urandom(20).hex()
-        # the compiled data plane or the Python core, chosen once (issue 29)
+        # the compiled data plane or the Python core, chosen once (issues 29, 50)
         if plane is None:
             plane = dataplane.load()
         self.plane = plane

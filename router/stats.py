@@ -153,7 +153,7 @@ class InstantaneousMetrics:
 
     def rates(self) -> tuple[float, float, float]:
         """(ops per second, input bytes per second, output bytes per second)."""
-        ops, net_in, net_out = (sum(r) / SAMPLES for r in self._rates)
+        ops, net_in, net_out = [sum(r) / SAMPLES for r in self._rates]
         return ops, net_in, net_out
 
 

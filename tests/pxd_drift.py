@@ -14,8 +14,8 @@ compiled plane:
   function runs on Python objects (``warn.unused`` says "Unused entry", a
   warning only).
 
-:func:`check` reads ``setup.py``'s ``MODULES`` (its AST: importing
-``setup.py`` runs ``setup()``), each pure-Python mode source and the
+:func:`check` takes the module list (:data:`netutil.dataplane.MODULES`,
+the one ``setup.py`` builds), reads each pure-Python mode source and the
 ``.pxd`` named after its compiled module (parsed with Cython's own parser),
 and returns one line per drift.
 """
@@ -23,7 +23,7 @@ and returns one line per drift.
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,23 +31,9 @@ from typing import Any
 from Cython.Compiler import ExprNodes, Nodes
 from Cython.Compiler.TreeFragment import parse_from_strings
 
+from netutil.dataplane import MODULES
+
 FuncNode = ast.FunctionDef | ast.AsyncFunctionDef
-
-
-def modules(setup_py: Path) -> list[tuple[str, str]]:
-    """``MODULES`` of ``setup.py``: (compiled module, its source) pairs."""
-    tree = ast.parse(setup_py.read_text(), str(setup_py))
-    for node in tree.body:
-        target: ast.expr | None = None
-        value: ast.expr | None = None
-        if isinstance(node, ast.Assign) and len(node.targets) == 1:
-            target, value = node.targets[0], node.value
-        elif isinstance(node, ast.AnnAssign):
-            target, value = node.target, node.value
-        if isinstance(target, ast.Name) and target.id == "MODULES" and value is not None:
-            pairs = ast.literal_eval(value)
-            return [(str(name), str(source)) for name, source in pairs]
-    raise LookupError(f"{setup_py}: no MODULES = [...] literal")
 
 
 # -- the .pxd side (Cython's parser) -----------------------------------------------------
@@ -295,11 +281,12 @@ def class_members(cls: ast.ClassDef) -> set[str]:
 # -- the check ---------------------------------------------------------------------------
 
 
-def check(root: Path) -> list[str]:
+def check(root: Path, modules: Sequence[tuple[str, str]] = MODULES) -> list[str]:
     """One line per drift between the pure-Python mode sources of
-    ``root/setup.py``'s ``MODULES`` and their ``.pxd`` files."""
+    ``modules`` (compiled module, its source; paths under ``root``) and
+    their ``.pxd`` files."""
     problems: list[str] = []
-    pure = [(m, s) for m, s in modules(root / "setup.py") if s.endswith(".py")]
+    pure = [(m, s) for m, s in modules if s.endswith(".py")]
     parsed: dict[str, tuple[ast.Module, Pxd | None]] = {}
     all_classes: dict[str, PxdClass] = {}
     for module, source in pure:

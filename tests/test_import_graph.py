@@ -31,6 +31,7 @@ NETUTIL = frozenset(
     {
         "netutil.acceptor",
         "netutil.addresses",
+        "netutil.dataplane",
         "netutil.tls",
         "netutil.rate_limited_log",
         "netutil.refusals",  # its old name, while cluster_bus/mesh.py imports it
@@ -50,6 +51,7 @@ ALLOWED: dict[tuple[str, str], frozenset[str]] = {
             "router.collector",
             "router.config",
             "router.config_file",
+            "router.dataplane",
             "router.fdlimit",
             "router.glob",
             "router.info",

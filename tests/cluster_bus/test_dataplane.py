@@ -80,6 +80,7 @@ def test_a_missing_bus_twin_is_one_warning_and_the_python_core(monkeypatch, capl
     with caplog.at_level(logging.WARNING, logger="bloomcast.node"):
         assert node_plane.load() is node_plane.python()
     assert len(caplog.records) == 1
-    assert "running the Python core" in caplog.records[0].getMessage()
+    assert "the whole node runs the Python core" in caplog.records[0].getMessage()
+    assert node_plane.load().bus is dataplane.python()  # the router's plane carries the bus's
     assert dataplane.load().name == "python"
     assert dataplane.load().Link is Link and dataplane.load().Forwarding is Forwarding

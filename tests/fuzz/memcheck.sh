@@ -5,7 +5,7 @@
 #   nice -n 10 sh tests/fuzz/memcheck.sh [FUZZ_INPUTS] [SEED]
 #
 # Prints the error summary, the definite leaks, and the errors that are the
-# extensions' (setup.py's MODULES: router/_*.so and cluster_bus/_*.so, their
+# extensions' (netutil/dataplane.py's MODULES: router/_*.so and cluster_bus/_*.so, their
 # functions named __pyx_..._6router_... and ..._11cluster_bus_...): raised in
 # them or in what it calls directly (before
 # any interpreter frame), or an invalid access or a definite leak through it.

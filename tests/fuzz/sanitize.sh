@@ -1,5 +1,5 @@
 #!/bin/sh
-# The compiled data plane (every module of setup.py's MODULES: the .pyx files
+# The compiled data plane (every module of netutil/dataplane.py's MODULES: the .pyx files
 # and the pure-Python mode sources compiled under their _names) built with
 # ASan + UBSan, then the router and bus tests and the differential fuzzers run
 # against that build (issues 29, 42).
@@ -26,9 +26,9 @@ CFLAGS="-O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitiz
 LDFLAGS="-fsanitize=address,undefined" \
     uv run --project "$root" --no-sync --with 'cython>=3.1,<3.4' --with 'setuptools>=70' \
     python setup.py -q build_ext --inplace >build.log 2>&1 || { cat build.log; exit 1; }
-# setup.py's MODULES: ("router._parser", "router/_parser.pyx"), ...
-modules=$(sed -n 's/^    ("\([a-z_.]*\)", "[a-z_/.]*"),$/\1/p' setup.py)
-[ -n "$modules" ] || { echo "no modules read from setup.py" >&2; exit 1; }
+# the modules setup.py builds (netutil/dataplane.py's MODULES, the one list)
+modules=$(python3 -c 'from netutil.dataplane import MODULES; print(" ".join(m for m, _ in MODULES))')
+[ -n "$modules" ] || { echo "no modules read from netutil/dataplane.py" >&2; exit 1; }
 for m in $modules; do
     so=$(ls "$(echo "$m" | tr . /)".*.so)
     nm -D "$so" | grep -q __asan_report || { echo "$so is not instrumented" >&2; exit 1; }

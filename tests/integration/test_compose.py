@@ -28,6 +28,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from bloomcast.cli import build_parser
 from bloomcast.testing import free_port, wait_port
+from netutil.dataplane import MODULES
 from router.config import NodeConfig, add_node_arguments, config_from_args
 from tests.procs import bloomcast_node
 
@@ -258,11 +259,9 @@ def test_dockerignore_keeps_the_venv_git_and_caches_out():
 
 
 def _modules() -> list[tuple[str, str]]:
-    """setup.py's MODULES: (the compiled module as a path, its source), read
-    from the file (setup.py runs setup() when imported)."""
-    modules = re.findall(r'\("([\w.]+)", "([\w/.]+)"\)', (ROOT / "setup.py").read_text())
-    assert modules, "setup.py's MODULES"
-    return [(module.replace(".", "/"), source) for module, source in modules]
+    """The modules setup.py builds (netutil.dataplane.MODULES): (the compiled
+    module as a path, its source)."""
+    return [(module.replace(".", "/"), source) for module, source in MODULES]
 
 
 #: what setup.py's build leaves beside the sources (the generated C, the
@@ -271,7 +270,7 @@ BUILD_OUTPUTS = (".c", ".so", ".o")
 
 
 def test_dockerignore_keeps_the_in_place_build_out():
-    # `uv sync` builds the compiled data plane in place (setup.py's MODULES:
+    # `uv sync` builds the compiled data plane in place (netutil.dataplane.MODULES:
     # the generated C under build/cy, the .so beside its source). The image
     # generates and compiles its own from the sources, so the context must not
     # carry a checkout's (another Cython, compiler or Python may have made them)

@@ -18,6 +18,7 @@ import sys
 import pytest
 
 import router
+from netutil.dataplane import MODULES, compiled_modules
 from router import dataplane
 from router.config import NodeConfig
 from router.info import info_sections
@@ -49,6 +50,41 @@ def _info_plane(env: dict[str, str]) -> bytes:
     return reply
 
 
+def _python_modules(reply: bytes) -> list[str]:
+    """INFO's ``bloomcast_data_plane_python_modules`` (comma-separated)."""
+    for line in reply.decode().split("\r\n"):
+        if line.startswith("bloomcast_data_plane_python_modules:"):
+            value = line.partition(":")[2]
+            return value.split(",") if value else []
+    raise AssertionError(f"no bloomcast_data_plane_python_modules in {reply!r}")
+
+
+def _exercised_node_info(env: dict[str, str]) -> bytes:
+    """INFO bloomcast of a real node process with its bus, after it served
+    each kind of request once (subscriptions, PUBLISH in line and through
+    the table, MULTI, CLIENT, CLUSTER, INFO everything, a protocol error)."""
+    with bloomcast_node(bus=True, env=env) as port:
+        sub, pub = connect(port), connect(port)
+        sub.sendall(b"SUBSCRIBE a\r\nPSUBSCRIBE b*\r\nSSUBSCRIBE {c}x\r\n")
+        read_quiet(sub)
+        pub.sendall(
+            b"PUBLISH a 1\r\npublish b2 2\r\nSPUBLISH {c}x 3\r\nMULTI\r\nPUBLISH a 4\r\n"
+            b"EXEC\r\nCLIENT LIST\r\nCLUSTER NODES\r\nCLUSTER INFO\r\nINFO everything\r\n"
+            b"LATENCY LATEST\r\nCOMMAND COUNT\r\nCONFIG GET *\r\n"
+        )
+        read_quiet(pub)
+        sub.sendall(b"UNSUBSCRIBE\r\nPUNSUBSCRIBE\r\nSUNSUBSCRIBE\r\nRESET\r\n")
+        read_quiet(sub)
+        pub.sendall(b"*1\r\n$x\r\n")  # a protocol error closes it
+        read_quiet(pub)
+        s = connect(port)
+        s.sendall(b"INFO bloomcast\r\n")
+        reply, _ = read_quiet(s)
+        for c in (s, sub, pub):
+            c.close()
+    return reply
+
+
 @needs_compiled
 def test_the_extension_is_built():
     """This machine kind has gcc and the Python headers: `uv sync` builds the
@@ -69,6 +105,27 @@ def test_a_node_started_without_the_switch_reports_compiled():
     assert b"# Bloomcast\r\nbloomcast_data_plane:compiled\r\n" in reply
 
 
+@needs_compiled
+def test_a_compiled_node_loads_no_python_twin_nor_cython():
+    """A real compiled node process with its bus, after serving each kind of
+    request, has imported none of the Python core's modules (router.stats,
+    cluster_bus.link, ...) nor cython (its Shadow module): INFO reads its
+    sys.modules (issue 50)."""
+    env = {k: v for k, v in os.environ.items() if k != dataplane.ENV}
+    reply = _exercised_node_info(env)
+    assert b"bloomcast_data_plane:compiled\r\n" in reply
+    assert _python_modules(reply) == []
+
+
+def test_a_python_node_reports_the_python_modules_it_runs():
+    """The same field on the Python core lists every module of it and cython
+    (so the compiled node's empty list is a reading, not a blank)."""
+    reply = _exercised_node_info({**os.environ, dataplane.ENV: "1"})
+    assert b"bloomcast_data_plane:python\r\n" in reply
+    loaded = _python_modules(reply)
+    assert {"router.stats", "router.dispatch", "cluster_bus.link", "cython"} <= set(loaded)
+
+
 def test_the_node_builds_its_parts_from_the_switch(monkeypatch):
     monkeypatch.setenv(dataplane.ENV, "1")
     node = Node(NodeConfig(port=0))
@@ -82,11 +139,12 @@ def test_the_node_builds_its_parts_from_the_switch(monkeypatch):
     assert {cls.__module__: name for cls, name in python_modules.items()} == {
         name: name for name in python_modules.values()
     }
-    assert info_sections(node)["bloomcast"] == {"bloomcast_data_plane": "python"}
+    assert info_sections(node)["bloomcast"]["bloomcast_data_plane"] == "python"
     monkeypatch.delenv(dataplane.ENV)
     node = Node(NodeConfig(port=0))
     want = "python" if _compiled is None else "compiled"
-    assert info_sections(node)["bloomcast"] == {"bloomcast_data_plane": want}
+    assert info_sections(node)["bloomcast"]["bloomcast_data_plane"] == want
+    assert node.plane.bus.name == want
     if _compiled is not None:
         assert type(node.pubsub).__module__ == "router._pubsub"
         assert type(node.context).__module__ == "router._context"
@@ -104,25 +162,57 @@ def test_a_plane_is_one_set_of_modules():
             assert module.rpartition(".")[2].startswith("_") is compiled, (plane.name, name)
 
 
-def test_setup_compiles_what_the_switch_loads_and_uv_rebuilds_on_each_source():
-    """setup.py's MODULES, the compiled plane's imports and pyproject's
-    cache keys name the same sources (a source missing from the keys would
-    leave a stale build after an edit)."""
-    import re
+def test_the_module_list_is_one_and_uv_rebuilds_on_each_source():
+    """setup.py builds netutil.dataplane.MODULES and lists none of its own;
+    the compiled planes load every module of it, and pyproject's cache keys
+    name each source (a source missing from the keys would leave a stale
+    build after an edit)."""
+    import ast
     import tomllib
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[2]
-    modules = dict(re.findall(r'\("([\w.]+)", "([\w/.]+)"\)', (root / "setup.py").read_text()))
-    router_modules = {m.split(".")[1] for m in modules if m.startswith("router.")}
-    loaded = set(re.findall(r"^\s+(_\w+),$", (root / "router/dataplane.py").read_text(), re.M))
-    assert loaded == router_modules
+    setup = ast.parse((root / "setup.py").read_text())
+    imported = [
+        alias.name
+        for node in ast.walk(setup)
+        if isinstance(node, ast.ImportFrom) and node.module == "netutil.dataplane"
+        for alias in node.names
+    ]
+    assert "MODULES" in imported
+    sources = {source for _, source in MODULES}
+    literals = {n.value for n in ast.walk(setup) if isinstance(n, ast.Constant)}
+    assert not literals & sources, "setup.py names a module source of its own"
+    assert {m.rpartition(".")[2] for m in compiled_modules("router")} >= {
+        "_parser",
+        "_connection",
+        "_dispatch",
+    }
+    assert len(compiled_modules("router")) + len(compiled_modules("cluster_bus")) == len(MODULES)
     keys = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["uv"]["cache-keys"]
     files = {key["file"] for key in keys}
-    for module, source in modules.items():
+    assert "netutil/dataplane.py" in files
+    for module, source in MODULES:
+        assert (root / source).is_file(), source
         if source.endswith(".py"):
             assert source in files, source
             assert (root / (module.replace(".", "/") + ".pxd")).is_file(), module
+
+
+@needs_compiled
+def test_the_compiled_planes_are_built_from_every_module_of_the_list(monkeypatch):
+    """A module of the list that does not import (a partial or older build)
+    gives the Python core to the whole node, the bus's half included: the
+    router's and the bus's planes both come from the one choice."""
+    monkeypatch.delenv(dataplane.ENV, raising=False)
+    plane = dataplane.load()
+    assert (plane.name, plane.bus.name) == ("compiled", "compiled")
+    assert plane.bus.Link.__module__ == "cluster_bus._link"
+    monkeypatch.setitem(sys.modules, "cluster_bus._session", None)  # the bus's, cimported
+    plane = dataplane.load()
+    assert (plane.name, plane.bus.name) == ("python", "python")
+    assert plane.bus.Link.__module__ == "cluster_bus.link"
+    assert type(Node(NodeConfig(port=0)).pubsub).__module__ == "router.pubsub"
 
 
 @needs_compiled
@@ -133,13 +223,11 @@ def test_every_compiled_module_was_built_against_the_others_layout():
     reads fields at the wrong offsets. setup.py regenerates every module when
     any source or ``.pxd`` is newer than the generated C, since Cython does
     not see those dependencies of a pure-Python mode module."""
-    import re
     import subprocess
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[2]
-    modules = re.findall(r'\("([\w.]+)", "[\w/.]+"\)', (root / "setup.py").read_text())
-    code = "; ".join(f"import {m}" for m in modules)
+    code = "; ".join(f"import {m}" for m, _ in MODULES)
     run = subprocess.run(
         [sys.executable, "-W", "error::RuntimeWarning", "-c", code],
         capture_output=True,
@@ -256,7 +344,7 @@ def test_an_extension_that_does_not_import_is_one_warning(monkeypatch, caplog):
         assert dataplane.load() is dataplane.python()
         assert Node(NodeConfig(port=0)).context.data_plane == "python"
     assert len(caplog.records) == 2  # one line per node
-    assert "running the Python core" in caplog.records[0].getMessage()
+    assert "the whole node runs the Python core" in caplog.records[0].getMessage()
 
 
 def _outcome(cls: type, data: bytes, step: int, **kw: object) -> list[object]:
