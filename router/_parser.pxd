@@ -11,6 +11,7 @@ cdef class RequestParser:
     cdef public bint authenticated
     cdef public bint backlog
 
+    cpdef feed(self, data)
     cpdef requests(self)
     cdef int _feed(self, data) except -1
     cdef object _next(self)

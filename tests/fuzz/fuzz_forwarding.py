@@ -317,6 +317,7 @@ def _session(s: Any) -> tuple[Any, ...]:
 
 def tx_state(bus: ClusterBus, links: dict) -> Any:
     sessions = {peer: _session(s) for peer, s in sorted(bus.forwarding.out_sessions.items())}
+    bus.forwarding.count_forwards()  # (what INFO reads: forward's counts added)
     return {k: v.out for k, v in sorted(links.items())}, sessions, dataclasses.asdict(bus.stats)
 
 
