@@ -14,7 +14,7 @@ cdef class Forwarding:
     cdef public dict out_sessions, in_sessions, _retained
     cdef dict _links_out, _links_in
     cdef public set _gaps
-    cdef public long long _forwards_sent, _forwards_suppressed
+    cdef public long long _forwards_sent, _forwards_suppressed, _forwards_received
 
     cpdef OutSession _out(self, str peer)
     cpdef InSession _in(self, str peer)

@@ -6,7 +6,7 @@ from cluster_bus._decoder cimport FrameDecoder
 @cython.final
 cdef class Link:
     cdef public object owner, tls, _tls, handshake, dial_key, transport, peer_id, decoder
-    cdef public object sealer, _pending, _linger, _loop, _flush_soon
+    cdef public object sealer, _pending, _linger, _loop, _flush_soon, _publish_sink
     cdef public bint _tls_wait, outbound, closed_by_peer, authenticated, closed, _forwards
     cdef public str peer_host, local_host
     cdef public bytes first_bytes
@@ -17,3 +17,4 @@ cdef class Link:
     cpdef write(self, bytes data, bint forward=*)
     cpdef flush(self)
     cdef _dispatch(self, list msgs)
+    cdef _publishes(self, list run)

@@ -83,12 +83,14 @@ class Forwarding:
         self._retained: dict[str, int] = {}
         self._period = Period(now_ms())  # the out sessions the tick looks at
         self._gaps: set[str] = set()  # peers whose in session has a gap open
-        # PUBLISH frames forward wrote and peers it did not route to, not yet
-        # added to ``stats`` (C counters on the compiled plane, added by
-        # count_forwards when the counters are read: BusStats is a Python
-        # object, whose dict and attributes cost more than the rest of a forward)
+        # PUBLISH frames forward wrote, peers it did not route to, and PUBLISH
+        # frames read, not yet added to ``stats`` (C counters on the compiled
+        # plane, added by count_forwards when the counters are read: BusStats
+        # is a Python object, whose dict and attributes cost more than the
+        # rest of a forward)
         self._forwards_sent = 0
         self._forwards_suppressed = 0
+        self._forwards_received = 0
 
     def _out(self, peer: str) -> OutSession:
         session = self.out_sessions.get(peer)
@@ -144,13 +146,16 @@ class Forwarding:
         return len(nodes)
 
     def count_forwards(self) -> None:
-        """Add what :meth:`forward` counted to ``stats`` (PUBLISH frames sent,
-        ``publish_suppressed``): the bus calls it before its counters are read."""
+        """Add what :meth:`forward` and :meth:`publishes_received` counted to
+        ``stats`` (PUBLISH frames sent and received, ``publish_suppressed``):
+        the bus calls it before its counters are read."""
         stats = self.stats
         stats.sent[_PUBLISH] += self._forwards_sent
+        stats.received[_PUBLISH] += self._forwards_received
         stats.publish_suppressed += self._forwards_suppressed
         self._forwards_sent = 0
         self._forwards_suppressed = 0
+        self._forwards_received = 0
 
     def link_up(self, link: Link, peer: str) -> None:
         """A new authenticated link: first of all, where our session with the peer
@@ -224,7 +229,7 @@ class Forwarding:
         run, not per frame); what follows a gap or a duplicate is judged
         frame by frame (delivered when it is the next, else dropped: counted
         as a duplicate, or a RESEND asked for the gap)."""
-        self.stats.received[_PUBLISH] += len(msgs)
+        self._forwards_received += len(msgs)  # (count_forwards)
         peer = link.peer_id
         assert peer is not None
         session = self.in_sessions.get(peer) or self._in(peer)

@@ -40,6 +40,8 @@ if not cython.compiled:  # (compiled: cluster_bus/_link.pxd cimports it)
     from cluster_bus.decoder import FrameDecoder
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from cluster_bus.info import BusStats
 
 log = logging.getLogger("bloomcast.bus")
@@ -130,6 +132,8 @@ class Link:
         self._loop: asyncio.AbstractEventLoop | None = None
         #: the loop turn's flush, bound once (a write schedules it each turn)
         self._flush_soon = self._turn_flush
+        #: the owner's forwarding's publishes_received, looked up at the first run
+        self._publish_sink: Callable[[Link, list[Publish]], None] | None = None
 
     def authenticate(
         self, peer_id: str, max_body: int, keys: tuple[bytes, bytes] | None = None
@@ -243,13 +247,20 @@ class Link:
             if run:
                 if self.closed:
                     return
-                owner.forwarding.publishes_received(self, run)
+                self._publishes(run)
                 run = []
             if self.closed:
                 return
             owner.message_received(self, msg)
         if run and not self.closed:
-            owner.forwarding.publishes_received(self, run)
+            self._publishes(run)
+
+    def _publishes(self, run: list[Publish]) -> None:
+        """A run of PUBLISH frames to the owner's forwarding (its method looked up once)."""
+        sink = self._publish_sink
+        if sink is None:
+            sink = self._publish_sink = self.owner.forwarding.publishes_received
+        sink(self, run)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._drop_linger()  # what lingered goes with the link (kept for replay)

@@ -176,6 +176,7 @@ def rx_state(side: Side, link: Link, transport: Recorder) -> Any:
     bus: Any = link.owner
     decoder: Any = link.decoder
     session = bus.forwarding.in_sessions.get(PEER)
+    bus.forwarding.count_forwards()  # (what INFO reads: the PUBLISH frames read added)
     stats = dataclasses.asdict(bus.stats)
     node = side.node
     return (
