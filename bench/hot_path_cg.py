@@ -40,6 +40,11 @@ CASES = {
     # forwarded PUBLISH frames read from a peer's link, ``depth`` a read,
     # delivered to the one subscriber
     "fwd": (16, 0),
+    # issue 48: a client's PUBLISH on a node with a bus and one peer whose
+    # channel filter holds the channel, forwarded on its (compiled) link,
+    # one read of ``depth`` PUBLISH a loop turn: the whole origin's path
+    "FWD1": (1, 0),
+    "FWD16": (16, 0),
     "rx16": (16, 1),
     "rx1": (1, 1),
     # the other commands run in line (issue 29): SPUBLISH to no subscriber, PING
@@ -224,6 +229,38 @@ async def _delta(reads: int) -> None:
         raise RuntimeError(f"deltas not acked or not applied: {acks} ACKs of {reads}")
 
 
+async def _drive_forwarded(depth: int, reads: int) -> None:
+    """:func:`_drive` on a node with a bus and one peer whose channel filter
+    holds the channel: each PUBLISH forwarded on the peer's link (a
+    transport that only counts bytes)."""
+    from bench.hot_path import CHANNEL, REQUEST, CountingTransport
+    from bloom import CountingBloomFilter
+    from cluster_bus.frames import FilterKind
+
+    node, bus, links = await _bus_node(1)
+    peer, link = links[0]
+    theirs = CountingBloomFilter(1024)
+    theirs.add(CHANNEL)
+    bits = theirs.exported.bits.tobytes()
+    bus.routing.add_peer(peer)
+    bus.routing.set_filter(
+        peer, FilterKind.CHANNELS, theirs.m, theirs.k, bits, theirs.fingerprint(), 1
+    )
+    client = node.client_class(node)
+    publisher = CountingTransport()
+    client.connection_made(publisher)
+    sent = link.transport.written
+    batch = REQUEST * depth
+    for _ in range(reads):
+        client.data_received(batch)
+        await asyncio.sleep(0)
+    await asyncio.sleep(0)
+    frame = 30 + len(CHANNEL) + len(b"hello")  # a PUBLISH frame (cluster_bus.codec)
+    forwarded = link.transport.written - sent
+    if publisher.written != reads * depth * len(b":0\r\n") or forwarded < reads * depth * frame:
+        raise RuntimeError(f"lost replies or forwards: {publisher.written} B, {forwarded} B")
+
+
 def one(case: str, reads: int) -> None:
     import uvloop
 
@@ -233,6 +270,8 @@ def one(case: str, reads: int) -> None:
     work: Coroutine[Any, Any, object]
     if case == "fwd":
         work = _forward(depth, reads)
+    elif case.startswith("FWD"):
+        work = _drive_forwarded(depth, reads)
     elif case.startswith("rx"):
         work = receive(reads, depth)
     elif case == "SUB1":
@@ -277,6 +316,8 @@ def label(case: str) -> str:
     depth, subs = CASES[case]
     if case == "fwd":
         return f"forward_publish to 1 peer, {depth} a turn"
+    if case.startswith("FWD"):
+        return f"PUBLISH, -P {depth}, forwarded to 1 peer's subscriber (its link)"
     if case.startswith("rx"):
         return f"forwarded PUBLISH received, {depth} a read, 1 subscriber"
     if case.startswith("SPUB"):

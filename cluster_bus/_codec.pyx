@@ -90,11 +90,30 @@ cpdef bytes encode_publish(sender, seq, origin_seq, shard, channel, payload):
     place in the frame (else that function, which raises ``struct.error``)."""
     if not (type(sender) is int and type(seq) is int and type(origin_seq) is int
             and type(channel) is bytes and type(payload) is bytes
-            and 0 <= sender <= 0xFFFFFFFF and 0 <= origin_seq <= 0xFFFFFFFFFFFFFFFF
-            and 16 + len(<bytes>channel) + len(<bytes>payload) <= 0xFFFFFFFF):
+            and 0 <= sender <= 0xFFFFFFFF and 0 <= origin_seq <= 0xFFFFFFFFFFFFFFFF):
         return _encode_publish(sender, seq, origin_seq, shard, channel, payload)
-    cdef Py_ssize_t nc = len(<bytes>channel), nm = len(<bytes>payload)
-    cdef uint64_t number = origin_seq
+    return publish_frame(sender, <uint32_t>(seq & 0xFFFFFFFF), origin_seq, shard, channel,
+                         payload)
+
+
+cdef bytes publish_frame(sender, uint32_t seq, origin_seq, bint shard, bytes channel,
+                         bytes payload):
+    """:func:`encode_publish` for the compiled session (``OutSession.publish``,
+    which numbers ``seq`` in C): ``sender`` and ``origin_seq`` converted in C
+    when they fit their places (else the Python function, which raises
+    ``struct.error``)."""
+    cdef uint32_t who
+    cdef uint64_t number
+    if channel is None or payload is None or type(sender) is not int or type(origin_seq) is not int:
+        return _encode_publish(sender, seq, origin_seq, shard, channel, payload)
+    try:
+        who = sender
+        number = origin_seq
+    except OverflowError:
+        return _encode_publish(sender, seq, origin_seq, shard, channel, payload)
+    cdef Py_ssize_t nc = len(channel), nm = len(payload)
+    if 16 + nc + nm > 0xFFFFFFFF:
+        return _encode_publish(sender, seq, origin_seq, shard, channel, payload)
     cdef bytes frame = PyBytes_FromStringAndSize(NULL, PUBLISH_HEADER_SIZE + nc + nm)
     cdef uint8_t* w = <uint8_t*>PyBytes_AS_STRING(frame)
     w[0] = MAGIC0
@@ -104,11 +123,11 @@ cpdef bytes encode_publish(sender, seq, origin_seq, shard, channel, payload):
     w[4] = 0
     w[5] = FLAG_SHARD if shard else 0
     _put32(w + 6, <uint32_t>(16 + nc + nm))
-    _put32(w + 10, <uint32_t>sender)
-    _put32(w + 14, <uint32_t>(seq & 0xFFFFFFFF))
+    _put32(w + 10, who)
+    _put32(w + 14, seq)
     _put32(w + 18, <uint32_t>(number >> 32))
     _put32(w + 22, <uint32_t>number)
     _put32(w + 26, <uint32_t>nc)
-    memcpy(w + 30, PyBytes_AS_STRING(<bytes>channel), nc)
-    memcpy(w + 30 + nc, PyBytes_AS_STRING(<bytes>payload), nm)
+    memcpy(w + 30, PyBytes_AS_STRING(channel), nc)
+    memcpy(w + 30 + nc, PyBytes_AS_STRING(payload), nm)
     return frame

@@ -14,11 +14,12 @@ cdef class Forwarding:
     cdef public dict out_sessions, in_sessions, _retained
     cdef dict _links_out, _links_in
     cdef public set _gaps
+    cdef public long long _forwards_sent, _forwards_suppressed, _forwards_received
 
     cpdef OutSession _out(self, str peer)
     cpdef InSession _in(self, str peer)
-    @cython.locals(peers=Py_ssize_t, sent=Py_ssize_t, nodes=tuple, out=dict, inbound=dict,
-                   sessions=dict, session=OutSession, frame=bytes, suppressed=Py_ssize_t)
+    @cython.locals(peers=Py_ssize_t, sent=Py_ssize_t, nodes=tuple, out=dict, sessions=dict,
+                   session=OutSession, frame=bytes)
     cpdef Py_ssize_t forward(self, bytes channel, bytes message, bint shard, origin_seq) except -1
     @cython.locals(session=InSession, n=Py_ssize_t, i=Py_ssize_t)
     cpdef publishes_received(self, link, list msgs)

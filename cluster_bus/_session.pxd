@@ -1,7 +1,8 @@
 # The C declarations of cluster_bus/session.py compiled as cluster_bus._session
 # (issue 42): the compiled forwarding numbers and checks frames in C.
 cimport cython
-from cluster_bus._codec cimport encode_publish
+# the compiled session numbers in C: the frame's C twin takes seq as a C integer
+from cluster_bus._codec cimport publish_frame as encode_publish
 
 cdef long long _MOD, _HALF
 

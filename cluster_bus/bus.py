@@ -321,6 +321,7 @@ class ClusterBus:
 
     def info_fields(self) -> dict[str, int | str]:
         now = self.clock()
+        self.forwarding.count_forwards()  # (forward's counts, kept apart: Forwarding)
         fields = cluster_info(
             self.stats,
             self.membership,

@@ -83,6 +83,14 @@ class Forwarding:
         self._retained: dict[str, int] = {}
         self._period = Period(now_ms())  # the out sessions the tick looks at
         self._gaps: set[str] = set()  # peers whose in session has a gap open
+        # PUBLISH frames forward wrote, peers it did not route to, and PUBLISH
+        # frames read, not yet added to ``stats`` (C counters on the compiled
+        # plane, added by count_forwards when the counters are read: BusStats
+        # is a Python object, whose dict and attributes cost more than the
+        # rest of a forward)
+        self._forwards_sent = 0
+        self._forwards_suppressed = 0
+        self._forwards_received = 0
 
     def _out(self, peer: str) -> OutSession:
         session = self.out_sessions.get(peer)
@@ -101,43 +109,53 @@ class Forwarding:
 
     def forward(self, channel: bytes, message: bytes, shard: bool, origin_seq: int) -> int:
         """ClusterLink.forward_publish: the number of peers it was routed to
-        (written now, or held for replay when the peer has no link)."""
+        (written now, or held for replay when the peer has no link). Its
+        counts go to ``stats`` when they are read (:meth:`count_forwards`)."""
         routing = self.routing
         peers = routing.peer_count
         if not peers:  # a lone node: nothing to route to
             return 0
-        stats = self.stats
         mask = routing.route(channel, shard)
         if not mask:
-            stats.publish_suppressed += peers
+            self._forwards_suppressed += peers
             return 0
         nodes = routing.nodes_of(mask)
-        out, inbound, sessions, sender = (
-            self._links_out,
-            self._links_in,
-            self.out_sessions,
-            self._sender,
-        )
+        out, sessions, sender = self._links_out, self.out_sessions, self._sender
         sent = 0
         for node_id in nodes:
             session = sessions.get(node_id) or self._out(node_id)
             frame = session.publish(sender, origin_seq, shard, channel, message)
             link = out.get(node_id)
-            if link is None or not link.authenticated:
-                link = inbound.get(node_id)
-                if link is None or not link.authenticated:
-                    stats.publish_held_no_link += 1
+            if type(link) is Link:  # compiled: C reads and a C call, no method lookup
+                if cython.cast(Link, link).authenticated:
+                    cython.cast(Link, link).write(frame, True)  # a forward: may linger
+                    sent += 1
                     continue
-            if type(link) is Link:  # compiled: a C call, no method lookup
-                cython.cast(Link, link).write(frame, True)  # a forward: may linger
-            else:
+            elif link is not None and link.authenticated:
                 link.write(frame, True)
+                sent += 1
+                continue
+            link = self._links_in.get(node_id)
+            if link is None or not link.authenticated:
+                self.stats.publish_held_no_link += 1
+                continue
+            link.write(frame, True)
             sent += 1
-        stats.sent[_PUBLISH] += sent
-        suppressed = peers - len(nodes)
-        if suppressed:  # (0 added is the same counter: one read and write less)
-            stats.publish_suppressed += suppressed
+        self._forwards_sent += sent
+        self._forwards_suppressed += peers - len(nodes)
         return len(nodes)
+
+    def count_forwards(self) -> None:
+        """Add what :meth:`forward` and :meth:`publishes_received` counted to
+        ``stats`` (PUBLISH frames sent and received, ``publish_suppressed``):
+        the bus calls it before its counters are read."""
+        stats = self.stats
+        stats.sent[_PUBLISH] += self._forwards_sent
+        stats.received[_PUBLISH] += self._forwards_received
+        stats.publish_suppressed += self._forwards_suppressed
+        self._forwards_sent = 0
+        self._forwards_suppressed = 0
+        self._forwards_received = 0
 
     def link_up(self, link: Link, peer: str) -> None:
         """A new authenticated link: first of all, where our session with the peer
@@ -211,7 +229,7 @@ class Forwarding:
         run, not per frame); what follows a gap or a duplicate is judged
         frame by frame (delivered when it is the next, else dropped: counted
         as a duplicate, or a RESEND asked for the gap)."""
-        self.stats.received[_PUBLISH] += len(msgs)
+        self._forwards_received += len(msgs)  # (count_forwards)
         peer = link.peer_id
         assert peer is not None
         session = self.in_sessions.get(peer) or self._in(peer)

@@ -40,6 +40,8 @@ if not cython.compiled:  # (compiled: cluster_bus/_link.pxd cimports it)
     from cluster_bus.decoder import FrameDecoder
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from cluster_bus.info import BusStats
 
 log = logging.getLogger("bloomcast.bus")
@@ -97,6 +99,10 @@ class Link:
         tls: ssl.SSLContext | None = None,
     ) -> None:
         self.owner = owner
+        #: the owner's send-buffer limit and forward linger (seconds), read
+        #: once: every write reads them (the bus's settings, fixed at its start)
+        self._sendbuf_limit = owner.sendbuf_limit
+        self._forward_linger = owner.forward_linger
         self.tls = tls  # tls-cluster: TLS starts on the connection, then the bus protocol
         self._tls: TlsSession | None = None
         self._tls_wait = tls is not None  # frames queue until the TLS handshake is done
@@ -124,6 +130,10 @@ class Link:
         self._forwards = False
         self._last_forward_write = -math.inf
         self._loop: asyncio.AbstractEventLoop | None = None
+        #: the loop turn's flush, bound once (a write schedules it each turn)
+        self._flush_soon = self._turn_flush
+        #: the owner's forwarding's publishes_received, looked up at the first run
+        self._publish_sink: Callable[[Link, list[Publish]], None] | None = None
 
     def authenticate(
         self, peer_id: str, max_body: int, keys: tuple[bytes, bytes] | None = None
@@ -237,13 +247,20 @@ class Link:
             if run:
                 if self.closed:
                     return
-                owner.forwarding.publishes_received(self, run)
+                self._publishes(run)
                 run = []
             if self.closed:
                 return
             owner.message_received(self, msg)
         if run and not self.closed:
-            owner.forwarding.publishes_received(self, run)
+            self._publishes(run)
+
+    def _publishes(self, run: list[Publish]) -> None:
+        """A run of PUBLISH frames to the owner's forwarding (its method looked up once)."""
+        sink = self._publish_sink
+        if sink is None:
+            sink = self._publish_sink = self.owner.forwarding.publishes_received
+        sink(self, run)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._drop_linger()  # what lingered goes with the link (kept for replay)
@@ -280,12 +297,12 @@ class Link:
                 return
             self._pending = [data]
             self._forwards = forward
-            linger = self.owner.forward_linger if forward else 0.0
+            linger = self._forward_linger if forward else 0.0
             wait = self._last_forward_write + linger - self._loop.time() if linger else 0.0
             if wait > 0:
                 self._linger = self._loop.call_later(wait, self._linger_ended)
             else:
-                self._loop.call_soon(self._turn_flush)
+                self._loop.call_soon(self._flush_soon)
         else:
             pending.append(data)
             if forward:
@@ -293,8 +310,8 @@ class Link:
             elif self._linger is not None:
                 # forwards were lingering: this frame does not wait, nor do they
                 self._cut_linger()
-                self._loop.call_soon(self._turn_flush)  # type: ignore[union-attr]
-        limit = self.owner.sendbuf_limit
+                self._loop.call_soon(self._flush_soon)  # type: ignore[union-attr]
+        limit = self._sendbuf_limit
         if limit:
             self._pending_bytes += len(data)
             if self._pending_bytes + self.transport.get_write_buffer_size() > limit:  # type: ignore[union-attr]
@@ -344,9 +361,9 @@ class Link:
             data = self.sealer.seal(data)
         forwards, self._forwards = self._forwards, False  # (before a write that may re-enter)
         transport.write(data if self._tls is None else self._tls.encrypt(data))
-        if forwards and self.owner.forward_linger and self._loop is not None:
+        if forwards and self._forward_linger and self._loop is not None:
             self._last_forward_write = self._loop.time()
-        limit = self.owner.sendbuf_limit
+        limit = self._sendbuf_limit
         if limit and transport.get_write_buffer_size() > limit:
             self.owner.buffer_exceeded(self)
 

@@ -21,7 +21,7 @@ from cluster_bus.codec import encode
 from cluster_bus.frames import MSG_TYPE, Message, NodeFlags
 from cluster_bus.info import BusStats
 from cluster_bus.membership import Membership
-from netutil.refusals import Refusals
+from netutil.rate_limited_log import RateLimitedLog
 
 if TYPE_CHECKING:
     from cluster_bus.link import Link
@@ -198,7 +198,7 @@ class Dialer:
     #: dials whose connect raised something other than OSError / TimeoutError
     dial_errors = 0
     #: their log lines, at most one a minute per address
-    _dial_warnings = Refusals(logger=log)
+    _dial_warnings = RateLimitedLog(logger=log)
 
     def __init__(
         self,

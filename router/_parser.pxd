@@ -12,6 +12,7 @@ cdef class RequestParser:
     cdef public bint backlog
     cdef object _unread
 
+    cpdef feed(self, data)
     cpdef requests(self)
     cdef int _feed(self, data) except -1
     cdef object _next(self)

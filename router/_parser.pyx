@@ -112,7 +112,7 @@ cdef class RequestParser:
         self.backlog = False
         self._unread = None
 
-    def feed(self, data):
+    cpdef feed(self, data):
         """Append ``data`` (bytes-like); the parsed head of the buffer is
         dropped as the reference does (so ``query_buffer`` agrees)."""
         self._feed(data)

@@ -1,5 +1,10 @@
 # The C declarations of router/pubsub.py compiled as router._pubsub (issue 42).
 cimport cython
+from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
+# the compiled bus's forwarding, which the compiled PubSub calls in C (the
+# object ClusterLink.forwarder() handed over: router/pubsub.py
+# _compiled_forwarding); the one cimport across the node/bus seam
+from cluster_bus._forwarding cimport Forwarding
 from router._connection cimport Connection, add_messages
 from router._context cimport CommandContext
 from router._registry cimport Registry
@@ -13,7 +18,9 @@ cdef Py_hash_t MASK
 cdef class PubSub:
     cdef public str node_id, on_publish_loss
     cdef public Registry filters
-    cdef public object metrics, link, _forward, tap, channels, shard_channels, patterns, _loop
+    cdef public object metrics, link, _forward, tap, channels, shard_channels, patterns
+    cdef public object _call_soon, _flush_all_soon
+    cdef public Forwarding _forwarding
     cdef public NodeStats stats
     cdef public dict clients, forwards_lost_from
     cdef public CommandContext context
@@ -24,6 +31,7 @@ cdef class PubSub:
     cdef public bint forwards
     cdef dict _pattern_table
 
+    @cython.locals(forwarding=Forwarding, forwarded=Py_ssize_t)
     cpdef Py_ssize_t publish(self, bytes channel, bytes message, bint shard) except -1
     cpdef object publish_command(self, Connection client, list args, bint shard)
     @cython.locals(table=dict, subs=object, patterned=bint, n=Py_ssize_t, frame=bytes)
@@ -40,3 +48,16 @@ cdef class PubSub:
     @cython.locals(i=Py_ssize_t, frame=tuple, context=CommandContext, threshold=Py_ssize_t,
                    start=Py_ssize_t)
     cpdef deliver_forwarded_run(self, str origin, list msgs, Py_ssize_t count)
+
+
+# router/pubsub.py's _compiled_forwarding and _monotonic (the Python core's
+# time.monotonic, which reads this clock), in C.
+cdef inline Forwarding _compiled_forwarding(object forward):
+    owner = getattr(forward, "__self__", None)
+    return <Forwarding>owner if type(owner) is Forwarding else None
+
+
+cdef inline double _monotonic() noexcept:
+    cdef timespec ts
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return ts.tv_sec + ts.tv_nsec * 1e-9

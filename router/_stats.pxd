@@ -26,3 +26,13 @@ cdef class NodeStats:
 cpdef share_time(list runs, long long elapsed)
 cdef long long HISTOGRAM_FIRST
 cdef Py_ssize_t HISTOGRAM_LEVELS
+
+
+# router/stats.py's _bit_length (the Python core's int.bit_length), in C:
+# CommandStat.timed runs once per batch of the request loop.
+cdef extern from *:
+    int __builtin_clzll(unsigned long long) nogil
+
+
+cdef inline int _bit_length(long long value) noexcept:
+    return 0 if value <= 0 else 64 - __builtin_clzll(<unsigned long long>value)

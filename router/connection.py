@@ -449,9 +449,7 @@ class Connection:
         self._out_bytes = 0
         if not subscribed:
             # a normal client: Redis's normal class, no limit unless CONFIG SET
-            if self.ctx.settings.normal_limited and self._over_limit(
-                wire.get_write_buffer_size(), True
-            ):
+            if self.ctx.normal_limited and self._over_limit(wire.get_write_buffer_size(), True):
                 self.disconnect_over_limit()
             return
         pending = wire.get_write_buffer_size()

@@ -264,6 +264,8 @@ class CommandContext:
         self.config = config
         self.settings = settings
         self.queue_limit = min(settings.queue_limit, sys.maxsize)  # (none: sys.maxsize)
+        #: settings.normal_limited, read by every flush of a normal client
+        self.normal_limited = settings.normal_limited
         self.pubsub = pubsub
         self.subscriptions = subscriptions
         self.acl = acl
@@ -303,5 +305,6 @@ class CommandContext:
         """CONFIG SET: the new settings, whole."""
         old, self.settings = self.settings, new
         self.queue_limit = min(new.queue_limit, sys.maxsize)
+        self.normal_limited = new.normal_limited
         self.hooks.rewatch(self)
         self.on_settings(old, new)

@@ -49,11 +49,22 @@ from router.pattern_index import PatternIndex
 from router.resp import SMALL_INTEGERS
 
 if not cython.compiled:  # (compiled: router/_pubsub.pxd cimports them, C frames)
+    from time import monotonic as _monotonic
+
     from router.connection import add_messages
     from router.resp import message as _message
     from router.resp import smessage as _smessage
 
+    def _compiled_forwarding(forward: Any) -> Any:
+        """The compiled bus's ``Forwarding`` whose ``forward`` is ``forward``
+        (``ClusterLink.forwarder()``), which the compiled PubSub calls in C;
+        None on the Python core, which calls ``forward`` (router/_pubsub.pxd)."""
+        return None
+
+
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from cluster_bus.api import ClusterLink, FilterName, FilterSnapshot, Publish
     from router.context import CommandClient, Reply
     from router.stats import InstantaneousMetrics
@@ -105,8 +116,10 @@ class PubSub:
         self.link = link
         #: whether the link forwards at all (a node without a bus, NoPeers: no)
         self.forwards = type(link) is not NoPeers
-        #: the link's forward_publish, looked up once (ClusterLink.forwarder)
+        #: the link's forward_publish, looked up once (ClusterLink.forwarder),
+        #: and on the compiled plane the compiled Forwarding it belongs to
         self._forward = link.forwarder()
+        self._forwarding = _compiled_forwarding(self._forward)
         self.tap: TrafficRecorder | None = None
         self.clients = clients
         self.on_publish_loss = on_publish_loss
@@ -130,9 +143,10 @@ class PubSub:
         #: rest under OTHER_ORIGINS)
         self.forwards_lost_from: dict[str, int] = {}
         self._dirty: list[Any] = []  # clients with output queued this turn
-        # the running loop, looked up once: asyncio.get_running_loop() makes a
+        # the running loop's call_soon, looked up once: asyncio.get_running_loop() makes a
         # getpid() system call, and schedule_flush runs once per loop turn
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self._call_soon: Callable[..., object] | None = None
+        self._flush_all_soon = self.flush_all  # (bound once: scheduled each loop turn)
 
     def tables_to_freeze(self) -> tuple[dict[bytes, Any], ...]:
         """The big tables, for :func:`router.collector.settle`."""
@@ -199,6 +213,7 @@ class PubSub:
         self.link = link
         self.forwards = type(link) is not NoPeers
         self._forward = link.forwarder()
+        self._forwarding = _compiled_forwarding(self._forward)
 
     def filters_changed(self, changes: list[FilterChange]) -> asyncio.Future[None] | None:
         """Tell the cluster what one command (or a disconnect) changed, folded
@@ -219,7 +234,13 @@ class PubSub:
         receivers = self.deliver_to(channel, message, shard)
         self.publish_seq += 1
         seq = self.publish_seq
-        forwarded = self._forward(channel, message, shard, seq) if self.forwards else 0
+        forwarded = 0
+        if self.forwards:
+            forwarding = self._forwarding
+            if forwarding is not None:  # compiled: a C call of the compiled bus's forward
+                forwarded = forwarding.forward(channel, message, shard, seq)
+            else:
+                forwarded = self._forward(channel, message, shard, seq)
         if self.tap is not None:
             self._record("origin", self.node_id, seq, channel, message, shard, receivers, forwarded)
         return receivers
@@ -314,10 +335,14 @@ class PubSub:
     def schedule_flush(self, client: Any) -> None:
         """Flush ``client``'s queued output at the end of this loop turn."""
         if not self._dirty:
-            loop = self._loop
-            if loop is None or loop.is_closed():
-                loop = self._loop = asyncio.get_running_loop()
-            loop.call_soon(self.flush_all)
+            call_soon = self._call_soon
+            try:
+                if call_soon is None:
+                    raise RuntimeError("no loop yet")
+                call_soon(self._flush_all_soon)
+            except RuntimeError:  # none yet, or the loop closed (another test's)
+                self._call_soon = call_soon = asyncio.get_running_loop().call_soon
+                call_soon(self._flush_all_soon)
         self._dirty.append(client)
 
     def flush_all(self) -> None:
@@ -335,7 +360,7 @@ class PubSub:
             client.flush()
         if threshold:  # the latency monitor's fanout-turn (router/latency.py)
             self._latency_event("fanout-turn", start)
-        if time.monotonic() >= self.metrics.next_sample:
+        if _monotonic() >= self.metrics.next_sample:
             self.sample_metrics()
 
     def _latency_event(self, name: str, start: int) -> None:

@@ -32,6 +32,12 @@ PERIOD = 0.1
 HISTOGRAM_FIRST = 1024 + 8
 HISTOGRAM_LEVELS = 21
 
+if not cython.compiled:  # (compiled: router/_stats.pxd defines it in C, a count of bits)
+
+    def _bit_length(value: int) -> int:
+        """``value.bit_length()`` (compiled: no int object, no method call)."""
+        return value.bit_length()
+
 
 @cython.final
 @cython.cclass
@@ -55,7 +61,7 @@ class CommandStat:
         self.nanoseconds += ns
         value = ns // count // 1000 * 1000
         # 2^k <= value < 2^(k+1): bucket k - 10, or the next one from 2^k + 2^(k-7)
-        level = int(value).bit_length() - 11
+        level = _bit_length(value) - 11
         if level < 0:
             level = 0
         elif value >= HISTOGRAM_FIRST << level:

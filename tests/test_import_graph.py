@@ -34,7 +34,6 @@ NETUTIL = frozenset(
         "netutil.dataplane",
         "netutil.tls",
         "netutil.rate_limited_log",
-        "netutil.refusals",  # its old name, while cluster_bus/mesh.py imports it
     }
 )
 

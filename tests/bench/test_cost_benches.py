@@ -52,3 +52,13 @@ def test_cpu_cost_counts_the_server_cpu_per_publish() -> None:
         assert row[NODE] > 0 and row[REDIS] > 0
         assert (cpu_cost.FLOOR in row) == (row["subscribers"] == 0)
     assert "| 16 | 10 |" in cpu_cost.markdown(result)
+
+
+@pytest.mark.parametrize("case", ["FWD1", "FWD16"])
+def test_hot_path_cg_forwarded_case_replies_and_forwards_every_publish(case: str) -> None:
+    """bench.hot_path_cg's forwarded cases (what valgrind runs, here without
+    it): every PUBLISH replied to and forwarded on the peer's link, or the
+    case raises (a count of the bytes each transport took)."""
+    from bench import hot_path_cg
+
+    hot_path_cg.one(case, 20)

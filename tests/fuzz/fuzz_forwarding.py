@@ -176,6 +176,7 @@ def rx_state(side: Side, link: Link, transport: Recorder) -> Any:
     bus: Any = link.owner
     decoder: Any = link.decoder
     session = bus.forwarding.in_sessions.get(PEER)
+    bus.forwarding.count_forwards()  # (what INFO reads: the PUBLISH frames read added)
     stats = dataclasses.asdict(bus.stats)
     node = side.node
     return (
@@ -317,6 +318,7 @@ def _session(s: Any) -> tuple[Any, ...]:
 
 def tx_state(bus: ClusterBus, links: dict) -> Any:
     sessions = {peer: _session(s) for peer, s in sorted(bus.forwarding.out_sessions.items())}
+    bus.forwarding.count_forwards()  # (what INFO reads: forward's counts added)
     return {k: v.out for k, v in sorted(links.items())}, sessions, dataclasses.asdict(bus.stats)
 
 
