@@ -113,6 +113,7 @@ def compiled() -> Plane:
         _connection,
         _context,
         _dispatch,
+        _hotchannels,
         _parser,
         _pubsub,
         _registry,
@@ -121,7 +122,7 @@ def compiled() -> Plane:
     )
 
     bus_plane.compiled()
-    del _resp
+    del _resp, _hotchannels  # (loaded by _pubsub's cimport: imported to check the build)
     modules = {
         "parser": _parser,
         "connection": _connection,

@@ -97,6 +97,7 @@ class Entry:
 
     def __init__(self, name: bytes, pos: int, since: float) -> None:
         self.name = name
+        self.h = 0  # hash(name), set by the summary
         self.pos = pos
         self.since = since
         self.key = self.err = 0.0
@@ -148,12 +149,16 @@ class Entry:
 @cython.cclass
 class Summary:
     """Space-saving over ``k`` names of one kind (module doc): a min-heap of
-    :class:`Entry` by ``key`` and a dict name -> entry."""
+    :class:`Entry` by ``key``, and an open-addressing table of the entries by
+    their name's hash (linear probing, at most half full, backward-shift
+    deletion: Knuth's Algorithm R), read in C: a dict's lookup of a bytes key
+    that is not the same object costs a rich comparison, twice this table's
+    probe on the PUBLISH path (``bench.hot_path_cg --hot-channels``)."""
 
     def __init__(self, k: int, now: float) -> None:
         self.k = k
         self.heap: list[Entry] = []
-        self.index: dict[bytes, Entry] = {}
+        self._size_table(k)
         self.landmark = now
         self.now = now
         self.g0 = self.g1 = self.g2 = 1.0
@@ -163,6 +168,68 @@ class Summary:
         self.t0 = self.t1 = self.t2 = 0.0
         #: names that took another's place
         self.replacements = 0
+
+    def _size_table(self, k: int) -> None:
+        cap = 8
+        while cap < 2 * k:
+            cap <<= 1
+        self.slots: list[Entry | None] = [None] * cap
+        self.mask = cap - 1
+
+    @cython.boundscheck(False)
+    @cython.wraparound(False)
+    def find(self, name: bytes, h: int) -> Entry | None:
+        """The entry of ``name`` (its hash ``h``), or None."""
+        slots = self.slots
+        mask = self.mask
+        i = h & mask
+        while True:
+            s = slots[i]
+            if s is None:
+                return None
+            e = cython.cast(Entry, s)
+            if e.h == h and e.name == name:
+                return e
+            i = (i + 1) & mask
+
+    @cython.boundscheck(False)
+    @cython.wraparound(False)
+    def _insert(self, e: Entry) -> None:
+        slots = self.slots
+        mask = self.mask
+        i = e.h & mask
+        while slots[i] is not None:
+            i = (i + 1) & mask
+        slots[i] = e
+
+    @cython.boundscheck(False)
+    @cython.wraparound(False)
+    def _remove(self, e: Entry) -> None:
+        """``e`` out of the table; the entries after it in its run move back
+        to where a probe finds them (no tombstones)."""
+        slots = self.slots
+        mask = self.mask
+        i = e.h & mask
+        while slots[i] is not e:
+            i = (i + 1) & mask
+        slots[i] = None
+        j = i
+        while True:
+            j = (j + 1) & mask
+            s = slots[j]
+            if s is None:
+                return
+            home = cython.cast(Entry, s).h & mask
+            # it stays when its home lies cyclically in (i, j]
+            stays = (i < home <= j) if i <= j else (home > i or home <= j)
+            if stays:
+                continue
+            slots[i] = s
+            slots[j] = None
+            i = j
+
+    def holds(self, name: bytes) -> bool:
+        return self.find(name, hash(name)) is not None
 
     def tick(self, now: float) -> None:
         """The time (seconds, any clock that only goes forward) of the next updates."""
@@ -203,9 +270,10 @@ class Summary:
         self.t0 += g0
         self.t1 += g1
         self.t2 += g2
-        e = self.index.get(name)
+        h = hash(name)
+        e = self.find(name, h)
         if e is None:
-            e = self._admit(name)
+            e = self._admit(name, h)
             if e is None:
                 return 0
         e.p0 += g0
@@ -236,9 +304,10 @@ class Summary:
         self.n0 += g0
         self.n1 += g1
         self.n2 += g2
-        e = self.index.get(name)
+        h = hash(name)
+        e = self.find(name, h)
         if e is None:
-            e = self._admit(name)
+            e = self._admit(name, h)
             if e is None:
                 return 0
         e.r0 += g0
@@ -252,23 +321,25 @@ class Summary:
         self._sift_down(e.pos)
         return 0
 
-    def _admit(self, name: bytes) -> Entry | None:
-        """A place for ``name``: a new entry while there is room, else the
-        smallest one's (space-saving's replacement)."""
+    def _admit(self, name: bytes, h: int) -> Entry | None:
+        """A place for ``name`` (its hash ``h``): a new entry while there is
+        room, else the smallest one's (space-saving's replacement)."""
         heap = self.heap
         n = len(heap)
         if n < self.k:
             e = Entry(name, n, self.now)
+            e.h = h
             heap.append(e)
-            self.index[name] = e
+            self._insert(e)
             self._sift_up(n)  # (a new key 0 goes to the root)
             return e
         if n == 0:
             return None  # K = 0 (off)
-        e = heap[0]
-        del self.index[e.name]
+        e = cython.cast(Entry, heap[0])
+        self._remove(e)
         e.reset(name, self.now, e.key)
-        self.index[name] = e
+        e.h = h
+        self._insert(e)
         self.replacements += 1
         return e
 
@@ -276,11 +347,11 @@ class Summary:
     @cython.wraparound(False)
     def _sift_up(self, pos: int) -> None:
         heap = self.heap
-        e = heap[pos]
+        e = cython.cast(Entry, heap[pos])
         key = e.key
         while pos > 0:
             parent = (pos - 1) >> 1
-            p = heap[parent]
+            p = cython.cast(Entry, heap[parent])
             if p.key <= key:
                 break
             heap[pos] = p
@@ -294,15 +365,16 @@ class Summary:
     def _sift_down(self, pos: int) -> None:
         heap = self.heap
         n = len(heap)
-        e = heap[pos]
+        start = pos
+        e = cython.cast(Entry, heap[pos])
         key = e.key
         while True:
             child = 2 * pos + 1
             if child >= n:
                 break
-            c = heap[child]
+            c = cython.cast(Entry, heap[child])
             if child + 1 < n:
-                r = heap[child + 1]
+                r = cython.cast(Entry, heap[child + 1])
                 if r.key < c.key:
                     child += 1
                     c = r
@@ -311,8 +383,9 @@ class Summary:
             heap[pos] = c
             c.pos = pos
             pos = child
-        heap[pos] = e
-        e.pos = pos
+        if pos != start:  # (a hot name usually stays: nothing to write)
+            heap[pos] = e
+            e.pos = pos
 
     def resize(self, k: int) -> None:
         """Keep the ``k`` largest (all of them when ``k`` is not smaller)."""
@@ -321,11 +394,11 @@ class Summary:
             return
         keep = sorted(self.heap, key=_by_key, reverse=True)[:k]
         self.heap = []
-        self.index = {}
+        self._size_table(k)
         for e in keep:
             e.pos = len(self.heap)
             self.heap.append(e)
-            self.index[e.name] = e
+            self._insert(e)
             self._sift_up(e.pos)
 
     def __len__(self) -> int:

@@ -52,8 +52,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("bloomcast.node")
 
-#: the hot-channels summaries' clock period (Redis's hz 10)
+#: the hot-channels summaries' clock period while they count (Redis's hz
+#: 10), and while nothing is published
 HOT_TICK_SECONDS = 0.1
+HOT_IDLE_TICK_SECONDS = 1.0
 
 
 class Node:
@@ -121,6 +123,7 @@ class Node:
         self.pubsub.context = self.context
         #: the hot-channels summaries' clock (:meth:`_hot_tick`), while they are on
         self._hot_timer: asyncio.TimerHandle | None = None
+        self._hot_handled = 0.0  # the summaries' count at the last tick
         self.pubsub.set_hot_channels(config.hot_channels_size, time.monotonic())
         #: the protocol of its client connections
         self.client_class = plane.Client
@@ -242,15 +245,21 @@ class Node:
                 self._hot_tick()
 
     def _hot_tick(self) -> None:
-        """The hot-channels summaries' time, every :data:`HOT_TICK_SECONDS`
-        while they are on (sans-IO: they read no clock of their own)."""
+        """The hot-channels summaries' time (sans-IO: they read no clock of
+        their own): every :data:`HOT_TICK_SECONDS` while they count, every
+        :data:`HOT_IDLE_TICK_SECONDS` while nothing is published (an idle node
+        wakes once a second for them; the first second of a burst after a
+        pause is weighed with a time up to a second old)."""
         hot = self.pubsub.hot
         if hot is None:
             self._hot_timer = None
             return
         hot.tick(time.monotonic())
+        handled = hot.channels.n1 + hot.patterns.n1 + hot.shards.n1
+        period = HOT_TICK_SECONDS if handled != self._hot_handled else HOT_IDLE_TICK_SECONDS
+        self._hot_handled = handled
         loop = asyncio.get_running_loop()
-        self._hot_timer = loop.call_later(HOT_TICK_SECONDS, self._hot_tick)
+        self._hot_timer = loop.call_later(period, self._hot_tick)
 
     async def stop(self) -> None:
         self.idle.set_timeout(0)

@@ -117,7 +117,9 @@ def test_a_million_names_hold_k_entries(hot: ModuleType) -> None:
             s.tick(i / 1000)
         s.published(b"c%d" % i, 1, 0, 0, False)
         s.published(b"s%d" % i, 1, 0, 0, True)
-    assert len(s.channels) == len(s.channels.index) == 64
+    assert len(s.channels) == 64
+    assert sum(slot is not None for slot in s.channels.slots) == 64
+    assert all(s.channels.holds(e.name) for e in s.channels.heap)
     assert len(s.shards) == 64 and len(s.patterns) == 0
     assert s.channels.replacements == 200_000 - 64
     assert s.memory() <= 2 * 64 * (hotchannels.ENTRY_BYTES + 8)
@@ -142,7 +144,7 @@ def test_a_smaller_size_keeps_the_largest(hot: ModuleType) -> None:
     s.resize(3)
     assert sorted(r[0] for r in s.rows(1, 0.0)) == [b"n5", b"n6", b"n7"]
     s.add(b"new", 1, 0, 0)  # the heap still works: replaces the smallest
-    assert len(s) == 3 and b"new" in s.index
+    assert len(s) == 3 and s.holds(b"new") and not s.holds(b"n5")
 
 
 def test_options_are_checked_with_redis_wording() -> None:
@@ -401,3 +403,20 @@ def test_a_peer_answer_is_bounded_and_its_floor_covers_what_it_left_out(plane: P
             assert merged[b"elsewhere"][1] == 1
 
     asyncio.run(scenario())
+
+
+def test_the_table_and_the_heap_agree_under_churn(hot: ModuleType) -> None:
+    """Names come and go (replacements, backward-shift deletions in the
+    table): every held name is found, no other, and the heap stays a heap."""
+    s = hot.Summary(16, 0.0)
+    rng = random.Random(7)
+    for i in range(20_000):
+        s.add(b"n%d" % int(rng.paretovariate(1.2) * 10 % 300), 1, 0, 0)
+        if i % 97 == 0:
+            held = {e.name for e in s.heap}
+            assert held == {e.name for e in s.slots if e is not None}
+            assert all(s.holds(n) for n in held)
+            assert not any(s.holds(b"n%d" % j) for j in range(300) if b"n%d" % j not in held)
+            keys = [e.key for e in s.heap]
+            assert all(keys[(j - 1) // 2] <= keys[j] for j in range(1, len(keys)))
+            assert all(e.pos == j for j, e in enumerate(s.heap))
