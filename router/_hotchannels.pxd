@@ -20,7 +20,7 @@ cdef class Summary:
     cdef public Py_ssize_t k
     cdef public list heap, slots
     cdef public Py_ssize_t mask
-    cdef public double landmark, now, g0, g1, g2, n0, n1, n2, t0, t1, t2
+    cdef public double landmark, now, g0, g1, g2, n1, t0, t1, t2
     cdef public long long replacements
     cpdef tick(self, double now)
     @cython.locals(slots=list, mask=Py_ssize_t, i=Py_ssize_t, s=object, e=Entry)

@@ -36,18 +36,22 @@ summary had room (``error`` 0), and the traffic before it entered was at
 most ``error`` messages in 1 m terms.
 
 **Time** is passed in (:meth:`HotChannels.tick`, sans-IO; the node's timer
-calls it every 100 ms, Redis's ``hz 10``): a PUBLISH adds the weights of the
-last tick, so a count is off by at most the tick (under 0.7 % of a 10 s
-half-life). The landmark moves forward every :data:`LANDMARK_SECONDS` (every
+calls it every 100 ms while PUBLISHes come, Redis's ``hz 10``, every second
+while none do): a PUBLISH adds the weights of the last tick, so a count is off
+by at most the tick (under 0.7 % of a 10 s half-life; up to 7 % for the first
+second of a burst after a pause). The landmark moves forward every :data:`LANDMARK_SECONDS` (every
 held count multiplied by ``exp(-a_h (T - L))``, section IV of the paper), so
 no weight overflows.
 
-**Cost and memory.** A PUBLISH is one dict lookup, at most 19 multiply-adds and a
+**Cost and memory.** A PUBLISH is one probe of an open-addressing table by
+the name's hash, at most 19 multiply-adds and, unless its entry is a leaf, a
 sift-down in a binary min-heap of ``K`` entries (O(log K)); a replacement is
-O(log K) too (the heap's root, a dict delete and insert, no allocation). The
-memory is ``K`` entries of about 250 bytes (compiled) plus their names: at most
-``K x (250 + proto-max-bulk-len)`` bytes per kind, whatever the number of
-channels. Channels, patterns (the messages a pattern matched here) and shard
+O(log K) too (the heap's root, a deletion and an insertion in the table, no
+allocation). Compiled, about 180 instructions (``bench.hot_path_cg
+--hot-channels``). The memory is ``K`` entries of about 250 bytes (compiled;
+with their heap and table slots) plus their names: at most ``K x (250 +
+proto-max-bulk-len)`` bytes per kind, whatever the number of channels; ``K``
+is at most :data:`MAX_SIZE`. Channels, patterns (the messages a pattern matched here) and shard
 channels (SPUBLISH) are three summaries.
 
 Apache DataSketches' frequent items (a space-saving variant with purges by
@@ -78,8 +82,11 @@ MEASURES = ("publishes", "bytes", "deliveries", "forwards", "received")
 KINDS = ("channel", "pattern", "shard")
 #: the landmark moves forward after this long (10 s half-life: exp(125) at most)
 LANDMARK_SECONDS = 1800.0
-#: bytes of one held entry beside its name (measured: the object, its dict slot)
+#: bytes of one held entry beside its name (the object, its heap slot, 2 to 4
+#: table slots)
 ENTRY_BYTES = 250
+#: the largest size (hot-channels-size): 65,536 names per kind
+MAX_SIZE = 1 << 16
 
 _A0 = math.log(2.0) / HALF_LIVES[0]
 _A1 = math.log(2.0) / HALF_LIVES[1]
@@ -162,9 +169,10 @@ class Summary:
         self.landmark = now
         self.now = now
         self.g0 = self.g1 = self.g2 = 1.0
-        #: forward sums of every message handled (held or not; the bound's N)
-        #: and of every publish from this node's clients (trending's shares)
-        self.n0 = self.n1 = self.n2 = 0.0
+        #: forward sums of every message handled under 1 m (held or not: the
+        #: bound's N) and of every publish from this node's clients under
+        #: each half-life (trending's shares)
+        self.n1 = 0.0
         self.t0 = self.t1 = self.t2 = 0.0
         #: names that took another's place
         self.replacements = 0
@@ -248,9 +256,7 @@ class Summary:
         s0, s1, s2 = math.exp(-_A0 * dt), math.exp(-_A1 * dt), math.exp(-_A2 * dt)
         for e in self.heap:
             e.scale(s0, s1, s2)
-        self.n0 *= s0
         self.n1 *= s1
-        self.n2 *= s2
         self.t0 *= s0
         self.t1 *= s1
         self.t2 *= s2
@@ -264,9 +270,7 @@ class Summary:
         g0 = self.g0
         g1 = self.g1
         g2 = self.g2
-        self.n0 += g0
         self.n1 += g1
-        self.n2 += g2
         self.t0 += g0
         self.t1 += g1
         self.t2 += g2
@@ -292,7 +296,8 @@ class Summary:
             e.f0 += forwards * g0
             e.f1 += forwards * g1
             e.f2 += forwards * g2
-        self._sift_down(e.pos)
+        if 2 * e.pos + 1 < len(self.heap):  # (a leaf has nothing to pass)
+            self._sift_down(e.pos)
         return 0
 
     def add_received(self, name: bytes, deliveries: int) -> int:
@@ -301,9 +306,7 @@ class Summary:
         g0 = self.g0
         g1 = self.g1
         g2 = self.g2
-        self.n0 += g0
         self.n1 += g1
-        self.n2 += g2
         h = hash(name)
         e = self.find(name, h)
         if e is None:
@@ -318,7 +321,8 @@ class Summary:
             e.d0 += deliveries * g0
             e.d1 += deliveries * g1
             e.d2 += deliveries * g2
-        self._sift_down(e.pos)
+        if 2 * e.pos + 1 < len(self.heap):  # (a leaf has nothing to pass)
+            self._sift_down(e.pos)
         return 0
 
     def _admit(self, name: bytes, h: int) -> Entry | None:

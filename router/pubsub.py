@@ -234,8 +234,8 @@ class PubSub:
         seq = self.publish_seq
         forwarded = self._forward(channel, message, shard, seq) if self.forwards else 0
         hot = self.hot
-        if hot is not None:
-            hot.published(channel, len(message), receivers, forwarded, shard)
+        if hot is not None:  # (router/hotchannels.py: the summary's one update)
+            (hot.shards if shard else hot.channels).add(channel, len(message), receivers, forwarded)
         if self.tap is not None:
             self._record("origin", self.node_id, seq, channel, message, shard, receivers, forwarded)
         return receivers
@@ -384,7 +384,7 @@ class PubSub:
         receivers = self.deliver_to(channel, message, shard)
         hot = self.hot
         if hot is not None:
-            hot.received(channel, receivers, shard)
+            (hot.shards if shard else hot.channels).add_received(channel, receivers)
         changes = self.filters.forward_received(receivers == 0)
         if changes:
             self.link.filters_changed(changes)

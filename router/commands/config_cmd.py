@@ -168,7 +168,7 @@ def _shown(attr: str, unset: str = "") -> Callable[[CommandContext], str]:
 
 _INT_MAX = 2**31 - 1
 #: hot-channels-size's most (memory: this many names per kind)
-HOT_CHANNELS_MAX = 1 << 20
+HOT_CHANNELS_MAX = 1 << 16
 _LLONG_MAX = 2**63 - 1
 
 PARAMS: dict[str, Param] = {

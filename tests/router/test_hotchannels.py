@@ -278,8 +278,11 @@ def test_the_setting_turns_it_off_and_on_and_acl_covers_the_command(plane: Plane
             assert node.pubsub.hot is None
             off = await c.send([b"BLOOMCAST.HOTCHANNELS"])
             assert off.startswith(b"-ERR the hot-channels summary is off")
-            bad = await c.send([b"CONFIG", b"SET", b"hot-channels-size", b"-1"])
-            assert bad.startswith(b"-ERR CONFIG SET failed (possibly related to argument")
+            bad = await c.send([b"CONFIG", b"SET", b"hot-channels-size", b"65537"])
+            assert bad == (
+                b"-ERR CONFIG SET failed (possibly related to argument 'hot-channels-size') "
+                b"- argument must be between 0 and 65536 inclusive\r\n"
+            )
             assert await c.send([b"CONFIG", b"SET", b"hot-channels-size", b"8"]) == b"+OK\r\n"
             assert await c.send([b"PUBLISH", b"a", b"b"]) == b":0\r\n"
             assert (await c.send([b"BLOOMCAST.HOTCHANNELS"])).startswith(b"*1\r\n*16\r\n")
