@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
+import os
 import time
 from collections.abc import Callable
 from struct import Struct
@@ -36,6 +37,20 @@ from router.client import Client
 from router.config import NodeConfig
 from router.node import Node
 from router.parser import RequestParser
+
+#: the hot-channels summary's size on the nodes built here (issue 51: the
+#: same case with it on and off; ``bench.hot_path_cg --hot-channels-size``)
+HOT_CHANNELS_ENV = "BENCH_HOT_CHANNELS_SIZE"
+
+
+def bench_config() -> NodeConfig:
+    """The config of a node built here: port 0 (no socket is bound), and the
+    hot-channels size from :data:`HOT_CHANNELS_ENV` (the default without it)."""
+    size = os.environ.get(HOT_CHANNELS_ENV)
+    if size is None:
+        return NodeConfig(port=0)
+    return NodeConfig(port=0, hot_channels_size=int(size))
+
 
 CHANNEL = b"bench:ch"
 REQUEST = b"*3\r\n$7\r\nPUBLISH\r\n$8\r\nbench:ch\r\n$5\r\nhello\r\n"
@@ -91,7 +106,7 @@ async def publisher_and_subscribers(
     connection (router.context.SLICE_SECONDS when None); given, the slow log
     is off too (a batch under valgrind passes its 10 ms of wall time: it
     would log every batch, which a node at full speed does not)."""
-    node = Node(NodeConfig(port=0))
+    node = Node(bench_config())
     if slice_ns is not None:
         node.context.slice_ns = slice_ns
         settings = node.context.settings
@@ -153,7 +168,7 @@ def forwarder(
     from cluster_bus.bus import ClusterBus
     from cluster_bus.frames import FilterKind
 
-    node = Node(NodeConfig(port=0))
+    node = Node(bench_config())
     bus = ClusterBus(node.pubsub, BusConfig(port=0, replay_bytes=replay_bytes))
     peer = "ab" * 20
     bus.routing.add_peer(peer)
@@ -221,7 +236,7 @@ async def receiver(more: tuple[bytes, ...] = ()) -> tuple[Any, CountingTransport
     from cluster_bus.bus import ClusterBus
     from cluster_bus.handshake import Handshake
 
-    node = Node(NodeConfig(port=0))
+    node = Node(bench_config())
     bus = ClusterBus(node.pubsub, BusConfig(port=0))
     sub = node.client_class(node)
     sub_transport = CountingTransport()

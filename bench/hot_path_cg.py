@@ -286,8 +286,10 @@ def one(case: str, reads: int) -> None:
         runner.run(work)
 
 
-def _instructions(case: str, reads: int, compiled: bool) -> int:
+def _instructions(case: str, reads: int, compiled: bool, hot: int | None = None) -> int:
     env = {**os.environ, "PYTHONHASHSEED": "0"}
+    if hot is not None:  # hot-channels-size of the node (issue 51): on and off
+        env["BENCH_HOT_CHANNELS_SIZE"] = str(hot)
     env.pop("BLOOMCAST_NO_EXTENSIONS", None)
     if not compiled:
         env["BLOOMCAST_NO_EXTENSIONS"] = "1"
@@ -304,11 +306,14 @@ def _instructions(case: str, reads: int, compiled: bool) -> int:
     return int(m.group(1))
 
 
-def per_command(case: str, compiled: bool) -> float:
-    """Instructions per command of ``case``: (long - short) / commands."""
+def per_command(case: str, compiled: bool, hot: int | None = None) -> float:
+    """Instructions per command of ``case``: (long - short) / commands
+    (``hot``: the node's hot-channels-size; its default when None)."""
     depth = CASES[case][0]
     long_run, short_run = RUNS[depth]
-    diff = _instructions(case, long_run, compiled) - _instructions(case, short_run, compiled)
+    diff = _instructions(case, long_run, compiled, hot) - _instructions(
+        case, short_run, compiled, hot
+    )
     return diff / ((long_run - short_run) * depth)
 
 
@@ -337,9 +342,25 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--one", nargs=2, metavar=("CASE", "READS"), help="one run (for valgrind)")
     ap.add_argument("--cases", default=",".join(CASES), help="comma-separated")
+    ap.add_argument(
+        "--hot-channels",
+        action="store_true",
+        help="each case compiled with hot-channels-size 0 (off) and 128 (issue 51)",
+    )
     args = ap.parse_args(argv)
     if args.one:
         one(args.one[0], int(args.one[1]))
+        return 0
+    if args.hot_channels:
+        print("| case (per command, compiled) | hot channels off | on (K = 128) | change |")
+        print("|---|---|---|---|")
+        for case in args.cases.split(","):
+            off = per_command(case, compiled=True, hot=0)
+            on = per_command(case, compiled=True, hot=128)
+            print(
+                f"| {label(case)} | {off:,.0f} | {on:,.0f} | {(on - off) / off * 100:+.1f}% |",
+                flush=True,
+            )
         return 0
     print("| case (per command) | Python core | compiled | change |")
     print("|---|---|---|---|")

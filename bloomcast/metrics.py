@@ -166,6 +166,7 @@ class NodeCollector(Collector):
         yield from self._filters(fields)
         yield from self._commands()
         yield self._peers()
+        yield from hot_channel_metrics(self.node)
 
     def _filters(self, fields: dict[str, int | str]) -> Iterator[Metric]:
         for name, text, suffix in FILTER_GAUGES:
@@ -202,6 +203,75 @@ class NodeCollector(Collector):
             if len(parts) >= 8 and "myself" not in parts[2].split(","):
                 family.add_metric([parts[0], parts[1]], 1.0 if parts[7] == "connected" else 0.0)
         return family
+
+
+#: names per kind shown as labelled series: at most HOT_SERIES x 3 kinds x
+#: 4 measures series, whatever the number of channels
+HOT_SERIES = 5
+#: a name's label, at most this many characters (a channel may be 64 KiB)
+HOT_LABEL_CHARS = 128
+
+
+def hot_label(name: bytes) -> str:
+    """A channel name as a label value: UTF-8 with escapes, cut to
+    :data:`HOT_LABEL_CHARS` (``...`` and the CRC-32 of the whole name mark a
+    cut, so two long names sharing a beginning stay two series)."""
+    import zlib
+
+    text = name.decode(errors="backslashreplace")
+    if len(text) <= HOT_LABEL_CHARS:
+        return text
+    return f"{text[: HOT_LABEL_CHARS - 11]}...{zlib.crc32(name):08x}"
+
+
+def hot_channel_metrics(node: Node) -> Iterator[Metric]:
+    """What is hot now (router/hotchannels.py): the top :data:`HOT_SERIES`
+    names of each kind by publishes under the 1 m half-life, as per-second
+    rates labelled ``kind`` and ``channel``; the error bound and the held
+    names per kind. Nothing while ``hot-channels-size`` is 0."""
+    import time
+
+    hot = node.pubsub.hot
+    if hot is None:
+        return
+    now = time.monotonic()
+    hot.tick(now)
+    measures = ("publishes", "bytes", "deliveries", "forwards")
+    families = [
+        GaugeMetricFamily(
+            f"bloomcast_hot_channel_{m}_per_second",
+            f"Decayed {m} per second (1 m half-life) of the node's hottest channels",
+            labels=["kind", "channel"],
+        )
+        for m in measures
+    ]
+    bound = GaugeMetricFamily(
+        "bloomcast_hot_channels_error_bound",
+        "Most a hot channel's publishes per second (1 m) may be short by (N / K)",
+        labels=["kind"],
+    )
+    held = GaugeMetricFamily(
+        "bloomcast_hot_channels_held", "Names the hot-channels summary holds", labels=["kind"]
+    )
+    replaced = CounterMetricFamily(
+        "bloomcast_hot_channels_replacements",
+        "Names that took the place of the summary's smallest",
+        labels=["kind"],
+    )
+    for kind in ("channel", "pattern", "shard"):
+        summary = hot.summary(kind)
+        rows = sorted(summary.rows(1, now), key=lambda r: (-r[1], r[0]))[:HOT_SERIES]
+        for r in rows:
+            label = [kind, hot_label(r[0])]
+            for i, family in enumerate(families):
+                family.add_metric(label, float(r[1 + i]))
+        bound.add_metric([kind], summary.error_bound(now))
+        held.add_metric([kind], len(summary))
+        replaced.add_metric([kind], summary.replacements)
+    yield from families
+    yield bound
+    yield held
+    yield replaced
 
 
 def unhealthy(node: Node) -> str | None:

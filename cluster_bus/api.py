@@ -310,6 +310,15 @@ class ClusterLink(Protocol):
         """CLUSTER LINKS: every authenticated link to and from a peer."""
         ...
 
+    def stats_query(self, query: bytes) -> asyncio.Future[list[bytes]]:
+        """Every live peer's answer to ``query`` (issue 51,
+        :mod:`cluster_bus.stats_query`): those that came within a second."""
+        ...
+
+    def serve_stats(self, source: Callable[[bytes], bytes]) -> None:
+        """What answers a peer's statistics query from now on."""
+        ...
+
 
 #: the automatic caps on accepted bus links in their handshake at once, in
 #: all and per source address (cluster_bus.bus.ClusterBus.handshake_caps)
@@ -441,3 +450,11 @@ class NoPeers:
 
     def links(self) -> list[LinkInfo]:
         return []
+
+    def stats_query(self, query: bytes) -> asyncio.Future[list[bytes]]:
+        done: asyncio.Future[list[bytes]] = asyncio.get_running_loop().create_future()
+        done.set_result([])  # no peer to ask
+        return done
+
+    def serve_stats(self, source: Callable[[bytes], bytes]) -> None:
+        return None

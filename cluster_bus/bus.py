@@ -53,6 +53,8 @@ from cluster_bus.frames import (
     ProbeReq,
     Resend,
     Session,
+    StatsReply,
+    StatsRequest,
 )
 from cluster_bus.handshake import Handshake
 from cluster_bus.heartbeat import Heartbeats, tick_failed
@@ -60,6 +62,7 @@ from cluster_bus.info import BusStats, cluster_info, cluster_nodes, slot_map, sy
 from cluster_bus.membership import Membership
 from cluster_bus.mesh import Dialer, Mesh
 from cluster_bus.nodes import LostNode
+from cluster_bus.stats_query import StatsQueries
 from cluster_bus.visibility import Visibility
 from netutil.acceptor import Listener
 from netutil.addresses import (
@@ -155,6 +158,8 @@ class ClusterBus:
             self.stats,
             self._short,
         )
+        #: BLOOMCAST.HOTCHANNELS CLUSTER: STATS_REQUEST / STATS_REPLY (issue 51)
+        self.queries = StatsQueries(self.mesh, self.membership, self.stats)
         self._servers: list[Listener] = []
         self._cron: asyncio.TimerHandle | None = None
         self._cron_due: float | None = None  # the loop time the tick is due at
@@ -222,6 +227,8 @@ class ClusterBus:
             ProbeReq: self.heartbeats.on_probe_req,
             ProbeAck: self.heartbeats.on_probe_ack,
             Leave: self.heartbeats.on_leave,
+            StatsRequest: self.queries.on_request,
+            StatsReply: self.queries.on_reply,
             Hello: self._on_late_handshake,
             HelloAuth: self._on_late_handshake,
         }
@@ -295,6 +302,7 @@ class ClusterBus:
             if link.authenticated:
                 self.mesh.send(link, Leave())
         self.visibility.stop()
+        self.queries.close()
         await asyncio.sleep(0)  # let the transports flush the LEAVE frames
         for link in list(self._links):
             link.close()
@@ -307,6 +315,12 @@ class ClusterBus:
 
     def forward_publish(self, channel: bytes, message: bytes, shard: bool, origin_seq: int) -> int:
         return self.forwarding.forward(channel, message, shard, origin_seq)
+
+    def stats_query(self, query: bytes) -> asyncio.Future[list[bytes]]:
+        return self.queries.ask(query)
+
+    def serve_stats(self, source: Callable[[bytes], bytes]) -> None:
+        self.queries.serve(source)
 
     def forwarder(self) -> Callable[[bytes, bytes, bool, int], int]:
         # the compiled Forwarding's method: the node's PUBLISH path calls it

@@ -63,6 +63,9 @@ Other bodies (``20s`` = a node id as 20 raw bytes)::
                 u64 gone_from_ms, u64 gone_to_ms, u32 peer_lost
     RESEND      u64 session_id, u32 from_seq, u32 lost
     SEALED      u64 seq, 16s tag, then a batch of whole frames (cluster_bus.seal)
+    STATS_REQUEST u32 request_id, then the query (at most 256 bytes)
+    STATS_REPLY u32 request_id, then the answer (at most 68 KiB:
+                cluster_bus.stats_query.REPLY_BYTES)
 
 Errors: bad magic, unknown version, unknown type, a length above ``max_body``,
 a body shorter than its fields say (truncated) or longer (trailing bytes), a
@@ -104,9 +107,15 @@ from cluster_bus.frames import (
     Resend,
     Sealed,
     Session,
+    StatsReply,
+    StatsRequest,
 )
 
 MAGIC = b"bc"
+#: STATS_REQUEST's and STATS_REPLY's most bytes after the request id (the
+#: query's and the answer's: cluster_bus.stats_query); the decoder refuses more
+STATS_QUERY_BYTES = 256
+STATS_REPLY_BYTES = 68 << 10
 VERSION = 2
 HEADER = Struct(">2sBBHII")
 HEADER_SIZE = HEADER.size  # 14
@@ -351,6 +360,10 @@ def encode(msg: Message, sender: int = 0) -> bytes:
         return _frame(MsgType.PROBE_ACK, 0, sender, _node_bytes(msg.node_id))
     if isinstance(msg, Leave):
         return _frame(MsgType.LEAVE, 0, sender, b"")
+    if isinstance(msg, StatsRequest):
+        return _frame(MsgType.STATS_REQUEST, 0, sender, _U32.pack(msg.request_id) + msg.query)
+    if isinstance(msg, StatsReply):
+        return _frame(MsgType.STATS_REPLY, 0, sender, _U32.pack(msg.request_id) + msg.body)
     if isinstance(msg, Ack):
         return _frame(MsgType.ACK, 0, sender, _U32.pack(msg.delta_id))
     if isinstance(msg, Session):

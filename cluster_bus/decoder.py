@@ -38,6 +38,8 @@ from cluster_bus.codec import (
     HEADER_SIZE,
     MAGIC,
     MAX_FILTER_BITS,
+    STATS_QUERY_BYTES,
+    STATS_REPLY_BYTES,
     VERSION,
     BusProtocolError,
 )
@@ -71,6 +73,8 @@ from cluster_bus.frames import (
     Resend,
     Sealed,
     Session,
+    StatsReply,
+    StatsRequest,
 )
 
 
@@ -213,6 +217,20 @@ _DELTA_TYPE = int(MsgType.FILTER_DELTA)
 _FILTER_KINDS = tuple(FilterKind)  # by value (0, 1): a call of the IntEnum is ~2 k
 
 
+def _decode_stats(mtype: int, body: bytes) -> StatsRequest | StatsReply:
+    """A STATS_REQUEST or STATS_REPLY body (issue 51); bounded, else a bad frame."""
+    if len(body) < 4:
+        raise BusProtocolError(f"{MsgType(mtype).name} shorter than its request id")
+    (request_id,) = _U32.unpack_from(body, 0)
+    if mtype == MsgType.STATS_REQUEST:
+        if len(body) - 4 > STATS_QUERY_BYTES:
+            raise BusProtocolError("STATS_REQUEST query above 256 bytes")
+        return StatsRequest(request_id, body[4:])
+    if len(body) - 4 > STATS_REPLY_BYTES:
+        raise BusProtocolError("STATS_REPLY body above 68 KiB")
+    return StatsReply(request_id, body[4:])
+
+
 def _done(body: bytes, at: int, what: str) -> None:
     if at != len(body):
         raise BusProtocolError(f"{what}: {len(body) - at} trailing bytes")
@@ -350,6 +368,8 @@ def _decode_body(mtype: int, flags: int, body: bytes) -> Message:
         _done(body, 20, MsgType(mtype).name)
         (node,) = _NODE.unpack_from(body, 0)
         return ProbeReq(node.hex()) if mtype == MsgType.PROBE_REQ else ProbeAck(node.hex())
+    if mtype in (MsgType.STATS_REQUEST, MsgType.STATS_REPLY):
+        return _decode_stats(mtype, body)
     if mtype == MsgType.LEAVE:
         _done(body, 0, "LEAVE")
         return Leave()

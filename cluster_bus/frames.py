@@ -37,6 +37,8 @@ class MsgType(IntEnum):
     PROBE_REQ = 15  # SWIM's ping-req: probe a node for me (indirect probe)
     PROBE_ACK = 16  # answer to PROBE_REQ: the node answered my PING
     SEALED = 17  # a batch of frames with its MAC (cluster secret, no tls-cluster)
+    STATS_REQUEST = 18  # a node's statistics asked for (issue 51: BLOOMCAST.HOTCHANNELS CLUSTER)
+    STATS_REPLY = 19  # the answer: the asked node's summary, bounded bytes
 
 
 class FilterKind(IntEnum):
@@ -288,6 +290,25 @@ class Sealed:
     batch: bytes
 
 
+@dataclass(frozen=True, slots=True)
+class StatsRequest:
+    """Ask a peer for its statistics (issue 51): ``request_id`` (the asker's,
+    echoed in the reply) and the query, bytes the nodes define and the bus
+    carries as they are (:mod:`cluster_bus.stats_query`)."""
+
+    request_id: int
+    query: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class StatsReply:
+    """A peer's answer to a :class:`StatsRequest`: the request's id and the
+    answer's bytes (at most :data:`cluster_bus.stats_query.REPLY_BYTES`)."""
+
+    request_id: int
+    body: bytes
+
+
 Message = (
     Hello
     | HelloAuth
@@ -306,6 +327,8 @@ Message = (
     | ProbeReq
     | ProbeAck
     | Sealed
+    | StatsRequest
+    | StatsReply
 )
 
 
@@ -328,4 +351,6 @@ MSG_TYPE: dict[type, MsgType] = {
     ProbeReq: MsgType.PROBE_REQ,
     ProbeAck: MsgType.PROBE_ACK,
     Sealed: MsgType.SEALED,
+    StatsRequest: MsgType.STATS_REQUEST,
+    StatsReply: MsgType.STATS_REPLY,
 }

@@ -40,6 +40,8 @@ REDIS_MSG_NAMES: dict[MsgType, str] = {
     MsgType.PROBE_REQ: "probe_req",
     MsgType.PROBE_ACK: "probe_ack",
     MsgType.SEALED: "sealed",
+    MsgType.STATS_REQUEST: "stats_request",
+    MsgType.STATS_REPLY: "stats_reply",
 }
 
 
@@ -75,6 +77,9 @@ class BusStats:
     #: limit or a close sent first
     forward_linger_batches: int = 0
     forward_linger_cut: int = 0
+    #: STATS_REQUESTs (BLOOMCAST.HOTCHANNELS CLUSTER) a peer did not answer in
+    #: time, or answered with nothing (cluster_bus.stats_query)
+    stats_unanswered: int = 0
     #: addresses and hostnames refused where they entered from the bus: a
     #: gossip entry dropped, a heartbeat's own host or hostname ignored
     addresses_refused: int = 0
@@ -203,6 +208,7 @@ def cluster_info(
             "cluster_stats_filter_syncs_received": received[MsgType.FILTER_FULL],
             "cluster_stats_filter_verify_failures": verify_failures,
             "cluster_stats_sequence_gaps": stats.sequence_gaps,
+            "cluster_stats_stats_unanswered": stats.stats_unanswered,
             "cluster_stats_bad_frames": stats.bad_frames,
             "cluster_stats_auth_failures": stats.auth_failures,
             "cluster_stats_handshakes_refused": stats.handshakes_refused,

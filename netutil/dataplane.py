@@ -52,6 +52,7 @@ MODULES: tuple[tuple[str, str], ...] = (
     ("router._stats", "router/stats.py"),
     ("router._registry", "router/registry.py"),
     ("router._context", "router/context.py"),
+    ("router._hotchannels", "router/hotchannels.py"),
     ("router._connection", "router/connection.py"),
     ("router._pubsub", "router/pubsub.py"),
     ("router._dispatch", "router/dispatch.py"),

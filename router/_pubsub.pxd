@@ -7,6 +7,7 @@ from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
 from cluster_bus._forwarding cimport Forwarding
 from router._connection cimport Connection, add_messages
 from router._context cimport CommandContext
+from router._hotchannels cimport HotChannels
 from router._registry cimport Registry
 from router._resp cimport message as _message, smessage as _smessage
 from router._stats cimport NodeStats
@@ -24,6 +25,7 @@ cdef class PubSub:
     cdef public NodeStats stats
     cdef public dict clients, forwards_lost_from
     cdef public CommandContext context
+    cdef public HotChannels hot
     cdef public tuple tables, _shards
     cdef public long long publish_seq
     cdef public Py_ssize_t turn_output, fanout_limit
@@ -31,10 +33,11 @@ cdef class PubSub:
     cdef public bint forwards
     cdef dict _pattern_table
 
-    @cython.locals(forwarding=Forwarding, forwarded=Py_ssize_t)
+    @cython.locals(forwarding=Forwarding, receivers=Py_ssize_t, forwarded=Py_ssize_t, hot=HotChannels)
     cpdef Py_ssize_t publish(self, bytes channel, bytes message, bint shard) except -1
     cpdef object publish_command(self, Connection client, list args, bint shard)
-    @cython.locals(table=dict, subs=object, patterned=bint, n=Py_ssize_t, frame=bytes)
+    @cython.locals(table=dict, subs=object, patterned=bint, n=Py_ssize_t, m=Py_ssize_t,
+                   frame=bytes, hot=HotChannels)
     cpdef Py_ssize_t deliver_to(self, bytes channel, bytes message, bint shard) except -1
     @cython.locals(n=Py_ssize_t)
     cpdef Py_ssize_t write_to_all(self, subs, bytes frame2) except -1
@@ -43,7 +46,7 @@ cdef class PubSub:
                    start=Py_ssize_t)
     cpdef flush_all(self)
     cdef _latency_event(self, str name, Py_ssize_t start)
-    @cython.locals(receivers=Py_ssize_t)
+    @cython.locals(receivers=Py_ssize_t, hot=HotChannels)
     cpdef deliver_forwarded(self, str origin, origin_seq, bytes channel, bytes message, bint shard)
     @cython.locals(i=Py_ssize_t, frame=tuple, context=CommandContext, threshold=Py_ssize_t,
                    start=Py_ssize_t)

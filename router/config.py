@@ -55,6 +55,8 @@ class NodeConfig:
     slowlog_log_slower_than: int = 10000
     slowlog_max_len: int = 128
     latency_monitor_threshold: int = 0
+    #: names each hot-channels summary holds (router/hotchannels.py; 0: off)
+    hot_channels_size: int = 128
     #: redis.conf protected-mode: refuse non-loopback clients while the default
     #: user has no password; and the bus refuses to listen beyond loopback
     #: without a cluster secret (router/protected.py)
@@ -265,6 +267,12 @@ def _add_limit_arguments(parser: argparse.ArgumentParser) -> None:
         "(default 10000; -1: off, 0: every command)",
     )
     add("--slowlog-max-len", type=int, help="entries SLOWLOG keeps (default 128)")
+    add(
+        "--hot-channels-size",
+        type=int,
+        help="channels each hot-channels summary holds, BLOOMCAST.HOTCHANNELS "
+        "(default 128; 0: off)",
+    )
     add(
         "--latency-monitor-threshold",
         type=int,

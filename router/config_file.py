@@ -173,6 +173,9 @@ def check(config: NodeConfig) -> None:
     not_negative.append("cluster_forward_linger_us")
     not_negative += ["cluster_replay_buffer_ms", "timeout", "tcp_keepalive", "tcp_backlog"]
     not_negative += ["slowlog_max_len", "latency_monitor_threshold"]
+    not_negative.append("hot_channels_size")
+    if config.hot_channels_size > 65536:
+        raise ConfigError(f"--hot-channels-size {config.hot_channels_size}: at most 65536")
     not_negative += ["cluster_max_handshakes", "cluster_max_handshakes_per_ip"]
     if config.slowlog_log_slower_than < -1:
         value = config.slowlog_log_slower_than

@@ -52,6 +52,7 @@ if TYPE_CHECKING:
     from router.channel_table import ChannelTable
     from router.client_extras import ClientExtras
     from router.config import NodeConfig
+    from router.hotchannels import HotChannels
     from router.kinds import Kind
     from router.parser import RequestParser
     from router.pattern_index import PatternIndex
@@ -155,6 +156,8 @@ class PubSubView(Protocol):
 
     tables: tuple[ChannelTable, ChannelTable]
     patterns: PatternIndex[Any]
+    #: what is hot now (router/hotchannels.py); None while hot-channels-size is 0
+    hot: HotChannels | None
 
     def publish_command(self, client: CommandClient, args: list[bytes], shard: bool) -> Reply: ...
 

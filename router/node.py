@@ -38,6 +38,7 @@ from router.acl import Acl
 from router.allocator import rss_bytes
 from router.collector import Pauses
 from router.commands import COMMANDS
+from router.commands.hot import serve as hot_serve
 from router.config import NodeConfig
 from router.hooks import Hooks
 from router.idle import IdleTimer
@@ -50,6 +51,11 @@ if TYPE_CHECKING:
     from spark.events import TrafficRecorder
 
 log = logging.getLogger("bloomcast.node")
+
+#: the hot-channels summaries' clock period while they count (Redis's hz
+#: 10), and while nothing is published
+HOT_TICK_SECONDS = 0.1
+HOT_IDLE_TICK_SECONDS = 1.0
 
 
 class Node:
@@ -109,12 +115,16 @@ class Node:
             clients=self.clients,
             link=self.link,
             view=self,
-            on_settings=self.idle.settings_changed,
+            on_settings=self._settings_changed,
             hooks=self.hooks,
             data_plane=plane.name,
             commands=COMMANDS,
         )
         self.pubsub.context = self.context
+        #: the hot-channels summaries' clock (:meth:`_hot_tick`), while they are on
+        self._hot_timer: asyncio.TimerHandle | None = None
+        self._hot_handled = 0.0  # the summaries' count at the last tick
+        self.pubsub.set_hot_channels(config.hot_channels_size, time.monotonic())
         #: the protocol of its client connections
         self.client_class = plane.Client
         self.port = config.port
@@ -159,6 +169,8 @@ class Node:
         The node's pub/sub and its command context read the same link."""
         self.link = self.context.link = link
         self.pubsub.set_link(link)
+        # a peer's BLOOMCAST.HOTCHANNELS CLUSTER asks this node's summary
+        link.serve_stats(lambda query: hot_serve(self.context, query))
 
     # ------------------------------------------------------------ lifecycle
 
@@ -198,6 +210,7 @@ class Node:
         if isinstance(self.link, NoPeers):
             self.set_link(NoPeers(self.node_id, first_host(self.config.bind), self.port))
         self.idle.set_timeout(self.context.settings.timeout)
+        self._hot_tick()
 
     def _protocol(self) -> asyncio.Protocol:
         """A new client connection's protocol (an asyncio protocol by duck
@@ -223,8 +236,36 @@ class Node:
         for server in (*self._servers, *self._tls_servers):
             await server.start_serving()
 
+    def _settings_changed(self, old: Settings, new: Settings) -> None:
+        """CONFIG SET: the idle timer's timeout, the hot-channels size."""
+        self.idle.settings_changed(old, new)
+        if new.hot_channels_size != old.hot_channels_size:
+            self.pubsub.set_hot_channels(new.hot_channels_size, time.monotonic())
+            if self._hot_timer is None:
+                self._hot_tick()
+
+    def _hot_tick(self) -> None:
+        """The hot-channels summaries' time (sans-IO: they read no clock of
+        their own): every :data:`HOT_TICK_SECONDS` while they count, every
+        :data:`HOT_IDLE_TICK_SECONDS` while nothing is published (an idle node
+        wakes once a second for them; the first second of a burst after a
+        pause is weighed with a time up to a second old)."""
+        hot = self.pubsub.hot
+        if hot is None:
+            self._hot_timer = None
+            return
+        hot.tick(time.monotonic())
+        handled = hot.channels.n1 + hot.patterns.n1 + hot.shards.n1
+        period = HOT_TICK_SECONDS if handled != self._hot_handled else HOT_IDLE_TICK_SECONDS
+        self._hot_handled = handled
+        loop = asyncio.get_running_loop()
+        self._hot_timer = loop.call_later(period, self._hot_tick)
+
     async def stop(self) -> None:
         self.idle.set_timeout(0)
+        if self._hot_timer is not None:
+            self._hot_timer.cancel()
+            self._hot_timer = None
         for server in self._tls_servers:
             server.close()
             await server.wait_closed()

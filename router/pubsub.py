@@ -52,6 +52,7 @@ if not cython.compiled:  # (compiled: router/_pubsub.pxd cimports them, C frames
     from time import monotonic as _monotonic
 
     from router.connection import add_messages
+    from router.hotchannels import HotChannels
     from router.resp import message as _message
     from router.resp import smessage as _smessage
 
@@ -121,6 +122,8 @@ class PubSub:
         self._forward = link.forwarder()
         self._forwarding = _compiled_forwarding(self._forward)
         self.tap: TrafficRecorder | None = None
+        #: what is hot now (issue 51, router/hotchannels.py): None when off
+        self.hot: HotChannels | None = None
         self.clients = clients
         self.on_publish_loss = on_publish_loss
         self.context: CommandContext | None = None
@@ -208,6 +211,16 @@ class PubSub:
         subs = self.tables[kind.slot].get(name)
         return 0 if subs is None else len(subs) if type(subs) is set else 1
 
+    def set_hot_channels(self, k: int, now: float) -> None:
+        """``hot-channels-size``: a summary of ``k`` names per kind (0: off);
+        a new size keeps the largest (:mod:`router.hotchannels`)."""
+        if k <= 0:
+            self.hot = None
+        elif self.hot is None:
+            self.hot = HotChannels(k, now)
+        else:
+            self.hot.resize(k)
+
     def set_link(self, link: ClusterLink) -> None:
         """The cluster seam from now on (:meth:`router.node.Node.set_link`)."""
         self.link = link
@@ -241,6 +254,9 @@ class PubSub:
                 forwarded = forwarding.forward(channel, message, shard, seq)
             else:
                 forwarded = self._forward(channel, message, shard, seq)
+        hot = self.hot
+        if hot is not None:  # (router/hotchannels.py: the summary's one update)
+            (hot.shards if shard else hot.channels).add(channel, len(message), receivers, forwarded)
         if self.tap is not None:
             self._record("origin", self.node_id, seq, channel, message, shard, receivers, forwarded)
         return receivers
@@ -281,8 +297,12 @@ class PubSub:
             frame = _smessage(channel, message) if shard else _message(channel, message)
             n = self.write_to_all(subs, frame)
         if patterned:
+            hot = self.hot
             for pattern, psubs in self.patterns.matches(channel):
-                n += self.write_to_all(psubs, resp.pmessage(pattern, channel, message))
+                m = self.write_to_all(psubs, resp.pmessage(pattern, channel, message))
+                n += m
+                if hot is not None:
+                    hot.matched(pattern, len(message), m)
         self.stats.messages_delivered += n
         return n
 
@@ -387,6 +407,9 @@ class PubSub:
         receiver makes it a false positive of our filter, which the
         registry's resize policy judges; a rebuilt filter is announced."""
         receivers = self.deliver_to(channel, message, shard)
+        hot = self.hot
+        if hot is not None:
+            (hot.shards if shard else hot.channels).add_received(channel, receivers)
         changes = self.filters.forward_received(receivers == 0)
         if changes:
             self.link.filters_changed(changes)

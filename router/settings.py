@@ -20,7 +20,9 @@ Each setting is Redis 7.0.15's (``src/config.c``), with its default:
 - ``tcp-keepalive`` (300): SO_KEEPALIVE on each new connection, first probe
   after that many seconds idle (``anetKeepAlive``; 0: off);
 - ``slowlog-log-slower-than`` (10000 us; -1: off), ``slowlog-max-len`` (128),
-  ``latency-monitor-threshold`` (0 ms: off): :mod:`router.hooks`.
+  ``latency-monitor-threshold`` (0 ms: off): :mod:`router.hooks`;
+- ``hot-channels-size`` (bloomcast's, 128; 0: off): the names each
+  hot-channels summary holds (:mod:`router.hotchannels`).
 """
 
 from __future__ import annotations
@@ -60,6 +62,8 @@ class Settings:
     slowlog_log_slower_than: int = 10000
     slowlog_max_len: int = 128
     latency_monitor_threshold: int = 0
+    #: names each hot-channels summary holds (0: off): router/hotchannels.py
+    hot_channels_size: int = 128
     #: the pubsub class's (hard, soft, seconds): derived from ``output_limits``
     pubsub_limits: tuple[int, int, int] = field(init=False, repr=False, compare=False)
     #: queued bytes that write a client's queue at once: the pubsub hard
@@ -92,4 +96,5 @@ class Settings:
             slowlog_log_slower_than=config.slowlog_log_slower_than,
             slowlog_max_len=config.slowlog_max_len,
             latency_monitor_threshold=config.latency_monitor_threshold,
+            hot_channels_size=config.hot_channels_size,
         )

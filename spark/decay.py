@@ -24,11 +24,13 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING
+from collections.abc import Hashable, Iterable, Mapping
+from typing import TYPE_CHECKING, TypeVar
 
 if TYPE_CHECKING:  # NumPy only for the reference sums (the spark extra); the merge is plain
     import numpy.typing as npt
+
+K = TypeVar("K", bound=Hashable)
 
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 _HALF_LIFE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
@@ -100,6 +102,34 @@ def decay_to(
     earlier: then counts grow, as forward decay defines it)."""
     f = decay_factor(rate, counts_time, now)
     return {key: value * f for key, value in counts.items()}
+
+
+def trending(
+    short: Mapping[K, float],
+    long: Mapping[K, float],
+    short_total: float | None = None,
+    long_total: float | None = None,
+) -> list[tuple[K, float, float, float]]:
+    """Trending bins: each bin's share of the short half-life's distribution over
+    its share of the long one's, ``(bin, share short, share long, ratio)``, the
+    largest ratio first (then the largest short share, then the bin). A bin new
+    since the long window (no long share) has an infinite ratio: it ranks first;
+    a bin with no short share is left out (decayed away under both).
+
+    The totals are the distributions' sums (given when the mappings hold only
+    the heaviest bins, as a node's hot-channels summary does; ``stats top``
+    and ``BLOOMCAST.HOTCHANNELS TRENDING`` share this definition)."""
+    zs = sum(short.values()) if short_total is None else short_total
+    zl = sum(long.values()) if long_total is None else long_total
+    rows: list[tuple[K, float, float, float]] = []
+    for key, value in short.items():
+        share_s = value / zs if zs else 0.0
+        share_l = long.get(key, 0.0) / zl if zl else 0.0
+        if share_s == 0.0:
+            continue
+        rows.append((key, share_s, share_l, share_s / share_l if share_l else math.inf))
+    rows.sort(key=lambda r: (-r[3], -r[1], str(r[0])))
+    return rows
 
 
 # -- NumPy reference (used by the tests, and by anyone checking the job) --------------

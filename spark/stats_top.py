@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any, cast
 
-from spark.decay import decay_rate, decay_to, parse_half_life
+from spark.decay import decay_rate, decay_to, parse_half_life, trending
 from spark.nodes import node_label
 
 DEFAULT_OUT = "bloomcast-stats"
@@ -160,17 +160,7 @@ def top_rows(source: Source, dist: str, n: int, now: float) -> tuple[list[str], 
                 raise ValueError("trending needs channels under two half-lives")
             short, long_ = found[0][1], found[-1][1]
         s, lg = source.decayed(short, now), source.decayed(long_, now)
-        zs, zl = sum(s.values()), sum(lg.values())
-        rows: list[list[Any]] = []
-        for ch in s:
-            share_s = s[ch] / zs if zs else 0.0
-            share_l = lg.get(ch, 0.0) / zl if zl else 0.0
-            if share_s == 0.0:
-                continue  # decayed away under both half-lives
-            # a channel new since the long window has no long share: rank it first
-            ratio = share_s / share_l if share_l else float("inf")
-            rows.append([ch, share_s, share_l, ratio])
-        rows.sort(key=lambda r: (-float(r[3]), -float(r[1]), str(r[0])))
+        rows: list[list[Any]] = [list(r) for r in trending(s, lg)]
         return ["channel", f"share {short}", f"share {long_}", "ratio"], rows[:n]
     if stat == "false_positive_rate":
         source.require(f"receiver:{label}")

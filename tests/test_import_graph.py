@@ -73,7 +73,7 @@ ALLOWED: dict[tuple[str, str], frozenset[str]] = {
     ("router", "cluster_bus"): frozenset(
         {"cluster_bus.api", "cluster_bus.slots", "cluster_bus.dataplane"}
     ),
-    ("router", "spark"): frozenset({"spark.events"}),
+    ("router", "spark"): frozenset({"spark.events", "spark.decay"}),
     ("router", "netutil"): NETUTIL,
     ("cluster_bus", "bloom"): frozenset({"bloom"}),
     ("cluster_bus", "netutil"): NETUTIL,

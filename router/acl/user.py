@@ -37,6 +37,13 @@ COMMAND_CATEGORIES: dict[str, frozenset[str]] = {
 }
 #: every command and subcommand full name -> its arity (Redis's convention)
 COMMAND_ARITY: dict[str, int] = _DATA["arity"]
+#: the node's own commands (a dotted name, as a Redis module's, which Redis never
+#: takes): their categories, so ``+bloomcast.hotchannels``, ``+@pubsub`` and
+#: ``-@slow`` name them as they name Redis's
+OWN_COMMANDS = {"bloomcast.hotchannels": (frozenset({"pubsub", "slow"}), -1)}
+for _name, (_cats, _arity) in OWN_COMMANDS.items():
+    COMMAND_CATEGORIES[_name] = _cats
+    COMMAND_ARITY[_name] = _arity
 #: parent command -> its subcommands' full names
 SUBCOMMANDS: dict[str, list[str]] = {}
 for _name in COMMAND_CATEGORIES:

@@ -17,6 +17,7 @@ from router.commands import (
     config_cmd,
     connection,
     diagnostics,
+    hot,
     memory,
     multi,
     operator,
@@ -46,6 +47,7 @@ def _build() -> dict[bytes, Command]:
         operator,
         diagnostics,
         memory,
+        hot,
     ):
         for cmd in module.COMMANDS:
             table[cmd.name.encode()] = cmd

@@ -167,6 +167,8 @@ def _shown(attr: str, unset: str = "") -> Callable[[CommandContext], str]:
 
 
 _INT_MAX = 2**31 - 1
+#: hot-channels-size's most (memory: this many names per kind)
+HOT_CHANNELS_MAX = 1 << 16
 _LLONG_MAX = 2**63 - 1
 
 PARAMS: dict[str, Param] = {
@@ -191,6 +193,11 @@ PARAMS: dict[str, Param] = {
             "latency-monitor-threshold",
             _live("latency_monitor_threshold"),
             _integer("latency_monitor_threshold", 0, _LLONG_MAX),
+        ),
+        Param(
+            "hot-channels-size",
+            _live("hot_channels_size"),
+            _integer("hot_channels_size", 0, HOT_CHANNELS_MAX),
         ),
         Param("port", _port),
         Param("databases", _databases),

@@ -77,8 +77,14 @@ def test_usernames_and_deluser_same_bytes(servers):
 
 
 def test_acl_cat_of_a_category_lists_the_same_commands(servers):
+    """The same as Redis's, the node's own commands aside (as a Redis module's
+    commands are listed in their categories)."""
+    from router.acl.user import OWN_COMMANDS
+
+    own = {name.encode() for name in OWN_COMMANDS}
     answers = [set(redis.Redis(port=p).execute_command("ACL", "CAT", "pubsub")) for p in servers]
-    assert answers[0] == answers[1]
+    assert own <= answers[0] | answers[1]
+    assert answers[0] - own == answers[1] - own
 
 
 @pytest.mark.parametrize("resp3", [False, True], ids=["resp2", "resp3"])
