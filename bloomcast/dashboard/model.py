@@ -20,6 +20,7 @@ Prometheus's ``rate()`` does: the delta is the new value.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -267,10 +268,10 @@ HOT_FIELDS = (
 
 
 def _finite(value: Any) -> float | None:
-    """A number JSON can carry: None for a missing, non-numeric or infinite one
+    """A number JSON can carry: None for a non-numeric, infinite or NaN one
     (a channel new since the 10 m window has an infinite trending ratio)."""
     number = _number(value.decode() if isinstance(value, bytes) else value)
-    return None if number is None or number in (float("inf"), float("-inf")) else number
+    return number if number is not None and math.isfinite(number) else None
 
 
 def hot_rows(reply: Any) -> list[dict[str, Any]]:
