@@ -12,6 +12,7 @@ from html.parser import HTMLParser
 import pytest
 
 from bloomcast.testing import LocalCluster
+from tests.dashboard.conftest import OUTPUT
 from tests.dashboard.test_dashboard import Rendered
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(120)]
@@ -91,3 +92,8 @@ def test_the_channels_view_shows_the_cluster_wide_hot_channel_first(dashboard_of
         page = Channels(chromium(dash.url, "--virtual-time-budget=3000", "--dump-dom"))
         assert page.lists["hot-top"][:2] == ["surge", "hot"]
         assert page.lists["hot-trending"][0] == "surge"
+        OUTPUT.mkdir(parents=True, exist_ok=True)
+        shot = OUTPUT / "channels.png"
+        chromium(dash.url, "--virtual-time-budget=3000", f"--screenshot={shot}",
+                 "--window-size=1280,1000")  # fmt: skip
+        assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
