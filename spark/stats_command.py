@@ -3,13 +3,16 @@
     bloomcast stats run (--spool DIR | --nodes HOST:PORT,...) [--master local[*]]
                         [--half-life 1m,1h] [--redis URL] [--out DIR] [--checkpoint DIR]
                         [--once | --stream]
-    bloomcast stats top DIST [-n 10] [--redis URL | --out DIR] [--json]
+    bloomcast stats top DIST [-n 10] [--redis URL | --out DIR | --live HOST:PORT] [--json]
 
 ``DIST`` is ``<stat>:<half-life>`` (``channels:1m``, ``forwarded:1h``,
 ``receiver:1m``, ``false_positive:1m``, ``forwards:1m``) or a derived view:
 ``false_positive_rate:<h>`` (per node false_positive / receiver) and
 ``trending[:<short>/<long>]`` (each channel's share under the short half-life
 over its share under the long one; default: shortest and longest found).
+With ``--live`` the same table comes from a running node's
+``BLOOMCAST.HOTCHANNELS CLUSTER`` (every node's summary merged; seconds
+behind, not minutes): ``channels:10s|1m|10m`` and ``trending[:10s/10m]``.
 
 pyspark is imported only inside :func:`run` (``configure`` stays light).
 """
@@ -47,6 +50,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
     src = t.add_mutually_exclusive_group()
     src.add_argument("--redis", help="read from this Redis")
     src.add_argument("--out", help=f"read the job's files here (default {DEFAULT_OUT})")
+    src.add_argument(
+        "--live",
+        metavar="HOST:PORT",
+        help="ask a running node (client port) for the whole cluster's hot channels now "
+        "(BLOOMCAST.HOTCHANNELS CLUSTER; AUTH from REDISCLI_AUTH)",
+    )
     t.add_argument("--now", type=float, help="decay to this Unix time instead of now")
     t.add_argument("--json", action="store_true", help="print JSON rows instead of a table")
 

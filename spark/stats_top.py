@@ -3,6 +3,15 @@
 Reads Redis (``--redis``) or the file sink (``--out``, default
 ``bloomcast-stats``). Unknown distributions and missing output are errors
 (exit 2) whose one line lists what exists.
+
+``--live HOST:PORT`` reads no job's output: it asks that node for
+``BLOOMCAST.HOTCHANNELS CLUSTER`` (issue 51: every node's decayed summary,
+merged) and prints the same table: ``channels:<h>`` for the half-lives the
+summary keeps (10s, 1m, 10m), its publishes per second as the rate, the
+decayed count that rate gives (C = rate x half-life / ln 2) and each
+channel's probability among the channels the summaries hold; ``trending``
+is 10 s over 10 m. The title states the error bound: the most a channel's
+rate may be short by.
 """
 
 from __future__ import annotations
@@ -183,9 +192,129 @@ def top_rows(source: Source, dist: str, n: int, now: float) -> tuple[list[str], 
     ]
 
 
+# -- stats top --live -----------------------------------------------------------------
+
+#: the half-lives a node's summary keeps (BLOOMCAST.HOTCHANNELS HALFLIFE)
+LIVE_HALF_LIVES = ("10s", "1m", "10m")
+LIVE_DISTS = "channels:10s, channels:1m, channels:10m, trending (10s/10m)"
+#: COUNT asked for a channels table: every name the summaries hold (the
+#: probabilities' denominator); a node holds hot-channels-size names at most
+LIVE_ALL = 1_000_000
+
+
+def parse_address(text: str) -> tuple[str, int]:
+    """``host:port`` or ``[v6]:port``; ValueError naming ``--live``."""
+    host, sep, port = text.rpartition(":")
+    host = host.strip("[]")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) <= 65535:
+        raise ValueError(f"--live {text}: expected HOST:PORT, the client port of a node")
+    return host, int(port)
+
+
+def live_query(dist: str) -> list[str]:
+    """The BLOOMCAST.HOTCHANNELS arguments that answer ``dist``; ValueError
+    (one line naming what --live reads) for anything else."""
+    stat, _, label = dist.partition(":")
+    if stat == "trending" and label in ("", "10s/10m"):
+        return ["CLUSTER", "TRENDING"]
+    if stat == "channels" and label in LIVE_HALF_LIVES:
+        return ["CLUSTER", "HALFLIFE", label, "COUNT", str(LIVE_ALL)]
+    raise ValueError(
+        f"--live cannot read {dist!r}: a node's summary answers {LIVE_DISTS} "
+        "(the other distributions are the Spark job's: --redis or --out)"
+    )
+
+
+def live_entries(reply: Any) -> list[dict[str, Any]]:
+    """BLOOMCAST.HOTCHANNELS's entries (RESP2 flat arrays or RESP3 maps) ->
+    dicts, the name as text and every other field a float."""
+    out = []
+    for item in reply if isinstance(reply, list) else ():
+        pairs = item.items() if isinstance(item, dict) else zip(item[::2], item[1::2], strict=True)
+        entry = {(k.decode() if isinstance(k, bytes) else str(k)): v for k, v in pairs}
+        name = entry.pop("name")
+        row: dict[str, Any] = {k: float(v) for k, v in entry.items()}
+        row["name"] = name.decode("utf-8", "replace") if isinstance(name, bytes) else str(name)
+        out.append(row)
+    return out
+
+
+def live_rows(address: str, dist: str, n: int) -> tuple[list[str], list[list[Any]], float, int]:
+    """(columns, rows, the largest error of a row shown in events/s, nodes) of
+    ``dist`` from the node at ``address``. ValueError for a mistake, the redis
+    errors for a node that cannot be reached or refuses."""
+    host, port = parse_address(address)
+    args = live_query(dist)
+    import os
+
+    import redis
+
+    client = redis.Redis(
+        host=host,
+        port=port,
+        socket_connect_timeout=5,
+        socket_timeout=10,
+        password=os.environ.get("REDISCLI_AUTH"),
+    )
+    try:
+        if args[1] == "TRENDING":
+            entries = live_entries(
+                client.execute_command("BLOOMCAST.HOTCHANNELS", *args, "COUNT", str(n))
+            )
+        else:
+            entries = live_entries(client.execute_command("BLOOMCAST.HOTCHANNELS", *args))
+    finally:
+        client.close()
+    nodes = max((int(e.get("nodes", 1)) for e in entries), default=0)
+    if args[1] == "TRENDING":
+        rows: list[list[Any]] = [
+            [e["name"], e["share-10s"], e["share-10m"], e["ratio"]] for e in entries[:n]
+        ]
+        worst = max((e.get("error", 0.0) for e in entries[:n]), default=0.0)
+        return ["channel", "share channels:10s", "share channels:10m", "ratio"], rows, worst, nodes
+    h = parse_half_life(args[2])
+    a = decay_rate(h)
+    z = sum(e["publishes"] for e in entries)
+    shown = entries[:n]  # the node ranked them by publishes
+    rows = [[e["name"], e["publishes"] / a, e["publishes"] / z if z else 0.0, e["publishes"]]
+            for e in shown]  # fmt: skip
+    worst = max((e["error"] for e in shown), default=0.0)
+    return ["bin", "decayed count", "probability", RATE_COLUMN], rows, worst, nodes
+
+
+def top_live(args: argparse.Namespace) -> int:
+    """``stats top --live``: exit 2 for a mistake, 1 for a node that cannot be
+    reached or refuses (one line each), else print the rows."""
+    if args.now is not None:
+        print("bloomcast stats top: --now does not apply to --live (it reads now)", file=sys.stderr)
+        return 2
+    try:
+        columns, rows, worst, nodes = live_rows(args.live, args.dist, args.n)
+    except ValueError as exc:
+        print(f"bloomcast stats top: {exc}", file=sys.stderr)
+        return 2
+    except redis_errors() as exc:
+        why = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        print(f"bloomcast stats top: cannot read --live {args.live}: {why}", file=sys.stderr)
+        return 1
+    if args.json:
+        clean = [[None if x == float("inf") else x for x in r] for r in rows]
+        print(json.dumps([dict(zip(columns, r, strict=True)) for r in clean]))
+        return 0
+    when = time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime())
+    title = (
+        f"{args.dist}, live from {args.live} (merged over {nodes} node{'s' * (nodes != 1)} "
+        f"at {when}; a rate may be short by at most {worst:.3g}/s)"
+    )
+    _print_table(title, columns, rows)
+    return 0
+
+
 def top(args: argparse.Namespace) -> int:
     """``stats top``: exit 2 for an unknown distribution or no output (one line listing
     what exists), 1 when Redis cannot be reached (one line), else print the rows."""
+    if getattr(args, "live", None):
+        return top_live(args)
     now = args.now if args.now is not None else time.time()
     source = Source(args.redis, args.out)
     try:
@@ -209,11 +338,16 @@ def top(args: argparse.Namespace) -> int:
         return 0
     if node_view:
         rows = [[node_label(str(r[0]), addresses), *r[1:]] for r in rows]
+    when = time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime(now))
+    _print_table(f"{args.dist} (decayed to {when})", columns, rows)
+    return 0
+
+
+def _print_table(title: str, columns: list[str], rows: list[list[Any]]) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    when = time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime(now))
-    table = Table(title=f"{args.dist} (decayed to {when})")
+    table = Table(title=title)
     for i, c in enumerate(columns):
         # bins are never cut with "..." (a node shows as "host:port (id prefix)")
         if i == 0:
@@ -223,4 +357,3 @@ def top(args: argparse.Namespace) -> int:
     for r in rows:
         table.add_row(*(str(x) if isinstance(x, str) else f"{x:.6g}" for x in r))
     Console().print(table)
-    return 0

@@ -20,6 +20,7 @@ Prometheus's ``rate()`` does: the delta is the new value.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -257,3 +258,45 @@ def cluster_totals(nodes: Iterable[tuple[Sample | None, Rates | None]]) -> dict[
         "channels": int(totals["channels"]),
         "patterns": int(totals["patterns"]),
     }
+
+
+#: the fields of a BLOOMCAST.HOTCHANNELS row the channels view shows, besides ``name``
+HOT_FIELDS = (
+    "publishes", "bytes", "deliveries", "forwards", "received", "error", "seconds", "nodes",
+    "share-10s", "share-10m", "ratio",
+)  # fmt: skip
+
+
+def _finite(value: Any) -> float | None:
+    """A number JSON can carry: None for a non-numeric, infinite or NaN one
+    (a channel new since the 10 m window has an infinite trending ratio)."""
+    number = _number(value.decode() if isinstance(value, bytes) else value)
+    return number if number is not None and math.isfinite(number) else None
+
+
+def hot_rows(reply: Any) -> list[dict[str, Any]]:
+    """BLOOMCAST.HOTCHANNELS's reply (RESP3 maps or RESP2 flat arrays of field,
+    value) -> one dict per channel, ``name`` as text and each field of
+    :data:`HOT_FIELDS` it has as a number (``ratio`` None when infinite), in
+    the order the node ranked them. Entries that do not read as one are
+    skipped."""
+    out: list[dict[str, Any]] = []
+    for item in reply if isinstance(reply, list) else ():
+        if isinstance(item, dict):
+            pairs = list(item.items())
+        elif isinstance(item, list) and len(item) % 2 == 0:
+            pairs = list(zip(item[::2], item[1::2], strict=True))
+        else:
+            continue
+        entry = {(k.decode() if isinstance(k, bytes) else str(k)): v for k, v in pairs}
+        name = entry.get("name")
+        if name is None:
+            continue
+        row: dict[str, Any] = {
+            "name": name.decode("utf-8", "replace") if isinstance(name, bytes) else str(name)
+        }
+        for key in HOT_FIELDS:
+            if key in entry:
+                row[key] = _finite(entry[key])
+        out.append(row)
+    return out

@@ -1,6 +1,14 @@
 """The dashboard's poller: every node of the cluster, every interval, over
 redis-py's asyncio client (one connection per node, one pipelined round trip:
-``INFO all`` and ``CLUSTER NODES``).
+``INFO all``, ``CLUSTER NODES`` and the node's own top channels,
+``BLOOMCAST.HOTCHANNELS COUNT 3``).
+
+The channels view (issue 51): after each poll, one node (the joined one while
+it answers, else the first that did) is asked for the whole cluster's
+``BLOOMCAST.HOTCHANNELS CLUSTER COUNT 10`` and ``... CLUSTER TRENDING COUNT
+10`` in one round trip; that node merges every node's summary over the bus.
+A node without the summary (``hot-channels-size 0``) answers an error, shown
+in the view in its place.
 
 Membership, as nsqadmin finds nsqd's through nsqlookupd: the CLUSTER NODES of
 the node given to ``--join`` (client port: the ``port`` of
@@ -30,6 +38,7 @@ from bloomcast.dashboard.model import (
     Rates,
     Sample,
     cluster_totals,
+    hot_rows,
     parse_cluster_nodes,
     rates,
     rates_json,
@@ -47,6 +56,8 @@ class NodeState:
     links: list[NodeEntry] = field(default_factory=list)  # its own CLUSTER NODES, peers only
     error: str = ""
     last_seen: float | None = None  # Unix time of the latest answer
+    hot: list[dict[str, Any]] = field(default_factory=list)  # its own top channels, 1 m
+    hot_error: str = ""  # why it gave none (the summary off, an older node)
 
     @property
     def up(self) -> bool:
@@ -76,6 +87,9 @@ def error_text(exc: BaseException) -> str:
 
 #: polls kept for the chart (2 minutes at the default interval)
 HISTORY = 120
+#: channels in the cluster-wide top and trending lists, and per node
+HOT_COUNT = 10
+HOT_PER_NODE = 3
 
 
 class Poller:
@@ -105,6 +119,8 @@ class Poller:
         self._closing: set[asyncio.Task[None]] = set()
         #: cluster rates of the last HISTORY polls, oldest first (the page's chart)
         self.history: deque[dict[str, float | None]] = deque(maxlen=HISTORY)
+        #: the channels view: the whole cluster's top and trending channels
+        self.hot: dict[str, Any] = {"from": "", "top": [], "trending": [], "error": ""}
 
     def _client(self, host: str, port: int) -> aioredis.Redis:
         return aioredis.Redis(
@@ -177,15 +193,19 @@ class Poller:
                 pipe = state.client.pipeline(transaction=False)
                 pipe.info("all")
                 pipe.execute_command("CLUSTER", "NODES")
-                info, raw = await pipe.execute(raise_on_error=False)
+                pipe.execute_command("BLOOMCAST.HOTCHANNELS", "COUNT", HOT_PER_NODE)
+                info, raw, hot = await pipe.execute(raise_on_error=False)
             if isinstance(info, Exception):
                 raise info
             sample = Sample.from_info(time.monotonic(), info)
+            state.hot = [] if isinstance(hot, Exception) else hot_rows(hot)
+            state.hot_error = error_text(hot) if isinstance(hot, Exception) else ""
             lines = parse_cluster_nodes(_nodes_text(raw, info, entry.host, entry.port))
         except Exception as exc:  # whatever a node answers, the dashboard carries on
             state.error = error_text(exc)
             state.sample = None
             state.rates = None
+            state.hot = []
             await state.close()  # a fresh connection next time
             return None
         state.rates = rates(state.sample, sample) if state.sample is not None else None
@@ -205,12 +225,43 @@ class Poller:
             keys = ("publish_per_s", "forwards_per_s", "broadcast_per_s", "saving_percent")
             self.history.append({"t": round(time.time(), 3), **{k: totals[k] for k in keys}})
         by_id = {s.entry.node_id: a for s, a in zip(states, answers, strict=True)}
+        await self._poll_hot(states)
         order = [self.seed_id, *sorted(by_id)]
         for node_id in order:
             lines = by_id.get(node_id)
             if lines:
                 self._apply_view(lines, self.nodes[node_id].entry.address)
                 return
+
+    async def _poll_hot(self, states: list[NodeState]) -> None:
+        """The channels view: the cluster-wide top and trending channels, from
+        the joined node while it answers, else from the first node that did."""
+        up = [s for s in states if s.up and s.client is not None]
+        up.sort(key=lambda s: s.entry.node_id != self.seed_id)
+        if not up:
+            self.hot = {"from": "", "top": [], "trending": [], "error": "no node answers"}
+            return
+        state = up[0]
+        assert state.client is not None
+        cmd = ("BLOOMCAST.HOTCHANNELS", "CLUSTER", "COUNT", HOT_COUNT)
+        try:
+            async with asyncio.timeout(self.timeout + 1.0):  # peers have a second to answer
+                pipe = state.client.pipeline(transaction=False)
+                pipe.execute_command(*cmd)
+                pipe.execute_command(*cmd, "TRENDING")
+                top, rising = await pipe.execute(raise_on_error=False)
+        except Exception as exc:  # shown in the view; the next poll asks again
+            await state.close()  # a reply may still be on its way: a fresh connection
+            self.hot = {"from": state.entry.address, "top": [], "trending": [],
+                        "error": error_text(exc)}  # fmt: skip
+            return
+        failed = next((r for r in (top, rising) if isinstance(r, Exception)), None)
+        self.hot = {
+            "from": state.entry.address,
+            "top": [] if isinstance(top, Exception) else hot_rows(top),
+            "trending": [] if isinstance(rising, Exception) else hot_rows(rising),
+            "error": "" if failed is None else error_text(failed),
+        }
 
     async def run(self, stop: asyncio.Event) -> None:
         """Poll every ``interval`` seconds until ``stop`` is set."""
@@ -238,6 +289,7 @@ class Poller:
             "cluster": cluster_totals((s.sample, s.rates) for s in states),
             "nodes": [self._node_json(s) for s in states],
             "history": list(self.history),
+            "channels": self.hot,
         }
 
     def _node_json(self, state: NodeState) -> dict[str, Any]:
@@ -251,6 +303,8 @@ class Poller:
             "error": state.error,
             "flags": [f for f in entry.flags if f != "master"],
             "last_seen": state.last_seen,
+            "hot": state.hot,
+            "hot_error": state.hot_error,
             "links": [
                 {
                     "peer": link.node_id,

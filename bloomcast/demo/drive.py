@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import math
 import time
 from collections import Counter, defaultdict
 from collections.abc import Sequence
@@ -63,6 +64,30 @@ class DriveResult:
     counters_after: dict[str, int] = field(default_factory=dict)
     workload_seconds: float = 0.0
     channel_counts: Counter[str] = field(default_factory=Counter)
+    #: the exact oracle of the live hot channels: per channel (PUBLISH, not
+    #: SPUBLISH; probes too), the sum of 2^((t - HOT_EPOCH) / 60 s) over its
+    #: publishes at monotonic times t (the node's clock: CLOCK_MONOTONIC)
+    hot_exact: dict[str, float] = field(default_factory=dict)
+    #: BLOOMCAST.HOTCHANNELS CLUSTER COUNT 10 at the end (name -> publishes/s, error/s)
+    hot_live: list[tuple[str, float, float]] = field(default_factory=list)
+    hot_at: float = 0.0  # monotonic time of that answer (the middle of its round trip)
+    hot_error: str = ""  # why there is none
+
+    def published(self, channel: str) -> None:
+        """One PUBLISH to ``channel`` now, in the oracle."""
+        w = math.exp2((time.monotonic() - HOT_EPOCH) / HOT_HALF_LIFE)
+        self.hot_exact[channel] = self.hot_exact.get(channel, 0.0) + w
+
+    def exact_rate(self, channel: str) -> float:
+        """The oracle's 1 m decayed PUBLISH rate of ``channel`` at ``hot_at``, per
+        second (the decayed count times ln 2 / half-life, as the node reports it)."""
+        decay = math.exp2(-(self.hot_at - HOT_EPOCH) / HOT_HALF_LIFE)
+        return self.hot_exact.get(channel, 0.0) * decay * math.log(2) / HOT_HALF_LIFE
+
+
+#: the oracle's reference time (monotonic, when this module loads) and half-life
+HOT_EPOCH = time.monotonic()
+HOT_HALF_LIFE = 60.0
 
 
 SUMMED_COUNTERS = (
@@ -232,6 +257,7 @@ async def probe_subscribe_delay(clients: list[aioredis.Redis], i: int, result: D
     async def publish_loop() -> None:
         k = 0
         while not stop.is_set():
+            result.published(channel)
             await pub.publish(channel, f"probe {k}")
             k += 1
 
@@ -321,6 +347,7 @@ class _Phases:
             if pp.pub.shard:
                 n = await r.execute_command("SPUBLISH", pp.pub.channel, payload)
             else:
+                result.published(pp.pub.channel)
                 n = await r.publish(pp.pub.channel, payload)
             result.channel_counts[pp.pub.channel] += 1
             if int(n) != pp.local_receivers:
@@ -385,6 +412,22 @@ class _Phases:
         return now
 
 
+async def live_hot_channels(client: aioredis.Redis, result: DriveResult) -> None:
+    """The cluster-wide top 10 by 1 m decayed PUBLISH rate, as a node answers it."""
+    from bloomcast.dashboard.model import hot_rows
+
+    t0 = time.monotonic()
+    try:
+        reply = await client.execute_command("BLOOMCAST.HOTCHANNELS", "CLUSTER", "COUNT", 10)
+    except Exception as exc:  # judged by the check: no answer fails it
+        result.hot_error = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        return
+    result.hot_at = (t0 + time.monotonic()) / 2
+    result.hot_live = [
+        (r["name"], r.get("publishes") or 0.0, r.get("error") or 0.0) for r in hot_rows(reply)
+    ]
+
+
 async def drive(
     cluster: LocalCluster,
     workload: Workload,
@@ -447,6 +490,7 @@ async def drive(
             progress.advance(t_phase)
         result.workload_seconds = time.perf_counter() - start
         result.counters_after = last
+        await live_hot_channels(clients[0], result)
         result.routing = routing_total
         result.verify = verifier.result()
     finally:

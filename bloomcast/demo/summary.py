@@ -162,6 +162,11 @@ def build_report(
             "seconds": round(result.workload_seconds, 2),
             "top_channels": result.channel_counts.most_common(10),
         },
+        # BLOOMCAST.HOTCHANNELS CLUSTER at the end: name, live 1 m PUBLISH/s, the
+        # exact oracle's, the stated error (the "live hot channels" check)
+        "hot_channels_live": [
+            [name, rate, result.exact_rate(name), err] for name, rate, err in result.hot_live
+        ],
         "timeline": result.timeline,
         "stats": stats,
     }

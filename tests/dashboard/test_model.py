@@ -3,6 +3,8 @@ between two INFO samples, the saving against broadcast, cluster totals."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from bloomcast.dashboard import parse_join
@@ -10,6 +12,7 @@ from bloomcast.dashboard.model import (
     Sample,
     cluster_totals,
     counter_delta,
+    hot_rows,
     parse_cluster_nodes,
     rates,
     rates_json,
@@ -154,3 +157,22 @@ def test_join_address(text, parsed):
 def test_join_mistakes_name_the_flag(text):
     with pytest.raises(ValueError, match=r"^--join .*: expected HOST:PORT"):
         parse_join(text)
+
+
+def test_hot_rows_read_resp2_and_resp3_and_carry_an_infinite_ratio_as_null():
+    """BLOOMCAST.HOTCHANNELS as redis-py returns it: RESP2 flat arrays of bulk
+    strings (doubles as text, "inf" for a channel new since the 10 m window),
+    RESP3 maps; JSON has no infinity, so its ratio is None (the page shows "new")."""
+    resp2 = [
+        [b"name", b"news", b"publishes", b"1.5", b"error", b"0", b"nodes", 2],
+        [b"name", b"fresh", b"share-10s", b"0.25", b"share-10m", b"0", b"ratio", b"inf"],
+        [b"odd"],  # not field, value pairs: skipped
+    ]
+    assert hot_rows(resp2) == [
+        {"name": "news", "publishes": 1.5, "error": 0.0, "nodes": 2.0},
+        {"name": "fresh", "share-10s": 0.25, "share-10m": 0.0, "ratio": None},
+    ]
+    resp3 = [{b"name": b"news", b"publishes": 1.5, b"ratio": 2.0}]
+    assert hot_rows(resp3) == [{"name": "news", "publishes": 1.5, "ratio": 2.0}]
+    assert hot_rows(b"ERR not a list") == []
+    json.dumps(hot_rows(resp2), allow_nan=False)  # what /api/cluster can serve
