@@ -26,6 +26,10 @@ PUBSUB_COMMANDS = [
 #: MYSHARDID (issue 13 asks for it); 7.0.15 has neither
 NOT_IN_7_0 = {"client|setinfo", "cluster|myshardid"}
 
+#: the node's own namespace (a dotted name, as a module's commands are):
+#: Redis has no such command to compare with (test_own_command_entry checks its shape)
+OWN_PREFIX = "bloomcast."
+
 
 def _node_names(containers: bool) -> list[str]:
     """Every command and subcommand the node implements (containers: only those
@@ -33,6 +37,8 @@ def _node_names(containers: bool) -> list[str]:
     names = []
     for cmd in COMMANDS.values():
         subs = [c.name for c in (cmd.subcommands or {}).values()]
+        if cmd.name.startswith(OWN_PREFIX):
+            continue
         if containers == bool(subs):
             names.append(cmd.name)
         if not containers:
@@ -120,3 +126,12 @@ def test_container_entries_are_redis_with_the_subcommands_the_node_has(servers, 
         assert ours[0] == theirs[0]
         extra = ours[1] - theirs[1]
         assert [e for e in extra if not any(n.encode() in e for n in NOT_IN_7_0)] == []
+
+
+def test_own_command_entry(servers):
+    """The node's own command has an entry like Redis's (name, arity, flags,
+    first key 0: no key), where Redis answers a nil for a name it lacks."""
+    theirs, ours = _replies(servers, False, b"COMMAND INFO bloomcast.hotchannels\r\n")
+    assert theirs == b"*1\r\n$-1\r\n"  # (HOTCHANNELS is not a name Redis uses)
+    frames = split_frames(ours)
+    assert frames[0].startswith(b"*1\r\n*10\r\n$21\r\nbloomcast.hotchannels\r\n:-1\r\n")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import fnmatch
+import json
 import os
 import re
 import shutil
@@ -156,6 +157,20 @@ def test_installed_wheel_has_no_bench_and_says_where_it_runs(tmp_path):
     assert demo.returncode == 0, demo.stderr
 
     script = str(venv / "bin" / "bloomcast")
+    # and the demo runs from it, out of the checkout (a short one: the Spark
+    # job is the README's `uv run bloomcast demo`, tests/integration/test_demo.py)
+    out = tmp_path / "demo"
+    ran = _run(
+        [
+            *(script, "demo", "--nodes", "3", "--duration", "4s", "--subscribers", "30"),
+            *("--skip-stats", "--no-progress", "--out", str(out)),
+        ],
+        tmp_path,
+        timeout=240,
+    )
+    assert ran.returncode == 0, ran.stdout[-2000:] + ran.stderr[-2000:]
+    report = json.loads((out / "report.json").read_text())
+    assert all(c["ok"] for c in report["checks"].values()), report["checks"]
     helped = _run([script, "--help"], tmp_path)
     assert helped.returncode == 0, helped.stderr
     assert "bench" in helped.stdout and "demo" in helped.stdout
