@@ -8,7 +8,7 @@ from cluster_bus._forwarding cimport Forwarding
 from router._connection cimport Connection, add_messages
 from router._context cimport CommandContext
 from router._hotchannels cimport HotChannels
-from router._registry cimport Registry
+from router._registry cimport SubscriptionFilters
 from router._resp cimport message as _message, smessage as _smessage
 from router._stats cimport NodeStats
 
@@ -18,7 +18,7 @@ cdef Py_hash_t MASK
 @cython.final
 cdef class PubSub:
     cdef public str node_id, on_publish_loss
-    cdef public Registry filters
+    cdef public SubscriptionFilters filters
     cdef public object metrics, link, _forward, tap, channels, shard_channels, patterns
     cdef public object _call_soon, _flush_all_soon
     cdef public Forwarding _forwarding

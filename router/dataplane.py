@@ -57,7 +57,7 @@ class Plane:
     CommandContext: type[context.CommandContext]
     NodeStats: type[stats.NodeStats]
     InstantaneousMetrics: type[stats.InstantaneousMetrics]
-    Registry: type[registry.Registry]
+    SubscriptionFilters: type[registry.SubscriptionFilters]
     execute_counted: Callable[..., Any]
     #: the request loop (router.dispatch): a read, the next slice, an unblock
     process: Callable[..., Any]
@@ -76,7 +76,7 @@ def _plane(name: str, modules: dict[str, ModuleType], bus: bus_plane.BusPlane) -
         CommandContext=modules["context"].CommandContext,
         NodeStats=modules["stats"].NodeStats,
         InstantaneousMetrics=modules["stats"].InstantaneousMetrics,
-        Registry=modules["registry"].Registry,
+        SubscriptionFilters=modules["registry"].SubscriptionFilters,
         execute_counted=modules["dispatch"].execute_counted,
         process=modules["dispatch"].process,
         resume=modules["dispatch"].resume,

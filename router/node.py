@@ -76,7 +76,7 @@ class Node:
         if plane is None:
             plane = dataplane.load()
         self.plane = plane
-        self.registry = plane.Registry(config.filter_capacity, config.filter_fp_rate)  # filters
+        self.registry = plane.SubscriptionFilters(config.filter_capacity, config.filter_fp_rate)  # filters
         # collections timed once the process settles (router/collector.py)
         self.gc_pauses = Pauses()
         self.clients: dict[int, Any] = {}  # id -> connection

@@ -72,7 +72,7 @@ if TYPE_CHECKING:
     from spark.events import Role, TrafficRecorder
 if not cython.compiled and TYPE_CHECKING:  # (compiled: the .pxd cimports them)
     from router.context import CommandContext
-    from router.registry import Registry
+    from router.registry import SubscriptionFilters
     from router.stats import NodeStats
 
 log = logging.getLogger("bloomcast.node")
@@ -103,7 +103,7 @@ class PubSub:
     def __init__(
         self,
         node_id: str,
-        filters: Registry,
+        filters: SubscriptionFilters,
         stats: NodeStats,
         metrics: InstantaneousMetrics,
         link: ClusterLink,
