@@ -28,7 +28,7 @@ cdef class PubSub:
     cdef public HotChannels hot
     cdef public tuple tables, _shards
     cdef public long long publish_seq
-    cdef public Py_ssize_t turn_output, fanout_limit
+    cdef public Py_ssize_t iteration_output, fanout_limit
     cdef public list _dirty
     cdef public bint forwards
     cdef dict _pattern_table

@@ -114,7 +114,7 @@ def add_messages(subs: Any, frame2: bytes) -> int:
     RESP2 receiver's frame is appended in line when its queue already holds
     output this loop turn (so its flush is due) and nothing holds it back,
     not counted in its queued bytes (the fan-out counts the
-    turn's bytes once, ``PubSub.turn_output``); else :meth:`Connection.write`."""
+    turn's bytes once, ``PubSub.iteration_output``); else :meth:`Connection.write`."""
     if type(subs) is not set:
         subs = (subs,)
     frame3: bytes | None = None
@@ -184,7 +184,7 @@ class Connection:
         self._pending = 0
         self.ran: CommandStat | None = None  # the stat of the command that just ran
         # output queued in this loop turn, written by flush(); its bytes
-        # (not those add_messages appends in line: PubSub.turn_output has them)
+        # (not those add_messages appends in line: PubSub.iteration_output has them)
         self._out: list[bytes] = []
         self._out_bytes = 0
         #: a request loop's batch that began with nothing queued: its replies

@@ -191,7 +191,7 @@ def rx_state(side: Side, link: Link, transport: Recorder) -> Any:
         node.stats.messages_delivered,
         _registry(node.registry),
         None if node.tap is None else node.tap.seen,
-        node.pubsub.turn_output,
+        node.pubsub.iteration_output,
         [client.conn.closed for client in side.clients if client.conn is not None],
     )
 
@@ -211,7 +211,7 @@ class CountersTap:
         node = self.node
         self.seen.append(
             (event.event_id, event.receivers, node.stats.messages_delivered,
-             _registry(node.registry), node.pubsub.turn_output)
+             _registry(node.registry), node.pubsub.iteration_output)
         )  # fmt: skip
 
 
