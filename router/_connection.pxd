@@ -12,7 +12,7 @@ cdef object NORMAL, SUBSCRIBED, IN_MULTI, EXECUTING, BLOCKED, CLOSING, CLOSED
 @cython.final
 cdef class Connection:
     cdef public CommandContext ctx
-    cdef public object wire, schedule_flush, extras, user, reply_mode, state
+    cdef public object transport, schedule_flush, extras, user, reply_mode, state
     cdef public object multi, blocked, ran
     cdef public Py_ssize_t id
     cdef public str addr, last_command
