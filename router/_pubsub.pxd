@@ -53,7 +53,7 @@ cdef class PubSub:
     cpdef deliver_forwarded_run(self, str origin, list msgs, Py_ssize_t count)
 
 
-# router/pubsub.py's _compiled_forwarding and _monotonic (the Python core's
+# router/pubsub.py's _compiled_forwarding and _monotonic (the pure-Python data plane's
 # time.monotonic, which reads this clock), in C.
 cdef inline Forwarding _compiled_forwarding(object forward):
     owner = getattr(forward, "__self__", None)

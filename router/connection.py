@@ -30,7 +30,7 @@ read its state in C. The calls they make per request and per receiver
 (:meth:`Connection.add_reply`, :meth:`Connection.begin_batch`) are C
 inline functions there, written in the
 ``.pxd`` (a method of a class compiled in another module is inlined only
-from its ``.pxd``) and here for the Python core, each a few lines, kept
+from its ``.pxd``) and here for the pure-Python data plane, each a few lines, kept
 alike (``tests/fuzz/fuzz_loop.py`` runs both).
 
 Output limits (``client-output-buffer-limit``): a subscriber is held to the
@@ -449,7 +449,9 @@ class Connection:
         self._out_bytes = 0
         if not subscribed:
             # a normal client: Redis's normal class, no limit unless CONFIG SET
-            if self.ctx.normal_limited and self._over_limit(transport.get_write_buffer_size(), True):
+            if self.ctx.normal_limited and self._over_limit(
+                transport.get_write_buffer_size(), True
+            ):
                 self.disconnect_over_limit()
             return
         pending = transport.get_write_buffer_size()

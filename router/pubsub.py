@@ -59,7 +59,7 @@ if not cython.compiled:  # (compiled: router/_pubsub.pxd cimports them, C frames
     def _compiled_forwarding(forward: Any) -> Any:
         """The compiled bus's ``Forwarding`` whose ``forward`` is ``forward``
         (``ClusterLink.forwarder()``), which the compiled PubSub calls in C;
-        None on the Python core, which calls ``forward`` (router/_pubsub.pxd)."""
+        None on the pure-Python data plane, which calls ``forward`` (router/_pubsub.pxd)."""
         return None
 
 

@@ -1,9 +1,9 @@
 """Fuzz the bus's forwarding hot path: the compiled data plane against the
-Python core (issues 29, 42).
+pure-Python data plane (issues 29, 42).
 
 ``uv run python -m tests.fuzz.fuzz_forwarding --count 500 --seed 1``
 
-Two nodes, the Python core and the compiled plane (the pair of
+Two nodes, the pure-Python data plane and the compiled plane (the pair of
 ``tests/fuzz/fuzz_loop.py``), each with a bus: one on the reference
 (:func:`cluster_bus.dataplane.python`: ``cluster_bus/link.py``,
 ``forwarding.py``, ``session.py``, ``decoder.py``, ``routing.py`` run as plain

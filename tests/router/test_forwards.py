@@ -201,7 +201,7 @@ def test_a_run_of_forwards_is_delivered_counted_and_recorded_as_each_forward(tap
 
 
 def test_a_frame_of_a_run_that_does_not_unpack_fails_after_the_frames_before_it(plane):
-    # (the message is the interpreter's on the Python core, "not enough
+    # (the message is the interpreter's on the pure-Python data plane, "not enough
     # values to unpack (expected 5, got 4)", and Cython's compiled: "need
     # more than 4 values to unpack")
     async def scenario() -> None:
