@@ -96,8 +96,7 @@ def choose() -> str:
             importlib.import_module(name)
     except ImportError as exc:
         log.warning(
-            "compiled data plane unavailable (%s): the whole node runs the"
-            " pure-Python data plane",
+            "compiled data plane unavailable (%s): the whole node runs the pure-Python data plane",
             exc,
         )
         return PYTHON
