@@ -3,7 +3,7 @@ Everything else is in pyproject.toml.
 
 Each module of the data plane is written once. Most are Python modules in
 Cython's pure-Python mode, compiled here under a second name beside the
-source, which stays importable as plain Python (the Python core, the
+source, which stays importable as plain Python (the pure-Python data plane, the
 reference): ``router/connection.py`` becomes ``router._connection``, its C
 declarations in ``router/_connection.pxd`` (Cython finds a module's
 augmenting ``.pxd`` by the compiled module's name). The ``.pyx`` modules are
@@ -15,7 +15,7 @@ node's planes and the tests read the same list). A module that fails to
 compile fails the build, naming it (issue 50: a partial build once ran the
 router on Python and the bus compiled); ``BLOOMCAST_NO_EXTENSIONS=1`` builds
 a pure-Python wheel instead (a machine with no C compiler or Python
-headers), whose node runs the Python core (the reference) whole.
+headers), whose node runs the pure-Python data plane (the reference) whole.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ commands between them: the start-up, imports and set-up cancel out. The
 5 ms slice budget is disabled (under valgrind a batch takes longer than 5 ms
 of wall time, so slicing would depend on the machine's load). Each case runs
 on the compiled data plane and with ``BLOOMCAST_NO_EXTENSIONS=1`` (the
-Python core), on uvloop with transports that only count bytes
+pure-Python data plane), on uvloop with transports that only count bytes
 (:mod:`bench.hot_path`).
 
 ``python -m bench.hot_path_cg --one CASE N`` is one run (what valgrind runs).
@@ -362,7 +362,7 @@ def main(argv: list[str] | None = None) -> int:
                 flush=True,
             )
         return 0
-    print("| case (per command) | Python core | compiled | change |")
+    print("| case (per command) | pure-Python data plane | compiled | change |")
     print("|---|---|---|---|")
     for case in args.cases.split(","):
         py = per_command(case, compiled=False)

@@ -71,7 +71,7 @@ async def serve(
 
     allocator.fix_mmap_threshold()  # large freed blocks go back to the kernel
     # the node's one choice of data plane, for its router and its bus alike
-    # (netutil.dataplane.choose: the Python core for all when any part is not built)
+    # (netutil.dataplane.choose: the pure-Python data plane for all when any part is not built)
     plane = dataplane.load()
     nodes_file, saved = open_nodes_file(config) if with_bus else (None, None)
     node = Node(config, node_id=saved.my_id if saved is not None else None, plane=plane)

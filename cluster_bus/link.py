@@ -131,7 +131,7 @@ class Link:
         self._last_forward_write = -math.inf
         self._loop: asyncio.AbstractEventLoop | None = None
         #: the loop turn's flush, bound once (a write schedules it each turn)
-        self._flush_soon = self._turn_flush
+        self._flush_soon = self._iteration_flush
         #: the owner's forwarding's publishes_received, looked up at the first run
         self._publish_sink: Callable[[Link, list[Publish]], None] | None = None
 
@@ -317,8 +317,8 @@ class Link:
             if self._pending_bytes + self.transport.get_write_buffer_size() > limit:  # type: ignore[union-attr]
                 self.flush()  # writes and applies the limit now
 
-    def _turn_flush(self) -> None:
-        """The loop turn's flush. A batch of forwards begun after it was
+    def _iteration_flush(self) -> None:
+        """The event-loop iteration's flush. A batch of forwards begun after it was
         scheduled (an earlier flush, e.g. the send-buffer limit's, sent the
         batch it was for) lingers on instead."""
         if self._linger is None:

@@ -2,7 +2,7 @@
 modules (issues 29, 42, 50; docs/architecture.md §10).
 
 The data plane's modules are written once: pure-Python mode ``.py`` files
-that run as plain Python (the Python core, the reference) and are compiled
+that run as plain Python (the pure-Python data plane, the reference) and are compiled
 by ``setup.py`` under a second name (``router/stats.py`` becomes
 ``router._stats``), beside the ``.pyx`` modules only C pointers can do.
 :data:`MODULES` lists them; ``setup.py`` builds exactly these, the two
@@ -37,7 +37,7 @@ import os
 import sys
 
 #: the switch: set (to anything) at build time, no extension is built; at
-#: run time, the node runs the Python core
+#: run time, the node runs the pure-Python data plane
 ENV = "BLOOMCAST_NO_EXTENSIONS"
 
 COMPILED = "compiled"
@@ -66,7 +66,7 @@ MODULES: tuple[tuple[str, str], ...] = (
 )
 
 #: the pure-Python mode sources as modules (``router.stats``, ...): the
-#: Python core's twins of compiled modules, which a compiled node never
+#: pure-Python data plane's twins of compiled modules, which a compiled node never
 #: imports
 PYTHON_SOURCES: tuple[str, ...] = tuple(
     source.removesuffix(".py").replace("/", ".") for _, source in MODULES if source.endswith(".py")
@@ -96,7 +96,8 @@ def choose() -> str:
             importlib.import_module(name)
     except ImportError as exc:
         log.warning(
-            "compiled data plane unavailable (%s): the whole node runs the Python core", exc
+            "compiled data plane unavailable (%s): the whole node runs the pure-Python data plane",
+            exc,
         )
         return PYTHON
     return COMPILED

@@ -12,7 +12,7 @@ cdef object NORMAL, SUBSCRIBED, IN_MULTI, EXECUTING, BLOCKED, CLOSING, CLOSED
 @cython.final
 cdef class Connection:
     cdef public CommandContext ctx
-    cdef public object wire, schedule_flush, extras, user, reply_mode, state
+    cdef public object transport, schedule_flush, extras, user, reply_mode, state
     cdef public object multi, blocked, ran
     cdef public Py_ssize_t id
     cdef public str addr, last_command
@@ -41,8 +41,8 @@ cdef class Connection:
     @cython.locals(now=double)
     cdef bint _over_limit(self, Py_ssize_t pending, bint normal) except -1
 
-    # router/connection.py's begin_batch and add_reply, which are the Python
-    # core's (keep them alike): inline in the request loop, once per request
+    # router/connection.py's begin_batch and add_reply, which are the pure-Python
+    # data plane's (keep them alike): inline in the request loop, once per request
     cdef inline int begin_batch(self) except -1:
         self._batching = not self._out
         return 0

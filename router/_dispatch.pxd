@@ -32,7 +32,7 @@ cpdef object resume(Connection conn)
 cpdef object unblock(Connection conn)
 
 
-# The Python core's time.perf_counter_ns and reply.startswith(b"-")
+# The pure-Python data plane's time.perf_counter_ns and reply.startswith(b"-")
 # (router/dispatch.py defines them for it), in C: the clock the loop reads
 # for its budget and commandstats (Python's perf_counter_ns reads this
 # clock too, CLOCK_MONOTONIC, through two int objects and a call), and the

@@ -2,7 +2,7 @@
 """The compiled RequestParser: the C-pointer framing of the request parser
 (issue 29), typed Cython; the reference is :class:`router.parser.RequestParser`
 (pure Python + hiredis), which :mod:`router.dataplane` picks instead on the
-Python core.
+pure-Python data plane.
 
 It has the reference's public API, returns the same requests, raises the
 same :class:`router.parser.ProtocolError` with the same text at the same

@@ -8,7 +8,7 @@ from cluster_bus._forwarding cimport Forwarding
 from router._connection cimport Connection, add_messages
 from router._context cimport CommandContext
 from router._hotchannels cimport HotChannels
-from router._registry cimport Registry
+from router._registry cimport SubscriptionFilters
 from router._resp cimport message as _message, smessage as _smessage
 from router._stats cimport NodeStats
 
@@ -18,7 +18,7 @@ cdef Py_hash_t MASK
 @cython.final
 cdef class PubSub:
     cdef public str node_id, on_publish_loss
-    cdef public Registry filters
+    cdef public SubscriptionFilters filters
     cdef public object metrics, link, _forward, tap, channels, shard_channels, patterns
     cdef public object _call_soon, _flush_all_soon
     cdef public Forwarding _forwarding
@@ -28,7 +28,7 @@ cdef class PubSub:
     cdef public HotChannels hot
     cdef public tuple tables, _shards
     cdef public long long publish_seq
-    cdef public Py_ssize_t turn_output, fanout_limit
+    cdef public Py_ssize_t iteration_output, fanout_limit
     cdef public list _dirty
     cdef public bint forwards
     cdef dict _pattern_table
@@ -53,7 +53,7 @@ cdef class PubSub:
     cpdef deliver_forwarded_run(self, str origin, list msgs, Py_ssize_t count)
 
 
-# router/pubsub.py's _compiled_forwarding and _monotonic (the Python core's
+# router/pubsub.py's _compiled_forwarding and _monotonic (the pure-Python data plane's
 # time.monotonic, which reads this clock), in C.
 cdef inline Forwarding _compiled_forwarding(object forward):
     owner = getattr(forward, "__self__", None)

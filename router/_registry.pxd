@@ -4,7 +4,7 @@ cimport cython
 
 
 @cython.final
-cdef class Registry:
+cdef class SubscriptionFilters:
     cdef public double fp_rate
     cdef public Py_ssize_t max_m
     cdef public object channel_filter, pattern_filter, channel_names

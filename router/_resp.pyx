@@ -86,7 +86,7 @@ cpdef bytes monitor_line(bytes head, list args):
     """``head``, then `` "<arg>"`` per argument escaped as Redis's
     ``sdscatrepr`` escapes it, then CRLF: a MONITOR line, sized in one pass
     and written in a second into one bytes object (at most 4x the arguments;
-    :func:`router.hooks.python_monitor_line` is the Python core's)."""
+    :func:`router.hooks.python_monitor_line` is the pure-Python data plane's)."""
     cdef Py_ssize_t size = len(head) + 2, n, i
     cdef const unsigned char* r
     cdef unsigned char c

@@ -28,7 +28,7 @@ cdef long long HISTOGRAM_FIRST
 cdef Py_ssize_t HISTOGRAM_LEVELS
 
 
-# router/stats.py's _bit_length (the Python core's int.bit_length), in C:
+# router/stats.py's _bit_length (the pure-Python data plane's int.bit_length), in C:
 # CommandStat.timed runs once per batch of the request loop.
 cdef extern from *:
     int __builtin_clzll(unsigned long long) nogil

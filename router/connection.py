@@ -30,7 +30,7 @@ read its state in C. The calls they make per request and per receiver
 (:meth:`Connection.add_reply`, :meth:`Connection.begin_batch`) are C
 inline functions there, written in the
 ``.pxd`` (a method of a class compiled in another module is inlined only
-from its ``.pxd``) and here for the Python core, each a few lines, kept
+from its ``.pxd``) and here for the pure-Python data plane, each a few lines, kept
 alike (``tests/fuzz/fuzz_loop.py`` runs both).
 
 Output limits (``client-output-buffer-limit``): a subscriber is held to the
@@ -91,7 +91,7 @@ PREAUTH_OUTPUT_LIMIT = 16 * 1024
 
 
 class Transport(Protocol):
-    """What a connection uses of its asyncio transport (the ``wire`` attribute)."""
+    """What a connection uses of its asyncio transport (the ``transport`` attribute)."""
 
     def write(self, data: bytes) -> None: ...
 
@@ -114,7 +114,7 @@ def add_messages(subs: Any, frame2: bytes) -> int:
     RESP2 receiver's frame is appended in line when its queue already holds
     output this loop turn (so its flush is due) and nothing holds it back,
     not counted in its queued bytes (the fan-out counts the
-    turn's bytes once, ``PubSub.turn_output``); else :meth:`Connection.write`."""
+    turn's bytes once, ``PubSub.iteration_output``); else :meth:`Connection.write`."""
     if type(subs) is not set:
         subs = (subs,)
     frame3: bytes | None = None
@@ -139,14 +139,14 @@ class Connection:
     def __init__(
         self,
         ctx: CommandContext,
-        wire: Transport,
+        transport: Transport,
         client_id: int,
         schedule_flush: Callable[[Connection], None],
         extras: ClientExtras | None = None,
         addr: str = "?:0",
     ) -> None:
         self.ctx = ctx
-        self.wire = wire
+        self.transport = transport
         self.id = client_id
         self.schedule_flush = schedule_flush
         self.extras = extras or ClientExtras()
@@ -184,7 +184,7 @@ class Connection:
         self._pending = 0
         self.ran: CommandStat | None = None  # the stat of the command that just ran
         # output queued in this loop turn, written by flush(); its bytes
-        # (not those add_messages appends in line: PubSub.turn_output has them)
+        # (not those add_messages appends in line: PubSub.iteration_output has them)
         self._out: list[bytes] = []
         self._out_bytes = 0
         #: a request loop's batch that began with nothing queued: its replies
@@ -328,7 +328,7 @@ class Connection:
             self.write(frame)
         if self.state is CLOSING:  # a QUIT that CLIENT PAUSE postponed
             self.flush()
-            self.wire.close()
+            self.transport.close()
             return False
         return True
 
@@ -424,7 +424,7 @@ class Connection:
         if not self.authenticated and self._preauth_over_limit():
             self.disconnect_over_limit()
             return
-        wire = self.wire
+        transport = self.transport
         subscribed = self.channels or self.patterns or self.shard_channels
         if (
             subscribed
@@ -443,16 +443,18 @@ class Connection:
             self.disconnect_over_limit()
             return
         data = out[0] if len(out) == 1 else b"".join(out)
-        wire.write(data)
+        transport.write(data)
         self.ctx.stats.net_output_bytes += len(data)
         out.clear()
         self._out_bytes = 0
         if not subscribed:
             # a normal client: Redis's normal class, no limit unless CONFIG SET
-            if self.ctx.normal_limited and self._over_limit(wire.get_write_buffer_size(), True):
+            if self.ctx.normal_limited and self._over_limit(
+                transport.get_write_buffer_size(), True
+            ):
                 self.disconnect_over_limit()
             return
-        pending = wire.get_write_buffer_size()
+        pending = transport.get_write_buffer_size()
         self._pending = pending
         if not pending:  # the socket took it all: under every limit (_over_limit's first case)
             self._soft_limit_since = None
@@ -463,7 +465,7 @@ class Connection:
         """Whether this connection, not authenticated, must be closed before its
         queued output is written (:data:`PREAUTH_OUTPUT_LIMIT`: what is
         queued plus what an earlier write left waiting for the socket)."""
-        waiting = self.queued_bytes() + self.wire.get_write_buffer_size()
+        waiting = self.queued_bytes() + self.transport.get_write_buffer_size()
         return waiting > PREAUTH_OUTPUT_LIMIT and self.ctx.acl.default_requires_auth()
 
     def _over_limit(self, pending: int, normal: bool) -> bool:
@@ -507,7 +509,7 @@ class Connection:
         """Bytes made for the client and not yet taken by its socket: the
         transport's buffer and the messages held while BLOCKED (CLIENT LIST's
         ``omem``; Redis's ``getClientOutputBufferMemoryUsage``)."""
-        return self.wire.get_write_buffer_size() + self._held_bytes
+        return self.transport.get_write_buffer_size() + self._held_bytes
 
     def queued_bytes(self) -> int:
         """Bytes queued this loop turn, not yet written (CLIENT LIST's ``obl``)."""
@@ -518,7 +520,7 @@ class Connection:
 
     def is_reading(self) -> bool:
         """Whether its socket is read (CLIENT LIST's ``events=r``)."""
-        return not self.closed and self.wire.is_reading()
+        return not self.closed and self.transport.is_reading()
 
     # ------------------------------------------------------------ opening, closing
 
@@ -557,7 +559,7 @@ class Connection:
         self._out_bytes = 0
         self._drop_held()
         self._to(CLOSED)
-        self.wire.abort()
+        self.transport.abort()
 
     def drop(self) -> None:
         """Close without writing what is queued (Redis's freeClient of a
@@ -566,14 +568,14 @@ class Connection:
         self._out_bytes = 0
         self._drop_held()
         self._to(CLOSED)
-        self.wire.close()
+        self.transport.close()
 
     def close_now(self) -> None:
         """Write what is queued, then close (CLIENT KILL of another client,
         a node shutting down, a loss with ``--on-publish-loss disconnect``)."""
         self.flush()
         self._to(CLOSED)
-        self.wire.close()
+        self.transport.close()
 
     def refuse(self, reply: bytes) -> None:
         """Write ``reply`` and close, reading nothing (protected mode): the
@@ -583,8 +585,8 @@ class Connection:
         never does."""
         self._to(CLOSED)
         self.extras.refused = True
-        self.wire.write(reply)
-        self.wire.write_eof()
+        self.transport.write(reply)
+        self.transport.write_eof()
 
     def _drop_held(self) -> None:
         """Free what waited behind an awaited reply (a closed connection can

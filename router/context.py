@@ -93,7 +93,7 @@ class CommandClient(Protocol):
     last_interaction: float
     parser: RequestParser
     ran: CommandStat | None
-    wire: Any  # the transport (CLUSTER NODES asks whether it is TLS)
+    transport: Any  # asyncio's (CLUSTER NODES asks whether it is TLS)
 
     @property
     def ctx(self) -> CommandContext: ...

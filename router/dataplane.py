@@ -1,10 +1,10 @@
-"""Which data plane a node runs: the compiled one or the Python core it is
+"""Which data plane a node runs: the compiled one or the pure-Python data plane it is
 checked against (issues 29, 42, 50; aiohttp's ``AIOHTTP_NO_EXTENSIONS`` and
 msgpack's fallback are the model): the classes the node builds from.
 
 The data plane's modules are written once, in Cython's pure-Python mode:
 ``router/connection.py``, ``dispatch.py``, ``pubsub.py``, ``client.py``,
-``context.py`` and ``stats.py`` run as plain Python (the Python core) and
+``context.py`` and ``stats.py`` run as plain Python (the pure-Python data plane) and
 are compiled by ``setup.py`` into ``router._connection``, ``router._dispatch``,
 ... (the compiled plane; their C declarations in ``router/_*.pxd``), beside
 the two ``.pyx`` modules that only C can do: ``router._parser`` (the RESP
@@ -14,7 +14,7 @@ the other compiled ones by ``cimport``, never the Python ones, so a
 
 The choice is the node's one (:func:`netutil.dataplane.choose`: compiled
 when every compiled module imports, the router's and the bus's; otherwise
-the Python core for the whole node, with one warning line), and a
+the pure-Python data plane for the whole node, with one warning line), and a
 :class:`Plane` carries the bus's half (:attr:`Plane.bus`), so the router and
 the bus of a node are always of one plane. INFO ``# Bloomcast``
 ``bloomcast_data_plane`` says which. ``bloomcast node`` calls :func:`load`
@@ -57,7 +57,7 @@ class Plane:
     CommandContext: type[context.CommandContext]
     NodeStats: type[stats.NodeStats]
     InstantaneousMetrics: type[stats.InstantaneousMetrics]
-    Registry: type[registry.Registry]
+    SubscriptionFilters: type[registry.SubscriptionFilters]
     execute_counted: Callable[..., Any]
     #: the request loop (router.dispatch): a read, the next slice, an unblock
     process: Callable[..., Any]
@@ -76,7 +76,7 @@ def _plane(name: str, modules: dict[str, ModuleType], bus: bus_plane.BusPlane) -
         CommandContext=modules["context"].CommandContext,
         NodeStats=modules["stats"].NodeStats,
         InstantaneousMetrics=modules["stats"].InstantaneousMetrics,
-        Registry=modules["registry"].Registry,
+        SubscriptionFilters=modules["registry"].SubscriptionFilters,
         execute_counted=modules["dispatch"].execute_counted,
         process=modules["dispatch"].process,
         resume=modules["dispatch"].resume,
@@ -86,7 +86,7 @@ def _plane(name: str, modules: dict[str, ModuleType], bus: bus_plane.BusPlane) -
 
 @functools.cache
 def python() -> Plane:
-    """The Python core: the reference of every compiled module (its modules
+    """The pure-Python data plane: the reference of every compiled module (its modules
     imported here, not at start: the compiled plane loads none of them, nor
     the ``cython`` module they import)."""
     from router import client, connection, context, dispatch, parser, pubsub, registry, stats
@@ -125,7 +125,7 @@ def named(name: str) -> Plane:
 
 
 def load() -> Plane:
-    """The node's plane: the whole compiled plane, or the Python core for
+    """The node's plane: the whole compiled plane, or the pure-Python data plane for
     the whole node when ``BLOOMCAST_NO_EXTENSIONS`` is set or any compiled
     module does not import (one warning line;
     :func:`netutil.dataplane.choose`)."""

@@ -244,7 +244,7 @@ def process(conn: Connection, data: bytes = b"", now: float = 0.0) -> Action:
     state = conn.state
     if state is CLOSING:
         conn.flush()
-        conn.wire.close()
+        conn.transport.close()
         return DONE
     if (sliced or conn.parser.backlog) and state is not CLOSED:
         # a huge request is still being parsed, or a pipeline ran past

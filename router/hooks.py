@@ -84,7 +84,7 @@ def escaped(data: bytes) -> bytes:
     only bytes 32-126, so a NUL stands for an escaped backslash while the
     ``\\x07`` / ``\\x08`` escapes are renamed (the ``\\x07`` of a literal
     ``\\`` + ``x07`` is then left alone). At most 4x ``data``, a few
-    copies of it: the Python core's :func:`monitor_line`."""
+    copies of it: the pure-Python data plane's :func:`monitor_line`."""
     out: bytes = codecs.escape_encode(data)[0]
     if b"'" in data:
         out = out.replace(b"\\'", b"'")
@@ -102,7 +102,7 @@ def escaped(data: bytes) -> bytes:
 
 def python_monitor_line(head: bytes, args: list[bytes]) -> bytes:
     """``head``, then `` "<arg>"`` per argument (:func:`escaped`), then CRLF:
-    a MONITOR line, joined once (the Python core's
+    a MONITOR line, joined once (the pure-Python data plane's
     ``router._resp.monitor_line``)."""
     parts = [head]
     for arg in args:
@@ -115,7 +115,7 @@ def _monitor_line() -> Callable[[bytes, list[bytes]], bytes]:
     """The compiled ``router._resp.monitor_line`` (one pass to size the line,
     one to write it, into one bytes object) when it is built and
     ``BLOOMCAST_NO_EXTENSIONS`` (:mod:`router.dataplane`'s switch) is not
-    set, else the Python core's; the nodes of both planes in one process (a
+    set, else the pure-Python data plane's; the nodes of both planes in one process (a
     test) share it: the two are byte for byte the same (tests/router/test_hooks.py)."""
     if not os.environ.get(ENV):
         with contextlib.suppress(ImportError):

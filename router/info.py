@@ -100,7 +100,7 @@ def info_sections(node: Node) -> dict[str, Section]:
             "pubsub_jobs": node.subscriptions.budget.pending,
         },
         # which data plane serves this node (issue 29, router/dataplane.py), and
-        # which of the Python core's modules and cython it has loaded: none
+        # which of the pure-Python data plane's modules and cython it has loaded: none
         # on the compiled plane (issue 50, netutil/dataplane.py)
         "bloomcast": {
             "bloomcast_data_plane": node.context.data_plane,

@@ -2,7 +2,7 @@
 stop, the cluster link), its parts and INFO.
 
 The node builds its parts from the data plane it runs
-(:mod:`router.dataplane`: the compiled one or the Python core): the
+(:mod:`router.dataplane`: the compiled one or the pure-Python data plane): the
 pub/sub (:class:`router.pubsub.PubSub`: the subscriber tables, PUBLISH,
 delivery of local and forwarded messages, the end-of-iteration flush; it is the
 cluster bus's :class:`cluster_bus.api.LocalDelivery`), the bulk work of
@@ -72,11 +72,11 @@ class Node:
         self.config = config
         #: 40 hex digits; given when --cluster-config-file kept it from a former run
         self.node_id = node_id or os.urandom(20).hex()
-        # the compiled data plane or the Python core, chosen once (issues 29, 50)
+        # the compiled data plane or the pure-Python data plane, chosen once (issues 29, 50)
         if plane is None:
             plane = dataplane.load()
         self.plane = plane
-        self.registry = plane.Registry(config.filter_capacity, config.filter_fp_rate)  # filters
+        self.registry = plane.SubscriptionFilters(config.filter_capacity, config.filter_fp_rate)
         # collections timed once the process settles (router/collector.py)
         self.gc_pauses = Pauses()
         self.clients: dict[int, Any] = {}  # id -> connection

@@ -59,7 +59,7 @@ if not cython.compiled:  # (compiled: router/_pubsub.pxd cimports them, C frames
     def _compiled_forwarding(forward: Any) -> Any:
         """The compiled bus's ``Forwarding`` whose ``forward`` is ``forward``
         (``ClusterLink.forwarder()``), which the compiled PubSub calls in C;
-        None on the Python core, which calls ``forward`` (router/_pubsub.pxd)."""
+        None on the pure-Python data plane, which calls ``forward`` (router/_pubsub.pxd)."""
         return None
 
 
@@ -72,7 +72,7 @@ if TYPE_CHECKING:
     from spark.events import Role, TrafficRecorder
 if not cython.compiled and TYPE_CHECKING:  # (compiled: the .pxd cimports them)
     from router.context import CommandContext
-    from router.registry import Registry
+    from router.registry import SubscriptionFilters
     from router.stats import NodeStats
 
 log = logging.getLogger("bloomcast.node")
@@ -81,7 +81,7 @@ log = logging.getLogger("bloomcast.node")
 #: next turn: the end-of-turn write copies them all (1,000 slow subscribers of
 #: 10 KB messages: 10 MB a PUBLISH), as Redis writes at most 64 KB per
 #: client per event-loop turn (``NET_MAX_WRITES_PER_EVENT``)
-FANOUT_BYTES_PER_TURN = 8 << 20
+FANOUT_BYTES_PER_ITERATION = 8 << 20
 #: where a node tells its clients that forwarded messages were lost for good
 LOSS_CHANNEL = b"__bloomcast__:loss"
 #: origins INFO ``# Forwards_lost`` counts one by one (node ids come and go:
@@ -103,7 +103,7 @@ class PubSub:
     def __init__(
         self,
         node_id: str,
-        filters: Registry,
+        filters: SubscriptionFilters,
         stats: NodeStats,
         metrics: InstantaneousMetrics,
         link: ClusterLink,
@@ -139,9 +139,9 @@ class PubSub:
         self.publish_seq = 0
         #: bytes write_to_all queued since the last flush (bounded by the
         #: pubsub hard limit: past it every queue is written at once)
-        self.turn_output = 0
-        #: :data:`FANOUT_BYTES_PER_TURN` (a test may set it)
-        self.fanout_limit = FANOUT_BYTES_PER_TURN
+        self.iteration_output = 0
+        #: :data:`FANOUT_BYTES_PER_ITERATION` (a test may set it)
+        self.fanout_limit = FANOUT_BYTES_PER_ITERATION
         #: origin node id -> frames lost (at most FORWARDS_LOST_ORIGINS ids; the
         #: rest under OTHER_ORIGINS)
         self.forwards_lost_from: dict[str, int] = {}
@@ -273,8 +273,8 @@ class PubSub:
         turn at a time (Redis bounds each client's writes per turn instead)."""
         receivers = self.publish(args[1], args[2], shard)
         reply = SMALL_INTEGERS[receivers] if receivers < 1024 else resp.integer(receivers)
-        if self.turn_output > self.fanout_limit and not client.in_exec:
-            return self.after_turn(reply)  # the rest of its pipeline next turn
+        if self.iteration_output > self.fanout_limit and not client.in_exec:
+            return self.after_iteration(reply)  # the rest of its pipeline next iteration
         return reply
 
     def deliver(self, kind: Kind, channel: bytes, message: bytes) -> int:
@@ -317,20 +317,20 @@ class PubSub:
         a queue already due to be flushed this loop turn, without counting
         it in the client's queued bytes (that read-modify-write was a third
         of the loop). The loop's bytes are added once to
-        :attr:`turn_output` instead. No queue holds more than all of them
+        :attr:`iteration_output` instead. No queue holds more than all of them
         together, so when that total passes the pubsub hard limit, every
         queue is written at once (:meth:`flush_all`), where its client's
         own count would have had it written (``write()``)."""
         n = add_messages(subs, frame2)
-        self.turn_output += n * len(frame2)
+        self.iteration_output += n * len(frame2)
         context = self.context
-        if context is not None and self.turn_output > context.queue_limit:
+        if context is not None and self.iteration_output > context.queue_limit:
             self.flush_all()  # the pubsub hard limit (none: sys.maxsize)
         return n
 
-    def after_turn(self, reply: bytes) -> asyncio.Future[bytes]:
-        """``reply`` once this turn's output is written: a PUBLISH whose
-        messages took the turn past :attr:`fanout_limit` holds its client's
+    def after_iteration(self, reply: bytes) -> asyncio.Future[bytes]:
+        """``reply`` once this iteration's output is written: a PUBLISH whose
+        messages took the iteration past :attr:`fanout_limit` holds its client's
         next commands (a blocked client) until then."""
         loop = asyncio.get_running_loop()
         done: asyncio.Future[bytes] = loop.create_future()
@@ -375,7 +375,7 @@ class PubSub:
         start = time.perf_counter_ns() if threshold else 0
         dirty = self._dirty
         self._dirty = []
-        self.turn_output = 0
+        self.iteration_output = 0
         for client in dirty:
             client.flush()
         if threshold:  # the latency monitor's fanout-turn (router/latency.py)

@@ -1,4 +1,4 @@
-"""The subscription filters (``Registry``): the Bloom filters that summarise a
+"""The subscription filters (``SubscriptionFilters``): the Bloom filters that summarise a
 node's subscriptions, which peers test before forwarding.
 
 The subscriptions themselves live in :mod:`router.pubsub`; it tells the
@@ -16,7 +16,7 @@ ClusterLink (empty when no exported bit flipped), with the filter's m, prefix
 mask and match-all flag, so the bus never asks back.
 
 The registry also keeps the false-positive resize policy
-(:meth:`Registry.forward_received`): a filter that makes peers forward too
+(:meth:`SubscriptionFilters.forward_received`): a filter that makes peers forward too
 much here for nothing is rebuilt at twice its m from the exact subscriptions.
 Compiled on the compiled data plane (``router._registry``): every forwarded
 PUBLISH is counted there in C.
@@ -47,7 +47,7 @@ FP_CHECK_EVERY = 256
 
 @cython.final
 @cython.cclass
-class Registry:
+class SubscriptionFilters:
     """The filters of one node; not thread-safe (one asyncio loop)."""
 
     def __init__(self, capacity: int, fp_rate: float, max_m: int = MAX_RESIZE_M) -> None:

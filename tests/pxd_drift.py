@@ -6,7 +6,7 @@ compiled plane:
 - a field a ``cdef class`` assigns in its ``.py`` (``self.x = ...``, ``+=``,
   an annotated assignment, a tuple target, in any method) but that its
   ``.pxd`` does not declare: a C struct has no room for it, so the compiled
-  object raises AttributeError where the Python core worked (unless the
+  object raises AttributeError where the pure-Python data plane worked (unless the
   class declares ``cdef dict __dict__``, which gives its instances a dict
   for such names, Cython >= 3.0);
 - a ``@cython.locals(name=...)`` name that is no parameter or local of its

@@ -47,7 +47,7 @@ def cluster_myid(ctx: CommandContext, client: CommandClient, args: list[bytes]) 
 
 def _tls(client: CommandClient) -> bool:
     """The client came over the TLS port (router/tls.py ``TlsTransport``)."""
-    return bool(getattr(client.wire, "tls", False))
+    return bool(getattr(client.transport, "tls", False))
 
 
 def cluster_nodes(ctx: CommandContext, client: CommandClient, args: list[bytes]) -> Reply:

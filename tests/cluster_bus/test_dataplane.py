@@ -1,8 +1,8 @@
 """The bus's compiled forwarding twins and their switch (issue 29).
 
 The long differential run is ``python -m tests.fuzz.fuzz_forwarding``; here:
-which link and forwarding a bus picks, a node that falls back to the Python
-core when the bus's twin is missing, and a short run of the fuzzer. The
+which link and forwarding a bus picks, a node that falls back to the pure-Python
+data plane when the bus's twin is missing, and a short run of the fuzzer. The
 cluster's own tests (tests/integration) run on the twins by default and on
 the references under ``BLOOMCAST_NO_EXTENSIONS=1``."""
 
@@ -80,7 +80,7 @@ def test_a_missing_bus_twin_is_one_warning_and_the_python_core(monkeypatch, capl
     with caplog.at_level(logging.WARNING, logger="bloomcast.node"):
         assert node_plane.load() is node_plane.python()
     assert len(caplog.records) == 1
-    assert "the whole node runs the Python core" in caplog.records[0].getMessage()
+    assert "the whole node runs the pure-Python data plane" in caplog.records[0].getMessage()
     assert node_plane.load().bus is dataplane.python()  # the router's plane carries the bus's
     assert dataplane.load().name == "python"
     assert dataplane.load().Link is Link and dataplane.load().Forwarding is Forwarding

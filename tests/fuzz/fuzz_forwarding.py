@@ -1,9 +1,9 @@
 """Fuzz the bus's forwarding hot path: the compiled data plane against the
-Python core (issues 29, 42).
+pure-Python data plane (issues 29, 42).
 
 ``uv run python -m tests.fuzz.fuzz_forwarding --count 500 --seed 1``
 
-Two nodes, the Python core and the compiled plane (the pair of
+Two nodes, the pure-Python data plane and the compiled plane (the pair of
 ``tests/fuzz/fuzz_loop.py``), each with a bus: one on the reference
 (:func:`cluster_bus.dataplane.python`: ``cluster_bus/link.py``,
 ``forwarding.py``, ``session.py``, ``decoder.py``, ``routing.py`` run as plain
@@ -191,7 +191,7 @@ def rx_state(side: Side, link: Link, transport: Recorder) -> Any:
         node.stats.messages_delivered,
         _registry(node.registry),
         None if node.tap is None else node.tap.seen,
-        node.pubsub.turn_output,
+        node.pubsub.iteration_output,
         [client.conn.closed for client in side.clients if client.conn is not None],
     )
 
@@ -211,7 +211,7 @@ class CountersTap:
         node = self.node
         self.seen.append(
             (event.event_id, event.receivers, node.stats.messages_delivered,
-             _registry(node.registry), node.pubsub.turn_output)
+             _registry(node.registry), node.pubsub.iteration_output)
         )  # fmt: skip
 
 

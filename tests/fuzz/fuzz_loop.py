@@ -1,9 +1,9 @@
-"""Fuzz the request loop: the compiled data plane against the Python core
+"""Fuzz the request loop: the compiled data plane against the pure-Python data plane
 (issues 29, 42).
 
 ``uv run python -m tests.fuzz.fuzz_loop --count 2000 --seed 1``
 
-Two in-process nodes on one event loop: the reference on the Python core
+Two in-process nodes on one event loop: the reference on the pure-Python data plane
 (:func:`router.dataplane.python`: ``router/connection.py``, ``dispatch.py``,
 ``pubsub.py`` ... run as plain Python, and :class:`router.parser.RequestParser`)
 and the twin on the compiled plane (the same sources compiled,
@@ -142,7 +142,7 @@ def forwarded_run(rnd: random.Random, step: int) -> tuple[list[Publish], int]:
 
 
 def nodes() -> tuple[Node, Node]:
-    """(reference, twin): a node on the Python core and one on the compiled
+    """(reference, twin): a node on the pure-Python data plane and one on the compiled
     data plane, with one node id, whatever ``BLOOMCAST_NO_EXTENSIONS`` says;
     ImportError if the extension is not built."""
     twin = dataplane.compiled()

@@ -2,7 +2,7 @@
 
 Mutates valid requests (bit flips, cut points, insertions of protocol bytes
 and RESP3 type bytes, huge counts) and feeds them in random chunks to three
-parsers: the Python core's (hiredis fast path on), the pure-Python reference
+parsers: the pure-Python data plane's (hiredis fast path on), the pure-Python reference
 (``fast=False``) and, when the extension is built, the compiled twin
 (``router._parser.RequestParser``, issue 29; ``--no-compiled`` leaves it
 out, and ``--require-compiled`` fails without it). Only ProtocolError may

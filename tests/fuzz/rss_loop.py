@@ -34,7 +34,7 @@ async def run(publishes: int, pipeline: int = 16) -> tuple[int, int]:
     client, publisher, _ = await publisher_and_subscribers(1)
     assert client.conn is not None
     if type(client.conn) is Connection:
-        raise RuntimeError("the node runs the Python core: build the extension")
+        raise RuntimeError("the node runs the pure-Python data plane: build the extension")
     node = client._node
     subscribing = (
         b"HELLO 3\r\nSUBSCRIBE bench:ch\r\n",

@@ -182,7 +182,7 @@ def test_dockerfile_builds_from_the_lock():
     assert "COPY bench" not in dockerfile  # the benchmarks are not in the product (issue 50)
     assert 'ENTRYPOINT ["bloomcast"]' in dockerfile
     # the compiled data plane: setup.py and a C compiler before `uv sync`
-    # (without them the image would run the Python core, with a warning)
+    # (without them the image would run the pure-Python data plane, with a warning)
     sync = dockerfile.index("uv sync --frozen --no-dev")
     assert re.search(r"COPY [^\n]*\bsetup\.py\b", dockerfile[:sync])
     assert re.search(r"apt-get install [^\n]*\bgcc\b", dockerfile[:sync])
@@ -303,7 +303,7 @@ def test_the_node_stage_replayed_builds_the_compiled_data_plane(tmp_path):
     # interpreter (this one's version, as the image's 3.11), uv, its cache and
     # the network it fetches the build requirements from (setuptools, Cython:
     # pyproject's build-system, not in the lock). Without gcc this fails, as
-    # the image would build a node running the Python core
+    # the image would build a node running the pure-Python data plane
     patterns = _dockerignore()
     app = tmp_path / "app"
     app.mkdir()

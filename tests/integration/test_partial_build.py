@@ -77,7 +77,7 @@ def test_a_module_that_does_not_compile_stops_the_build(tmp_path):
 )
 def test_the_switch_builds_a_wheel_with_no_module(tmp_path):
     """BLOOMCAST_NO_EXTENSIONS=1: the wheel has no extension (Cython is not
-    even run), and its node runs the Python core whole (test_dataplane's
+    even run), and its node runs the pure-Python data plane whole (test_dataplane's
     INFO tests)."""
     src = _tree(tmp_path)
     for _, source in MODULES:  # a source Cython would refuse: it is never read

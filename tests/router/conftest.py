@@ -22,7 +22,7 @@ def _compiled() -> dataplane.Plane | None:
 
 @pytest.fixture(params=["python", "compiled"])
 def plane(request: pytest.FixtureRequest) -> dataplane.Plane:
-    """The Python core, then the compiled plane (skipped only on a pure build)."""
+    """The pure-Python data plane, then the compiled plane (skipped only on a pure build)."""
     if request.param == "python":
         return dataplane.python()
     compiled = _compiled()

@@ -108,7 +108,7 @@ def test_a_node_started_without_the_switch_reports_compiled():
 @needs_compiled
 def test_a_compiled_node_loads_no_python_twin_nor_cython():
     """A real compiled node process with its bus, after serving each kind of
-    request, has imported none of the Python core's modules (router.stats,
+    request, has imported none of the pure-Python data plane's modules (router.stats,
     cluster_bus.link, ...) nor cython (its Shadow module): INFO reads its
     sys.modules (issue 50)."""
     env = {k: v for k, v in os.environ.items() if k != dataplane.ENV}
@@ -118,7 +118,7 @@ def test_a_compiled_node_loads_no_python_twin_nor_cython():
 
 
 def test_a_python_node_reports_the_python_modules_it_runs():
-    """The same field on the Python core lists every module of it and cython
+    """The same field on the pure-Python data plane lists every module of it and cython
     (so the compiled node's empty list is a reading, not a blank)."""
     reply = _exercised_node_info({**os.environ, dataplane.ENV: "1"})
     assert b"bloomcast_data_plane:python\r\n" in reply
@@ -153,7 +153,7 @@ def test_the_node_builds_its_parts_from_the_switch(monkeypatch):
 
 
 def test_a_plane_is_one_set_of_modules():
-    """No compiled class on the Python core, no Python one on the compiled
+    """No compiled class on the pure-Python data plane, no Python one on the compiled
     plane (a compiled module reaches the others by cimport)."""
     for plane in (dataplane.python(), *([] if _compiled is None else [dataplane.compiled()])):
         compiled = plane.name == "compiled"
@@ -202,7 +202,7 @@ def test_the_module_list_is_one_and_uv_rebuilds_on_each_source():
 @needs_compiled
 def test_the_compiled_planes_are_built_from_every_module_of_the_list(monkeypatch):
     """A module of the list that does not import (a partial or older build)
-    gives the Python core to the whole node, the bus's half included: the
+    gives the pure-Python data plane to the whole node, the bus's half included: the
     router's and the bus's planes both come from the one choice."""
     monkeypatch.delenv(dataplane.ENV, raising=False)
     plane = dataplane.load()
@@ -344,7 +344,7 @@ def test_an_extension_that_does_not_import_is_one_warning(monkeypatch, caplog):
         assert dataplane.load() is dataplane.python()
         assert Node(NodeConfig(port=0)).context.data_plane == "python"
     assert len(caplog.records) == 2  # one line per node
-    assert "the whole node runs the Python core" in caplog.records[0].getMessage()
+    assert "the whole node runs the pure-Python data plane" in caplog.records[0].getMessage()
 
 
 def _outcome(cls: type, data: bytes, step: int, **kw: object) -> list[object]:

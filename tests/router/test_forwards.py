@@ -22,7 +22,7 @@ from router.info import info_sections
 from router.kinds import CHANNELS
 from router.node import Node
 from router.pubsub import FORWARDS_LOST_ORIGINS, LOSS_CHANNEL
-from router.registry import FP_CHECK_EVERY, Registry
+from router.registry import FP_CHECK_EVERY, SubscriptionFilters
 from spark.events import TrafficEvent
 from tests.router.fakes import FakeSubscriber, RecordingLink
 
@@ -60,7 +60,7 @@ async def wired_node(
         await node.stop()
 
 
-def crowded_registry() -> tuple[Registry, FakeSubscriber]:
+def crowded_registry() -> tuple[SubscriptionFilters, FakeSubscriber]:
     """A registry whose 64-bit channel filter holds 40 channels: mostly ones."""
     node = Node(NodeConfig(port=0, filter_capacity=16))
     registry = node.registry
@@ -144,7 +144,7 @@ def test_true_hits_on_a_sparse_filter_do_not_rebuild():
     node.pubsub.add(CHANNELS, FakeSubscriber("s"), b"only")
     for _ in range(4 * FP_CHECK_EVERY):
         assert registry.forward_received(False) == []
-    assert registry.channel_filter.m == Registry(1024, 0.01).channel_filter.m
+    assert registry.channel_filter.m == SubscriptionFilters(1024, 0.01).channel_filter.m
 
 
 def test_rebuild_stops_at_max_m():
@@ -201,7 +201,7 @@ def test_a_run_of_forwards_is_delivered_counted_and_recorded_as_each_forward(tap
 
 
 def test_a_frame_of_a_run_that_does_not_unpack_fails_after_the_frames_before_it(plane):
-    # (the message is the interpreter's on the Python core, "not enough
+    # (the message is the interpreter's on the pure-Python data plane, "not enough
     # values to unpack (expected 5, got 4)", and Cython's compiled: "need
     # more than 4 values to unpack")
     async def scenario() -> None:

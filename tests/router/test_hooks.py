@@ -37,7 +37,7 @@ def test_sdscatrepr_quotes_as_redis():
 
 
 def _line_builders() -> list:
-    """The Python core's MONITOR line, and the compiled one when it is built
+    """The pure-Python data plane's MONITOR line, and the compiled one when it is built
     (as the node would pick it: not under ``BLOOMCAST_NO_EXTENSIONS``)."""
     builders = [hooks.python_monitor_line]
     try:
@@ -85,7 +85,7 @@ def test_monitor_line_builders_agree_on_any_arguments(args):
 
 
 def test_the_node_builds_monitor_lines_with_its_plane():
-    """Under ``BLOOMCAST_NO_EXTENSIONS`` the Python core's; else the compiled
+    """Under ``BLOOMCAST_NO_EXTENSIONS`` the pure-Python data plane's; else the compiled
     one when it is built."""
     if os.environ.get("BLOOMCAST_NO_EXTENSIONS"):
         assert hooks.monitor_line is hooks.python_monitor_line

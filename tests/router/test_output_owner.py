@@ -9,7 +9,7 @@
 - PUBLISH and SPUBLISH run one function, :meth:`router.pubsub.PubSub.publish_command`,
   whether the request loop runs them in line (``PUBLISH``) or through
   :func:`router.dispatch.execute` (``PuBlIsH``, a spelling the in-line test
-  does not take): the Python core's calls are traced, and on both planes the
+  does not take): the pure-Python data plane's calls are traced, and on both planes the
   two spellings give the same bytes to every client and the same counters,
   whatever the connection's state (so the in-line path's checks, ``_open``,
   agree with ``execute``'s).
@@ -254,7 +254,7 @@ def test_publish_in_line_and_through_execute_agree(plane, scenario):
 
 
 class _Calls:
-    """The Python core's calls of router/pubsub.py and router/dispatch.py functions."""
+    """The pure-Python data plane's calls of router/pubsub.py and router/dispatch.py functions."""
 
     def __init__(self) -> None:
         self.names: list[str] = []

@@ -2,7 +2,7 @@
 
 A PUBLISH from a client, delivered to a local subscriber and handed to the
 cluster for a remote one, then received by the remote node and delivered to
-its subscriber: the Python core's calls are traced with ``sys.setprofile``
+its subscriber: the pure-Python data plane's calls are traced with ``sys.setprofile``
 from the client's read to the end-of-turn flush on the origin, and from the
 bus's ``deliver_forwarded_run`` to the flush on the receiver (one node plays
 both: the forward goes to a recording seam). Counted:

@@ -26,7 +26,7 @@ def _sets(table: dict[bytes, object]) -> dict[bytes, set[object]]:
     return {n: set(s) if type(s) is set else {s} for n, s in table.items()}  # type: ignore[call-overload]
 
 
-class Registry:
+class SubscriptionFilters:
     """A node's subscriptions and filters, called one name at a time."""
 
     def __init__(self, capacity: int, fp_rate: float) -> None:
@@ -88,14 +88,14 @@ class Registry:
         return [change for call in self.link.calls for change in call]
 
 
-def exported_bits(reg: Registry) -> dict[str, list[int]]:
+def exported_bits(reg: SubscriptionFilters) -> dict[str, list[int]]:
     return {
         "channels": list(reg.channel_filter.to_bloom().bits),
         "patterns": list(reg.pattern_filter.to_bloom().bits),
     }
 
 
-def checked(reg: Registry, op: Callable[[], list[FilterChange]]) -> list[FilterChange]:
+def checked(reg: SubscriptionFilters, op: Callable[[], list[FilterChange]]) -> list[FilterChange]:
     """Run ``op``. Replaying its changes in order on the exported bits from before
     it must flip only bits that were the other way and give the bits after it;
     the last change of each filter carries that filter's fingerprint after it."""
@@ -129,7 +129,7 @@ def channel_counters(f: CountingBloomFilter) -> list[int]:
     return [f.count_at(j) for j in range(f.m)]
 
 
-def holds_each_name_once(reg: Registry) -> bool:
+def holds_each_name_once(reg: SubscriptionFilters) -> bool:
     """The channel filter's counters are those of every subscribed name added once."""
     names = set(reg.channels) | set(reg.shard_channels)
     f = reg.channel_filter
@@ -137,8 +137,8 @@ def holds_each_name_once(reg: Registry) -> bool:
 
 
 @pytest.fixture
-def reg() -> Registry:
-    return Registry(capacity=64, fp_rate=0.01)
+def reg() -> SubscriptionFilters:
+    return SubscriptionFilters(capacity=64, fp_rate=0.01)
 
 
 def test_first_subscriber_sets_bits_later_ones_change_nothing(reg):
@@ -290,7 +290,7 @@ def test_rebuild_keeps_every_subscribed_name_a_member(reg):
     assert reg.channel_filter.set_bits == 0
 
 
-OPS: dict[str, Callable[[Registry, FakeSubscriber, bytes], list[FilterChange]]] = {
+OPS: dict[str, Callable[[SubscriptionFilters, FakeSubscriber, bytes], list[FilterChange]]] = {
     "sub": lambda reg, sub, name: reg.subscribe(sub, name),
     "unsub": lambda reg, sub, name: reg.unsubscribe(sub, name),
     "ssub": lambda reg, sub, name: reg.subscribe(sub, name, shard=True),
@@ -312,7 +312,7 @@ ops_st = st.lists(
 @settings(max_examples=150, deadline=None)
 @given(ops_st)
 def test_filters_follow_any_sequence_of_operations(ops):
-    reg = Registry(capacity=64, fp_rate=0.01)
+    reg = SubscriptionFilters(capacity=64, fp_rate=0.01)
     subs = [FakeSubscriber(name) for name in "abc"]
     for kind, i, name in ops:
         checked(reg, functools.partial(OPS[kind], reg, subs[i], name))
