@@ -267,11 +267,19 @@ def _run(args: argparse.Namespace, console: Console) -> int:
 
     report = build_report(args, workload, result, stats, checks, alive)
     write_report(report, out / "report.json")
-    plot_chart(report, out / "chart.png")
-    report["files"] = {"report": str(out / "report.json"), "chart": str(out / "chart.png")}
+    report["files"] = {"report": str(out / "report.json")}
+    # the chart needs matplotlib, the `bench` extra's (a node's install has no
+    # need of it): without it the report is whole and the chart left out, said
+    if importlib.util.find_spec("matplotlib") is not None:
+        plot_chart(report, out / "chart.png")
+        report["files"]["chart"] = str(out / "chart.png")
     print_summary(console, report)
+    if "chart" not in report["files"]:
+        console.print(
+            "chart.png not drawn: matplotlib is not installed (pip install 'bloomcast[bench]')"
+        )
     console.print(
-        f"wrote {out / 'report.json'} and {out / 'chart.png'} "
+        f"wrote {' and '.join(report['files'].values())} "
         f"in {time.perf_counter() - t_start:.0f}s total"
     )
     return 0 if report["ok"] else 1

@@ -169,6 +169,8 @@ def test_installed_wheel_has_no_bench_and_says_where_it_runs(tmp_path):
         timeout=240,
     )
     assert ran.returncode == 0, ran.stdout[-2000:] + ran.stderr[-2000:]
+    # (the wheel without its `bench` extra: no matplotlib, no chart, said in a line)
+    assert "chart.png not drawn: matplotlib is not installed" in ran.stdout
     report = json.loads((out / "report.json").read_text())
     assert all(c["ok"] for c in report["checks"].values()), report["checks"]
     helped = _run([script, "--help"], tmp_path)
