@@ -188,12 +188,30 @@ def _stats_job(
     return stats, spark_check(stats, code, seconds, out / "stats.log")
 
 
+def _write_files(console: Console, report: dict[str, Any], out: Path) -> None:
+    """report.json, then chart.png, which needs matplotlib, the ``bench``
+    extra's (a node's install has no need of it): without it the report is
+    whole and the chart left out, said in one line; then the summary."""
+    from bloomcast.demo.report import plot_chart, write_report
+    from bloomcast.demo.summary import print_summary
+
+    write_report(report, out / "report.json")
+    report["files"] = {"report": str(out / "report.json")}
+    if importlib.util.find_spec("matplotlib") is not None:
+        plot_chart(report, out / "chart.png")
+        report["files"]["chart"] = str(out / "chart.png")
+    print_summary(console, report)
+    if "chart" not in report["files"]:
+        console.print(
+            "chart.png not drawn: matplotlib is not installed (pip install 'bloomcast[bench]')"
+        )
+
+
 def _run(args: argparse.Namespace, console: Console) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from bloomcast.demo.drive import VISIBILITY_TIMEOUT_MS, as_text, drive, plan
-    from bloomcast.demo.report import plot_chart, write_report
-    from bloomcast.demo.summary import build_report, print_summary
+    from bloomcast.demo.summary import build_report
     from bloomcast.demo.workload import FilterGeometry, Workload, WorkloadSpec
     from bloomcast.testing import LocalCluster, free_ports
     from router.config import NodeConfig
@@ -266,18 +284,7 @@ def _run(args: argparse.Namespace, console: Console) -> int:
         stats, checks["spark job"] = _stats_job(args, console, out, node_ids, workload_end)
 
     report = build_report(args, workload, result, stats, checks, alive)
-    write_report(report, out / "report.json")
-    report["files"] = {"report": str(out / "report.json")}
-    # the chart needs matplotlib, the `bench` extra's (a node's install has no
-    # need of it): without it the report is whole and the chart left out, said
-    if importlib.util.find_spec("matplotlib") is not None:
-        plot_chart(report, out / "chart.png")
-        report["files"]["chart"] = str(out / "chart.png")
-    print_summary(console, report)
-    if "chart" not in report["files"]:
-        console.print(
-            "chart.png not drawn: matplotlib is not installed (pip install 'bloomcast[bench]')"
-        )
+    _write_files(console, report, out)
     console.print(
         f"wrote {' and '.join(report['files'].values())} "
         f"in {time.perf_counter() - t_start:.0f}s total"
