@@ -293,6 +293,7 @@ def test_dockerignore_keeps_the_in_place_build_out():
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_the_node_stage_replayed_builds_the_compiled_data_plane(tmp_path):
     # No Docker engine runs here: the node stage's COPY lines are replayed
     # from this checkout as the build context (less .dockerignore's paths),

@@ -112,6 +112,7 @@ def test_node_in_fail_is_forgotten_after_cluster_fail_forget_ms(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_forgotten_live_node_comes_back_after_the_ban(tmp_path):
     with LocalCluster(3, extra_args=ARGS, log_dir=tmp_path) as cluster:
         ids = [myid(cluster, i) for i in range(3)]

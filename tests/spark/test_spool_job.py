@@ -69,6 +69,7 @@ def reference(spark, tmp_path: Path, url: str, seed: int, parts: int):  # type: 
     return events, files, t0, url
 
 
+@pytest.mark.long
 def test_network_source_is_exact_across_a_job_killed_between_sink_and_checkpoint(
     spark, valkey_url, tmp_path
 ):
@@ -114,6 +115,7 @@ def test_two_jobs_into_one_redis_count_each_file_once(spark, valkey_url, tmp_pat
     assert_same_state(redis_state(url), redis_state(clean))
 
 
+@pytest.mark.long
 def test_two_streaming_jobs_on_one_node_and_one_redis(spark, valkey_url, tmp_path):
     events, files, t0, clean = reference(spark, tmp_path, db(valkey_url, 9), 43, 8)
 

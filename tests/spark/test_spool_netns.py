@@ -20,7 +20,7 @@ from bloomcast.testing import free_port, stop_process
 from bloomcast.testing.faults import NetnsCluster, in_netns, netns_unavailable
 from tests.spark.spool_nodes import ROOT, wait_until
 
-pytestmark = [pytest.mark.spark, pytest.mark.cluster, pytest.mark.slow]
+pytestmark = [pytest.mark.spark, pytest.mark.cluster, pytest.mark.slow, pytest.mark.long]
 
 METRICS_PORT = 9121
 #: channel -> PUBLISH count per node (node 0, 1, 2)
