@@ -51,6 +51,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from bloomcast.demo.checks import Check
+    from bloomcast.demo.drive import DriveResult
 
 #: modules the demo runs, with what they are, for the "not built yet" message
 NEEDED = {
@@ -172,11 +173,17 @@ def _stats_job(
     out: Path,
     node_ids: dict[str, str],
     workload_end: float,
-) -> tuple[dict[str, Any], Check]:
-    """The Spark statistics job over the stopped nodes' spool: its views and its check."""
-    from bloomcast.demo.checks import spark_check
-    from bloomcast.demo.stats_view import run_stats_job, stats_views
+    result: DriveResult,
+) -> tuple[dict[str, Any], dict[str, Check]]:
+    """The Spark statistics job over the stopped nodes' spool: its views, its
+    check and the live hot channels' against it (skipped, and said so, with
+    ``--skip-stats``)."""
+    from bloomcast.demo.checks import SPARK_HOT, Check, live_vs_spark, spark_check
+    from bloomcast.demo.stats_view import run_stats_job, spark_rates, stats_views
 
+    if args.skip_stats:
+        why = "--skip-stats: the Spark job did not run, the live top 10 was not held to it"
+        return {}, {SPARK_HOT: Check(True, f"skipped: {why}", skipped=True)}
     spool, stats_out = out / "spool", out / "stats"
     what = f"running the Spark statistics job over {spool}/ (master {args.master})"
     console.print(f"{what} ...")
@@ -185,7 +192,14 @@ def _stats_job(
         code, seconds, last = run_stats_job(spool, stats_out, args.master, out / "stats.log")
     stats = stats_views(stats_out, node_ids, workload_end) if code == 0 else {}
     stats["exit_code"], stats["seconds"], stats["last_line"] = code, round(seconds, 1), last
-    return stats, spark_check(stats, code, seconds, out / "stats.log")
+    checks = {"spark job": spark_check(stats, code, seconds, out / "stats.log")}
+    if code != 0:
+        checks[SPARK_HOT] = Check(False, f"no Spark output to compare: the job exited {code}")
+        return stats, checks
+    # (name, live rate, Spark's, the stated bound) per live row, for the report
+    rates, window_end = spark_rates(stats_out, result.hot_wall)
+    checks[SPARK_HOT], stats["live_vs_spark"] = live_vs_spark(result, rates, window_end)
+    return stats, checks
 
 
 def _write_files(console: Console, report: dict[str, Any], out: Path) -> None:
@@ -278,10 +292,7 @@ def _run(args: argparse.Namespace, console: Console) -> int:
     finally:
         cluster.stop()
     # the nodes are stopped: their taps have flushed and renamed every spool file
-    stats: dict[str, Any] = {}
-    checks: dict[str, Check] = {}
-    if not args.skip_stats:
-        stats, checks["spark job"] = _stats_job(args, console, out, node_ids, workload_end)
+    stats, checks = _stats_job(args, console, out, node_ids, workload_end, result)
 
     report = build_report(args, workload, result, stats, checks, alive)
     _write_files(console, report, out)

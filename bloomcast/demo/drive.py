@@ -71,7 +71,16 @@ class DriveResult:
     #: BLOOMCAST.HOTCHANNELS CLUSTER COUNT 10 at the end (name -> publishes/s, error/s)
     hot_live: list[tuple[str, float, float]] = field(default_factory=list)
     hot_at: float = 0.0  # monotonic time of that answer (the middle of its round trip)
+    hot_wall: float = 0.0  # the same moment in Unix time (the Spark job's event times)
+    hot_round_trip: float = 0.0  # seconds the answer took (each node read its clock within)
     hot_error: str = ""  # why there is none
+    #: Unix time minus monotonic time when the run began, and how far that
+    #: difference moved by the live answer (NTP slews the Unix clock only)
+    clock_offset: float = field(default_factory=lambda: time.time() - time.monotonic())
+    clock_drift: float = 0.0
+    #: channels the demo SPUBLISHed (the Spark job's ``channels`` counts them
+    #: too; the live summary keeps them apart, KIND shard)
+    spublished: set[str] = field(default_factory=set)
 
     def published(self, channel: str) -> None:
         """One PUBLISH to ``channel`` now, in the oracle."""
@@ -345,6 +354,7 @@ class _Phases:
                 await asyncio.sleep(delay)
             payload = make_payload(pp.pub.msg_id, self.payload_bytes)
             if pp.pub.shard:
+                result.spublished.add(pp.pub.channel)
                 n = await r.execute_command("SPUBLISH", pp.pub.channel, payload)
             else:
                 result.published(pp.pub.channel)
@@ -416,13 +426,15 @@ async def live_hot_channels(client: aioredis.Redis, result: DriveResult) -> None
     """The cluster-wide top 10 by 1 m decayed PUBLISH rate, as a node answers it."""
     from bloomcast.dashboard.model import hot_rows
 
-    t0 = time.monotonic()
+    t0, w0 = time.monotonic(), time.time()
     try:
         reply = await client.execute_command("BLOOMCAST.HOTCHANNELS", "CLUSTER", "COUNT", 10)
     except Exception as exc:  # judged by the check: no answer fails it
         result.hot_error = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         return
-    result.hot_at = (t0 + time.monotonic()) / 2
+    t1, w1 = time.monotonic(), time.time()
+    result.hot_at, result.hot_wall, result.hot_round_trip = (t0 + t1) / 2, (w0 + w1) / 2, t1 - t0
+    result.clock_drift = abs(result.hot_wall - result.hot_at - result.clock_offset)
     result.hot_live = [
         (r["name"], r.get("publishes") or 0.0, r.get("error") or 0.0) for r in hot_rows(reply)
     ]

@@ -2,7 +2,8 @@
 
 Report layout (every figure the demo prints, keys stable for tests and tools):
 
-* ``ok`` (bool) and ``checks``: name -> ``{"ok": bool, "detail": str}``;
+* ``ok`` (bool) and ``checks``: name -> ``{"ok": bool, "detail": str, "skipped":
+  bool}`` (a skipped check is no failure; its detail says why);
 * ``config``: nodes, seconds, seed, subscribers, phases, publishes;
 * ``deliveries``: expected, delivered, lost, duplicated, unexpected;
 * ``bus``: client ``publishes``, bus ``publish_sent`` / ``publish_received``
@@ -14,7 +15,8 @@ Report layout (every figure the demo prints, keys stable for tests and tools):
 * ``timeline``: per phase ``{t, publishes, bus_sent, exact_minimum, broadcast}``
   (``t`` in seconds since the workload started);
 * ``stats``: the Spark job's views (hot channels, trending, per-node
-  false-positive rates, forwards saved), rows as dicts.
+  false-positive rates, forwards saved), rows as dicts, and ``live_vs_spark``:
+  per live hot channel ``[name, live 1 m PUBLISH/s, Spark's, the stated bound]``.
 """
 
 from __future__ import annotations

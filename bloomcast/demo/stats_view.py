@@ -19,9 +19,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-#: half-lives for the Spark job: a demo lasts seconds to minutes
-SHORT_HALF_LIFE = "10s"
-LONG_HALF_LIFE = "10m"
+#: half-lives for the Spark job: the live summary's (router.hotchannels.HALF_LIFE_LABELS,
+#: held equal by tests/demo/test_spark_hot_check.py), so ``channels:1m`` and trending
+#: 10 s over 10 m mean the same on both sides; a demo lasts seconds to minutes
+HALF_LIVES = ("10s", "1m", "10m")
+SHORT_HALF_LIFE, _, LONG_HALF_LIFE = HALF_LIVES
+#: the Spark distribution the live cluster-wide top 10 (HALFLIFE 1m) is held to
+LIVE_DIST = f"channels:{HALF_LIVES[1]}"
 #: trending lists only channels with at least this share of the short-half-life traffic
 TRENDING_MIN_SHARE = 0.01
 
@@ -32,7 +36,7 @@ def run_stats_job(spool: Path, out: Path, master: str, log: Path) -> tuple[int, 
     cmd = [
         sys.executable, "-m", "bloomcast.cli", "stats", "run",
         "--spool", str(spool), "--out", str(out), "--once", "--master", master,
-        "--half-life", f"{SHORT_HALF_LIFE},{LONG_HALF_LIFE}",
+        "--half-life", ",".join(HALF_LIVES),
         "--shuffle-partitions", "2", "--max-files-per-trigger", "10000",
     ]  # fmt: skip
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
@@ -94,3 +98,21 @@ def stats_views(out: Path, node_names: dict[str, str], now: float) -> dict[str, 
         views[f"{key}_dist"] = dist
     views["counters"] = read_file_counters(out)
     return views
+
+
+def spark_rates(
+    out: Path, at: float, dist: str = LIVE_DIST
+) -> tuple[dict[str, float], float | None]:
+    """The Spark job's ``dist`` (file sink under ``out``) decayed to ``at`` (Unix
+    seconds) as rates per second (decayed count x ln 2 / half-life, ``stats top``'s
+    steady-state rate and the live summary's), and the distribution's time ``T``
+    (its window end: the last batch's landmark, its latest event time rounded
+    up); ``({}, None)`` when the job wrote none."""
+    from spark.decay import decay_rate, decay_to
+    from spark.stats_top import Source, split_dist
+
+    counts, t = Source(None, str(out)).load(dist)
+    if t is None:
+        return {}, None
+    a = decay_rate(split_dist(dist)[1])
+    return {c: v * a for c, v in decay_to(counts, t, a, at).items()}, t

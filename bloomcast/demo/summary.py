@@ -91,7 +91,8 @@ def print_summary(console: Console, report: dict[str, Any]) -> None:
     table.add_column("result")
     table.add_column("detail")
     for name, c in report["checks"].items():
-        table.add_row(name, "[green]ok[/]" if c["ok"] else "[red]FAILED[/]", c["detail"])
+        verdict = "[yellow]skipped[/]" if c.get("skipped") else "[green]ok[/]"
+        table.add_row(name, verdict if c["ok"] else "[red]FAILED[/]", c["detail"])
     console.print(table)
 
 

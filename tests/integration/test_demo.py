@@ -85,6 +85,10 @@ def test_demo_end_to_end(tmp_path):
     assert report["ok"] is True
     assert all(c["ok"] for c in report["checks"].values()), report["checks"]
     assert "spark job" in report["checks"]
+    # the live cluster-wide top 10 held to the Spark job's channels:1m (judged, not skipped)
+    spark_hot = report["checks"]["live hot channels vs Spark (1 m)"]
+    assert not spark_hot["skipped"] and "of Spark's channels:1m top 10" in spark_hot["detail"]
+    assert len(report["stats"]["live_vs_spark"]) == len(report["hot_channels_live"]) > 0
 
     d = report["deliveries"]
     assert d["delivered"] == d["expected"] > 0
