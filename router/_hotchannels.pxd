@@ -11,29 +11,35 @@ cdef class Entry:
     cdef public Py_hash_t h
     cdef public double since, key, err
     cdef public double p0, p1, p2, b0, b1, b2, d0, d1, d2, f0, f1, f2, r0, r1, r2
+    cdef public long long cp, cb, cd, cf, cr
+    cdef public bint touched
     cpdef reset(self, bytes name, double since, double err)
+    cpdef fold(self, double g0, double g1, double g2)
     cpdef scale(self, double s0, double s1, double s2)
 
 
 @cython.final
 cdef class Summary:
     cdef public Py_ssize_t k
-    cdef public list heap, slots
-    cdef public Py_ssize_t mask
+    cdef public list heap, slots, touched
+    cdef public Py_ssize_t mask, size
     cdef public double landmark, now, g0, g1, g2, n1, t0, t1, t2
-    cdef public long long replacements
+    cdef public long long cn, cp, replacements
     cpdef tick(self, double now)
-    @cython.locals(slots=list, mask=Py_ssize_t, i=Py_ssize_t, s=object, e=Entry)
+    @cython.locals(g0=double, g1=double, g2=double, e=Entry)
+    cpdef fold(self)
     cpdef Entry find(self, bytes name, Py_hash_t h)
+    @cython.locals(slots=list, mask=Py_ssize_t, i=Py_ssize_t, s=object, e=Entry)
+    cdef inline Entry _probe(self, bytes name, Py_hash_t h)
     @cython.locals(slots=list, mask=Py_ssize_t, i=Py_ssize_t)
     cdef void _insert(self, Entry e) noexcept
     @cython.locals(slots=list, mask=Py_ssize_t, i=Py_ssize_t, j=Py_ssize_t, home=Py_ssize_t,
                    s=object, stays=bint)
     cdef void _remove(self, Entry e) noexcept
-    @cython.locals(e=Entry, g0=double, g1=double, g2=double, h=Py_hash_t)
+    @cython.locals(e=Entry, h=Py_hash_t)
     cpdef int add(self, bytes name, Py_ssize_t nbytes, Py_ssize_t deliveries,
                   Py_ssize_t forwards) except -1
-    @cython.locals(e=Entry, g0=double, g1=double, g2=double, h=Py_hash_t)
+    @cython.locals(e=Entry, h=Py_hash_t)
     cpdef int add_received(self, bytes name, Py_ssize_t deliveries) except -1
     @cython.locals(heap=list, n=Py_ssize_t, e=Entry)
     cdef Entry _admit(self, bytes name, Py_hash_t h)
