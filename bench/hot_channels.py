@@ -20,6 +20,12 @@ node's ``cluster_stats_stats_bytes_sent`` before and after, headers
 included): per peer (a request and a reply) and in all, beside the bound
 from K (:func:`peer_bound`).
 
+``uv run python -m bench.hot_channels --cpu`` is ``bench.cpu_cost``'s
+reading (server CPU per PUBLISH, ``redis-benchmark -c 50``) at one node with
+the summary on and off, ``-P 1`` and ``-P 16``, 0 and 1 subscriber, the two
+alternated ``--rounds`` times (each case a fresh node): the ratio on / off of
+the summed CPU.
+
 Speed is reported here, never asserted (tests/router/test_hotchannels.py
 asserts the behaviour).
 """
@@ -118,6 +124,42 @@ def million_markdown(rows: list[dict[str, Any]], channels: int) -> str:
     return "\n".join(lines)
 
 
+def cpu(requests: dict[int, int], rounds: int) -> list[dict[str, Any]]:
+    """Server CPU per PUBLISH, summary on and off, alternated (module doc)."""
+    from bench.cpu_cost import one_case
+
+    settings = {"on": ["--no-bus"], "off": ["--no-bus", "--hot-channels-size", "0"]}
+    rows = []
+    for pipeline in sorted(requests):
+        for subs in (0, 1):
+            us: dict[str, list[float]] = {"on": [], "off": []}
+            for _ in range(rounds):
+                for name, args in settings.items():
+                    server = start_node(args)
+                    try:
+                        time.sleep(0.5)
+                        us[name].append(one_case(server, pipeline, subs, requests[pipeline]))
+                    finally:
+                        server.stop()
+            print(f"  -P {pipeline}, {subs} subscribers: {us}", flush=True)
+            rows.append({"pipeline": pipeline, "subscribers": subs, **us})
+    return rows
+
+
+def cpu_markdown(rows: list[dict[str, Any]]) -> str:
+    lines = [
+        "| -P | subscribers | on us/PUBLISH (runs) | off us/PUBLISH (runs) | on / off |",
+        "|---|---|---|---|---|",
+    ]
+    for r in rows:
+        on, off = r["on"], r["off"]
+        lines.append(
+            f"| {r['pipeline']} | {r['subscribers']} | {' / '.join(f'{x:.2f}' for x in on)} | "
+            f"{' / '.join(f'{x:.2f}' for x in off)} | {sum(on) / sum(off):.2f}x |"
+        )
+    return "\n".join(lines)
+
+
 # -- the cluster-wide command ------------------------------------------------------------
 
 
@@ -139,20 +181,21 @@ def _bytes_sent(cluster: Any) -> int:
     )
 
 
-def _request(s: socket.socket, payload: bytes) -> bytes:
-    """One command, its whole reply (read until a short quiet after data)."""
+def _request(s: socket.socket, payload: bytes) -> tuple[Any, float]:
+    """One command: its whole reply (hiredis reads it) and the seconds it took."""
+    import hiredis
+
+    reader = hiredis.Reader()
+    start = time.perf_counter()
     s.sendall(payload)
-    s.settimeout(5.0)
-    out = s.recv(1 << 20)
-    s.settimeout(0.05)
-    while True:
-        try:
-            chunk = s.recv(1 << 20)
-        except TimeoutError:
-            return out
+    reply: Any = False
+    while reply is False:
+        chunk = s.recv(1 << 20)
         if not chunk:
-            return out
-        out += chunk
+            raise ConnectionError("the node closed the connection")
+        reader.feed(chunk)
+        reply = reader.gets()
+    return reply, time.perf_counter() - start
 
 
 def cluster_calls(nodes: int, calls: int, names: int) -> dict[str, Any]:
@@ -176,17 +219,14 @@ def cluster_calls(nodes: int, calls: int, names: int) -> dict[str, Any]:
             s.close()
         s = connect(cluster.ports[0])
         cmd = bulk(b"BLOOMCAST.HOTCHANNELS", b"COUNT", b"10", b"CLUSTER")
+        s.settimeout(10.0)
         _request(s, cmd)  # (warm: the first call's imports)
         before = _bytes_sent(cluster)
         waits = []
-        reply = b""
+        reply: Any = None
         for _ in range(calls):
-            s.sendall(cmd)
-            start = time.perf_counter()
-            s.settimeout(5.0)
-            reply = s.recv(1 << 20)
-            waits.append(time.perf_counter() - start)
-            _request(s, b"")  # (the rest of the reply, if it came in pieces)
+            reply, seconds = _request(s, cmd)
+            waits.append(seconds)
         moved = _bytes_sent(cluster) - before
         s.close()
         unanswered = sum(
@@ -205,7 +245,7 @@ def cluster_calls(nodes: int, calls: int, names: int) -> dict[str, Any]:
         "bytes_per_peer": moved / calls / peers,
         "bound_per_peer": peer_bound(128, len(b"ch:%d" % names)),
         "unanswered": unanswered,
-        "reply_head": reply[:40].decode(errors="replace"),
+        "entries": len(reply) if isinstance(reply, list) else repr(reply),
     }
 
 
@@ -228,9 +268,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cluster", type=int, default=0, metavar="N", help="the command at N nodes")
     ap.add_argument("--calls", type=int, default=50)
     ap.add_argument("--names", type=int, default=1000, help="distinct channels per node")
+    ap.add_argument("--cpu", action="store_true", help="server CPU per PUBLISH, on and off")
+    ap.add_argument("--requests-p1", type=int, default=30_000)
+    ap.add_argument("--requests-p16", type=int, default=150_000)
+    ap.add_argument("--rounds", type=int, default=2)
     args = ap.parse_args(argv)
-    if not args.million and not args.cluster:
-        ap.error("say --million or --cluster N")
+    if not (args.million or args.cluster or args.cpu):
+        ap.error("say --million, --cluster N or --cpu")
+    if args.cpu:
+        rows = cpu({1: args.requests_p1, 16: args.requests_p16}, args.rounds)
+        print(cpu_markdown(rows))
     if args.million:
         rows = million(args.channels)
         print(json.dumps(rows, indent=1))

@@ -1,7 +1,41 @@
 # The C declarations of router/hotchannels.py compiled as router._hotchannels (issue 51).
 cimport cython
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
+from libc.string cimport memcmp
 
 cdef double _A0, _A1, _A2
+
+
+cdef extern from *:
+    """
+    /* router/hotchannels.py's _hash: the bytes object's cached hash (the
+       PUBLISH's dict lookups computed it), PyObject_Hash when there is none */
+    #if !defined(Py_LIMITED_API) && !defined(PYPY_VERSION) && PY_VERSION_HEX < 0x030E0000
+    #if defined(__GNUC__)
+    #pragma GCC diagnostic push
+    #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+    #endif
+    static CYTHON_INLINE Py_hash_t bloomcast_bytes_hash(PyObject *o) {
+        Py_hash_t h = ((PyBytesObject *)o)->ob_shash;
+        return h != -1 ? h : PyObject_Hash(o);
+    }
+    #if defined(__GNUC__)
+    #pragma GCC diagnostic pop
+    #endif
+    #else
+    #define bloomcast_bytes_hash(o) PyObject_Hash(o)
+    #endif
+    """
+    Py_hash_t bloomcast_bytes_hash(object o) except -1
+
+
+cdef inline Py_hash_t _hash(bytes name) except -1:
+    return bloomcast_bytes_hash(name)
+
+
+cdef inline bint _same(bytes a, bytes b) noexcept:
+    cdef Py_ssize_t n = PyBytes_GET_SIZE(a)
+    return n == PyBytes_GET_SIZE(b) and memcmp(PyBytes_AS_STRING(a), PyBytes_AS_STRING(b), n) == 0
 
 
 @cython.final
@@ -28,18 +62,17 @@ cdef class Summary:
     cpdef tick(self, double now)
     @cython.locals(g0=double, g1=double, g2=double, e=Entry)
     cpdef fold(self)
-    cpdef Entry find(self, bytes name, Py_hash_t h)
     @cython.locals(slots=list, mask=Py_ssize_t, i=Py_ssize_t, s=object, e=Entry)
-    cdef inline Entry _probe(self, bytes name, Py_hash_t h)
+    cpdef Entry find(self, bytes name, Py_hash_t h)
     @cython.locals(slots=list, mask=Py_ssize_t, i=Py_ssize_t)
     cdef void _insert(self, Entry e) noexcept
     @cython.locals(slots=list, mask=Py_ssize_t, i=Py_ssize_t, j=Py_ssize_t, home=Py_ssize_t,
                    s=object, stays=bint)
     cdef void _remove(self, Entry e) noexcept
-    @cython.locals(e=Entry, h=Py_hash_t)
+    @cython.locals(e=Entry, h=Py_hash_t, slots=list, mask=Py_ssize_t, i=Py_ssize_t, s=object)
     cpdef int add(self, bytes name, Py_ssize_t nbytes, Py_ssize_t deliveries,
                   Py_ssize_t forwards) except -1
-    @cython.locals(e=Entry, h=Py_hash_t)
+    @cython.locals(e=Entry, h=Py_hash_t, slots=list, mask=Py_ssize_t, i=Py_ssize_t, s=object)
     cpdef int add_received(self, bytes name, Py_ssize_t deliveries) except -1
     @cython.locals(heap=list, n=Py_ssize_t, e=Entry)
     cdef Entry _admit(self, bytes name, Py_hash_t h)

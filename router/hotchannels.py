@@ -44,15 +44,22 @@ held count multiplied by ``exp(-a_h (T - L))``, section IV of the paper), so
 no weight overflows.
 
 **Cost and memory.** A PUBLISH is one probe of an open-addressing table by
-the name's hash, at most 19 multiply-adds and, unless its entry is a leaf, a
-sift-down in a binary min-heap of ``K`` entries (O(log K)); a replacement is
-O(log K) too (the heap's root, a deletion and an insertion in the table, no
-allocation). Compiled, about 180 instructions (``bench.hot_path_cg
---hot-channels``). The memory is ``K`` entries of about 250 bytes (compiled;
-with their heap and table slots) plus their names: at most ``K x (250 +
-proto-max-bulk-len)`` bytes per kind, whatever the number of channels; ``K``
-is at most :data:`MAX_SIZE`. Channels, patterns (the messages a pattern matched here) and shard
-channels (SPUBLISH) are three summaries.
+the name's hash, four integer additions to its entry (publishes, bytes,
+deliveries, forwards: counted since the last tick), one float addition to
+its heap key and, unless its entry is a leaf, a sift-down in a binary
+min-heap of ``K`` entries (O(log K)); a replacement is O(log K) too (the
+heap's root, a deletion and an insertion in the table, no allocation). The
+forward weights change only at a tick, so every PUBLISH between two ticks
+has the same ones: the tick multiplies each touched entry's counts by them
+once (:meth:`Summary.fold`, the same sums as adding each PUBLISH's weights
+as it comes), and every reader folds first. Compiled, about 110
+instructions a PUBLISH (``bench.hot_path_cg --hot-channels``). The memory is
+``K`` entries of :data:`ENTRY_BYTES` (compiled: the object, its heap, table
+and fold-list slots, its name's bytes object) plus their names' bytes: at
+most ``K x (ENTRY_BYTES + proto-max-bulk-len)`` per kind, whatever the
+number of channels; ``K`` is at most :data:`MAX_SIZE`. Channels, patterns
+(the messages a pattern matched here) and shard channels (SPUBLISH) are
+three summaries.
 
 Apache DataSketches' frequent items (a space-saving variant with purges by
 median) was weighed first: its Python binding updates with integer weights
@@ -82,11 +89,24 @@ MEASURES = ("publishes", "bytes", "deliveries", "forwards", "received")
 KINDS = ("channel", "pattern", "shard")
 #: the landmark moves forward after this long (10 s half-life: exp(125) at most)
 LANDMARK_SECONDS = 1800.0
-#: bytes of one held entry beside its name (the object, its heap slot, 2 to 4
-#: table slots)
-ENTRY_BYTES = 250
+#: bytes of one held entry beside its name's bytes, compiled: the object
+#: (240), its heap slot (8), 2 to 4 table slots (32), its fold-list slot (8),
+#: its name's bytes object less the name (33)
+ENTRY_BYTES = 321
 #: the largest size (hot-channels-size): 65,536 names per kind
 MAX_SIZE = 1 << 16
+
+if not cython.compiled:  # (compiled: router/_hotchannels.pxd's, in C)
+
+    def _hash(name: bytes) -> int:
+        """``hash(name)`` (compiled: the hash the bytes object already cached,
+        by the dict lookup of the PUBLISH's subscribers, read in C)."""
+        return hash(name)
+
+    def _same(a: bytes, b: bytes) -> bool:
+        """Whether two names are equal (compiled: their lengths, then memcmp)."""
+        return a == b
+
 
 _A0 = math.log(2.0) / HALF_LIVES[0]
 _A1 = math.log(2.0) / HALF_LIVES[1]
@@ -224,13 +244,10 @@ class Summary:
         self.slots: list[Entry | None] = [None] * cap
         self.mask = cap - 1
 
-    def find(self, name: bytes, h: int) -> Entry | None:
-        """The entry of ``name`` (its hash ``h``), or None."""
-        return self._probe(name, h)
-
     @cython.boundscheck(False)
     @cython.wraparound(False)
-    def _probe(self, name: bytes, h: int) -> Entry | None:
+    def find(self, name: bytes, h: int) -> Entry | None:
+        """The entry of ``name`` (its hash ``h``), or None."""
         slots = self.slots
         mask = self.mask
         i = h & mask
@@ -239,7 +256,7 @@ class Summary:
             if s is None:
                 return None
             e = cython.cast(Entry, s)
-            if e.h == h and e.name == name:
+            if e.h == h and _same(e.name, name):
                 return e
             i = (i + 1) & mask
 
@@ -280,7 +297,7 @@ class Summary:
             i = j
 
     def holds(self, name: bytes) -> bool:
-        return self.find(name, hash(name)) is not None
+        return self.find(name, _hash(name)) is not None
 
     def tick(self, now: float) -> None:
         """The time (seconds, any clock that only goes forward) of the next updates."""
@@ -324,6 +341,8 @@ class Summary:
         self.t2 *= s2
         self.landmark = now
 
+    @cython.boundscheck(False)
+    @cython.wraparound(False)
     def add(self, name: bytes, nbytes: int, deliveries: int, forwards: int) -> int:
         """One publish of ``nbytes`` to ``name`` from this node's clients,
         delivered to ``deliveries`` local receivers and forwarded to
@@ -333,12 +352,21 @@ class Summary:
         entry (:meth:`fold`); only the heap's key is a float added here."""
         self.cn += 1
         self.cp += 1
-        h = hash(name)
-        e = self._probe(name, h)
-        if e is None:
-            e = self._admit(name, h)
-            if e is None:
-                return 0
+        h = _hash(name)
+        slots = self.slots  # (the probe of :meth:`find`, in line)
+        mask = self.mask
+        i = h & mask
+        while True:
+            s = slots[i]
+            if s is None:
+                e = self._admit(name, h)
+                if e is None:
+                    return 0
+                break
+            e = cython.cast(Entry, s)
+            if e.h == h and _same(e.name, name):
+                break
+            i = (i + 1) & mask
         if not e.touched:
             e.touched = True
             self.touched.append(e)
@@ -351,16 +379,27 @@ class Summary:
             self._sift_down(e.pos)
         return 0
 
+    @cython.boundscheck(False)
+    @cython.wraparound(False)
     def add_received(self, name: bytes, deliveries: int) -> int:
         """One PUBLISH to ``name`` a peer forwarded here, delivered to
         ``deliveries`` local receivers (its publish and bytes are its origin's)."""
         self.cn += 1
-        h = hash(name)
-        e = self._probe(name, h)
-        if e is None:
-            e = self._admit(name, h)
-            if e is None:
-                return 0
+        h = _hash(name)
+        slots = self.slots  # (the probe of :meth:`find`, in line)
+        mask = self.mask
+        i = h & mask
+        while True:
+            s = slots[i]
+            if s is None:
+                e = self._admit(name, h)
+                if e is None:
+                    return 0
+                break
+            e = cython.cast(Entry, s)
+            if e.h == h and _same(e.name, name):
+                break
+            i = (i + 1) & mask
         if not e.touched:
             e.touched = True
             self.touched.append(e)
