@@ -52,7 +52,7 @@ heap's root, a deletion and an insertion in the table, no allocation). The
 forward weights change only at a tick, so every PUBLISH between two ticks
 has the same ones: the tick multiplies each touched entry's counts by them
 once (:meth:`Summary.fold`, the same sums as adding each PUBLISH's weights
-as it comes), and every reader folds first. Compiled, about 110
+as it comes), and every reader folds first. Compiled, about 120
 instructions a PUBLISH (``bench.hot_path_cg --hot-channels``). The memory is
 ``K`` entries of :data:`ENTRY_BYTES` (compiled: the object, its heap, table
 and fold-list slots, its name's bytes object) plus their names' bytes: at
