@@ -80,6 +80,10 @@ class BusStats:
     #: STATS_REQUESTs (BLOOMCAST.HOTCHANNELS CLUSTER) a peer did not answer in
     #: time, or answered with nothing (cluster_bus.stats_query)
     stats_unanswered: int = 0
+    #: bytes of STATS_REQUEST and STATS_REPLY frames (headers included) this
+    #: node sent and received: what BLOOMCAST.HOTCHANNELS CLUSTER moves
+    stats_bytes_sent: int = 0
+    stats_bytes_received: int = 0
     #: addresses and hostnames refused where they entered from the bus: a
     #: gossip entry dropped, a heartbeat's own host or hostname ignored
     addresses_refused: int = 0
@@ -209,6 +213,8 @@ def cluster_info(
             "cluster_stats_filter_verify_failures": verify_failures,
             "cluster_stats_sequence_gaps": stats.sequence_gaps,
             "cluster_stats_stats_unanswered": stats.stats_unanswered,
+            "cluster_stats_stats_bytes_sent": stats.stats_bytes_sent,
+            "cluster_stats_stats_bytes_received": stats.stats_bytes_received,
             "cluster_stats_bad_frames": stats.bad_frames,
             "cluster_stats_auth_failures": stats.auth_failures,
             "cluster_stats_handshakes_refused": stats.handshakes_refused,

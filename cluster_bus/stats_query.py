@@ -7,7 +7,9 @@ The bus carries the query and the answers as bytes the node defines
 request with what the node's source returns (:meth:`StatsQueries.serve`), cut
 to :data:`REPLY_BYTES`. Bytes moved per call: one request (14-byte header,
 4-byte id, the query: under 300 bytes) and one reply (at most
-``14 + 4 + REPLY_BYTES``) per live peer. A peer that does not answer in time,
+``14 + 4 + REPLY_BYTES``) per live peer; both sides count them (CLUSTER
+INFO ``cluster_stats_stats_bytes_sent`` / ``_received``, headers included:
+``bench.hot_channels --cluster`` reads them). A peer that does not answer in time,
 or answers empty, is counted (CLUSTER INFO ``cluster_stats_stats_unanswered``)
 and the call goes on with the answers it got.
 """
@@ -18,7 +20,7 @@ import asyncio
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from cluster_bus.codec import STATS_QUERY_BYTES, STATS_REPLY_BYTES
+from cluster_bus.codec import HEADER_SIZE, STATS_QUERY_BYTES, STATS_REPLY_BYTES
 from cluster_bus.frames import StatsReply, StatsRequest
 
 if TYPE_CHECKING:
@@ -31,6 +33,8 @@ if TYPE_CHECKING:
 TIMEOUT_SECONDS = 1.0
 #: an answer's most bytes (the decoder refuses a longer one)
 REPLY_BYTES = STATS_REPLY_BYTES
+#: a STATS frame's bytes beside its query or answer: the header and the request id
+FRAME_BYTES = HEADER_SIZE + 4
 #: calls waiting at once; a further one waits for nobody (answers only this node)
 MAX_PENDING = 64
 
@@ -75,6 +79,7 @@ class StatsQueries:
         self._calls[request_id] = call
         for _peer, link in peers:
             self.mesh.send(link, StatsRequest(request_id, query))
+        self.stats.stats_bytes_sent += len(peers) * (FRAME_BYTES + len(query))
         call.timer = loop.call_later(TIMEOUT_SECONDS, self._expire, request_id)
         return future
 
@@ -88,9 +93,13 @@ class StatsQueries:
 
     def on_request(self, link: Link, peer: str, msg: StatsRequest) -> None:
         body = self.source(msg.query) if self.source is not None else b""
-        self.mesh.send_to(peer, StatsReply(msg.request_id, body[:REPLY_BYTES]), link)
+        body = body[:REPLY_BYTES]
+        self.mesh.send_to(peer, StatsReply(msg.request_id, body), link)
+        self.stats.stats_bytes_received += FRAME_BYTES + len(msg.query)
+        self.stats.stats_bytes_sent += FRAME_BYTES + len(body)
 
     def on_reply(self, link: Link, peer: str, msg: StatsReply) -> None:
+        self.stats.stats_bytes_received += FRAME_BYTES + len(msg.body)
         call = self._calls.get(msg.request_id)
         if call is None or peer not in call.waiting:
             return  # late (the call ended) or not asked

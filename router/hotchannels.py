@@ -44,15 +44,22 @@ held count multiplied by ``exp(-a_h (T - L))``, section IV of the paper), so
 no weight overflows.
 
 **Cost and memory.** A PUBLISH is one probe of an open-addressing table by
-the name's hash, at most 19 multiply-adds and, unless its entry is a leaf, a
-sift-down in a binary min-heap of ``K`` entries (O(log K)); a replacement is
-O(log K) too (the heap's root, a deletion and an insertion in the table, no
-allocation). Compiled, about 180 instructions (``bench.hot_path_cg
---hot-channels``). The memory is ``K`` entries of about 250 bytes (compiled;
-with their heap and table slots) plus their names: at most ``K x (250 +
-proto-max-bulk-len)`` bytes per kind, whatever the number of channels; ``K``
-is at most :data:`MAX_SIZE`. Channels, patterns (the messages a pattern matched here) and shard
-channels (SPUBLISH) are three summaries.
+the name's hash, four integer additions to its entry (publishes, bytes,
+deliveries, forwards: counted since the last tick), one float addition to
+its heap key and, unless its entry is a leaf, a sift-down in a binary
+min-heap of ``K`` entries (O(log K)); a replacement is O(log K) too (the
+heap's root, a deletion and an insertion in the table, no allocation). The
+forward weights change only at a tick, so every PUBLISH between two ticks
+has the same ones: the tick multiplies each touched entry's counts by them
+once (:meth:`Summary.fold`, the same sums as adding each PUBLISH's weights
+as it comes), and every reader folds first. Compiled, about 120
+instructions a PUBLISH (``bench.hot_path_cg --hot-channels``). The memory is
+``K`` entries of :data:`ENTRY_BYTES` (compiled: the object, its heap, table
+and fold-list slots, its name's bytes object) plus their names' bytes: at
+most ``K x (ENTRY_BYTES + proto-max-bulk-len)`` per kind, whatever the
+number of channels; ``K`` is at most :data:`MAX_SIZE`. Channels, patterns
+(the messages a pattern matched here) and shard channels (SPUBLISH) are
+three summaries.
 
 Apache DataSketches' frequent items (a space-saving variant with purges by
 median) was weighed first: its Python binding updates with integer weights
@@ -82,11 +89,24 @@ MEASURES = ("publishes", "bytes", "deliveries", "forwards", "received")
 KINDS = ("channel", "pattern", "shard")
 #: the landmark moves forward after this long (10 s half-life: exp(125) at most)
 LANDMARK_SECONDS = 1800.0
-#: bytes of one held entry beside its name (the object, its heap slot, 2 to 4
-#: table slots)
-ENTRY_BYTES = 250
+#: bytes of one held entry beside its name's bytes, compiled: the object
+#: (240), its heap slot (8), 2 to 4 table slots (32), its fold-list slot (8),
+#: its name's bytes object less the name (33)
+ENTRY_BYTES = 321
 #: the largest size (hot-channels-size): 65,536 names per kind
 MAX_SIZE = 1 << 16
+
+if not cython.compiled:  # (compiled: router/_hotchannels.pxd's, in C)
+
+    def _hash(name: bytes) -> int:
+        """``hash(name)`` (compiled: the hash the bytes object already cached,
+        by the dict lookup of the PUBLISH's subscribers, read in C)."""
+        return hash(name)
+
+    def _same(a: bytes, b: bytes) -> bool:
+        """Whether two names are equal (compiled: their lengths, then memcmp)."""
+        return a == b
+
 
 _A0 = math.log(2.0) / HALF_LIVES[0]
 _A1 = math.log(2.0) / HALF_LIVES[1]
@@ -100,7 +120,10 @@ class Entry:
     ``p*`` publishes from this node's clients, ``b*`` their bytes, ``d*``
     local deliveries (of those and of forwarded ones), ``f*`` forwards sent,
     ``r*`` PUBLISHes peers forwarded here, under the three half-lives;
-    ``key`` (``p1 + r1 + err``: the messages handled here) orders the heap."""
+    ``key`` (``p1 + r1 + err``: the messages handled here) orders the heap.
+    ``cp``, ``cb``, ``cd``, ``cf``, ``cr``: the same five counted (integers)
+    since the last tick, not yet in the sums (:meth:`fold`); ``touched``:
+    the entry is on its summary's list of entries to fold."""
 
     def __init__(self, name: bytes, pos: int, since: float) -> None:
         self.name = name
@@ -113,8 +136,12 @@ class Entry:
         self.d0 = self.d1 = self.d2 = 0.0
         self.f0 = self.f1 = self.f2 = 0.0
         self.r0 = self.r1 = self.r2 = 0.0
+        self.cp = self.cb = self.cd = self.cf = self.cr = 0
+        self.touched = False
 
     def reset(self, name: bytes, since: float, err: float) -> None:
+        """The entry taken by ``name`` (its place and ``touched`` kept: the
+        old name's counts since the tick go with it)."""
         self.name = name
         self.since = since
         self.key = self.err = err
@@ -123,6 +150,34 @@ class Entry:
         self.d0 = self.d1 = self.d2 = 0.0
         self.f0 = self.f1 = self.f2 = 0.0
         self.r0 = self.r1 = self.r2 = 0.0
+        self.cp = self.cb = self.cd = self.cf = self.cr = 0
+
+    def fold(self, g0: float, g1: float, g2: float) -> None:
+        """The counts since the last tick into the forward sums at that
+        tick's weights (every one of them had those weights: the same sums
+        as adding each at its PUBLISH)."""
+        if self.cp:
+            self.p0 += self.cp * g0
+            self.p1 += self.cp * g1
+            self.p2 += self.cp * g2
+        if self.cb:
+            self.b0 += self.cb * g0
+            self.b1 += self.cb * g1
+            self.b2 += self.cb * g2
+        if self.cd:
+            self.d0 += self.cd * g0
+            self.d1 += self.cd * g1
+            self.d2 += self.cd * g2
+        if self.cf:
+            self.f0 += self.cf * g0
+            self.f1 += self.cf * g1
+            self.f2 += self.cf * g2
+        if self.cr:
+            self.r0 += self.cr * g0
+            self.r1 += self.cr * g1
+            self.r2 += self.cr * g2
+        self.cp = self.cb = self.cd = self.cf = self.cr = 0
+        self.touched = False
 
     def scale(self, s0: float, s1: float, s2: float) -> None:
         self.key *= s1
@@ -165,6 +220,7 @@ class Summary:
     def __init__(self, k: int, now: float) -> None:
         self.k = k
         self.heap: list[Entry] = []
+        self.size = 0  # len(heap), read in C on the PUBLISH path
         self._size_table(k)
         self.landmark = now
         self.now = now
@@ -174,6 +230,10 @@ class Summary:
         #: each half-life (trending's shares)
         self.n1 = 0.0
         self.t0 = self.t1 = self.t2 = 0.0
+        #: the same counted since the last tick (messages handled, publishes),
+        #: and the entries with counts since then: what :meth:`fold` adds in
+        self.cn = self.cp = 0
+        self.touched: list[Entry] = []
         #: names that took another's place
         self.replacements = 0
 
@@ -196,7 +256,7 @@ class Summary:
             if s is None:
                 return None
             e = cython.cast(Entry, s)
-            if e.h == h and e.name == name:
+            if e.h == h and _same(e.name, name):
                 return e
             i = (i + 1) & mask
 
@@ -237,12 +297,13 @@ class Summary:
             i = j
 
     def holds(self, name: bytes) -> bool:
-        return self.find(name, hash(name)) is not None
+        return self.find(name, _hash(name)) is not None
 
     def tick(self, now: float) -> None:
         """The time (seconds, any clock that only goes forward) of the next updates."""
         if now < self.now:
             return
+        self.fold()  # (at the weights the counts since the last tick had)
         self.now = now
         if now - self.landmark > LANDMARK_SECONDS:
             self._move_landmark(now)
@@ -250,6 +311,24 @@ class Summary:
         self.g0 = math.exp(_A0 * dt)
         self.g1 = math.exp(_A1 * dt)
         self.g2 = math.exp(_A2 * dt)
+
+    def fold(self) -> None:
+        """What was counted since the last tick into the forward sums (the
+        tick, and every reader, first)."""
+        g0 = self.g0
+        g1 = self.g1
+        g2 = self.g2
+        for e in self.touched:
+            e.fold(g0, g1, g2)
+        self.touched = []
+        if self.cn:
+            self.n1 += self.cn * g1
+            self.cn = 0
+        if self.cp:
+            self.t0 += self.cp * g0
+            self.t1 += self.cp * g1
+            self.t2 += self.cp * g2
+            self.cp = 0
 
     def _move_landmark(self, now: float) -> None:
         dt = now - self.landmark
@@ -262,66 +341,72 @@ class Summary:
         self.t2 *= s2
         self.landmark = now
 
+    @cython.boundscheck(False)
+    @cython.wraparound(False)
     def add(self, name: bytes, nbytes: int, deliveries: int, forwards: int) -> int:
         """One publish of ``nbytes`` to ``name`` from this node's clients,
         delivered to ``deliveries`` local receivers and forwarded to
         ``forwards`` peers (the C call of the PUBLISH path: no allocation
-        unless ``name`` is new with room left)."""
-        g0 = self.g0
-        g1 = self.g1
-        g2 = self.g2
-        self.n1 += g1
-        self.t0 += g0
-        self.t1 += g1
-        self.t2 += g2
-        h = hash(name)
-        e = self.find(name, h)
-        if e is None:
-            e = self._admit(name, h)
-            if e is None:
-                return 0
-        e.p0 += g0
-        e.p1 += g1
-        e.p2 += g2
-        e.key += g1
-        if nbytes:
-            e.b0 += nbytes * g0
-            e.b1 += nbytes * g1
-            e.b2 += nbytes * g2
-        if deliveries:
-            e.d0 += deliveries * g0
-            e.d1 += deliveries * g1
-            e.d2 += deliveries * g2
-        if forwards:
-            e.f0 += forwards * g0
-            e.f1 += forwards * g1
-            e.f2 += forwards * g2
-        if 2 * e.pos + 1 < len(self.heap):  # (a leaf has nothing to pass)
+        unless ``name`` is new with room left). Integer counts on the
+        entry; the weights are the tick's, multiplied in once per tick and
+        entry (:meth:`fold`); only the heap's key is a float added here."""
+        self.cn += 1
+        self.cp += 1
+        h = _hash(name)
+        slots = self.slots  # (the probe of :meth:`find`, in line)
+        mask = self.mask
+        i = h & mask
+        while True:
+            s = slots[i]
+            if s is None:
+                e = self._admit(name, h)
+                if e is None:
+                    return 0
+                break
+            e = cython.cast(Entry, s)
+            if e.h == h and _same(e.name, name):
+                break
+            i = (i + 1) & mask
+        if not e.touched:
+            e.touched = True
+            self.touched.append(e)
+        e.cp += 1
+        e.cb += nbytes
+        e.cd += deliveries
+        e.cf += forwards
+        e.key += self.g1
+        if 2 * e.pos + 1 < self.size:  # (a leaf has nothing to pass)
             self._sift_down(e.pos)
         return 0
 
+    @cython.boundscheck(False)
+    @cython.wraparound(False)
     def add_received(self, name: bytes, deliveries: int) -> int:
         """One PUBLISH to ``name`` a peer forwarded here, delivered to
         ``deliveries`` local receivers (its publish and bytes are its origin's)."""
-        g0 = self.g0
-        g1 = self.g1
-        g2 = self.g2
-        self.n1 += g1
-        h = hash(name)
-        e = self.find(name, h)
-        if e is None:
-            e = self._admit(name, h)
-            if e is None:
-                return 0
-        e.r0 += g0
-        e.r1 += g1
-        e.r2 += g2
-        e.key += g1
-        if deliveries:
-            e.d0 += deliveries * g0
-            e.d1 += deliveries * g1
-            e.d2 += deliveries * g2
-        if 2 * e.pos + 1 < len(self.heap):  # (a leaf has nothing to pass)
+        self.cn += 1
+        h = _hash(name)
+        slots = self.slots  # (the probe of :meth:`find`, in line)
+        mask = self.mask
+        i = h & mask
+        while True:
+            s = slots[i]
+            if s is None:
+                e = self._admit(name, h)
+                if e is None:
+                    return 0
+                break
+            e = cython.cast(Entry, s)
+            if e.h == h and _same(e.name, name):
+                break
+            i = (i + 1) & mask
+        if not e.touched:
+            e.touched = True
+            self.touched.append(e)
+        e.cr += 1
+        e.cd += deliveries
+        e.key += self.g1
+        if 2 * e.pos + 1 < self.size:  # (a leaf has nothing to pass)
             self._sift_down(e.pos)
         return 0
 
@@ -334,6 +419,7 @@ class Summary:
             e = Entry(name, n, self.now)
             e.h = h
             heap.append(e)
+            self.size = n + 1
             self._insert(e)
             self._sift_up(n)  # (a new key 0 goes to the root)
             return e
@@ -396,6 +482,7 @@ class Summary:
         self.k = k
         if len(self.heap) <= k:
             return
+        self.fold()
         keep = sorted(self.heap, key=_by_key, reverse=True)[:k]
         self.heap = []
         self._size_table(k)
@@ -404,6 +491,7 @@ class Summary:
             self.heap.append(e)
             self._insert(e)
             self._sift_up(e.pos)
+        self.size = len(self.heap)
 
     def __len__(self) -> int:
         return len(self.heap)
@@ -417,6 +505,7 @@ class Summary:
         received/s, error, seconds held, upper), where ``error`` and ``upper``
         are in messages handled per second under 1 m (publishes + received):
         the most that count may be short by, and the most it may be."""
+        self.fold()
         a = math.log(2.0) / HALF_LIVES[h]
         f = a * math.exp(-a * (now - self.landmark))
         fe = _A1 * math.exp(-_A1 * (now - self.landmark))
@@ -441,12 +530,14 @@ class Summary:
     def total(self, h: int, now: float) -> float:
         """Publishes per second from this node's clients to every name (held
         or not) under half-life ``h``: trending's shares are of this."""
+        self.fold()
         a = math.log(2.0) / HALF_LIVES[h]
         t = (self.t0, self.t1, self.t2)[h]
         return float(t * a * math.exp(-a * (now - self.landmark)))
 
     def handled(self, now: float) -> float:
         """Messages handled per second (publishes + received) under 1 m: ``N``."""
+        self.fold()
         return float(self.n1 * _A1 * math.exp(-_A1 * (now - self.landmark)))
 
     def error_bound(self, now: float) -> float:

@@ -90,5 +90,12 @@ def test_answers_are_gathered_and_a_silent_peer_is_counted(monkeypatch) -> None:
         reply = mesh.sent[-1][1]
         assert isinstance(reply, StatsReply) and reply.request_id == 9
         assert len(reply.body) == STATS_REPLY_BYTES
+        # the bytes each side counts are the frames' (CLUSTER INFO
+        # cluster_stats_stats_bytes_*): every frame sent, every one received
+        assert stats.stats_bytes_sent == sum(len(encode(m, 0)) for _, m in mesh.sent)
+        got = [b"from a", b"not asked", b"a", b"b"]
+        received = sum(len(encode(StatsReply(1, body), 0)) for body in got)
+        received += len(encode(StatsRequest(9, b"abc"), 0))
+        assert stats.stats_bytes_received == received
 
     asyncio.run(scenario())

@@ -110,18 +110,23 @@ def test_heavy_channels_above_the_error_bound_are_exactly_the_top(hot: ModuleTyp
     assert s.replacements > 0
 
 
-def test_a_million_names_hold_k_entries(hot: ModuleType) -> None:
+def test_any_number_of_names_hold_k_entries(hot: ModuleType) -> None:
+    """5,000 distinct names of each kind (a million at a node process:
+    ``bench.hot_channels --million``): K held, the rest replaced in place."""
+    n = 5_000
     s = hot.HotChannels(64, 0.0)
-    for i in range(200_000):
-        if i % 1000 == 0:
-            s.tick(i / 1000)
+    for i in range(n):
+        if i % 250 == 0:
+            s.tick(i / 250)
         s.published(b"c%d" % i, 1, 0, 0, False)
         s.published(b"s%d" % i, 1, 0, 0, True)
     assert len(s.channels) == 64
     assert sum(slot is not None for slot in s.channels.slots) == 64
     assert all(s.channels.holds(e.name) for e in s.channels.heap)
     assert len(s.shards) == 64 and len(s.patterns) == 0
-    assert s.channels.replacements == 200_000 - 64
+    assert s.channels.replacements == n - 64
+    # the entries counted since the last tick: one each at most, K at most
+    assert len(s.channels.touched) <= 64
     assert s.memory() <= 2 * 64 * (hotchannels.ENTRY_BYTES + 8)
 
 
@@ -332,7 +337,7 @@ def test_prometheus_series_stay_bounded_under_many_channels(plane: Plane) -> Non
 
 
 def test_a_hostile_stream_of_distinct_channels_keeps_the_rss_bounded() -> None:
-    """200,000 distinct channels (some of 64 KiB) at a node process: the
+    """40,160 distinct channels (160 of 64 KiB) at a node process: the
     summary holds K of each kind, and the RSS grows by far less than the
     names sent (what a summary keeping every name would hold)."""
     with bloomcast_node("--hot-channels-size", "64") as port:
@@ -347,8 +352,9 @@ def test_a_hostile_stream_of_distinct_channels_keeps_the_rss_bounded() -> None:
         read_quiet(s)
         before = rss()
         sent = 0
+        s.settimeout(10)
         for batch in range(20):
-            names = [b"c%d-%d" % (batch, i) for i in range(10_000)]
+            names = [b"c%d-%d" % (batch, i) for i in range(2_000)]
             names += [b"L%d-%d-" % (batch, i) + b"x" * 65_536 for i in range(8)]
             sent += sum(len(n) for n in names)
             s.sendall(
@@ -356,7 +362,12 @@ def test_a_hostile_stream_of_distinct_channels_keeps_the_rss_bounded() -> None:
                     b"*3\r\n$7\r\nPUBLISH\r\n$%d\r\n%b\r\n$1\r\nm\r\n" % (len(n), n) for n in names
                 )
             )
-            read_quiet(s, settle=0.3)
+            want, got = 4 * len(names), b""  # ":0\r\n" each (no wait for a quiet)
+            while len(got) < want:
+                chunk = s.recv(1 << 20)
+                assert chunk, "the node closed the connection"
+                got += chunk
+            assert got == b":0\r\n" * len(names)
         grown = rss() - before
         s.sendall(b"BLOOMCAST.HOTCHANNELS COUNT 1000\r\n")
         reply, _ = read_quiet(s)
