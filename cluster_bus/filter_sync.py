@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import logging
 import random
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from cluster_bus.api import FilterChange, FilterName, FilterSnapshot
@@ -123,7 +122,7 @@ class FilterSync:
                 )
             )
         if len(deltas) > 1:  # one ACK per peer for the batch: its last delta's
-            deltas[:-1] = [replace(delta, more=True) for delta in deltas[:-1]]
+            deltas[:-1] = [delta._replace(more=True) for delta in deltas[:-1]]
         return deltas, whole
 
     def full(self, kind: FilterKind, snap: FilterSnapshot, announce: bool) -> FilterFull:
