@@ -242,9 +242,20 @@ class FilterSync:
         """Apply a peer's delta; the ACK (always, but for a delta with
         ``more`` set, whose batch's last delta follows on the link and is
         acked for both: a copy we distrust gets everything, so acking stays
-        truthful) and any FILTER_REQUEST to send."""
-        routing = self.routing
+        truthful) and any FILTER_REQUEST to send. (The bus sends the ACK as
+        a frame of its own: :meth:`apply` and ``codec.ack_frame``.)"""
         out: list[Message] = []
+        request = self.apply(peer, msg, now)
+        if request is not None:
+            out.append(request)
+        if not msg.more:  # (a batch's last delta: its ACK stands for the batch)
+            out.append(Ack(msg.delta_id))
+        return out
+
+    def apply(self, peer: str, msg: FilterDelta, now: int) -> Message | None:
+        """Apply a peer's delta to our copy: the FILTER_REQUEST to send when the
+        copy is now distrusted (a stale base or a new geometry), else None."""
+        routing = self.routing
         if routing.has_peer(peer) and not routing.apply_delta(
             peer,
             msg.kind,
@@ -257,12 +268,8 @@ class FilterSync:
             msg.prefix_mask,
             msg.match_all,
         ):
-            request = self._distrust(peer, msg.kind, now)  # stale base or new geometry
-            if request is not None:
-                out.append(request)
-        if not msg.more:  # (a batch's last delta: its ACK stands for the batch)
-            out.append(Ack(msg.delta_id))
-        return out
+            return self._distrust(peer, msg.kind, now)
+        return None
 
     def forget(self, peer: str) -> None:
         """The peer left membership (its copy went with ``PeerTable.remove_peer``)."""
