@@ -5,3 +5,4 @@ cpdef Py_ssize_t decode_publishes(bytes data, Py_ssize_t pos, expect, Py_ssize_t
 cpdef bytes encode_publish(sender, seq, origin_seq, shard, channel, payload)
 cdef bytes publish_frame(sender, uint32_t seq, origin_seq, bint shard, bytes channel,
                          bytes payload)
+cpdef tuple decode_positions(body, Py_ssize_t at, Py_ssize_t n, unsigned long long m)

@@ -12,7 +12,7 @@ from cpython.list cimport PyList_Append
 from cpython.long cimport PyLong_FromUnsignedLong, PyLong_FromUnsignedLongLong
 from cpython.object cimport PyObject, PyTypeObject
 from cpython.ref cimport Py_INCREF
-from cpython.tuple cimport PyTuple_SET_ITEM
+from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
 from libc.stdint cimport uint8_t, uint32_t, uint64_t
 from libc.string cimport memcpy
 
@@ -131,3 +131,22 @@ cdef bytes publish_frame(sender, uint32_t seq, origin_seq, bint shard, bytes cha
     memcpy(w + 30, PyBytes_AS_STRING(channel), nc)
     memcpy(w + 30 + nc, PyBytes_AS_STRING(payload), nm)
     return frame
+
+
+cpdef tuple decode_positions(body, Py_ssize_t at, Py_ssize_t n, unsigned long long m):
+    """:func:`cluster_bus.codec.decode_positions` by C pointers: a
+    FILTER_DELTA's ``n`` big-endian u32 positions from ``body[at:]`` as a
+    tuple, or None when one is >= ``m``; ValueError when ``body`` is short."""
+    if type(body) is not bytes:
+        body = bytes(body)
+    if n < 0 or at < 0 or at + 4 * n > len(body):
+        raise ValueError("FILTER_DELTA positions past the body")
+    cdef const uint8_t* p = <const uint8_t*>PyBytes_AS_STRING(<bytes>body) + at
+    cdef Py_ssize_t i
+    for i in range(n):
+        if _be32(p + 4 * i) >= m:
+            return None
+    cdef tuple out = PyTuple_New(n)
+    for i in range(n):
+        _put(out, i, PyLong_FromUnsignedLong(_be32(p + 4 * i)))
+    return out

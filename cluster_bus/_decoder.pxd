@@ -1,7 +1,7 @@
 # The C declarations of cluster_bus/decoder.py compiled as cluster_bus._decoder
 # (issue 42): its PUBLISH run is cluster_bus/_codec.pyx's, by C pointers.
 cimport cython
-from cluster_bus._codec cimport decode_publishes
+from cluster_bus._codec cimport decode_positions, decode_publishes
 
 
 @cython.final

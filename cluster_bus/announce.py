@@ -98,13 +98,13 @@ class Announcer:
             # stopped, and it heals from the fingerprints when it is back (the
             # flags as an int: an IntFlag's & costs microseconds, per peer)
             peers = self.membership.peers
-            expect = self.visibility.expect
             # the batch's last delta's ACK: a peer acks a batch once (the
             # deltas before it, flagged ``more``, came first on the same link)
-            last = deltas[-1].delta_id
-            for peer_id, _ in live:
-                if not int(peers[peer_id].flags) & _SUSPECT:
-                    expect(wait_id, peer_id, last)
+            self.visibility.expect_peers(
+                wait_id,
+                [peer_id for peer_id, _ in live if not int(peers[peer_id].flags) & _SUSPECT],
+                deltas[-1].delta_id,
+            )
         if future is not None and self._loop is not None:
             self.visibility.future(wait_id, self._loop, future)
 

@@ -33,7 +33,7 @@ from cluster_bus.api import (
     SlotRange,
 )
 from cluster_bus.clock import Address, now_ms
-from cluster_bus.codec import short_id
+from cluster_bus.codec import ack_frame, short_id
 from cluster_bus.filter_sync import KIND_OF, NAME_OF, FilterSync
 from cluster_bus.frames import (
     MSG_TYPE,
@@ -47,6 +47,7 @@ from cluster_bus.frames import (
     Leave,
     Meet,
     Message,
+    MsgType,
     Ping,
     Pong,
     ProbeAck,
@@ -81,6 +82,7 @@ if TYPE_CHECKING:  # --cluster-config-file only: pathlib and fcntl stay off the 
     from cluster_bus.nodes_file import NodesConfig, NodesFile
 
 log = logging.getLogger("bloomcast.bus")
+_ACK = MsgType.ACK
 
 
 class ClusterBus:
@@ -553,9 +555,17 @@ class ClusterBus:
     # -- message handlers (authenticated links) ------------------------------------------
 
     def _on_filter_delta(self, link: Link, peer: str, msg: Message) -> None:
-        assert isinstance(msg, FilterDelta)
-        for reply in self.sync.on_delta(peer, msg, self.clock()):
-            self.mesh.send_to(peer, reply, link)
+        # (FilterSync.on_delta's replies, the ACK written as its frame: no
+        # Ack built and encoded per remote subscribe change, issue 48)
+        delta = cast(FilterDelta, msg)
+        request = self.sync.apply(peer, delta, self.clock())
+        if request is not None:
+            self.mesh.send_to(peer, request, link)
+        if not delta.more:  # (a batch's last delta: its ACK stands for the batch)
+            out = self.mesh.link_to(peer) or link
+            if not out.closed:
+                out.write(ack_frame(self._short, delta.delta_id))
+                self.stats.sent[_ACK] += 1
 
     def _on_filter_full(self, link: Link, peer: str, msg: Message) -> None:
         assert isinstance(msg, FilterFull)

@@ -10,7 +10,6 @@ stays broken (the link is to be closed). Fuzzed by ``tests/fuzz/fuzz_bus.py``.
 
 from __future__ import annotations
 
-from struct import Struct
 from struct import error as StructError
 
 import cython
@@ -44,8 +43,8 @@ from cluster_bus.codec import (
     BusProtocolError,
 )
 
-if not cython.compiled:  # (compiled: cluster_bus/_decoder.pxd cimports the C twin)
-    from cluster_bus.codec import decode_publishes
+if not cython.compiled:  # (compiled: cluster_bus/_decoder.pxd cimports the C twins)
+    from cluster_bus.codec import decode_positions, decode_publishes
 
 from cluster_bus.frames import (
     FLAG_COMPRESSED,
@@ -215,6 +214,8 @@ class FrameDecoder:
 _ACK_TYPE = int(MsgType.ACK)
 _DELTA_TYPE = int(MsgType.FILTER_DELTA)
 _FILTER_KINDS = tuple(FilterKind)  # by value (0, 1): a call of the IntEnum is ~2 k
+_DELTA_SIZE = _DELTA.size
+_new_tuple = tuple.__new__
 
 
 def _decode_stats(mtype: int, body: bytes) -> StatsRequest | StatsReply:
@@ -307,33 +308,36 @@ def _decode_body(mtype: int, flags: int, body: bytes) -> Message:
     # a subscribe change's round trip first, by plain ints (issue 48: an
     # ACK came after a dozen IntEnum comparisons, each a global and an
     # attribute lookup and a rich comparison: 17 k instructions a frame)
+    # (both NamedTuples, built by tuple.__new__: no Python-level __new__)
     if mtype == _ACK_TYPE:
         _done(body, 4, "ACK")
-        (delta_id,) = _U32.unpack_from(body, 0)
-        return Ack(delta_id)
+        return _new_tuple(Ack, _U32.unpack_from(body, 0))
     if mtype == _DELTA_TYPE:
         (kind, match_all, delta_id, m, base, new, epoch, mask, nset, nclear) = _DELTA.unpack_from(
             body, 0
         )
         _decode_m(m)
         n = nset + nclear
-        if len(body) != _DELTA.size + 4 * n:
+        if len(body) != _DELTA_SIZE + 4 * n:
             raise BusProtocolError("FILTER_DELTA length does not match its position count")
-        positions = Struct(f">{n}I").unpack_from(body, _DELTA.size)
-        if n and max(positions) >= m:
+        positions = decode_positions(body, _DELTA_SIZE, n, m)  # one C loop when compiled
+        if positions is None:
             raise BusProtocolError("FILTER_DELTA position >= m")
-        return FilterDelta(
-            _FILTER_KINDS[kind],  # IndexError for a bad kind: a bad body
-            delta_id,
-            m,
-            base,
-            new,
-            positions[:nset],
-            positions[nset:],
-            epoch,
-            mask,
-            bool(match_all),
-            bool(flags & FLAG_MORE),
+        return _new_tuple(
+            FilterDelta,
+            (
+                _FILTER_KINDS[kind],  # IndexError for a bad kind: a bad body
+                delta_id,
+                m,
+                base,
+                new,
+                positions[:nset],
+                positions[nset:],
+                epoch,
+                mask,
+                match_all != 0,
+                (flags & FLAG_MORE) != 0,
+            ),
         )
     if mtype in (MsgType.MEET, MsgType.PING, MsgType.PONG):
         return _decode_heartbeat(mtype, body)

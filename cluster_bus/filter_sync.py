@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import logging
 import random
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from cluster_bus.api import FilterChange, FilterName, FilterSnapshot
@@ -123,7 +122,7 @@ class FilterSync:
                 )
             )
         if len(deltas) > 1:  # one ACK per peer for the batch: its last delta's
-            deltas[:-1] = [replace(delta, more=True) for delta in deltas[:-1]]
+            deltas[:-1] = [delta._replace(more=True) for delta in deltas[:-1]]
         return deltas, whole
 
     def full(self, kind: FilterKind, snap: FilterSnapshot, announce: bool) -> FilterFull:
@@ -243,9 +242,20 @@ class FilterSync:
         """Apply a peer's delta; the ACK (always, but for a delta with
         ``more`` set, whose batch's last delta follows on the link and is
         acked for both: a copy we distrust gets everything, so acking stays
-        truthful) and any FILTER_REQUEST to send."""
-        routing = self.routing
+        truthful) and any FILTER_REQUEST to send. (The bus sends the ACK as
+        a frame of its own: :meth:`apply` and ``codec.ack_frame``.)"""
         out: list[Message] = []
+        request = self.apply(peer, msg, now)
+        if request is not None:
+            out.append(request)
+        if not msg.more:  # (a batch's last delta: its ACK stands for the batch)
+            out.append(Ack(msg.delta_id))
+        return out
+
+    def apply(self, peer: str, msg: FilterDelta, now: int) -> Message | None:
+        """Apply a peer's delta to our copy: the FILTER_REQUEST to send when the
+        copy is now distrusted (a stale base or a new geometry), else None."""
+        routing = self.routing
         if routing.has_peer(peer) and not routing.apply_delta(
             peer,
             msg.kind,
@@ -258,12 +268,8 @@ class FilterSync:
             msg.prefix_mask,
             msg.match_all,
         ):
-            request = self._distrust(peer, msg.kind, now)  # stale base or new geometry
-            if request is not None:
-                out.append(request)
-        if not msg.more:  # (a batch's last delta: its ACK stands for the batch)
-            out.append(Ack(msg.delta_id))
-        return out
+            return self._distrust(peer, msg.kind, now)
+        return None
 
     def forget(self, peer: str) -> None:
         """The peer left membership (its copy went with ``PeerTable.remove_peer``)."""

@@ -1,5 +1,6 @@
-"""Cluster bus messages: one frozen dataclass per frame type (PUBLISH: a
-``NamedTuple``, as immutable and ~4x cheaper to build; see :class:`Publish`).
+"""Cluster bus messages: one frozen dataclass per frame type (PUBLISH, and a
+subscribe change's FILTER_DELTA and ACK: a ``NamedTuple``, as immutable and
+~4x cheaper to build; see :class:`Publish`).
 
 These are the events of the sans-IO codec (:mod:`cluster_bus.codec`): bytes
 decode to these objects and these objects encode to bytes. The byte layout of
@@ -176,12 +177,15 @@ class FilterFull:
     match_all: bool = False  # patterns only
 
 
-@dataclass(frozen=True, slots=True)
-class FilterDelta:
+class FilterDelta(NamedTuple):
     """Explicit bit changes against ``base_fp`` (idempotent: setting a set bit or
     clearing a clear bit is a no-op, per Summary Cache). ``delta_id`` is echoed in
     an :class:`Ack` for subscribe visibility; ``more``: another delta of the
-    same batch follows, whose ACK stands for this one's (none is sent)."""
+    same batch follows, whose ACK stands for this one's (none is sent).
+
+    A ``NamedTuple``, as :class:`Publish` and :class:`Ack`: every peer builds
+    one per remote subscribe change, and the frozen dataclass's eleven
+    ``object.__setattr__`` were the largest part of decoding it (issue 48)."""
 
     kind: FilterKind
     delta_id: int
@@ -241,9 +245,9 @@ class Leave:
     """The sender is shutting down on purpose: forget it, do not count it failed."""
 
 
-@dataclass(frozen=True, slots=True)
-class Ack:
-    """The sender applied filter delta ``delta_id`` (or is sending us everything)."""
+class Ack(NamedTuple):
+    """The sender applied filter delta ``delta_id`` (or is sending us everything).
+    A ``NamedTuple``: one per peer per subscribe change (issue 48)."""
 
     delta_id: int
 

@@ -91,3 +91,24 @@ def test_a_batch_is_one_wait_over_its_deltas_and_the_stop_ends_one_not_announced
         assert pending.done()
 
     asyncio.run(scenario())
+
+
+def test_expect_peers_waits_for_each_peer_of_the_batch():
+    """The announcer's one call per batch (issue 48): the wait ends on the
+    last of the peers' ACKs of that delta id, an ACK of another id or from
+    a peer not expected counts for nothing, and a peer gone is not waited for."""
+
+    async def scenario() -> None:
+        loop = asyncio.get_running_loop()
+        vis = Visibility(5000, BusStats())
+        wait = vis.open()
+        vis.expect_peers(wait, ["p1", "p2", "p3"], 5)
+        fut = vis.future(wait, loop)
+        for peer, delta in (("p1", 5), ("p2", 4), ("p9", 5), ("p2", 5)):
+            vis.acked(peer, delta)
+            assert not fut.done()
+        vis.peer_gone("p3")
+        assert fut.done()
+        assert not vis._of_delta and not vis._pending
+
+    asyncio.run(scenario())
