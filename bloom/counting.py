@@ -38,6 +38,7 @@ class CountingBloomFilter:
     """Counting Bloom filter of ``m`` counters (power of two >= 8), ``k`` positions."""
 
     __slots__ = (
+        "_bits",
         "_bloom",
         "_counters",
         "_flips",
@@ -58,13 +59,16 @@ class CountingBloomFilter:
         self._mask = m - 1
         self._counters = bytearray(m)
         self._bloom = BloomFilter(m, k)
+        self._bits = self._bloom.bits  # (the exported filter's, for life)
         self._last_set: tuple[int, ...] = ()
         self._last_cleared: tuple[int, ...] = ()
         self._fp: int | None = None
         #: the CRC64 change of each bit's flip (None: a big filter, CRC'd whole)
         self._flips = bit_flips(m >> 3)
-        #: bits flipped since the fingerprint was read (None: it is to be
-        #: computed whole, when next read)
+        #: bits flipped since the fingerprint was read, to update it from the
+        #: flip table (:func:`bloom.crc64.bit_flips`) when it is next read (on
+        #: a node without a bus, never: issue 48); None: past
+        #: :data:`PENDING_FLIPS`, or no flip table, it is computed whole then
         self._pending: list[int] | None = None
 
     @classmethod
@@ -115,10 +119,14 @@ class CountingBloomFilter:
             elif c < SATURATED:
                 counters[j] = c + 1
         if flipped:
-            bits = self._bloom.bits
+            bits = self._bits
             for j in flipped:
                 bits[j] = 1
-            self._flipped(flipped)
+            pending = self._pending  # (see _pending)
+            if pending is not None:
+                pending += flipped
+                if len(pending) > PENDING_FLIPS:
+                    self._pending = self._fp = None
         self._last_set = out = tuple(flipped)
         self._last_cleared = ()
         return out
@@ -150,25 +158,17 @@ class CountingBloomFilter:
             elif c:  # 0 only if the counts were already corrupted by a bad remove
                 counters[j] = c - 1
         if flipped:
-            bits = self._bloom.bits
+            bits = self._bits
             for j in flipped:
                 bits[j] = 0
-            self._flipped(flipped)
+            pending = self._pending  # (see _pending)
+            if pending is not None:
+                pending += flipped
+                if len(pending) > PENDING_FLIPS:
+                    self._pending = self._fp = None
         self._last_cleared = out = tuple(flipped)
         self._last_set = ()
         return out
-
-    def _flipped(self, flipped: list[int]) -> None:
-        """These bits flipped: kept, to update the fingerprint from the flip
-        table (:func:`bloom.crc64.bit_flips`) when it is next read (on a node
-        without a bus, never: issue 48); past :data:`PENDING_FLIPS` (or
-        without a flip table) it is recomputed whole when read."""
-        pending = self._pending
-        if pending is None:
-            return
-        pending += flipped
-        if len(pending) > PENDING_FLIPS:
-            self._pending = self._fp = None
 
     @property
     def last_set(self) -> tuple[int, ...]:
@@ -205,7 +205,7 @@ class CountingBloomFilter:
 
     def fingerprint(self) -> int:
         """CRC64 of the exported bits: the flips since it was last read folded
-        in (:meth:`_flipped`), or computed whole."""
+        in (``_pending``), or computed whole."""
         fp = self._fp
         pending = self._pending
         if fp is None or pending is None:
@@ -224,7 +224,7 @@ class CountingBloomFilter:
     @property
     def set_bits(self) -> int:
         """Exported bits set (= nonzero counters)."""
-        return self._bloom.bits.count()
+        return self._bits.count()
 
     @property
     def fill_ratio(self) -> float:
