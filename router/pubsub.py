@@ -236,7 +236,7 @@ class PubSub:
         """Tell the cluster what one command (or a disconnect) changed, folded
         into at most one change per filter (the bus folds a loop turn's into
         one delta round); returns the link's visibility future, if any."""
-        if not changes or not self.forwards:  # (NoPeers: nobody to tell, no wait)
+        if not changes:
             return None
         return self.link.filters_changed(changes if len(changes) == 1 else merge_changes(changes))
 
