@@ -20,20 +20,25 @@ otherwise corrupts the counts, as with any counting filter.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Final
 
 from bloom.bloom_filter import BloomFilter, check_geometry, estimate_count, m_for_capacity
 from bloom.crc64 import bit_flips
-from bloom.hashing import DEFAULT_K, key_positions
+from bloom.hashing import DEFAULT_K, key_indexes, key_positions
 
 SATURATED: Final = 255
+#: flipped bits a filter keeps to fold into its fingerprint when it is next
+#: read (:meth:`CountingBloomFilter.fingerprint`); past them, it is computed
+#: whole then (a CRC64 of m / 8 bytes: ~8 instructions a byte)
+PENDING_FLIPS = 128
 
 
 class CountingBloomFilter:
     """Counting Bloom filter of ``m`` counters (power of two >= 8), ``k`` positions."""
 
     __slots__ = (
+        "_bits",
         "_bloom",
         "_counters",
         "_flips",
@@ -43,6 +48,7 @@ class CountingBloomFilter:
         "_last_set",
         "_m",
         "_mask",
+        "_pending",
     )
 
     def __init__(self, m: int, k: int = DEFAULT_K) -> None:
@@ -53,11 +59,17 @@ class CountingBloomFilter:
         self._mask = m - 1
         self._counters = bytearray(m)
         self._bloom = BloomFilter(m, k)
+        self._bits = self._bloom.bits  # (the exported filter's, for life)
         self._last_set: tuple[int, ...] = ()
         self._last_cleared: tuple[int, ...] = ()
         self._fp: int | None = None
         #: the CRC64 change of each bit's flip (None: a big filter, CRC'd whole)
         self._flips = bit_flips(m >> 3)
+        #: bits flipped since the fingerprint was read, to update it from the
+        #: flip table (:func:`bloom.crc64.bit_flips`) when it is next read (on
+        #: a node without a bus, never: issue 48); None: past
+        #: :data:`PENDING_FLIPS`, or no flip table, it is computed whole then
+        self._pending: list[int] | None = None
 
     @classmethod
     def for_capacity(cls, n: int, p: float, k: int = DEFAULT_K) -> CountingBloomFilter:
@@ -89,15 +101,17 @@ class CountingBloomFilter:
 
     def add(self, key: bytes) -> tuple[int, ...]:
         """Insert a distinct key; returns the reduced positions whose bit went 0 -> 1."""
-        return self.add_positions(key_positions(key, self._k))
+        return self._add_indexes(key_indexes(key, self._mask, self._k))
 
     def add_positions(self, positions: tuple[int, ...]) -> tuple[int, ...]:
         """:meth:`add` by unreduced positions (first k used)."""
-        counters = self._counters
         mask = self._mask
+        return self._add_indexes([p & mask for p in positions[: self._k]])
+
+    def _add_indexes(self, indexes: Sequence[int]) -> tuple[int, ...]:
+        counters = self._counters
         flipped: list[int] = []
-        for p in positions[: self._k]:
-            j = p & mask
+        for j in indexes:
             c = counters[j]
             if c == 0:
                 counters[j] = 1
@@ -105,10 +119,14 @@ class CountingBloomFilter:
             elif c < SATURATED:
                 counters[j] = c + 1
         if flipped:
-            bits = self._bloom.bits
+            bits = self._bits
             for j in flipped:
                 bits[j] = 1
-            self._flipped(flipped)
+            pending = self._pending  # (see _pending)
+            if pending is not None:
+                pending += flipped
+                if len(pending) > PENDING_FLIPS:
+                    self._pending = self._fp = None
         self._last_set = out = tuple(flipped)
         self._last_cleared = ()
         return out
@@ -117,13 +135,15 @@ class CountingBloomFilter:
         """Remove a key added once; returns the reduced positions whose bit went 1 -> 0.
 
         Raises KeyError (and changes nothing) if a counter of the key is zero."""
-        return self.remove_positions(key_positions(key, self._k), key)
+        return self._remove_indexes(key_indexes(key, self._mask, self._k), key)
 
     def remove_positions(self, positions: tuple[int, ...], key: object = None) -> tuple[int, ...]:
         """:meth:`remove` by unreduced positions (first k used)."""
-        counters = self._counters
         mask = self._mask
-        reduced = [p & mask for p in positions[: self._k]]
+        return self._remove_indexes([p & mask for p in positions[: self._k]], key)
+
+    def _remove_indexes(self, reduced: Sequence[int], key: object) -> tuple[int, ...]:
+        counters = self._counters
         for j in reduced:
             if counters[j] == 0:
                 raise KeyError(key if key is not None else "positions not in filter")
@@ -138,26 +158,17 @@ class CountingBloomFilter:
             elif c:  # 0 only if the counts were already corrupted by a bad remove
                 counters[j] = c - 1
         if flipped:
-            bits = self._bloom.bits
+            bits = self._bits
             for j in flipped:
                 bits[j] = 0
-            self._flipped(flipped)
+            pending = self._pending  # (see _pending)
+            if pending is not None:
+                pending += flipped
+                if len(pending) > PENDING_FLIPS:
+                    self._pending = self._fp = None
         self._last_cleared = out = tuple(flipped)
         self._last_set = ()
         return out
-
-    def _flipped(self, flipped: list[int]) -> None:
-        """The fingerprint after these bits flipped: updated from the flip
-        table when known (:func:`bloom.crc64.bit_flips`), else recomputed
-        when next asked."""
-        fp = self._fp
-        flips = self._flips
-        if fp is None or flips is None:
-            self._fp = None
-            return
-        for j in flipped:
-            fp ^= flips[j]
-        self._fp = fp
 
     @property
     def last_set(self) -> tuple[int, ...]:
@@ -193,16 +204,27 @@ class CountingBloomFilter:
         return self._bloom.copy()
 
     def fingerprint(self) -> int:
-        """CRC64 of the exported bits (cached until the next flip)."""
+        """CRC64 of the exported bits: the flips since it was last read folded
+        in (``_pending``), or computed whole."""
         fp = self._fp
-        if fp is None:
+        pending = self._pending
+        if fp is None or pending is None:
             fp = self._fp = self._bloom.fingerprint()
+            if self._flips is not None:
+                self._pending = []
+            return fp
+        if pending:
+            flips = self._flips
+            for j in pending:
+                fp ^= flips[j]  # type: ignore[index]
+            self._fp = fp
+            pending.clear()
         return fp
 
     @property
     def set_bits(self) -> int:
         """Exported bits set (= nonzero counters)."""
-        return self._bloom.bits.count()
+        return self._bits.count()
 
     @property
     def fill_ratio(self) -> float:

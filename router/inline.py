@@ -21,7 +21,10 @@ def split_args(line: bytes) -> list[bytes] | None:
     skipped between arguments, but only space, tab, CR and LF end an unquoted
     one: ``\\v`` and ``\\f`` inside or right after it belong to it.
     """
-    if b'"' not in line and b"'" not in line and b"\v" not in line and b"\f" not in line:
+    # (ints, not one-byte strings: ``bytes in bytes`` raises and clears a
+    # TypeError inside CPython before its substring search, ~2,000
+    # instructions each; an int is one memchr)
+    if 0x22 not in line and 0x27 not in line and 0x0B not in line and 0x0C not in line:
         return line.split()
     out: list[bytes] = []
     i, n = 0, len(line)

@@ -171,11 +171,14 @@ class PubSub:
             if self.patterns.add(name, client):
                 return self.filters.pattern_added(name)
             return []
-        table = self.tables[kind.slot].shard(name)
+        # the name's shard of each table (ChannelTable.shard, in line: two
+        # Python calls less a change on the compiled plane, issue 48)
+        shard = hash(name) & MASK
+        table = self._shards[kind.slot][shard]
         subs = table.get(name)
         if subs is None:
             table[name] = client
-            if name in self.tables[kind.slot ^ 1]:  # already in the filter
+            if name in self._shards[kind.slot ^ 1][shard]:  # already in the filter
                 return []
             return self.filters.channel_added(name)
         if type(subs) is set:
@@ -190,7 +193,8 @@ class PubSub:
             if self.patterns.remove(name, client):
                 return self.filters.pattern_removed(name)
             return []
-        table = self.tables[kind.slot].shard(name)
+        shard = hash(name) & MASK  # (as in add)
+        table = self._shards[kind.slot][shard]
         subs = table.get(name)
         if subs is None:
             return []
@@ -202,7 +206,7 @@ class PubSub:
         if subs is not client:
             return []
         del table[name]
-        if name in self.tables[kind.slot ^ 1]:
+        if name in self._shards[kind.slot ^ 1][shard]:
             return []
         return self.filters.channel_removed(name)
 
@@ -234,7 +238,7 @@ class PubSub:
         one delta round); returns the link's visibility future, if any."""
         if not changes:
             return None
-        return self.link.filters_changed(merge_changes(changes))
+        return self.link.filters_changed(changes if len(changes) == 1 else merge_changes(changes))
 
     # ------------------------------------------------------------ publish
 

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, cast
 
 from router import resp
 from router.budget import OPS_PER_TURN, Budget, Work
-from router.kinds import ALL_KINDS, PATTERN_WEIGHT, Kind, weight
+from router.kinds import ALL_KINDS, PATTERN_WEIGHT, PATTERNS, Kind, weight
 
 if TYPE_CHECKING:
     from cluster_bus.api import FilterChange
@@ -57,7 +57,8 @@ class Subscriptions:
         if len(names) == 1:
             name = names[0]
             in_exec = client.in_exec
-            if in_exec or self.budget.admit(weight(kind) + (len(name) >> 10)):
+            cost = (PATTERN_WEIGHT if kind is PATTERNS else 1) + (len(name) >> 10)  # weight()
+            if in_exec or self.budget.admit(cost):
                 pubsub = self.pubsub
                 wait = pubsub.filters_changed(pubsub.add(kind, client, name))
                 reply = resp.confirmation(kind.subscribe, name, kind.count(client), client.resp)
@@ -74,7 +75,8 @@ class Subscriptions:
         :meth:`subscribe` does; an unsubscribe never waits)."""
         if len(names) == 1:
             name = names[0]
-            if client.in_exec or self.budget.admit(weight(kind) + (len(name) >> 10)):
+            cost = (PATTERN_WEIGHT if kind is PATTERNS else 1) + (len(name) >> 10)  # weight()
+            if client.in_exec or self.budget.admit(cost):
                 own: dict[bytes, None] = getattr(client, kind.own)
                 if name in own:
                     del own[name]

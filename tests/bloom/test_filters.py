@@ -466,3 +466,36 @@ def test_counting_filters_kept_fingerprint_is_its_crc64(ops):
             f.remove(key)
             held.remove(key)
         assert f.fingerprint() == crc64(f.exported.bits.tobytes())
+
+
+@SETTINGS
+@given(st.binary(max_size=32), st.integers(1, 20), st.integers(3, 40))
+def test_key_indexes_are_the_reduced_key_positions(key, k, log_m):
+    """The positions reduced from halves reduced first (small ints) are the
+    64-bit positions reduced, for any k and filter size."""
+    from bloom.hashing import key_indexes
+
+    mask = (1 << log_m) - 1
+    assert key_indexes(key, mask, k) == tuple(p & mask for p in key_positions(key, k))
+
+
+@settings(max_examples=20, deadline=None)
+@given(reads=st.lists(st.integers(0, 300), max_size=6), seed=st.integers(0, 1000))
+def test_counting_fingerprint_read_rarely_is_its_crc64(reads, seed):
+    """Flips left unread, a few or past PENDING_FLIPS (then computed whole
+    when read), still give the CRC64 of the exported bits."""
+    from bloom.counting import PENDING_FLIPS
+
+    f = CountingBloomFilter(2048)
+    assert f.fingerprint() == crc64(f.exported.bits.tobytes())
+    held: list[bytes] = []
+    i = 0
+    for changes in [*reads, PENDING_FLIPS + 1]:
+        for _ in range(changes):
+            i += 1
+            if held and (i + seed) % 3 == 0:
+                f.remove(held.pop())
+            else:
+                held.append(b"k%d:%d" % (seed, i))
+                f.add(held[-1])
+        assert f.fingerprint() == crc64(f.exported.bits.tobytes())
