@@ -22,7 +22,10 @@ before any redesign of cluster_bus/. For each N, one system at a time
    are compared with the exact minimum (one per PUBLISH: one remote node has
    a subscriber; Redis Cluster broadcasts to all N - 1); then node 0's
    PUBLISH rate to one of them (redis-benchmark, 50 clients);
-5. failure detection: kill -9 one node and time until every live node's
+5. SUBSCRIBE on node 0: on one connection, ``subscribe_probes`` SUBSCRIBE +
+   UNSUBSCRIBE of fresh channels, each reply awaited; the SUBSCRIBE reply
+   latency p50/p99/max (what a client waits for while the cluster is N);
+6. failure detection: kill -9 one node and time until every live node's
    CLUSTER NODES flags it ``fail``.
 
 For bloomcast, *start-up work*: each node's frames sent by type at ready
@@ -71,13 +74,15 @@ class ScalePlan:
     publish_messages: int = 2000
     rate_requests: int = 20000
     rate_runs: int = 3  # the best kept
+    #: SUBSCRIBE + UNSUBSCRIBE round trips of fresh channels on node 0
+    subscribe_probes: int = 200
 
     @classmethod
     def quick(cls) -> ScalePlan:
         return cls(sizes=(3,), node_timeout_ms=2000, settle_s=0.5, window_s=2.0,
                    ready_timeout_s=60.0, detect_timeout_s=30.0, poll_s=0.1,
                    subscriber_nodes=2, publish_messages=200, rate_requests=2000,
-                   rate_runs=1)  # fmt: skip
+                   rate_runs=1, subscribe_probes=50)  # fmt: skip
 
 
 # -- /proc readings ----------------------------------------------------------------------
@@ -453,6 +458,62 @@ def publish_routing(system: _System, plan: ScalePlan) -> dict[str, Any]:
     }
 
 
+def _push_reply(kind: bytes, channel: bytes, count: int) -> bytes:
+    """The RESP2 reply to SUBSCRIBE/UNSUBSCRIBE of one channel: [kind, channel, count]."""
+    return b"*3\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n:%d\r\n" % (
+        len(kind), kind, len(channel), channel, count,
+    )  # fmt: skip
+
+
+def _round_trip(sock: socket.socket, command: bytes, channel: bytes, want: bytes) -> float:
+    """Send ``command channel``, read exactly ``want``; seconds from send to
+    its last byte. Anything else is a RuntimeError (never a wrong number)."""
+    frame = b"*2\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n" % (
+        len(command), command, len(channel), channel,
+    )  # fmt: skip
+    got = b""
+    t0 = time.perf_counter()
+    sock.sendall(frame)
+    while len(got) < len(want):
+        chunk = sock.recv(len(want) - len(got))
+        if not chunk:
+            raise RuntimeError(f"{command.decode()} probe: connection closed")
+        got += chunk
+    elapsed = time.perf_counter() - t0
+    if got != want:
+        raise RuntimeError(f"{command.decode()} probe: unexpected reply {got!r}")
+    return elapsed
+
+
+def subscribe_probe(system: _System, plan: ScalePlan) -> dict[str, Any]:
+    """One connection to node 0: ``plan.subscribe_probes`` times SUBSCRIBE a
+    channel never used before, await the reply, UNSUBSCRIBE it, await that
+    reply. SUBSCRIBE (and UNSUBSCRIBE) reply latency in ms: p50, p99, max."""
+    from bench.convergence import percentile
+
+    tag = b"%08x" % random.getrandbits(32)
+    sub_s: list[float] = []
+    unsub_s: list[float] = []
+    with socket.create_connection((LOOPBACK, system.ports[0]), timeout=30) as sock:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        for j in range(plan.subscribe_probes):
+            channel = b"probe:%s:%06d" % (tag, j)
+            sub_s.append(_round_trip(sock, b"SUBSCRIBE", channel,
+                                     _push_reply(b"subscribe", channel, 1)))  # fmt: skip
+            unsub_s.append(_round_trip(sock, b"UNSUBSCRIBE", channel,
+                                       _push_reply(b"unsubscribe", channel, 0)))  # fmt: skip
+    sub_ms = [s * 1000 for s in sub_s]
+    unsub_ms = [s * 1000 for s in unsub_s]
+    return {
+        "probes": len(sub_ms),
+        "subscribe_p50_ms": percentile(sub_ms, 0.50),
+        "subscribe_p99_ms": percentile(sub_ms, 0.99),
+        "subscribe_max_ms": max(sub_ms),
+        "unsubscribe_p50_ms": percentile(unsub_ms, 0.50),
+        "unsubscribe_p99_ms": percentile(unsub_ms, 0.99),
+    }
+
+
 def _flags_of(client: redis.Redis, port: int) -> list[str] | None:
     raw = client.execute_command("CLUSTER", "NODES")
     text = raw.decode() if isinstance(raw, bytes) else str(raw)
@@ -511,6 +572,12 @@ def measure(make: Callable[[], Any], plan: ScalePlan) -> dict[str, Any]:
               f"{pub['delivered']}/{pub['published']} delivered, "
               f"{pub['bus_per_publish']:.2f} bus msgs each, {pub['rate_rps']:,.0f}/s",
               flush=True)  # fmt: skip
+        # after PUBLISH (it counts bus PUBLISH messages only), before a node is killed
+        row["subscribe"] = subscribe_probe(system, plan)
+        sub = row["subscribe"]
+        print(f"bench: scale {system.name} N={system.n} SUBSCRIBE on node 0 "
+              f"p50 {sub['subscribe_p50_ms']:.2f} ms p99 {sub['subscribe_p99_ms']:.2f} ms "
+              f"max {sub['subscribe_max_ms']:.2f} ms", flush=True)  # fmt: skip
         row["detection"] = detection(system, plan, victim=system.n - 1)
         print(f"bench: scale {system.name} N={system.n} detection "
               f"{row['detection']['seconds']} s", flush=True)  # fmt: skip

@@ -58,6 +58,25 @@ def publish_rows(result: dict[str, Any]) -> list[list[str]]:
     return rows
 
 
+def subscribe_rows(result: dict[str, Any]) -> list[list[str]]:
+    """Per N and system: node 0's SUBSCRIBE reply latency p50 / p99 / max and
+    UNSUBSCRIBE p50 / p99, ms (results without the probe are left out)."""
+    rows = []
+    for size in result["sizes"]:
+        for system in SYSTEMS:
+            row = _ok(size, system)
+            sub = None if row is None else row.get("subscribe")
+            if sub is None:
+                continue
+            rows.append([
+                str(size["nodes"]), system, str(sub["probes"]),
+                f"{sub['subscribe_p50_ms']:.2f}", f"{sub['subscribe_p99_ms']:.2f}",
+                f"{sub['subscribe_max_ms']:.2f}",
+                f"{sub['unsubscribe_p50_ms']:.2f} / {sub['unsubscribe_p99_ms']:.2f}",
+            ])  # fmt: skip
+    return rows
+
+
 #: the start-up frames shown, in this order (CLUSTER INFO names)
 STARTUP_KEYS = ("meet_sent", "ping_sent", "pong_sent", "session_sent", "filter_request_sent",
                 "filter_full_sent", "fail_sent", "auth_failures", "suspicions")  # fmt: skip
@@ -204,6 +223,15 @@ def scale_markdown(result: dict[str, Any], cmd: str) -> str:
         "",
         table(["N", "system", "delivered / published", "bus messages per PUBLISH",
                "node 0 PUBLISH/s"], publish_rows(result)),
+        "",
+        "SUBSCRIBE on node 0 once the cluster is formed (after the PUBLISH runs, before "
+        "the kill): one connection, "
+        f"{plan.get('subscribe_probes', 200):,} times SUBSCRIBE a channel never used "
+        "before and UNSUBSCRIBE it, each reply awaited; milliseconds from sending the "
+        "command to the last byte of its reply:",
+        "",
+        table(["N", "system", "probes", "SUBSCRIBE p50 ms", "SUBSCRIBE p99 ms",
+               "SUBSCRIBE max ms", "UNSUBSCRIBE p50 / p99 ms"], subscribe_rows(result)),
         "",
         "Where forming the cluster goes (bloomcast): frames each node sent by type "
         "until ready, mean over the nodes (the largest in brackets; the seeds, nodes "

@@ -43,6 +43,12 @@ def test_scale_quick_writes_section_json_and_plot(tmp_path):
         # bloomcast: one bus message per PUBLISH (the subscriber's node); Redis: N - 1
         want = 1.0 if system == "bloomcast" else 2.0
         assert pub["bus_per_publish"] == pytest.approx(want, abs=0.05), pub
+        sub = row["subscribe"]
+        assert sub["probes"] == 50
+        for key in ("subscribe_p50_ms", "subscribe_p99_ms", "subscribe_max_ms",
+                    "unsubscribe_p50_ms", "unsubscribe_p99_ms"):  # fmt: skip
+            assert isinstance(sub[key], float) and sub[key] > 0, (key, sub)
+        assert sub["subscribe_p50_ms"] <= sub["subscribe_p99_ms"] <= sub["subscribe_max_ms"]
         d = row["detection"]
         assert d["reported"] == d["live"] == 2
         # the node timeout is 2 s: nobody can call the node failed before it
@@ -51,6 +57,7 @@ def test_scale_quick_writes_section_json_and_plot(tmp_path):
     assert text.startswith(DOC)  # another part's section untouched
     assert "## scale" in text and "uv run bloomcast bench scale --quick" in text
     assert "| 3 | bloomcast |" in text and "| 3 | redis |" in text
+    assert "| 3 | bloomcast | 50 |" in text and "| 3 | redis | 50 |" in text  # SUBSCRIBE
     assert (tmp_path / "idle_cost_vs_n.png").stat().st_size > 10_000
 
 
@@ -76,6 +83,9 @@ def _row(nbytes, cpu, detect, per_publish=1.0):
             "publish": {"published": 2000, "delivered": 2000, "delivered_once": True,
                         "bus_per_publish": per_publish, "minimum_per_publish": 1.0,
                         "rate_rps": 50000.0},
+            "subscribe": {"probes": 200, "subscribe_p50_ms": 0.25, "subscribe_p99_ms": 1.5,
+                          "subscribe_max_ms": 4.0, "unsubscribe_p50_ms": 0.125,
+                          "unsubscribe_p99_ms": 0.5},
             "startup": {"meet_sent": {"mean": 9.0, "max": 10},
                         "filter_full_sent": {"mean": 18.0, "max": 20}},
             "detection": {"seconds": detect, "reported": 9, "live": 9}}  # fmt: skip
@@ -99,6 +109,7 @@ def test_markdown_ratios_growth_and_failures():
     assert "| 10 | 9.0 (10) | 0 | 0 | 0 | 0 | 18.0 (20) | 0 | 0 | 0 |" in text
     assert "| 10 | 2.00x | 5.00x | 1.00x | 1.00x | 0.80x |" in text
     assert "| 50 | redis | failed: TimeoutError: slow |" in text
+    assert "| 10 | redis | 200 | 0.25 | 1.50 | 4.00 | 0.12 / 0.50 |" in text
     assert growth(result, "bloomcast", "bus_bytes_per_s_per_node") == (10, 50, 5.0)
     assert growth(result, "redis", "bus_bytes_per_s_per_node") is None  # one point only
     assert "- bloomcast, N = 10 to N = 50 (x5.0 nodes): per node idle bus B/s x5.00" in text
