@@ -64,7 +64,7 @@ ALLOWED: dict[tuple[str, str], frozenset[str]] = {
         {"cluster_bus.api", "cluster_bus.bus", "cluster_bus.nodes_file"}
     ),
     ("bloomcast", "spark"): frozenset(
-        {"spark.tap", "spark.spool_service", "spark.sinks", "spark.stats_command"}
+        {"spark.tap", "spark.spool_service", "spark.sinks", "spark.stats_command", "spark.decay"}
     ),
     ("bloomcast", "bloom"): frozenset({"bloom"}),
     ("bloomcast", "netutil"): NETUTIL,

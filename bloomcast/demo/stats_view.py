@@ -109,7 +109,7 @@ def spark_rates(
     (its window end: the last batch's landmark, its latest event time rounded
     up); ``({}, None)`` when the job wrote none."""
     from spark.decay import decay_rate, decay_to
-    from spark.stats_top import Source, split_dist
+    from spark.stats_command import Source, split_dist
 
     counts, t = Source(None, str(out)).load(dist)
     if t is None:
