@@ -47,7 +47,9 @@ if not cython.compiled:  # (compiled: cluster_bus/_link.pxd cimports it)
 
 
 try:  # the transport whose socket a compiled link sends on itself (Link.flush)
-    from uvloop.loop import TCPTransport as _UV_TCP
+    import uvloop.loop as _uvloop_loop
+
+    _UV_TCP = getattr(_uvloop_loop, "TCPTransport", None)  # (not in uvloop's stubs)
 except ImportError:  # pragma: no cover (uvloop is not on Windows)
     _UV_TCP = None
 

@@ -35,7 +35,9 @@ if TYPE_CHECKING:
     from router.context import CommandContext
 
 try:  # the transport whose socket a compiled Connection may send on itself
-    from uvloop.loop import TCPTransport as _UV_TCP
+    import uvloop.loop as _uvloop_loop
+
+    _UV_TCP = getattr(_uvloop_loop, "TCPTransport", None)  # (not in uvloop's stubs)
 except ImportError:  # pragma: no cover (uvloop is not on Windows)
     _UV_TCP = None
 
