@@ -91,8 +91,9 @@ class Subscriber:
         self.sock.close()
 
 
-def publishes(sock: socket.socket, n: int, depth: int) -> None:
-    """``n`` PUBLISH in batches of ``depth``, each batch's replies read."""
+def publishes(sock: socket.socket, n: int, depth: int) -> int:
+    """``n`` PUBLISH (rounded down to whole batches) in batches of ``depth``,
+    each batch's replies read; returns how many were sent."""
     request = _command(b"PUBLISH", CHANNEL, MESSAGE)
     for _ in range(n // depth):
         sock.sendall(request * depth)
@@ -105,6 +106,7 @@ def publishes(sock: socket.socket, n: int, depth: int) -> None:
             buf += chunk
         if not buf.startswith(b":"):
             raise RuntimeError(f"unexpected reply {buf[:40]!r}")
+    return n // depth * depth
 
 
 def per_publish(
@@ -129,11 +131,13 @@ def per_publish(
             _control(pid, "-i", "on")
         publishes(sock, 5 * depth, depth)  # warm
         totals: list[list[int]] = []
+        sent: list[int] = []
         for n in runs:
             for pid, _ in measured:
                 _control(pid, "-z")
             before = sub.got if sub is not None else 0
-            publishes(sock, n, depth)
+            n = publishes(sock, n, depth)  # (whole batches: 192 of 200 at -P 16)
+            sent.append(n)
             if sub is not None:
                 deadline = time.monotonic() + 120
                 while sub.got < before + n:
@@ -141,7 +145,7 @@ def per_publish(
                         raise RuntimeError(f"lost messages: {sub.got - before} of {n}")
                     time.sleep(0.05)
             totals.append([_dump_total(pid, prefix) for pid, prefix in measured])
-    short, long = runs
+    short, long = sent
     return [(totals[1][j] - totals[0][j]) / (long - short) for j in range(len(measured))]
 
 

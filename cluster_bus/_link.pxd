@@ -13,8 +13,24 @@ cdef class Link:
     cdef public long long created_ms, last_rx_ms, _pending_bytes
     cdef public double _last_forward_write, _forward_linger
     cdef public long long _sendbuf_limit
+    cdef public int _fd
+    cdef public bint _wire_empty
 
     cpdef write(self, bytes data, bint forward=*)
     cpdef flush(self)
+    cdef bint _send(self, object transport, bytes data) except -1
     cdef _dispatch(self, list msgs)
     cdef _publishes(self, list run)
+
+
+# cluster_bus/link.py's send_now (the pure-Python data plane's: nothing sent),
+# in C: one send(2) that never waits and never raises SIGPIPE (router/_connection.pxd
+# has the same for a client; the bus does not cimport the router).
+cdef extern from "<sys/socket.h>" nogil:
+    Py_ssize_t send(int fd, const void* buf, size_t n, int flags)
+    int MSG_DONTWAIT
+    int MSG_NOSIGNAL
+
+
+cdef inline Py_ssize_t send_now(int fd, bytes data) noexcept:
+    return send(fd, <const char*>data, len(data), MSG_DONTWAIT | MSG_NOSIGNAL)

@@ -39,6 +39,20 @@ from netutil.tls import TlsSession
 if not cython.compiled:  # (compiled: cluster_bus/_link.pxd cimports it)
     from cluster_bus.decoder import FrameDecoder
 
+    def send_now(fd: int, data: bytes) -> int:
+        """Bytes of ``data`` the socket ``fd`` took at once (compiled: one
+        send(2)): the pure-Python data plane sends nothing itself (-1), its
+        transport writes it all."""
+        return -1
+
+
+try:  # the transport whose socket a compiled link sends on itself (Link.flush)
+    import uvloop.loop as _uvloop_loop
+
+    _UV_TCP = getattr(_uvloop_loop, "TCPTransport", None)  # (not in uvloop's stubs)
+except ImportError:  # pragma: no cover (uvloop is not on Windows)
+    _UV_TCP = None
+
 if TYPE_CHECKING:
     from collections.abc import Callable
 
@@ -134,6 +148,11 @@ class Link:
         self._flush_soon = self._iteration_flush
         #: the owner's forwarding's publishes_received, looked up at the first run
         self._publish_sink: Callable[[Link, list[Publish]], None] | None = None
+        #: the socket flush() sends on itself while the transport holds
+        #: nothing (a plain uvloop transport, compiled), -1: none
+        self._fd = -1
+        #: the transport held nothing after the last flush (no need to ask it)
+        self._wire_empty = False
 
     def authenticate(
         self, peer_id: str, max_body: int, keys: tuple[bytes, bytes] | None = None
@@ -164,9 +183,17 @@ class Link:
         local = transport.get_extra_info("sockname")
         if local:
             self.local_host = local[0]
+        raw = transport.get_extra_info("socket")
+        if (
+            cython.compiled
+            and raw is not None
+            and _UV_TCP is not None
+            and type(transport) is _UV_TCP
+        ):
+            self._fd = raw.fileno()  # (tls-cluster encrypts here: the transport is plain TCP)
         if self.tls is not None:  # tls-cluster: TLS first; frames queue until it is up
             self._tls = TlsSession(self.tls, server_side=not self.outbound)
-            self.transport.write(self._tls.outgoing())  # a dialler's ClientHello
+            self._send(self.transport, self._tls.outgoing())  # a dialler's ClientHello
         self.owner.link_made(self)
 
     def eof_received(self) -> bool | None:
@@ -212,7 +239,7 @@ class Link:
             return b""
         out = session.outgoing()
         if out:
-            self.transport.write(out)
+            self._send(self.transport, out)
         if self._tls_wait and session.established:
             self._tls_wait = False
             self.flush()
@@ -264,6 +291,7 @@ class Link:
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._drop_linger()  # what lingered goes with the link (kept for replay)
+        self._fd = -1
         if not self.closed:
             self.closed = True
             self.closed_by_peer = True
@@ -360,12 +388,33 @@ class Link:
         if self.sealer is not None:
             data = self.sealer.seal(data)
         forwards, self._forwards = self._forwards, False  # (before a write that may re-enter)
-        transport.write(data if self._tls is None else self._tls.encrypt(data))
+        all_sent = self._send(transport, data if self._tls is None else self._tls.encrypt(data))
         if forwards and self._forward_linger and self._loop is not None:
             self._last_forward_write = self._loop.time()
         limit = self._sendbuf_limit
-        if limit and transport.get_write_buffer_size() > limit:
+        if limit and not all_sent and transport.get_write_buffer_size() > limit:
             self.owner.buffer_exceeded(self)
+
+    def _send(self, transport: asyncio.Transport, data: bytes) -> bool:
+        """Write ``data``; whether the socket took all of it at once. On the
+        compiled plane, while the transport is open and holds nothing, one
+        send(2) on its socket first (uvloop's own fast path, ``uv_try_write``,
+        without its Python call); what the socket does not take (a full
+        buffer, an error, which the transport then meets and reports) goes
+        to the transport, in order."""
+        fd = self._fd
+        if fd >= 0 and not transport.is_closing():
+            if not self._wire_empty:
+                self._wire_empty = transport.get_write_buffer_size() == 0
+            if self._wire_empty:
+                sent = send_now(fd, data)
+                if sent == len(data):
+                    return True
+                self._wire_empty = False
+                if sent > 0:
+                    data = data[sent:]
+        transport.write(data)
+        return False
 
     def send_buffer_used(self) -> int:
         """Bytes queued for this link and not yet taken by the kernel."""
@@ -380,6 +429,7 @@ class Link:
             self.flush()
         self._drop_linger()  # (abort, or a flush that waits for TLS) the frames go with the link
         self.closed = True
+        self._fd = -1  # its transport closes: the socket's number may be reused
         if self.transport is not None:
             if abort:
                 self.transport.abort()

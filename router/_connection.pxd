@@ -26,7 +26,8 @@ cdef class Connection:
     # its output: written by router/connection.py alone (the tests read two)
     cdef list _out
     cdef Py_ssize_t _out_bytes, _held_bytes, _pending
-    cdef bint _batching
+    cdef bint _batching, _wire_empty
+    cdef int _fd
     cdef readonly list _held
     cdef readonly object _soft_limit_since
 
@@ -34,6 +35,7 @@ cdef class Connection:
     cpdef write(self, bytes data)
     cpdef end_batch(self, bint now)
     cpdef flush(self)
+    cdef bint _send(self, bytes data) except -1
     cpdef block(self, future)
     cpdef bint finish_block(self) except -1
     cpdef close_after_reply(self)
@@ -58,3 +60,15 @@ cdef class Connection:
 
 @cython.locals(client=Connection, frame3=bytes)
 cpdef Py_ssize_t add_messages(subs, bytes frame2) except -1
+
+
+# router/connection.py's send_now (the pure-Python data plane's: nothing sent),
+# in C: one send(2) that never waits and never raises SIGPIPE.
+cdef extern from "<sys/socket.h>" nogil:
+    Py_ssize_t send(int fd, const void* buf, size_t n, int flags)
+    int MSG_DONTWAIT
+    int MSG_NOSIGNAL
+
+
+cdef inline Py_ssize_t send_now(int fd, bytes data) noexcept:
+    return send(fd, <const char*>data, len(data), MSG_DONTWAIT | MSG_NOSIGNAL)

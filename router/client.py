@@ -34,6 +34,13 @@ if not cython.compiled:  # (compiled: router/_client.pxd cimports them)
 if TYPE_CHECKING:
     from router.context import CommandContext
 
+try:  # the transport whose socket a compiled Connection may send on itself
+    import uvloop.loop as _uvloop_loop
+
+    _UV_TCP = getattr(_uvloop_loop, "TCPTransport", None)  # (not in uvloop's stubs)
+except ImportError:  # pragma: no cover (uvloop is not on Windows)
+    _UV_TCP = None
+
 
 class _PubSub(Protocol):
     def schedule_flush(self, client: Any) -> None: ...
@@ -90,6 +97,8 @@ class Client:
         self.conn = conn = Connection(
             ctx, wire, node.next_client_id(), node.pubsub.schedule_flush, extras, addr
         )
+        if cython.compiled and raw is not None and _UV_TCP is not None and type(wire) is _UV_TCP:
+            conn.send_directly(extras.fd)  # (a TLS client's transport is another type)
         conn.admit()
         if extras.refused:
             asyncio.get_running_loop().call_later(REFUSED_LINGER_SECONDS, wire.abort)

@@ -90,6 +90,14 @@ if not cython.compiled and TYPE_CHECKING:  # (compiled: the .pxd cimports it)
 PREAUTH_OUTPUT_LIMIT = 16 * 1024
 
 
+if not cython.compiled:  # (compiled: router/_connection.pxd defines it, a send(2))
+
+    def send_now(fd: int, data: bytes) -> int:
+        """Bytes of ``data`` the socket ``fd`` took at once: the pure-Python
+        data plane sends nothing itself (-1), its transport writes it all."""
+        return -1
+
+
 class Transport(Protocol):
     """What a connection uses of its asyncio transport (the ``transport`` attribute)."""
 
@@ -102,6 +110,8 @@ class Transport(Protocol):
     def write_eof(self) -> None: ...
 
     def get_write_buffer_size(self) -> int: ...
+
+    def is_closing(self) -> bool: ...
 
     def is_reading(self) -> bool: ...
 
@@ -182,6 +192,11 @@ class Connection:
         self._held_bytes = 0  # their size: counted against the output limits
         #: the transport's buffer after this subscriber's last write (flush)
         self._pending = 0
+        #: the socket flush() sends on itself while the transport holds
+        #: nothing (:meth:`send_directly`), -1: none (all through the transport)
+        self._fd = -1
+        #: the transport held nothing after the last flush (no need to ask it)
+        self._wire_empty = False
         self.ran: CommandStat | None = None  # the stat of the command that just ran
         # output queued in this loop turn, written by flush(); its bytes
         # (not those add_messages appends in line: PubSub.iteration_output has them)
@@ -220,6 +235,8 @@ class Connection:
             raise RuntimeError(f"connection {self.id}: no transition {state.name} -> {target.name}")
         self.state = target
         self.closed = target is CLOSED
+        if target is CLOSED or target is CLOSING:
+            self._fd = -1  # its transport closes: the socket's number may be reused
 
     def settle(self) -> None:
         """Subscriptions, the protocol or the MULTI queue changed: a resting
@@ -443,23 +460,52 @@ class Connection:
             self.disconnect_over_limit()
             return
         data = out[0] if len(out) == 1 else b"".join(out)
-        transport.write(data)
+        all_sent = self._send(data)
         self.ctx.stats.net_output_bytes += len(data)
         out.clear()
         self._out_bytes = 0
         if not subscribed:
             # a normal client: Redis's normal class, no limit unless CONFIG SET
             if self.ctx.normal_limited and self._over_limit(
-                transport.get_write_buffer_size(), True
+                0 if all_sent else transport.get_write_buffer_size(), True
             ):
                 self.disconnect_over_limit()
             return
-        pending = transport.get_write_buffer_size()
+        pending = 0 if all_sent else transport.get_write_buffer_size()
         self._pending = pending
         if not pending:  # the socket took it all: under every limit (_over_limit's first case)
             self._soft_limit_since = None
         elif self._over_limit(pending, False):
             self.disconnect_over_limit()
+
+    def send_directly(self, fd: int) -> None:
+        """Let :meth:`flush` send on ``fd``, the socket of its transport (a
+        plain uvloop TCP transport: never a TLS one), while the transport
+        holds nothing: uvloop's own fast path (``uv_try_write``) without its
+        Python call (:class:`router.client.Client`, on the compiled plane)."""
+        self._fd = fd
+        self._wire_empty = False
+
+    def _send(self, data: bytes) -> bool:
+        """Write ``data``; whether the socket took all of it at once (the
+        transport holds nothing). With :meth:`send_directly`, while the
+        transport is open and holds nothing, one send(2) first; what the
+        socket does not take (a full socket buffer, an error, which the
+        transport then meets and reports) goes to the transport, in order."""
+        transport = self.transport
+        fd = self._fd
+        if fd >= 0 and not transport.is_closing():
+            if not self._wire_empty:
+                self._wire_empty = transport.get_write_buffer_size() == 0
+            if self._wire_empty:
+                sent = send_now(fd, data)
+                if sent == len(data):
+                    return True
+                self._wire_empty = False
+                if sent > 0:
+                    data = data[sent:]
+        transport.write(data)
+        return False
 
     def _preauth_over_limit(self) -> bool:
         """Whether this connection, not authenticated, must be closed before its

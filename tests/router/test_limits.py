@@ -57,6 +57,38 @@ def test_slow_subscriber_is_cut_and_others_keep_receiving():
         slow.close()
 
 
+def test_a_subscriber_behind_a_full_socket_gets_every_message_whole_and_in_order():
+    """Messages its socket takes only in part (a small receive buffer, not
+    read meanwhile): the rest waits in the transport and later messages
+    behind it; once it reads, it has every byte, in order (the compiled
+    plane sends on the socket itself only while its transport holds nothing)."""
+    with bloomcast_node() as port:
+        sub = socket.socket()
+        sub.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sub.connect(("127.0.0.1", port))
+        sub.settimeout(30)
+        sub.sendall(b"SUBSCRIBE big\r\n")
+        confirm = b"*3\r\n$9\r\nsubscribe\r\n$3\r\nbig\r\n:1\r\n"
+        got = b""
+        while len(got) < len(confirm):
+            got += sub.recv(4096)
+        assert got == confirm
+        payloads = [bytes([65 + i % 26]) * 200_000 for i in range(20)]  # 4 MB: under the limits
+        with redis.Redis(port=port) as r:
+            for payload in payloads:
+                assert r.publish("big", payload) == 1
+        expected = b"".join(
+            b"*3\r\n$7\r\nmessage\r\n$3\r\nbig\r\n$%d\r\n%s\r\n" % (len(p), p) for p in payloads
+        )
+        got = b""
+        while len(got) < len(expected):
+            chunk = sub.recv(1 << 16)
+            assert chunk, "closed"
+            got += chunk
+        assert got == expected
+        sub.close()
+
+
 def _rebuilt(info: dict, channels: list[bytes], patterns: list[bytes]) -> tuple[str, str, int]:
     cf = CountingBloomFilter(info["channel_filter_m"], info["channel_filter_k"])
     for c in channels:
