@@ -34,6 +34,7 @@ import shutil
 import signal
 import subprocess
 import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
@@ -89,10 +90,18 @@ class ProxiedCluster(LocalCluster):
 
 
 def pause(cluster: LocalCluster, i: int) -> None:
-    """SIGSTOP node ``i``: its sockets stay open, nothing is read or written."""
+    """SIGSTOP node ``i``: its sockets stay open, nothing is read or written.
+    Returns once the kernel shows it stopped (``/proc/<pid>/stat`` state T)."""
     proc = cluster.processes[i]
     assert proc is not None
     os.kill(proc.pid, signal.SIGSTOP)
+    stat = f"/proc/{proc.pid}/stat"
+    for _ in range(500):
+        with open(stat, "rb") as f:  # "pid (comm) S ...": the state follows the last ")"
+            if f.read().rpartition(b")")[2].split()[0] == b"T":
+                return
+        time.sleep(0.01)
+    raise AssertionError(f"node {i} (pid {proc.pid}) not stopped 5 s after SIGSTOP")
 
 
 def resume(cluster: LocalCluster, i: int) -> None:
