@@ -232,8 +232,10 @@ class Node:
         log.debug("TLS handshake failed: %s", reason)
 
     async def start_serving(self) -> None:
-        """Accept clients (after ``start(serve=False)``)."""
-        for server in (*self._servers, *self._tls_servers):
+        """Accept clients (after ``start(serve=False)``): the TLS port first, so
+        whoever finds the plain port accepting (a readiness probe, a client)
+        finds the TLS port accepting too."""
+        for server in (*self._tls_servers, *self._servers):
             await server.start_serving()
 
     def _settings_changed(self, old: Settings, new: Settings) -> None:
