@@ -555,16 +555,15 @@ class ClusterBus:
     # -- message handlers (authenticated links) ------------------------------------------
 
     def _on_filter_delta(self, link: Link, peer: str, msg: Message) -> None:
-        # (FilterSync.on_delta's replies, the ACK written as its frame: no
+        # (FilterSync.on_delta's request and ACK, the ACK written as its frame: no
         # Ack built and encoded per remote subscribe change, issue 48)
-        delta = cast(FilterDelta, msg)
-        request = self.sync.apply(peer, delta, self.clock())
+        request, ack = self.sync.on_delta(peer, cast(FilterDelta, msg), self.clock())
         if request is not None:
             self.mesh.send_to(peer, request, link)
-        if not delta.more:  # (a batch's last delta: its ACK stands for the batch)
+        if ack is not None:
             out = self.mesh.link_to(peer) or link
             if not out.closed:
-                out.write(ack_frame(self._short, delta.delta_id))
+                out.write(ack_frame(self._short, ack))
                 self.stats.sent[_ACK] += 1
 
     def _on_filter_full(self, link: Link, peer: str, msg: Message) -> None:

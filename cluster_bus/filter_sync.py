@@ -37,7 +37,6 @@ from typing import TYPE_CHECKING
 
 from cluster_bus.api import FilterChange, FilterName, FilterSnapshot
 from cluster_bus.frames import (
-    Ack,
     FilterDelta,
     FilterFull,
     FilterKind,
@@ -238,23 +237,16 @@ class FilterSync:
         request = self._request(peer, msg.kind, now)
         return [request] if request is not None else []
 
-    def on_delta(self, peer: str, msg: FilterDelta, now: int) -> list[Message]:
-        """Apply a peer's delta; the ACK (always, but for a delta with
-        ``more`` set, whose batch's last delta follows on the link and is
-        acked for both: a copy we distrust gets everything, so acking stays
-        truthful) and any FILTER_REQUEST to send. (The bus sends the ACK as
-        a frame of its own: :meth:`apply` and ``codec.ack_frame``.)"""
-        out: list[Message] = []
-        request = self.apply(peer, msg, now)
-        if request is not None:
-            out.append(request)
-        if not msg.more:  # (a batch's last delta: its ACK stands for the batch)
-            out.append(Ack(msg.delta_id))
-        return out
-
-    def apply(self, peer: str, msg: FilterDelta, now: int) -> Message | None:
+    def on_delta(self, peer: str, msg: FilterDelta, now: int) -> tuple[Message | None, int | None]:
         """Apply a peer's delta to our copy: the FILTER_REQUEST to send when the
-        copy is now distrusted (a stale base or a new geometry), else None."""
+        copy is now distrusted (a stale base or a new geometry), else None; and
+        the delta id to ACK: always, but None for a delta with ``more`` set,
+        whose batch's last delta follows on the link and is acked for both (a
+        copy we distrust gets everything, so acking stays truthful). The bus
+        writes the ACK as its frame (``codec.ack_frame``: no Ack built)."""
+        return self._apply(peer, msg, now), None if msg.more else msg.delta_id
+
+    def _apply(self, peer: str, msg: FilterDelta, now: int) -> Message | None:
         routing = self.routing
         if routing.has_peer(peer) and not routing.apply_delta(
             peer,

@@ -67,12 +67,6 @@ class Visibility:
         self._deltas[wait_id] = []
         return wait_id
 
-    def expect(self, wait_id: int, peer: str, delta_id: int) -> None:
-        self._pending[wait_id].add((peer, delta_id))
-        if self._of_delta.get(delta_id) != wait_id:
-            self._of_delta[delta_id] = wait_id
-            self._deltas[wait_id].append(delta_id)
-
     def future(
         self,
         wait_id: int,
@@ -92,8 +86,9 @@ class Visibility:
         return future
 
     def expect_peers(self, wait_id: int, peers: list[str], delta_id: int) -> None:
-        """:meth:`expect` of ``delta_id`` from each of ``peers``, in one call
-        (the pairs built in C: a subscribe batch at N = 200 expects 199)."""
+        """Wait ``wait_id`` also waits for the ACK of ``delta_id`` from each of
+        ``peers``, in one call (the pairs built in C: a subscribe batch at N =
+        200 expects 199)."""
         self._pending[wait_id].update(zip(peers, repeat(delta_id)))
         if self._of_delta.get(delta_id) != wait_id:
             self._of_delta[delta_id] = wait_id

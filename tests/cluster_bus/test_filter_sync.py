@@ -8,7 +8,7 @@ from cluster_bus.api import FilterChange, FilterSnapshot
 from cluster_bus.codec import encode
 from cluster_bus.decoder import FrameDecoder
 from cluster_bus.filter_sync import REQUEST_RETRY_MAX_MS, REQUEST_RETRY_MS, FilterSync
-from cluster_bus.frames import Ack, FilterDelta, FilterFull, FilterKind, FilterRequest, Ping
+from cluster_bus.frames import FilterDelta, FilterFull, FilterKind, FilterRequest, Ping
 from cluster_bus.routing import PeerTable, filter_fingerprint
 
 PEER = "cd" * 20
@@ -92,7 +92,10 @@ def test_an_unanswered_request_is_retried_after_a_growing_jittered_wait():
     sync = started(CountingBloomFilter(1024))
     sync.routing.add_peer(PEER)
     now = 10_000
-    assert sync.on_delta(PEER, FilterDelta(FilterKind.CHANNELS, 9, 1024, 1, 2, (3,), (), 1), now)
+    request, _ = sync.on_delta(
+        PEER, FilterDelta(FilterKind.CHANNELS, 9, 1024, 1, 2, (3,), (), 1), now
+    )
+    assert request is not None
     waits = []
     for n in range(8):
         at = now
@@ -130,7 +133,7 @@ def test_a_delta_on_a_stale_base_is_acked_and_requested():
     sync = started(CountingBloomFilter(1024))
     sync.routing.add_peer(PEER)  # we hold no copy yet
     delta = FilterDelta(FilterKind.CHANNELS, 9, 1024, 1, 2, (3,), (), 1)
-    assert sync.on_delta(PEER, delta, now=5_000) == [FilterRequest(FilterKind.CHANNELS), Ack(9)]
+    assert sync.on_delta(PEER, delta, now=5_000) == (FilterRequest(FilterKind.CHANNELS), 9)
 
 
 def test_a_full_filter_that_does_not_verify_is_counted():
@@ -183,5 +186,5 @@ def test_a_batch_of_two_filters_is_acked_once_by_its_last_delta():
     assert [d.more for d in wire if isinstance(d, FilterDelta)] == [True, False]
     theirs = started(CountingBloomFilter(1024))
     theirs.routing.add_peer(PEER)
-    replies = [r for d in wire for r in theirs.on_delta(PEER, d, now=1_000)]  # type: ignore[arg-type]
-    assert [r for r in replies if isinstance(r, Ack)] == [Ack(deltas[1].delta_id)]
+    replies = [theirs.on_delta(PEER, d, now=1_000) for d in wire]  # type: ignore[arg-type]
+    assert [ack for _, ack in replies if ack is not None] == [deltas[1].delta_id]

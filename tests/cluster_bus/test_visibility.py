@@ -14,8 +14,8 @@ def test_future_resolves_on_the_last_ack_only():
         stats = BusStats()
         vis = Visibility(5000, stats)
         wait = vis.open()
-        vis.expect(wait, "p1", 1)
-        vis.expect(wait, "p2", 1)
+        vis.expect_peers(wait, ["p1"], 1)
+        vis.expect_peers(wait, ["p2"], 1)
         fut = vis.future(wait, asyncio.get_running_loop())
         vis.acked("p1", 1)
         vis.acked("p1", 99)  # an unknown delta id is ignored
@@ -38,7 +38,7 @@ def test_an_unreachable_peer_no_longer_counts():
     async def scenario() -> None:
         vis = Visibility(5000, BusStats())
         wait = vis.open()
-        vis.expect(wait, "gone", 3)
+        vis.expect_peers(wait, ["gone"], 3)
         fut = vis.future(wait, asyncio.get_running_loop())
         vis.peer_gone("other")
         assert not fut.done()
@@ -53,7 +53,7 @@ def test_timeout_resolves_and_is_counted():
         stats = BusStats()
         vis = Visibility(30, stats)
         wait = vis.open()
-        vis.expect(wait, "slow", 4)
+        vis.expect_peers(wait, ["slow"], 4)
         fut = vis.future(wait, asyncio.get_running_loop())
         await asyncio.wait_for(fut, 2)
         assert stats.visibility_timeouts == 1
@@ -78,7 +78,7 @@ def test_a_batch_is_one_wait_over_its_deltas_and_the_stop_ends_one_not_announced
         wait = vis.open()
         for peer in ("p1", "p2"):
             for delta in (7, 8):
-                vis.expect(wait, peer, delta)
+                vis.expect_peers(wait, [peer], delta)
         assert vis.future(wait, loop, fut) is fut
         for peer, delta in (("p1", 7), ("p1", 8), ("p2", 7)):
             vis.acked(peer, delta)
