@@ -21,9 +21,11 @@ from __future__ import annotations
 import argparse
 import datetime
 import shlex
+import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 PARTS = ("single", "cluster", "simulate", "convergence", "visibility", "faults", "hostile")
 #: ``--workload`` of the cluster part
@@ -169,11 +171,15 @@ def run_parts(
         if args.repeats:
             plan.repeats = args.repeats
         print("bench: single node ...", flush=True)
-        single = run_single_node(plan)
+        single = _once_more("single node", lambda: run_single_node(plan))
         if not args.no_profile:
             seconds = 2.0 if args.quick else args.profile_seconds
             single["profile"] = profile_node(seconds=seconds)
         results["single_node"] = single
+        from bench.summary import run_cpu_per_request
+
+        print("bench: CPU per request (bloomcast, redis-server, uvloop floor) ...", flush=True)
+        results["cpu_cost"] = _once_more("cpu", lambda: run_cpu_per_request(args.quick))
     if "cluster" in parts and args.workload in ("uniform", "both"):
         from bench.cluster_bench import ClusterPlan, run_cluster
 
@@ -182,28 +188,32 @@ def run_parts(
         if args.forward_linger_us:
             cplan.node_args = ("--cluster-forward-linger-us", str(args.forward_linger_us))
         print(f"bench: cluster {cplan.sizes} ...", flush=True)
-        results["cluster"] = run_cluster(cplan)
+        results["cluster"] = _once_more("cluster", lambda: run_cluster(cplan))
+        from bench.summary import run_forward_latency
+
+        print("bench: latency across nodes at 50, 500, 2000 PUBLISH/s ...", flush=True)
+        results["forward_latency"] = _once_more("latency", lambda: run_forward_latency(args.quick))
     if "cluster" in parts and args.workload in ("zipf", "both"):
         from bench.zipf_bench import ZipfPlan, run_cluster_zipf
 
         zplan = ZipfPlan.quick() if args.quick else ZipfPlan()
         zplan.sizes = parse_sizes(sizes_arg, zplan.sizes)
         print(f"bench: cluster, Zipf workload {zplan.sizes} ...", flush=True)
-        results["cluster_zipf"] = run_cluster_zipf(zplan)
+        results["cluster_zipf"] = _once_more("zipf", lambda: run_cluster_zipf(zplan))
     if "convergence" in parts:
         from bench.convergence import ConvergencePlan, run_convergence
 
         vplan = ConvergencePlan.quick() if args.quick else ConvergencePlan()
         vplan.sizes = parse_sizes(sizes_arg, vplan.sizes)
         print(f"bench: convergence {vplan.sizes} ...", flush=True)
-        results["convergence"] = run_convergence(vplan)
+        results["convergence"] = _once_more("convergence", lambda: run_convergence(vplan))
     if "visibility" in parts:
         from bench.visibility import VisibilityPlan, run_visibility
 
         iplan = VisibilityPlan.quick() if args.quick else VisibilityPlan()
         iplan.sizes = parse_sizes(sizes_arg, iplan.sizes)
         print(f"bench: subscribe visibility {iplan.sizes} ...", flush=True)
-        results["visibility"] = run_visibility(iplan)
+        results["visibility"] = _once_more("visibility", lambda: run_visibility(iplan))
     if "chaos" in parts:
         from bench.chaos_bench import SEEDS, run_chaos_bench
 
@@ -214,12 +224,12 @@ def run_parts(
         from bench.faults import run_faults
 
         print("bench: faults (bloomcast and Redis Cluster) ...", flush=True)
-        results["faults"] = run_faults()
+        results["faults"] = _once_more("faults", run_faults)
     if "hostile" in parts:
         from bench.hostile import run_hostile
 
         print("bench: hostile input (bloomcast and redis-server) ...", flush=True)
-        results["hostile"] = run_hostile(quick=args.quick)
+        results["hostile"] = _once_more("hostile", lambda: run_hostile(quick=args.quick))
     if "overload" in parts:
         from bench.overload_bench import run_overload_bench
 
@@ -237,6 +247,21 @@ def run_parts(
     if "simulate" in parts:
         results["simulation"] = run_simulate(args, sizes_arg if args.part == "simulate" else None)
     return results
+
+
+T = TypeVar("T")
+
+
+def _once_more(label: str, part: Callable[[], T]) -> T:
+    """Run ``part``; when it fails to start its servers or tools (a port taken by
+    other work on the machine between its pick and its bind, a tool that
+    exited), say so and run it once more from the start: a long ``all`` run
+    does not lose every other part to one such failure."""
+    try:
+        return part()
+    except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
+        print(f"bench: {label} failed ({type(exc).__name__}: {exc}); once more", flush=True)
+        return part()
 
 
 def run_simulate(args: argparse.Namespace, sizes_arg: str | None) -> dict[str, Any]:
@@ -297,7 +322,8 @@ def write_outputs(
         "versions": versions,
         "machine": machine_info(),
     }
-    data = update_json(out / "benchmarks.json", {"meta": meta, **results})
+    short_run = {"short_run": meta} if args.part == "all" else {}
+    data = update_json(out / "benchmarks.json", {"meta": meta, **short_run, **results})
     # the file holds parts from earlier runs too: list every version they used
     all_versions = dict(versions)
     for key, part in data.items():
@@ -307,7 +333,12 @@ def write_outputs(
     shown = dict(meta, versions=all_versions)
     sections: dict[str, str] = {"How these numbers were taken": meta_markdown(shown)}
     if "single_node" in results:
-        sections["single node"] = _with_command(single_node_markdown(results["single_node"]), meta)
+        body = single_node_markdown(results["single_node"])
+        if "cpu_cost" in results:
+            from bench.summary import cpu_cost_markdown
+
+            body += "\n\n" + cpu_cost_markdown(results["cpu_cost"])
+        sections["single node"] = _with_command(body, meta)
     if "cluster" in results:
         png = plot_cluster(results["cluster"], out / "cluster_bus_messages.png")
         body = cluster_markdown(results["cluster"])
@@ -317,6 +348,10 @@ def write_outputs(
                 "Redrawn from benchmarks.json without a run: "
                 f"`uv run python -m bench.plots {out / 'benchmarks.json'} {png}`."
             )
+        if "forward_latency" in results:
+            from bench.summary import forward_latency_markdown
+
+            body += "\n\n" + forward_latency_markdown(results["forward_latency"])
         sections["cluster"] = _with_command(body, meta)
     if "cluster_zipf" in results:
         from bench.zipf_report import HEADING, zipf_markdown
@@ -348,6 +383,12 @@ def write_outputs(
         from bench.overload_bench import overload_markdown
 
         sections["overload"] = _with_command(overload_markdown(results["overload"]), meta)
+    if args.part == "all":
+        from bench.summary import HEADING as SUMMARY
+        from bench.summary import summary_markdown
+
+        page = out / "benchmarks.md"
+        sections[SUMMARY] = summary_markdown(data, page.read_text() if page.exists() else "")
     update_markdown(out / "benchmarks.md", sections)
     return meta
 
