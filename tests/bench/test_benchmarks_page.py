@@ -103,7 +103,8 @@ def test_the_summary_and_the_short_parts_come_from_one_named_commit():
     text = PAGE.read_text()
     summary = re.search(rf"^## {re.escape(SUMMARY)}\n\n(.*?)(?=^## )", text, re.M | re.S)
     assert summary, "no summary"
-    m = re.match(r"From one run: `bloomcast bench[^`]*` at \*\*bloomcast (\w+)\*\*, (\S+) ", summary[1])
+    first = r"From one run: `bloomcast bench[^`]*` at \*\*bloomcast (\w+)\*\*, (\S+) "
+    m = re.match(first, summary[1])
     assert m, "the summary's first line does not name its run's commit"
     commit, date = m.groups()
     for heading in SHORT_SECTIONS:
