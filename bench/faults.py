@@ -57,7 +57,11 @@ class _Bloomcast:
         if scenario == "beyond":
             args += ["--cluster-replay-buffer-ms", "300"]
         self.cluster = ProxiedCluster(3, extra_args=args)
-        self.cluster.start()
+        try:
+            self.cluster.start()
+        except BaseException:
+            self.cluster.stop()  # a node that failed to start leaves none behind
+            raise
         self.proxies = self.cluster.proxies
         self.addresses = [(LOOPBACK, p) for p in self.cluster.ports]
 

@@ -144,9 +144,6 @@ def single_node_markdown(result: dict[str, Any]) -> str:
         "",
         table(fan_header, [fan_row]),
     ]
-    goals = single_node_goals(result)
-    if goals:
-        parts += ["", goals]
     profile = result.get("profile")
     if profile:
         parts += ["", profile_markdown(profile)]
@@ -158,29 +155,6 @@ def _meets(value: float | None, goal: float, at_least: bool = True) -> str:
         return "not measured"
     ok = value >= goal if at_least else value <= goal
     return "meets" if ok else "misses"
-
-
-def single_node_goals(result: dict[str, Any]) -> str:
-    """Issue 3's goals: >= 0.5x redis-server unpipelined, >= 0.3x pipelined
-    (against redis-server when it ran, else valkey-server)."""
-    anchors = [s for s in result["versions"] if s != NODE]
-    if NODE not in result["versions"] or not anchors:
-        return ""
-    anchor = "redis-server" if "redis-server" in anchors else anchors[0]
-    lines = [f"Against the goal (issue 3, vs {anchor}):"]
-    for pipeline, goal in ((1, 0.5), (16, 0.3)):
-        ratios = [c["ratios"].get(anchor) for c in result["publish"] if c["pipeline"] == pipeline]
-        ratios = [r for r in ratios if r is not None]
-        if not ratios:
-            continue
-        worst, best = min(ratios), max(ratios)
-        subs = "/".join(str(c["subscribers"]) for c in result["publish"] if c["pipeline"] == 1)
-        lines.append(
-            f"- `-P {pipeline}`: {worst:.2f}x to {best:.2f}x over {subs} subscribers; "
-            f"goal >= {goal}x: {_meets(worst, goal)} in the worst case, "
-            f"{_meets(best, goal)} in the best."
-        )
-    return "\n".join(lines)
 
 
 def profile_markdown(profile: dict[str, Any], rows: int = 6) -> str:
@@ -269,11 +243,8 @@ def cluster_markdown(result: dict[str, Any]) -> str:
                 ]
             )
     plan = result["plan"]
-    goals = cluster_goals(result)
     return "\n".join(
         [
-            goals,
-            "",
             f"Workload: {plan['channels_per_node']} x N channels, each subscribed on one node; "
             f"every node publishes {plan['publishes_per_node']} times round-robin over all "
             "channels. Bus messages: `cluster_stats_messages_publish_sent` summed over nodes; "
@@ -312,32 +283,6 @@ def cluster_markdown(result: dict[str, Any]) -> str:
             ),
         ]
     )
-
-
-def cluster_goals(result: dict[str, Any]) -> str:
-    """Issue 7/4 goals: at N = 6 bus msgs <= 1/4 of Redis Cluster's and throughput
-    >= 1.0x; at every N bus msgs <= 1.05x the exact minimum."""
-    lines = ["Against the goals (issues 4 and 7):"]
-    for size in result["sizes"]:
-        n, ratios = size["nodes"], size["ratios"]
-        if not ratios:
-            continue
-        exact = ratios.get("exact_min", {}).get("msgs_per_publish")
-        line = f"- N = {n}: bus msgs / exact minimum {fmt_ratio(exact)} (goal <= 1.05x: "
-        line += _meets(exact, 1.05, at_least=False) + ")"
-        for anchor, r in ratios.items():
-            if anchor == "exact_min":
-                continue
-            line += (
-                f"; vs {anchor}: bus msgs {fmt_ratio(r.get('msgs_per_publish'))}"
-                f" (goal <= 0.25x: {_meets(r.get('msgs_per_publish'), 0.25, at_least=False)}),"
-                f" PUBLISH/s -P 1 {fmt_ratio(r.get('throughput_P1'))},"
-                f" -P 16 {fmt_ratio(r.get('throughput_P16'))}"
-                f" (goal >= 1.0x: {_meets(r.get('throughput_P1'), 1.0)} / "
-                f"{_meets(r.get('throughput_P16'), 1.0)})"
-            )
-        lines.append(line + ".")
-    return "\n".join(lines)
 
 
 def _pkey(key: str) -> int:

@@ -59,6 +59,10 @@ def test_single_quick_writes_json_and_markdown(tmp_path):
     assert text.startswith(DOC)  # the other part's section is untouched
     assert "## single node" in text and "## How these numbers were taken" in text
     assert "bloomcast / valkey-server" in text
+    # bench.cpu_cost's CPU per request, beside redis-server, in the same run
+    for row in data["cpu_cost"]["rows"]:
+        assert row["bloomcast"] > 0 and row["redis-server"] > 0
+    assert "CPU per request (`bench.cpu_cost`)" in text
 
 
 def test_simulate_quick_calls_the_simulation_and_leaves_its_section(tmp_path):
@@ -101,6 +105,10 @@ def test_cluster_quick_reads_bus_counters_and_forms_ratios(tmp_path):
     )
     assert (tmp_path / "cluster_bus_messages.png").stat().st_size > 1000
     assert "## cluster" in (tmp_path / "benchmarks.md").read_text()
+    # bench.forward_latency: PUBLISH on one node reached the subscriber on the other
+    for rows in data["forward_latency"]["systems"].values():
+        (row,) = rows
+        assert 0 < row["received"] <= row["sent"] and 0 < row["p50"] <= row["p99"]
 
 
 def test_convergence_quick_measures_delays(tmp_path):

@@ -1,7 +1,8 @@
 """docs/benchmarks.md is a page a user reads (issue 43): under 600 lines, its
 first screen a table against Redis Cluster and a plot that exists, and every
 section a bench writes still there, so that a rerun rewrites it in place and
-leaves the summary as it was."""
+leaves the summary as it was. The summary and the short parts' sections come
+from one run, whose commit they all name; the long parts name theirs (issue 48)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ from itertools import pairwise
 from pathlib import Path
 
 from bench.results import update_markdown
+from bench.summary import HEADING as SUMMARY
+from bench.summary import LONG_SECTIONS, SHORT_SECTIONS
 from bench.zipf_report import HEADING as ZIPF_HEADING
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
@@ -84,3 +87,32 @@ def test_a_bench_rewriting_its_sections_leaves_the_summary_and_the_rest_in_place
     assert len(after) < len(before)  # replaced in place, none appended
     headings = [line for line in after if line.startswith("## ")]
     assert headings == [line for line in before if line.startswith("## ")]
+
+
+def _top_line_commit(text: str, heading: str) -> tuple[str, str]:
+    """(commit, date) of the ``Command: `...` (date, bloomcast <commit>, ...`` line
+    that opens the ``## heading`` section."""
+    m = re.search(
+        rf"^## {re.escape(heading)}\n\nCommand: `[^`]+` \(([^,]+), bloomcast (\w+),", text, re.M
+    )
+    assert m, f"the {heading} section does not open with its command and commit"
+    return m.group(2), m.group(1)
+
+
+def test_the_summary_and_the_short_parts_come_from_one_named_commit():
+    text = PAGE.read_text()
+    summary = re.search(rf"^## {re.escape(SUMMARY)}\n\n(.*?)(?=^## )", text, re.M | re.S)
+    assert summary, "no summary"
+    first = r"From one run: `bloomcast bench[^`]*` at \*\*bloomcast (\w+)\*\*, (\S+) "
+    m = re.match(first, summary[1])
+    assert m, "the summary's first line does not name its run's commit"
+    commit, date = m.groups()
+    for heading in SHORT_SECTIONS:
+        assert _top_line_commit(text, heading) == (commit, date), heading
+
+
+def test_the_long_parts_name_their_own_commit():
+    text = PAGE.read_text()
+    for heading in LONG_SECTIONS:
+        commit, _ = _top_line_commit(text, heading)
+        assert re.fullmatch(r"[0-9a-f]{7,40}", commit), (heading, commit)
