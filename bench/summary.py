@@ -248,7 +248,10 @@ def _grouped(
         ratios = " / ".join(fmt_ratio(g[1]) for g in group)
         brackets = [g[2] for g in group if g[2]]
         tail = bracket.format(" / ".join(brackets)) if brackets else ""
-        claims.append((cls, what.format(labels=labels, ratios=ratios) + tail))
+        text = what.format(labels=labels, ratios=ratios)
+        if labels == "1":  # one subscriber, one node
+            text = text.replace(" 1 subscribers", " 1 subscriber").replace(" 1 nodes", " 1 node")
+        claims.append((cls, text + tail))
     return claims
 
 
