@@ -34,7 +34,7 @@ from bloom.bloom_filter import (
     decode_sparse,
     m_for_capacity,
 )
-from bloom.counting import CountingBloomFilter
+from bloom.dataplane import CountingBloomFilter
 from bloom.crc64 import crc64
 from bloom.hashing import DEFAULT_K, key_positions
 
