@@ -24,10 +24,10 @@ if TYPE_CHECKING:
 def _counting() -> type[CountingBloomFilter]:
     if not os.environ.get(ENV):
         try:
-            return importlib.import_module("bloom._counting").CountingBloomFilter  # type: ignore[no-any-return]
+            return importlib.import_module("bloom._counting").CountingBloomFilter
         except ImportError:
             pass
-    return importlib.import_module("bloom.counting").CountingBloomFilter  # type: ignore[no-any-return]
+    return importlib.import_module("bloom.counting").CountingBloomFilter
 
 
 if not TYPE_CHECKING:
