@@ -33,12 +33,6 @@ cdef class PubSub:
     cdef public bint forwards
     cdef dict _pattern_table
 
-    @cython.locals(shard=Py_hash_t, table=dict)
-    cpdef list add(self, kind, client, bytes name)
-    @cython.locals(shard=Py_hash_t, table=dict)
-    cpdef list remove(self, kind, client, bytes name)
-    @cython.locals(own=dict, changes=list)
-    cpdef tuple one(self, kind, client, bytes name, bint adding)
     @cython.locals(forwarding=Forwarding, receivers=Py_ssize_t, forwarded=Py_ssize_t, hot=HotChannels)
     cpdef Py_ssize_t publish(self, bytes channel, bytes message, bint shard) except -1
     cpdef object publish_command(self, Connection client, list args, bint shard)

@@ -12,5 +12,3 @@ cdef class SubscriptionFilters:
     cdef public long long _window_received, _window_false
 
     cpdef list forward_received(self, bint false_positive)
-    cpdef list channel_added(self, bytes channel)
-    cpdef list channel_removed(self, bytes channel)

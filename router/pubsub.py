@@ -210,28 +210,6 @@ class PubSub:
             return []
         return self.filters.channel_removed(name)
 
-    def one(
-        self, kind: Kind, client: Subscriber, name: bytes, adding: bool
-    ) -> tuple[bytes, asyncio.Future[None] | None]:
-        """One name of a (P|S)SUBSCRIBE (``adding``) or (P|S)UNSUBSCRIBE that
-        fits in the loop turn's budget (:mod:`router.subscriptions`' common
-        case, in one call: issue 48): the tables, the filters and the
-        cluster told; returns its confirmation and the link's visibility
-        future (None: nothing to wait for; an unsubscribe never waits)."""
-        if adding:
-            changes = self.add(kind, client, name)
-            verb = kind.subscribe
-        else:
-            verb = kind.unsubscribe
-            own: dict[bytes, None] = getattr(client, kind.own)
-            changes = []
-            if name in own:
-                del own[name]
-                changes = self.remove(kind, client, name)
-        wait = self.filters_changed(changes) if changes else None
-        reply = resp.confirmation(verb, name, kind.count(client), client.resp)
-        return reply, wait if adding else None
-
     def count(self, kind: Kind, name: bytes) -> int:
         """Subscribers of ``name`` (PUBSUB NUMSUB / SHARDNUMSUB)."""
         subs = self.tables[kind.slot].get(name)

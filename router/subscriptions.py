@@ -59,10 +59,12 @@ class Subscriptions:
             in_exec = client.in_exec
             cost = (PATTERN_WEIGHT if kind is PATTERNS else 1) + (len(name) >> 10)  # weight()
             if in_exec or self.budget.admit(cost):
-                reply, wait = self.pubsub.one(kind, client, name, True)
+                pubsub = self.pubsub
+                wait = pubsub.filters_changed(pubsub.add(kind, client, name))
+                reply = resp.confirmation(kind.subscribe, name, kind.count(client), client.resp)
                 if wait is None or in_exec:
                     return reply
-                future = self.confirming = self.pubsub.after(wait, reply)
+                future = self.confirming = pubsub.after(wait, reply)
                 return future
         return self.run(Bulk(self.pubsub, client, (kind,), names, adding=True))
 
@@ -75,7 +77,12 @@ class Subscriptions:
             name = names[0]
             cost = (PATTERN_WEIGHT if kind is PATTERNS else 1) + (len(name) >> 10)  # weight()
             if client.in_exec or self.budget.admit(cost):
-                return self.pubsub.one(kind, client, name, False)[0]
+                own: dict[bytes, None] = getattr(client, kind.own)
+                if name in own:
+                    del own[name]
+                    pubsub = self.pubsub
+                    pubsub.filters_changed(pubsub.remove(kind, client, name))
+                return resp.confirmation(kind.unsubscribe, name, kind.count(client), client.resp)
         if not names and not getattr(client, kind.own):
             return resp.confirmation(kind.unsubscribe, None, kind.count(client), client.resp)
         return self.run(Bulk(self.pubsub, client, (kind,), names or None, adding=False))
