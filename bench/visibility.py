@@ -9,7 +9,8 @@ Per cluster size and system this measures:
 
 - the SUBSCRIBE reply time (fresh channel each, one at a time), p50 / p99;
 - subscribe churn: SUBSCRIBE + UNSUBSCRIBE cycles per second of fresh
-  channels on one connection, each reply awaited;
+  channels on one connection, each reply awaited; and summed over 50
+  connections churning at once, spread over the nodes (issue 48);
 - the ledger: SUBSCRIBE on node i, PUBLISH on node j the moment the reply is
   read (bloomcast/testing/visibility.py), delivered / made;
 - bloomcast with one peer stopped (SIGSTOP): the SUBSCRIBE reply time, which
@@ -34,7 +35,13 @@ from bench.results import table
 from bench.servers import NODE
 from bloomcast.testing import REDIS, VALKEY, LocalCluster, redis_server_path
 from bloomcast.testing.faults import pause, resume
-from bloomcast.testing.visibility import KINDS, RawConn, subscribe_churn, subscribe_then_publish
+from bloomcast.testing.visibility import (
+    KINDS,
+    RawConn,
+    subscribe_churn,
+    subscribe_churn_many,
+    subscribe_then_publish,
+)
 
 OFF = f"{NODE}, visibility 0"
 COMMAND = "uv run bloomcast bench visibility"
@@ -48,10 +55,12 @@ class VisibilityPlan:
     trials: int = 300
     churn_s: float = 5.0
     stopped_trials: int = 20
+    #: connections churning at once (each its own fresh channels)
+    many: int = 50
 
     @classmethod
     def quick(cls) -> VisibilityPlan:
-        return cls(sizes=(3,), trials=12, churn_s=0.5, stopped_trials=3)
+        return cls(sizes=(3,), trials=12, churn_s=0.5, stopped_trials=3, many=10)
 
 
 def measure(ports: list[int], plan: VisibilityPlan, shard: bool) -> dict[str, Any]:
@@ -64,6 +73,7 @@ def measure(ports: list[int], plan: VisibilityPlan, shard: bool) -> dict[str, An
         "subscribe_p50_ms": percentile(waits, 0.5) * 1000,
         "subscribe_p99_ms": percentile(waits, 0.99) * 1000,
         "churn_per_s": subscribe_churn(ports[0], plan.churn_s),
+        "churn_many_per_s": subscribe_churn_many(ports, plan.many, plan.churn_s),
         "expected": ledger.expected,
         "delivered": ledger.delivered,
     }
@@ -127,8 +137,10 @@ def visibility_markdown(result: dict[str, Any]) -> str:
         "node i and, the moment its reply is read, PUBLISH on node j (PSUBSCRIBE and, "
         "on bloomcast, SSUBSCRIBE in turn); the reply time of each SUBSCRIBE; churn = "
         f"SUBSCRIBE + UNSUBSCRIBE cycles of fresh channels per second on one connection "
-        f"({plan['churn_s']:g} s). `{NODE}` runs with default flags (subscribe visibility "
-        f"on, 1000 ms), `{OFF}` with `--subscribe-visibility-timeout 0`.",
+        f"({plan['churn_s']:g} s), and summed over {plan.get('many', 50)} connections churning "
+        f"at once, spread over the nodes, each on its own channels. `{NODE}` runs with "
+        f"default flags (subscribe visibility on, 1000 ms), `{OFF}` with "
+        "`--subscribe-visibility-timeout 0`.",
         "",
     ]
     rows = []
@@ -141,10 +153,19 @@ def visibility_markdown(result: dict[str, Any]) -> str:
                     f"{r['subscribe_p50_ms']:.2f}",
                     f"{r['subscribe_p99_ms']:.2f}",
                     f"{r['churn_per_s']:,.0f}",
+                    f"{r['churn_many_per_s']:,.0f}" if "churn_many_per_s" in r else "",
                     f"{r['delivered']}/{r['expected']}",
                 ]
             )
-    header = ["N", "system", "SUBSCRIBE p50 ms", "p99 ms", "churn cycles/s", "published after"]
+    header = [
+        "N",
+        "system",
+        "SUBSCRIBE p50 ms",
+        "p99 ms",
+        "churn cycles/s",
+        f"{plan.get('many', 50)} connections' churn cycles/s",
+        "published after",
+    ]
     lines.append(table(header, rows))
     stopped = result["stopped_peer"]
     waits = stopped["waits_ms"]

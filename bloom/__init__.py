@@ -15,8 +15,8 @@ Public API (import from ``bloom``):
 
 from bloom.bitsliced import BitSlicedIndex
 from bloom.bloom_filter import BloomFilter, m_for_capacity, theoretical_fp_rate
-from bloom.counting import CountingBloomFilter
 from bloom.crc64 import bit_flips, crc64
+from bloom.dataplane import CountingBloomFilter
 from bloom.hashing import DEFAULT_K, key_positions, reduce_positions
 from bloom.opposite import OppositeBloomFilter
 from bloom.pattern import (

@@ -20,22 +20,31 @@ otherwise corrupts the counts, as with any counting filter.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from typing import Final
+
+import cython
 
 from bloom.bloom_filter import BloomFilter, check_geometry, estimate_count, m_for_capacity
 from bloom.crc64 import bit_flips
-from bloom.hashing import DEFAULT_K, key_indexes, key_positions
+from bloom.hashing import DEFAULT_K, SEED, hash128, key_positions
 
 SATURATED: Final = 255
+_hash = hash128  # (h1, h2), unsigned 64-bit
 #: flipped bits a filter keeps to fold into its fingerprint when it is next
 #: read (:meth:`CountingBloomFilter.fingerprint`); past them, it is computed
 #: whole then (a CRC64 of m / 8 bytes: ~8 instructions a byte)
 PENDING_FLIPS = 128
 
 
+@cython.final
+@cython.cclass
 class CountingBloomFilter:
-    """Counting Bloom filter of ``m`` counters (power of two >= 8), ``k`` positions."""
+    """Counting Bloom filter of ``m`` counters (power of two >= 8), ``k`` positions.
+
+    Compiled on the compiled data plane (``bloom._counting``, declared in
+    ``bloom/_counting.pxd``; :mod:`bloom.dataplane` says which one
+    ``bloom.CountingBloomFilter`` is)."""
 
     __slots__ = (
         "_bits",
@@ -81,7 +90,7 @@ class CountingBloomFilter:
         """A filter of size m holding each of ``keys`` (distinct) once: the rebuild
         a node does from its exact subscriptions when it resizes (doubling m when
         ``estimated_fp_rate`` exceeds its target, docs/architecture.md §7)."""
-        f = cls(m, k)
+        f = cython.declare(CountingBloomFilter, cls(m, k))
         for key in keys:
             f.add(key)
         f._last_set = ()
@@ -100,24 +109,46 @@ class CountingBloomFilter:
     # -- updates ----------------------------------------------------------------------
 
     def add(self, key: bytes) -> tuple[int, ...]:
-        """Insert a distinct key; returns the reduced positions whose bit went 0 -> 1."""
-        return self._add_indexes(key_indexes(key, self._mask, self._k))
+        """Insert a distinct key; returns the reduced positions whose bit went 0 -> 1.
+
+        The key's k positions are :func:`bloom.hashing.key_indexes`', made
+        here one at a time from the hash's two halves reduced first (issue
+        48: on the compiled plane, ``bloom._counting``, C arithmetic and
+        the counters read and written in C, no tuple of positions)."""
+        h1, h2 = _hash(key, SEED)
+        mask = self._mask
+        b = h2 & mask
+        x = h1 & mask
+        counters = self._counters
+        flipped: list[int] = []
+        for i in range(self._k):
+            if i:  # g_i = g_{i-1} + h2 + i(i-1)/2 (bloom.hashing)
+                x = (x + b + (i * (i - 1) >> 1)) & mask
+            c = counters[x]
+            if c == 0:
+                counters[x] = 1
+                flipped.append(x)
+            elif c < SATURATED:
+                counters[x] = c + 1
+        return self._added(flipped)
 
     def add_positions(self, positions: tuple[int, ...]) -> tuple[int, ...]:
         """:meth:`add` by unreduced positions (first k used)."""
         mask = self._mask
-        return self._add_indexes([p & mask for p in positions[: self._k]])
-
-    def _add_indexes(self, indexes: Sequence[int]) -> tuple[int, ...]:
         counters = self._counters
         flipped: list[int] = []
-        for j in indexes:
+        for p in positions[: self._k]:
+            j = p & mask
             c = counters[j]
             if c == 0:
                 counters[j] = 1
                 flipped.append(j)
             elif c < SATURATED:
                 counters[j] = c + 1
+        return self._added(flipped)
+
+    def _added(self, flipped: list[int]) -> tuple[int, ...]:
+        """An add's bits set and its flips kept for the fingerprint."""
         if flipped:
             bits = self._bits
             for j in flipped:
@@ -134,15 +165,40 @@ class CountingBloomFilter:
     def remove(self, key: bytes) -> tuple[int, ...]:
         """Remove a key added once; returns the reduced positions whose bit went 1 -> 0.
 
-        Raises KeyError (and changes nothing) if a counter of the key is zero."""
-        return self._remove_indexes(key_indexes(key, self._mask, self._k), key)
+        Raises KeyError (and changes nothing) if a counter of the key is zero
+        (its positions made as :meth:`add` makes them, twice: once to check,
+        once to count down)."""
+        h1, h2 = _hash(key, SEED)
+        mask = self._mask
+        b = h2 & mask
+        x0 = h1 & mask
+        k = self._k
+        counters = self._counters
+        x = x0
+        for i in range(k):
+            if i:
+                x = (x + b + (i * (i - 1) >> 1)) & mask
+            if counters[x] == 0:
+                raise KeyError(key)
+        flipped: list[int] = []
+        x = x0
+        for i in range(k):
+            if i:
+                x = (x + b + (i * (i - 1) >> 1)) & mask
+            c = counters[x]
+            if c == SATURATED:
+                continue  # unknown true count: never decrement
+            if c == 1:
+                counters[x] = 0
+                flipped.append(x)
+            elif c:  # 0 only if the counts were already corrupted by a bad remove
+                counters[x] = c - 1
+        return self._removed(flipped)
 
     def remove_positions(self, positions: tuple[int, ...], key: object = None) -> tuple[int, ...]:
         """:meth:`remove` by unreduced positions (first k used)."""
         mask = self._mask
-        return self._remove_indexes([p & mask for p in positions[: self._k]], key)
-
-    def _remove_indexes(self, reduced: Sequence[int], key: object) -> tuple[int, ...]:
+        reduced = [p & mask for p in positions[: self._k]]
         counters = self._counters
         for j in reduced:
             if counters[j] == 0:
@@ -151,12 +207,16 @@ class CountingBloomFilter:
         for j in reduced:
             c = counters[j]
             if c == SATURATED:
-                continue  # unknown true count: never decrement
+                continue  # (as in remove)
             if c == 1:
                 counters[j] = 0
                 flipped.append(j)
-            elif c:  # 0 only if the counts were already corrupted by a bad remove
+            elif c:
                 counters[j] = c - 1
+        return self._removed(flipped)
+
+    def _removed(self, flipped: list[int]) -> tuple[int, ...]:
+        """A remove's bits cleared and its flips kept for the fingerprint."""
         if flipped:
             bits = self._bits
             for j in flipped:

@@ -27,7 +27,9 @@ SEED = 0
 """mmh3 seed, cluster-wide."""
 
 _M64 = (1 << 64) - 1
-_hash = mmh3.mmh3_x64_128_utupledigest  # (h1, h2) as unsigned 64-bit ints
+#: the hash: ``hash128(key, SEED)`` is (h1, h2), unsigned 64-bit ints
+hash128 = mmh3.mmh3_x64_128_utupledigest
+_hash = hash128
 
 
 def key_positions(key: bytes, k: int = DEFAULT_K) -> tuple[int, ...]:

@@ -34,8 +34,8 @@ from bloom.bloom_filter import (
     decode_sparse,
     m_for_capacity,
 )
-from bloom.counting import CountingBloomFilter
 from bloom.crc64 import crc64
+from bloom.dataplane import CountingBloomFilter
 from bloom.hashing import DEFAULT_K, key_positions
 
 DEFAULT_MAX_PREFIX: Final = 16

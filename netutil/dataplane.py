@@ -47,6 +47,7 @@ PYTHON = "python"
 #: declarations in the compiled module's ``.pxd``) or a ``.pyx``; in the
 #: order of their cimports (setup.py builds them in this order)
 MODULES: tuple[tuple[str, str], ...] = (
+    ("bloom._counting", "bloom/counting.py"),
     ("router._parser", "router/_parser.pyx"),
     ("router._resp", "router/_resp.pyx"),
     ("router._stats", "router/stats.py"),

@@ -78,6 +78,7 @@ ALLOWED: dict[tuple[str, str], frozenset[str]] = {
     ("cluster_bus", "bloom"): frozenset({"bloom"}),
     ("cluster_bus", "netutil"): NETUTIL,
     ("spark", "netutil"): NETUTIL,
+    ("bloom", "netutil"): frozenset({"netutil.dataplane"}),
 }
 
 #: packages that may import any module of the product (a harness, not a layer)

@@ -145,7 +145,7 @@ def test_a_stale_locals_name_written_in_the_py_fails(tmp_path):
 
 def test_a_field_added_to_a_real_module_only_fails(tmp_path):
     """The real tree, copied, with one new field in a real class's method."""
-    for package in ("router", "cluster_bus"):
+    for package in ("router", "cluster_bus", "bloom"):
         shutil.copytree(
             ROOT / package, tmp_path / package, ignore=shutil.ignore_patterns("*.so", "*.c")
         )

@@ -12,6 +12,7 @@ for SUBSCRIBE / PSUBSCRIBE; SSUBSCRIBE only where the slot's owner is asked).
 
 from __future__ import annotations
 
+import selectors
 import socket
 import time
 from collections.abc import Sequence
@@ -129,3 +130,55 @@ def subscribe_churn(port: int, seconds: float) -> float:
         return cycles / (time.perf_counter() - start)
     finally:
         conn.close()
+
+
+def subscribe_churn_many(ports: Sequence[int], connections: int, seconds: float) -> float:
+    """SUBSCRIBE + UNSUBSCRIBE cycles per second summed over ``connections``
+    connections churning at once, spread over ``ports`` in turn, each on its
+    own fresh channels and each reply awaited before its next command (one
+    process, a selector: every connection with a reply read sends its next
+    command in the same pass, so a node reads many connections' commands in
+    one loop turn, as under real churn)."""
+    conns = [RawConn(ports[i % len(ports)]) for i in range(connections)]
+    sel = selectors.DefaultSelector()
+    stamp = time.monotonic_ns()
+    # per connection: cycles done, and whether its SUBSCRIBE's reply is awaited
+    done = [0] * connections
+    subscribed = [False] * connections
+    try:
+        for i, conn in enumerate(conns):
+            conn.sock.setblocking(False)
+            sel.register(conn.sock, selectors.EVENT_READ, i)
+        start = time.perf_counter()
+        deadline = start + seconds
+
+        def send(i: int) -> None:
+            name = f"many.{stamp}.{i}.{done[i]}"
+            verb = "UNSUBSCRIBE" if subscribed[i] else "SUBSCRIBE"
+            conns[i].sock.sendall(command(verb, name))
+
+        for i in range(connections):
+            send(i)
+        while True:
+            now = time.perf_counter()
+            if now >= deadline:
+                break
+            for key, _ in sel.select(deadline - now):
+                i = key.data
+                conn = conns[i]
+                data = conn.sock.recv(65536)
+                if not data:
+                    raise ConnectionError("closed by the server")
+                conn.reader.feed(data)
+                while (reply := conn.reader.gets()) is not False:
+                    if subscribed[i]:
+                        done[i] += 1
+                    subscribed[i] = not subscribed[i]
+                    if reply[0] not in (b"subscribe", b"unsubscribe"):
+                        raise RuntimeError(f"churn answered {reply!r}")
+                    send(i)
+        return sum(done) / (time.perf_counter() - start)
+    finally:
+        sel.close()
+        for conn in conns:
+            conn.close()

@@ -25,6 +25,7 @@ def test_visibility_quick_measures_every_system(tmp_path):
     for system, r in results.items():
         assert 0 < r["subscribe_p50_ms"] <= r["subscribe_p99_ms"], system
         assert r["churn_per_s"] > 0 and r["expected"] == 12, system
+        assert r["churn_many_per_s"] > 0, system
     # the default and the anchors deliver what is published right after the reply
     for system in (NODE, "valkey-server"):
         assert results[system]["delivered"] == 12, system
