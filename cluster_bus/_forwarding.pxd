@@ -9,6 +9,7 @@ from cluster_bus._session cimport InSession, OutSession
 @cython.final
 cdef class Forwarding:
     cdef public object node, mesh, stats, _sender, _period
+    cdef object _deliver_run
     cdef public PeerTable routing
     cdef public long long replay_bytes, replay_ms
     cdef public dict out_sessions, in_sessions, _retained

@@ -13,6 +13,7 @@ cdef class OutSession:
     cdef public str peer
     cdef public long long max_bytes, max_ms, next_seq, announced, _first, _bytes, peer_lost
     cdef public bint _marked
+    cdef object _keep
 
     @cython.locals(seq=cython.longlong, frame=bytes)
     cpdef bytes publish(self, sender, origin_seq, shard, bytes channel, bytes payload)

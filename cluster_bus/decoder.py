@@ -157,7 +157,6 @@ class FrameDecoder:
         out: list[Message] = []
         end = len(data)
         pos = 0
-        unpack_header = HEADER.unpack_from
         expect = self.expect_sender
         max_body = self.max_body
         fast = self._fast and limit < 0
@@ -166,7 +165,8 @@ class FrameDecoder:
                 pos = decode_publishes(data, pos, expect, max_body, out)  # type: ignore[arg-type]
             if end - pos < HEADER_SIZE:
                 break
-            magic, version, mtype, flags, length, sender = unpack_header(data, pos)
+            # (looked up here: a read of PUBLISH frames alone never gets this far)
+            magic, version, mtype, flags, length, sender = HEADER.unpack_from(data, pos)
             if magic != MAGIC:
                 raise BusProtocolError(f"bad magic {magic!r}")
             if version != VERSION:

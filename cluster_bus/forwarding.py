@@ -42,6 +42,8 @@ if not cython.compiled:  # (compiled: cluster_bus/_forwarding.pxd cimports it)
     from cluster_bus.link import Link
 if not cython.compiled and TYPE_CHECKING:
     from cluster_bus.routing import PeerTable
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 log = logging.getLogger("bloomcast.bus")
 
@@ -68,6 +70,9 @@ class Forwarding:
         replay_ms: int,
     ) -> None:
         self.node = node
+        #: the node's deliver_forwarded_run, looked up at the first run (every
+        #: read of PUBLISH frames calls it)
+        self._deliver_run: Callable[[str, list[Publish], int], None] | None = None
         self.routing = routing
         self.mesh = mesh
         # the mesh's link tables (filled and emptied, never replaced), read per forward
@@ -235,7 +240,10 @@ class Forwarding:
         session = self.in_sessions.get(peer) or self._in(peer)
         n = session.in_order(msgs)
         if n:
-            self.node.deliver_forwarded_run(peer, msgs, n)
+            deliver = self._deliver_run
+            if deliver is None:
+                deliver = self._deliver_run = self.node.deliver_forwarded_run
+            deliver(peer, msgs, n)
         for i in range(n, len(msgs)):
             self._one_received(link, peer, session, msgs[i])
 

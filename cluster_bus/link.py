@@ -39,6 +39,11 @@ from netutil.tls import TlsSession
 if not cython.compiled:  # (compiled: cluster_bus/_link.pxd cimports it)
     from cluster_bus.decoder import FrameDecoder
 
+    def _wall_ms() -> int:
+        """The wall clock in whole milliseconds (:func:`cluster_bus.clock.now_ms`;
+        compiled: clock_gettime in C)."""
+        return int(_wall() * 1000)
+
     def send_now(fd: int, data: bytes) -> int:
         """Bytes of ``data`` the socket ``fd`` took at once (compiled: one
         send(2)): the pure-Python data plane sends nothing itself (-1), its
@@ -144,6 +149,8 @@ class Link:
         self._forwards = False
         self._last_forward_write = -math.inf
         self._loop: asyncio.AbstractEventLoop | None = None
+        #: the loop's call_soon, bound once (a write schedules the turn's flush with it)
+        self._call_soon: Callable[..., object] | None = None
         #: the loop turn's flush, bound once (a write schedules it each turn)
         self._flush_soon = self._iteration_flush
         #: the owner's forwarding's publishes_received, looked up at the first run
@@ -153,6 +160,8 @@ class Link:
         self._fd = -1
         #: the transport held nothing after the last flush (no need to ask it)
         self._wire_empty = False
+        #: with ``_fd``: the transport's is_closing, bound once
+        self._is_closing: Callable[[], bool] | None = None
 
     def authenticate(
         self, peer_id: str, max_body: int, keys: tuple[bytes, bytes] | None = None
@@ -176,7 +185,8 @@ class Link:
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # uvloop's transports implement asyncio.Transport without subclassing it
         self.transport = cast(asyncio.Transport, transport)
-        self._loop = asyncio.get_running_loop()
+        self._loop = loop = asyncio.get_running_loop()
+        self._call_soon = loop.call_soon
         peer = transport.get_extra_info("peername")
         if peer:
             self.peer_host = peer[0]
@@ -191,6 +201,7 @@ class Link:
             and type(transport) is _UV_TCP
         ):
             self._fd = raw.fileno()  # (tls-cluster encrypts here: the transport is plain TCP)
+            self._is_closing = transport.is_closing
         if self.tls is not None:  # tls-cluster: TLS first; frames queue until it is up
             self._tls = TlsSession(self.tls, server_side=not self.outbound)
             self._send(self.transport, self._tls.outgoing())  # a dialler's ClientHello
@@ -208,8 +219,8 @@ class Link:
         pass
 
     def data_received(self, data: bytes) -> None:
-        # (now_ms inline: a Python function call less on every read of the bus)
-        self.last_rx_ms = int(_wall() * 1000)
+        # (now_ms inline: compiled, the clock read in C on every read of the bus)
+        self.last_rx_ms = _wall_ms()
         if self._tls is not None:
             data = self._tls_received(data)
             if not data:
@@ -330,7 +341,7 @@ class Link:
             if wait > 0:
                 self._linger = self._loop.call_later(wait, self._linger_ended)
             else:
-                self._loop.call_soon(self._flush_soon)
+                self._call_soon(self._flush_soon)  # type: ignore[misc]  # (set with _loop)
         else:
             pending.append(data)
             if forward:
@@ -338,7 +349,7 @@ class Link:
             elif self._linger is not None:
                 # forwards were lingering: this frame does not wait, nor do they
                 self._cut_linger()
-                self._loop.call_soon(self._flush_soon)  # type: ignore[union-attr]
+                self._call_soon(self._flush_soon)  # type: ignore[misc]  # (set with _loop)
         limit = self._sendbuf_limit
         if limit:
             self._pending_bytes += len(data)
@@ -403,7 +414,8 @@ class Link:
         buffer, an error, which the transport then meets and reports) goes
         to the transport, in order."""
         fd = self._fd
-        if fd >= 0 and not transport.is_closing():
+        is_closing = self._is_closing
+        if fd >= 0 and is_closing is not None and not is_closing():
             if not self._wire_empty:
                 self._wire_empty = transport.get_write_buffer_size() == 0
             if self._wire_empty:

@@ -125,6 +125,7 @@ class OutSession:
         self.period = period if period is not None else Period(now)
         self.peer = peer
         self._frames: deque[bytes] = deque()
+        self._keep = self._frames.append  # (bound once: every forward keeps its frame)
         self._first = 1  # sequence number of _frames[0]
         self._bytes = 0
         self._marks: deque[tuple[int, int]] = deque()  # (stamp ms, first seq stamped so)
@@ -143,7 +144,7 @@ class OutSession:
         frame = encode_publish(sender, seq, origin_seq, shard, channel, payload)
         if not self._frames:
             self._first = seq
-        self._frames.append(frame)
+        self._keep(frame)
         if not self._marked:
             period = self.period
             self._marks.append((period.now, seq))

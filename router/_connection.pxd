@@ -28,6 +28,7 @@ cdef class Connection:
     cdef Py_ssize_t _out_bytes, _held_bytes, _pending
     cdef bint _batching, _wire_empty
     cdef int _fd
+    cdef object _is_closing
     cdef readonly list _held
     cdef readonly object _soft_limit_since
 

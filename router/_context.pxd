@@ -13,4 +13,4 @@ cdef class CommandContext:
     cdef public Py_ssize_t queue_limit
     cdef public long long slice_ns, slow_ns, latency_ms
     cdef public object hooks
-    cdef public bint watch, normal_limited
+    cdef public bint watch, normal_limited, paused

@@ -121,14 +121,21 @@ cdef class RequestParser:
         cdef bytearray buf = self._buf
         cdef Py_ssize_t pos = self._pos
         cdef Py_ssize_t size = PyByteArray_GET_SIZE(buf)
+        cdef Py_ssize_t n
         if pos and pos == size:
-            PyByteArray_Resize(buf, 0)  # buf.clear()
-            self._pos = pos = size = 0
-        elif pos > 65536:
+            # all was parsed: the read replaces the buffer in place, as the
+            # reference does (``buf[:] = data``: the same allocation after)
+            self._pos = self._read_start = 0
+            if type(data) is bytes and PyBytes_GET_SIZE(data) == size:
+                # what bytearray's slice assignment does at the same size: a copy
+                memcpy(PyByteArray_AS_STRING(buf), PyBytes_AS_STRING(data), size)
+            else:
+                buf[:] = data
+            return 0
+        if pos > 65536:
             del buf[:pos]
             self._pos = pos = 0
         self._read_start = pos
-        cdef Py_ssize_t n
         if type(data) is bytes:  # buf += data, as bytearray's += does it for bytes
             n = PyBytes_GET_SIZE(data)
             if n:

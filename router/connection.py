@@ -197,6 +197,8 @@ class Connection:
         self._fd = -1
         #: the transport held nothing after the last flush (no need to ask it)
         self._wire_empty = False
+        #: with ``_fd``: the transport's is_closing, bound once
+        self._is_closing: Callable[[], bool] | None = None
         self.ran: CommandStat | None = None  # the stat of the command that just ran
         # output queued in this loop turn, written by flush(); its bytes
         # (not those add_messages appends in line: PubSub.iteration_output has them)
@@ -485,6 +487,7 @@ class Connection:
         Python call (:class:`router.client.Client`, on the compiled plane)."""
         self._fd = fd
         self._wire_empty = False
+        self._is_closing = self.transport.is_closing  # (bound once: read on every flush)
 
     def _send(self, data: bytes) -> bool:
         """Write ``data``; whether the socket took all of it at once (the
@@ -494,7 +497,8 @@ class Connection:
         transport then meets and reports) goes to the transport, in order."""
         transport = self.transport
         fd = self._fd
-        if fd >= 0 and not transport.is_closing():
+        is_closing = self._is_closing
+        if fd >= 0 and is_closing is not None and not is_closing():
             if not self._wire_empty:
                 self._wire_empty = transport.get_write_buffer_size() == 0
             if self._wire_empty:

@@ -274,6 +274,10 @@ class CommandContext:
         self.acl = acl
         self.stats = stats
         self.pause = pause
+        #: a CLIENT PAUSE is in effect (``pause.level``, kept here by the pause:
+        #: the request loop reads it in C on every read, router.dispatch._open)
+        self.paused = pause.level != 0
+        pause.context = self
         self.clients: dict[int, Any] = clients
         self.link = link
         self.view = view

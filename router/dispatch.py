@@ -325,7 +325,7 @@ def _open(conn: Connection, ctx: CommandContext) -> bool:
         and not conn.quiet
         and conn.authenticated
         and conn.user.unrestricted
-        and not ctx.pause.level
+        and not ctx.paused
     )
 
 

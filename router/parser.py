@@ -147,15 +147,20 @@ class RequestParser:
         buf = self._buf
         pos = self._pos
         if pos and pos == len(buf):
-            buf.clear()
-            self._guard = self._pos = pos = 0
-        elif pos > 65536:
-            del buf[:pos]
-            self._guard = max(0, self._guard - pos)
-            self._pos = pos = 0
-        before = len(buf)
+            # all was parsed (the usual unpipelined read): the read replaces
+            # the buffer in place, its allocation kept when the size is the
+            # same (a clear() then += freed it and allocated it again: two
+            # reallocs a read)
+            buf[:] = data
+            self._guard = self._pos = pos = before = 0
+        else:
+            if pos > 65536:
+                del buf[:pos]
+                self._guard = max(0, self._guard - pos)
+                self._pos = pos = 0
+            before = len(buf)
+            buf += data
         self._read_start = pos
-        buf += data
         reader = self._reader
         if reader is not None:
             # the new bytes, and the 5 before them in case a header straddles

@@ -32,6 +32,12 @@ class _Named(Protocol):
     def name(self) -> str: ...
 
 
+class _Context(Protocol):
+    """What a pause sets of the node's context (:class:`router.context.CommandContext`)."""
+
+    paused: bool
+
+
 class Connection(Protocol):
     """What a pause reads and marks of a client (:class:`router.connection.Connection`)."""
 
@@ -53,18 +59,21 @@ WRITE_COMMANDS = frozenset({"publish", "spublish", "flushall", "flushdb", "funct
 class ClientPause:
     """The node's pause state and its postponed commands."""
 
-    __slots__ = ("_timer", "_waiting", "end", "level", "run")
+    __slots__ = ("_timer", "_waiting", "context", "end", "level", "run")
 
     def __init__(self, run: Run) -> None:
         self.run = run
         self.level = OFF
+        #: the node's context, whose ``paused`` mirrors ``level != OFF`` (the
+        #: request loop reads it in C on every read: router.dispatch._open)
+        self.context: _Context | None = None
         self.end = 0.0  # time.monotonic() when the pause ends
         self._timer: asyncio.TimerHandle | None = None
         self._waiting: list[tuple[Connection, list[bytes], asyncio.Future[bytes]]] = []
 
     def pause(self, milliseconds: int, level: int) -> None:
         end = time.monotonic() + milliseconds / 1000
-        self.level = max(self.level, level)
+        self._set_level(max(self.level, level))
         if end <= self.end and self._timer is not None:
             return
         self.end = max(self.end, end)
@@ -78,7 +87,7 @@ class ClientPause:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        self.level = OFF
+        self._set_level(OFF)
         self.end = 0.0
         waiting, self._waiting = self._waiting, []
         for client, args, future in waiting:
@@ -90,6 +99,11 @@ class ClientPause:
                 future.set_result(reply)
             else:  # postponed again (a pause started meanwhile) or waiting
                 reply.add_done_callback(functools.partial(_pass_on, target=future))
+
+    def _set_level(self, level: int) -> None:
+        self.level = level
+        if self.context is not None:
+            self.context.paused = level != OFF
 
     def holds(self, client: Connection, cmd: _Named) -> bool:
         """Whether the pause in effect postpones ``cmd`` (Redis ``processCommand``)."""
