@@ -131,11 +131,13 @@ class LocalCluster(Managed):
             proc.wait(10)
 
     def restart(self, i: int, timeout: float = 60.0) -> None:
-        """Start node ``i`` again (after kill/stop) and wait until the cluster is ready."""
+        """Start node ``i`` again (after kill/stop) and wait until the cluster is ready:
+        every running node knows every node started so far (a node never started is
+        not waited for)."""
         self.kill(i)
         wait_port_free(self.ports[i], timeout, self.host)
         self.start_node(i)
-        self.wait_ready(timeout)
+        self.wait_ready(timeout, nodes=sum(1 for p in self.processes if p is not None))
 
     def stop_node(self, i: int, timeout: float = 10.0) -> None:
         """SIGTERM node ``i`` (graceful: it sends LEAVE), SIGKILL after ``timeout``."""
