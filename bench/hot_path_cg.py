@@ -174,9 +174,9 @@ async def _subscribe_bus(reads: int) -> None:
     SUBSCRIBE's reply written once both ACKs are in."""
     from bench.hot_path import CountingTransport
     from cluster_bus.codec import encode, short_id
-    from cluster_bus.frames import Ack
+    from cluster_bus.frames import Ack, MsgType
 
-    node, _, links = await _bus_node(2)
+    node, bus, links = await _bus_node(2)
     acks = [[encode(Ack(d + 1), short_id(peer)) for d in range(FRAMES)] for peer, _ in links]
     client = node.client_class(node)
     transport = CountingTransport()
@@ -184,10 +184,13 @@ async def _subscribe_bus(reads: int) -> None:
     want = 0
     for i in range(reads):
         request, reply = _plain_subscribe(i)
+        sent = bus.stats.sent[MsgType.FILTER_DELTA]
         client.data_received(request)
         await asyncio.sleep(0)  # the turn's announcement
-        for (_, link), frames in zip(links, acks, strict=True):
-            link.data_received(frames[i])
+        if bus.stats.sent[MsgType.FILTER_DELTA] != sent:  # (an UNSUBSCRIBE's is held)
+            delta_id = bus.sync._next_delta_id - 1
+            for (_, link), frames in zip(links, acks, strict=True):
+                link.data_received(frames[delta_id - 1])
         await asyncio.sleep(0)  # the reply's write
         want += len(reply)
     await asyncio.sleep(0)

@@ -97,10 +97,18 @@ class BitSlicedIndex:
             self._folded |= bit
 
     def apply_delta(
-        self, peer: int, set_positions: Iterable[int], cleared_positions: Iterable[int]
-    ) -> None:
+        self,
+        peer: int,
+        set_positions: Iterable[int],
+        cleared_positions: Iterable[int],
+        flips: Sequence[int] | None = None,
+        crc: int = 0,
+    ) -> int:
         """Set then clear positions of ``peer``'s filter (reduced with m-1, so
-        positions of a filter of this m, as CountingBloomFilter reports them).
+        positions of a filter of this m, as CountingBloomFilter reports them),
+        its rows and its held bits (:meth:`held`) in one pass; returns ``crc``
+        xored with ``flips[j]`` for each bit j that flipped (a CRC64 kept up
+        to date, ``bloom.crc64.bit_flips``), ``crc`` unchanged without ``flips``.
 
         Idempotent. Raises KeyError for an unknown peer; ValueError when
         clearing in a filter that was folded (its other half is unknown).
@@ -113,17 +121,29 @@ class BitSlicedIndex:
         rows = self._rows
         for p in set_positions:
             j = p & mask
-            bits[j] = 1
-            rows[j] |= bit
-        cleared = list(cleared_positions)
+            if not bits[j]:
+                bits[j] = 1
+                rows[j] |= bit
+                if flips is not None:
+                    crc ^= flips[j]
+        cleared = tuple(cleared_positions)
         if cleared:
             if self._folded & bit:
                 raise ValueError(f"peer {peer}'s filter was folded; clear needs a full filter")
             keep = ~bit
             for p in cleared:
                 j = p & mask
-                bits[j] = 0
-                rows[j] &= keep
+                if bits[j]:
+                    bits[j] = 0
+                    rows[j] &= keep
+                    if flips is not None:
+                        crc ^= flips[j]
+        return crc
+
+    def held(self, peer: int) -> bitarray:
+        """``peer``'s bits as held (not a copy: :meth:`apply_delta` changes
+        them; KeyError when absent)."""
+        return self._bits[peer]
 
     def remove(self, peer: int) -> None:
         """Forget ``peer`` (no-op when absent)."""

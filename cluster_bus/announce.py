@@ -3,7 +3,20 @@ FILTER_DELTA per filter to every live peer, or the whole filter after a
 rebuild at a new m, and one wait for their ACKs when subscribe visibility is
 on (:mod:`cluster_bus.visibility`). What to
 announce is decided by the sans-IO :class:`cluster_bus.filter_sync.FilterSync`;
-this sends it."""
+this sends it.
+
+A batch that only clears bits (UNSUBSCRIBEs: nobody waits for them) is held
+up to :data:`CLEAR_LINGER_S`, and goes out with the next batch that sets
+bits, or alone when the linger ends (issue 48: a SUBSCRIBE + UNSUBSCRIBE
+cycle woke every peer twice, and the peers' wake-ups, summed over the
+machine's cores, are the visibility wait at N = 30). Holding a clear is
+safe: until it goes out a peer forwards a little more than it must (a bit
+still set in its copy), never less; a bit set again meanwhile goes out set
+(the held and new changes are folded, the last one winning). Not held while
+a visibility wait is open (a wait of a batch that sets nothing acks the
+deltas before it), nor when the pattern filter gains a prefix length or
+match-all, nor past a FILTER_REQUEST (:meth:`Announcer.release`: the
+whole filter we answer with is then what we announced)."""
 
 from __future__ import annotations
 
@@ -11,7 +24,7 @@ import asyncio
 
 from cluster_bus.api import FilterChange, LocalDelivery, merge_changes
 from cluster_bus.codec import encode
-from cluster_bus.filter_sync import NAME_OF, FilterSync
+from cluster_bus.filter_sync import KIND_OF, NAME_OF, FilterSync
 from cluster_bus.frames import FilterKind, MsgType
 from cluster_bus.heartbeat import Heartbeats
 from cluster_bus.info import BusStats
@@ -21,6 +34,9 @@ from cluster_bus.nodes import SUSPECT_FLAGS
 from cluster_bus.visibility import Visibility
 
 _SUSPECT = int(SUSPECT_FLAGS)
+
+#: how long a batch of clears alone waits for a batch that sets bits (s)
+CLEAR_LINGER_S = 0.1
 
 
 class Announcer:
@@ -43,6 +59,10 @@ class Announcer:
         #: this loop iteration's changes, announced at its end (:meth:`flush`)
         self._changes: list[FilterChange] = []
         self._loop: asyncio.AbstractEventLoop | None = None
+        #: clears held for the next batch that sets bits (module doc)
+        self._held: list[FilterChange] = []
+        self._held_timer: asyncio.TimerHandle | None = None
+        self.clears_linger_s = CLEAR_LINGER_S
 
     def changed(
         self, changes: list[FilterChange], loop: asyncio.AbstractEventLoop | None, wait: bool
@@ -78,6 +98,49 @@ class Announcer:
                 future.set_result(None)
             return
         self._changes = []
+        loop = self._loop
+        if loop is not None and self._clears_only(changes):
+            self._held += changes
+            if self._held_timer is None:
+                self._held_timer = loop.call_later(self.clears_linger_s, self.release)
+            self.stats.clear_batches_held += 1
+            if future is not None and not future.done():
+                future.set_result(None)
+            return
+        if self._held:
+            changes = self._held + changes
+        self._cancel_held()
+        self._announce(changes, future)
+
+    def release(self) -> None:
+        """Announce the held clears now (their linger ended, or a peer asked for
+        a whole filter, which must be the one announced)."""
+        changes = self._held
+        self._cancel_held()
+        if changes:
+            self._announce(changes, None)
+
+    def _cancel_held(self) -> None:
+        self._held = []
+        if self._held_timer is not None:
+            self._held_timer.cancel()
+            self._held_timer = None
+
+    def _clears_only(self, changes: list[FilterChange]) -> bool:
+        """``changes`` set no bit, keep m, and add neither a prefix length nor
+        match-all; and no visibility wait is open (module doc)."""
+        if self.visibility.open_waits():
+            return False
+        announced = self.sync.announced
+        for change in changes:
+            if change.set_positions:
+                return False
+            m, _, mask, match_all = announced[KIND_OF[change.filter]]
+            if change.m != m or change.prefix_mask & ~mask or (change.match_all and not match_all):
+                return False
+        return True
+
+    def _announce(self, changes: list[FilterChange], future: asyncio.Future[None] | None) -> None:
         deltas, whole = self.sync.announce(merge_changes(changes))
         for kind in whole:  # the node rebuilt this filter at a new m: send it whole
             self.full(kind)

@@ -349,6 +349,7 @@ class ClusterBus:
             verify_failures=self.sync.verify_failures,
             now_ms=now,
         )
+        fields["cluster_subscribe_visibility_lagging"] = len(self.visibility.lagging)
         fields["cluster_stats_dial_errors"] = self.dialer.dial_errors
         if self.nodes_file is not None:  # --cluster-config-file
             fields["cluster_nodes_file_saves"] = self.nodes_file.saves
@@ -573,6 +574,7 @@ class ClusterBus:
 
     def _on_filter_request(self, link: Link, peer: str, msg: Message) -> None:
         assert isinstance(msg, FilterRequest)
+        self.announcer.release()  # the whole filter is then the one announced
         snap = self.node.filter_snapshot(NAME_OF[msg.kind])
         self.mesh.send_to(peer, self.sync.full(msg.kind, snap, announce=False), link)
 

@@ -72,6 +72,11 @@ class BusStats:
     links_dropped: int = 0
     visibility_waits: int = 0
     visibility_timeouts: int = 0
+    #: waits that left out a peer lagging since a timeout (cluster_bus.visibility)
+    visibility_skipped: int = 0
+    #: batches of filter clears alone held for the next batch that sets bits
+    #: (cluster_bus.announce: UNSUBSCRIBEs)
+    clear_batches_held: int = 0
     #: cluster-forward-linger-us: batches of forwards that waited for their
     #: linger (sent when it ended), and those another frame, the send-buffer
     #: limit or a close sent first
@@ -225,6 +230,8 @@ def cluster_info(
             "cluster_stats_links_dropped": stats.links_dropped,
             "cluster_subscribe_visibility_waits": stats.visibility_waits,
             "cluster_subscribe_visibility_timeouts": stats.visibility_timeouts,
+            "cluster_subscribe_visibility_skipped": stats.visibility_skipped,
+            "cluster_stats_filter_clears_held": stats.clear_batches_held,
             "cluster_stats_forward_linger_batches": stats.forward_linger_batches,
             "cluster_stats_forward_linger_cut": stats.forward_linger_cut,
             "cluster_stats_addresses_refused": stats.addresses_refused,

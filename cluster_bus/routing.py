@@ -211,10 +211,12 @@ class PeerTable:
         self._drop_from_index(node_id, kind, slot)
         arr = bitarray(endian="big")
         arr.frombytes(bits)
+        index = self._index_for(kind, m, k)
+        index.set(slot, BloomFilter(m, k, arr))
         pf = self._filters[(node_id, kind)]
-        pf.m, pf.k, pf.bits, pf.fingerprint, pf.epoch = m, k, arr, fingerprint, epoch
+        # our copy is the index's (one bit vector, changed once per delta)
+        pf.m, pf.k, pf.bits, pf.fingerprint, pf.epoch = m, k, index.held(slot), fingerprint, epoch
         pf.bits_crc = bits_crc
-        self._index_for(kind, m, k).set(slot, BloomFilter(m, k, arr))
         if kind is FilterKind.CHANNELS:
             self._chan_open &= ~bit
         else:
@@ -251,21 +253,12 @@ class PeerTable:
         if bits is None or pf.m != m:
             self._changed()
             return False
-        set_positions = tuple(set_positions)
-        cleared_positions = tuple(cleared_positions)
-        self._index_for(kind, pf.m, pf.k).apply_delta(slot, set_positions, cleared_positions)
-        # the CRC64 kept from the bits that flip (issue 48: a CRC64 of the
-        # whole copy per delta was most of a peer's cost of a remote SUBSCRIBE)
+        # the bits, the index's rows and the CRC64 in one pass (issue 48: a
+        # CRC64 of the whole copy per delta was most of a peer's cost of a
+        # remote SUBSCRIBE; then the copy and the index were two bit vectors)
         flips = bit_flips(m >> 3)
-        crc: int = pf.bits_crc
-        for p in set_positions:
-            if flips is not None and not bits[p]:
-                crc ^= flips[p]
-            bits[p] = 1
-        for p in cleared_positions:
-            if flips is not None and bits[p]:
-                crc ^= flips[p]
-            bits[p] = 0
+        index = (self._chan_index if kind is FilterKind.CHANNELS else self._pat_index)[(m, pf.k)]
+        crc: int = index.apply_delta(slot, set_positions, cleared_positions, flips, pf.bits_crc)
         if flips is None:
             crc = crc64(bits.tobytes())
         pf.bits_crc = crc

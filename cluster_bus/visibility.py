@@ -11,6 +11,14 @@ in ``cluster_subscribe_visibility_timeouts`` and logged, naming the peers
 that did not answer, at most once per ``LOG_EVERY_MS``), or when the bus
 stops. On by default in a node (1000 ms): Redis Cluster's broadcast
 delivers a PUBLISH made anywhere after the SUBSCRIBE reply, and so must we.
+
+A peer that let a wait time out is *lagging*: later waits do not wait for it
+until it acks again (any ACK: its link is in order, so it then holds every
+delta before), so one stopped or overloaded peer costs one timeout, not one
+per SUBSCRIBE until it is suspected (issue 48). CLUSTER INFO
+``cluster_subscribe_visibility_lagging`` counts the peers lagging now,
+``cluster_subscribe_visibility_skipped`` the waits that left one out (logged
+with the timeout's line, at most once per ``LOG_EVERY_MS``).
 """
 
 from __future__ import annotations
@@ -47,6 +55,8 @@ class Visibility:
         self._next = 1
         self._logged_ms = -LOG_EVERY_MS
         self._unlogged = 0
+        #: peers that let a wait time out and have not acked since (module doc)
+        self.lagging: set[str] = set()
 
     def batch(self, loop: asyncio.AbstractEventLoop) -> asyncio.Future[None]:
         """The future of the batch of changes not yet announced."""
@@ -59,6 +69,10 @@ class Visibility:
         """The batch's future (None: nobody waits on it), as it is announced."""
         future, self._batch = self._batch, None
         return future
+
+    def open_waits(self) -> int:
+        """Waits opened and not yet done."""
+        return len(self._pending)
 
     def open(self) -> int:
         wait_id = self._next
@@ -88,13 +102,21 @@ class Visibility:
     def expect_peers(self, wait_id: int, peers: list[str], delta_id: int) -> None:
         """Wait ``wait_id`` also waits for the ACK of ``delta_id`` from each of
         ``peers``, in one call (the pairs built in C: a subscribe batch at N =
-        200 expects 199)."""
+        200 expects 199). A lagging peer is left out (module doc)."""
+        lagging = self.lagging
+        if lagging:
+            waited = [peer for peer in peers if peer not in lagging]
+            if len(waited) != len(peers):
+                self._stats.visibility_skipped += 1
+                peers = waited
         self._pending[wait_id].update(zip(peers, repeat(delta_id)))
         if self._of_delta.get(delta_id) != wait_id:
             self._of_delta[delta_id] = wait_id
             self._deltas[wait_id].append(delta_id)
 
     def acked(self, peer: str, delta_id: int) -> None:
+        if self.lagging:
+            self.lagging.discard(peer)  # it acks again: waited for again
         wait_id = self._of_delta.get(delta_id)
         if wait_id is not None:
             pending = self._pending[wait_id]
@@ -103,7 +125,9 @@ class Visibility:
                 self._finish(wait_id)
 
     def peer_gone(self, peer: str) -> None:
-        """``peer`` is unreachable: no wait waits for it any more."""
+        """``peer`` is unreachable: no wait waits for it any more (and once it
+        is back, later waits do, lagging or not)."""
+        self.lagging.discard(peer)
         for wait_id, pending in list(self._pending.items()):
             owed = {item for item in pending if item[0] == peer}
             if owed:
@@ -124,7 +148,9 @@ class Visibility:
     def _timed_out(self, wait_id: int) -> None:
         if wait_id in self._futures:
             self._stats.visibility_timeouts += 1
-            self._log_timeout(sorted({peer for peer, _ in self._pending.get(wait_id, ())}))
+            late = {peer for peer, _ in self._pending.get(wait_id, ())}
+            self.lagging |= late
+            self._log_timeout(sorted(late))
             self._finish(wait_id)
 
     def _log_timeout(self, peers: list[str]) -> None:
@@ -134,7 +160,8 @@ class Visibility:
             return
         more = f" ({self._unlogged} more since the last such line)" if self._unlogged else ""
         log.warning(
-            "SUBSCRIBE confirmed after %d ms without the filter ACK of node(s) %s%s",
+            "SUBSCRIBE confirmed after %d ms without the filter ACK of node(s) %s%s; "
+            "not waited for until they ack again",
             self.timeout_ms,
             ", ".join(peers),
             more,

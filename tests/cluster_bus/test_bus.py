@@ -291,11 +291,51 @@ def test_one_loop_turns_subscribes_are_one_delta_and_one_wait_per_peer():
             assert stat(buses[0], "cluster_stats_filter_deltas_received") == received[0] + 1
             assert stat(buses[2], "cluster_stats_filter_deltas_received") == received[2] + 1
             assert stat(buses[1], "cluster_subscribe_visibility_waits") == waits + 1
-            # the next turn is a batch of its own
+            # the next turn is a batch of its own: an UNSUBSCRIBE's clears alone
+            # are held for the next batch that sets bits (cluster_bus.announce)
+            buses[1].announcer.clears_linger_s = 60.0
+            held = stat(buses[1], "cluster_stats_filter_clears_held")
             fut2 = buses[1].filters_changed([nodes[1].unsubscribe(b"room:last")])
             assert fut2 is not None and fut2 is not fut
             await asyncio.wait_for(fut2, 2)
+            assert stat(buses[1], "cluster_stats_filter_deltas_sent") == sent + 2
+            assert stat(buses[1], "cluster_stats_filter_clears_held") == held + 1
+            fut3 = buses[1].filters_changed([nodes[1].subscribe(b"room:next")])
+            await asyncio.wait_for(fut3, 2)
             assert stat(buses[1], "cluster_stats_filter_deltas_sent") == sent + 4
+            for b in (buses[0], buses[2]):  # the one delta carried both changes
+                assert b.routing.fingerprint(nodes[1].node_id, FilterKind.CHANNELS) == (
+                    nodes[1].chan.fingerprint()
+                )
+        finally:
+            await stop_all(pairs)
+
+    run(main())
+
+
+def test_held_clears_go_out_when_their_linger_ends():
+    """An UNSUBSCRIBE's clears alone, with no SUBSCRIBE after them, reach the
+    peers when the linger ends: their copies then equal the filter."""
+
+    async def main():
+        pairs = await start_cluster(2, visibility_timeout_ms=2000)
+        nodes = [p[0] for p in pairs]
+        buses = [p[1] for p in pairs]
+        try:
+            await until(lambda: converged(buses))
+            await asyncio.wait_for(buses[1].filters_changed([nodes[1].subscribe(b"gone")]), 2)
+            sent = stat(buses[1], "cluster_stats_filter_deltas_sent")
+            buses[1].announcer.clears_linger_s = 0.05
+            await asyncio.wait_for(buses[1].filters_changed([nodes[1].unsubscribe(b"gone")]), 2)
+            assert stat(buses[1], "cluster_stats_filter_clears_held") == 1
+            await until(lambda: stat(buses[1], "cluster_stats_filter_deltas_sent") == sent + 1)
+            await until(
+                lambda: (
+                    buses[0].routing.fingerprint(nodes[1].node_id, FilterKind.CHANNELS)
+                    == nodes[1].chan.fingerprint()
+                )
+            )
+            assert buses[0].forward_publish(b"gone", b"x", False, 1) == 0
         finally:
             await stop_all(pairs)
 

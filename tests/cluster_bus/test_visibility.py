@@ -112,3 +112,37 @@ def test_expect_peers_waits_for_each_peer_of_the_batch():
         assert not vis._of_delta and not vis._pending
 
     asyncio.run(scenario())
+
+
+def test_a_peer_that_timed_out_is_not_waited_for_until_it_acks_again():
+    """A peer that let a wait time out is lagging: the next wait leaves it out
+    (counted) and ends on the other peers' ACKs; once it acks again (a late
+    ACK of the old delta), later waits wait for it again."""
+
+    async def scenario() -> None:
+        stats = BusStats()
+        vis = Visibility(30, stats)
+        loop = asyncio.get_running_loop()
+        wait = vis.open()
+        vis.expect_peers(wait, ["slow", "fast"], 1)
+        fut = vis.future(wait, loop)
+        vis.acked("fast", 1)
+        await asyncio.wait_for(fut, 2)
+        assert stats.visibility_timeouts == 1 and vis.lagging == {"slow"}
+        wait = vis.open()
+        vis.expect_peers(wait, ["slow", "fast"], 2)
+        fut = vis.future(wait, loop)
+        assert not fut.done()
+        vis.acked("fast", 2)
+        assert fut.done() and stats.visibility_skipped == 1
+        vis.acked("slow", 1)  # it answers again
+        assert not vis.lagging
+        wait = vis.open()
+        vis.expect_peers(wait, ["slow", "fast"], 3)
+        fut = vis.future(wait, loop)
+        vis.acked("fast", 3)
+        assert not fut.done()  # waited for again
+        vis.acked("slow", 3)
+        assert fut.done() and stats.visibility_skipped == 1 and stats.visibility_timeouts == 1
+
+    asyncio.run(scenario())
