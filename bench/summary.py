@@ -56,7 +56,8 @@ def run_cpu_per_request(quick: bool) -> dict[str, Any]:
     from bench.cpu_cost import run_cpu_cost
     from bench.servers import bloomcast_version
 
-    requests = {1: 2_000, 16: 5_000} if quick else {1: 60_000, 16: 300_000}
+    # quick: enough that each server reads a few 10 ms clock ticks (/proc/<pid>/stat)
+    requests = {1: 20_000, 16: 100_000} if quick else {1: 60_000, 16: 300_000}
     subscribers = (0,) if quick else (0, 1, 10, 100)
     result = run_cpu_cost(requests, "PUBLISH", subscribers)
     result["requests"] = {str(p): n for p, n in requests.items()}
@@ -87,6 +88,12 @@ def run_forward_latency(quick: bool) -> dict[str, Any]:
     }
 
 
+def _cpu_ratio(row: dict[str, Any]) -> float | None:
+    """bloomcast / redis-server CPU per request; None when redis-server's
+    measured nothing (a ``--quick`` run's few requests can read 0 clock ticks)."""
+    return row[NODE] / row[REDIS] if row[REDIS] else None
+
+
 def cpu_cost_markdown(result: dict[str, Any]) -> str:
     """The single node section's CPU table: a row per ``-P``, a column per
     subscriber count."""
@@ -104,7 +111,7 @@ def cpu_cost_markdown(result: dict[str, Any]) -> str:
                 row.append("-")
                 continue
             floor = f" / {r[FLOOR]:.2f}" if r.get(FLOOR) is not None else ""
-            row.append(f"{r[NODE]:.2f} / {r[REDIS]:.2f}{floor} ({fmt_ratio(r[NODE] / r[REDIS])})")
+            row.append(f"{r[NODE]:.2f} / {r[REDIS]:.2f}{floor} ({fmt_ratio(_cpu_ratio(r))})")
         rows.append(row)
     req = result.get("requests", {})
     return "\n".join(
@@ -340,7 +347,7 @@ def _single_claims(data: dict[str, Any]) -> list[Claim]:
             items = [
                 (str(r["subscribers"]), r[NODE] / r[REDIS], "")
                 for r in cpu["rows"]
-                if r["pipeline"] == p
+                if r["pipeline"] == p and r[REDIS]
             ]
             claims += _grouped(
                 items,
@@ -582,7 +589,7 @@ def _single_table(data: dict[str, Any]) -> str:
         r = cpu.get(key)
         if r is None:
             return "-"
-        return f"{fmt_ratio(r[NODE] / r[REDIS])} ({r[NODE]:.2f} / {r[REDIS]:.2f})"
+        return f"{fmt_ratio(_cpu_ratio(r))} ({r[NODE]:.2f} / {r[REDIS]:.2f})"
 
     rows = [
         [str(n), rps_cell((n, 1)), cpu_cell((n, 1)), rps_cell((n, 16)), cpu_cell((n, 16))]

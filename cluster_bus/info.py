@@ -144,6 +144,28 @@ def slot_map(ms: Membership) -> list[SlotRange]:
     return out
 
 
+def _state_fields(ms: Membership, epoch: int, now_ms: int) -> dict[str, int | str]:
+    """CLUSTER INFO's first fields, in Redis's order: the state, the slots
+    (a PFAIL owner's slots counted as ``pfail``), the known nodes, the epochs."""
+    ranges = live_slot_ranges(ms)
+    pfail = sum(
+        end - start + 1
+        for start, end, node_id in ranges
+        if node_id in ms.peers and ms.peers[node_id].flags & NodeFlags.PFAIL
+    )
+    return {
+        "cluster_state": ms.cluster_state(),
+        "cluster_slots_assigned": CLUSTER_SLOTS,
+        "cluster_slots_ok": CLUSTER_SLOTS - pfail,
+        "cluster_slots_pfail": pfail,
+        "cluster_slots_fail": 0,
+        "cluster_known_nodes": 1 + len(ms.peers) + len(ms.pending_handshakes(now_ms)),
+        "cluster_size": len(ranges),
+        "cluster_current_epoch": epoch,
+        "cluster_my_epoch": epoch,
+    }
+
+
 def cluster_info(
     stats: BusStats,
     ms: Membership,
@@ -160,23 +182,7 @@ def cluster_info(
     ``cluster_known_nodes`` counts the addresses still in their handshake, as
     Redis's does; ``cluster_nodes_lost`` the nodes forgotten after FAIL and
     still redialled (cluster_bus.membership)."""
-    ranges = live_slot_ranges(ms)
-    pfail = sum(
-        end - start + 1
-        for start, end, node_id in ranges
-        if node_id in ms.peers and ms.peers[node_id].flags & NodeFlags.PFAIL
-    )
-    fields: dict[str, int | str] = {
-        "cluster_state": ms.cluster_state(),
-        "cluster_slots_assigned": CLUSTER_SLOTS,
-        "cluster_slots_ok": CLUSTER_SLOTS - pfail,
-        "cluster_slots_pfail": pfail,
-        "cluster_slots_fail": 0,
-        "cluster_known_nodes": 1 + len(ms.peers) + len(ms.pending_handshakes(now_ms)),
-        "cluster_size": len(ranges),
-        "cluster_current_epoch": epoch,
-        "cluster_my_epoch": epoch,
-    }
+    fields = _state_fields(ms, epoch, now_ms)
     for direction, counts in (("sent", stats.sent), ("received", stats.received)):
         for mtype, name in REDIS_MSG_NAMES.items():
             fields[f"cluster_stats_messages_{name}_{direction}"] = counts[mtype]

@@ -32,7 +32,7 @@ def _tree(tmp_path: Path) -> Path:
     for name in ("pyproject.toml", "setup.py", "README.md"):
         shutil.copy(ROOT / name, src / name)
     skip = shutil.ignore_patterns("__pycache__", "*.so", "*.c", "*.html")
-    for package in ("netutil", "router", "cluster_bus"):
+    for package in ("netutil", "bloom", "router", "cluster_bus"):
         shutil.copytree(ROOT / package, src / package, ignore=skip)
     now = time.time()
     for c in GENERATED:
