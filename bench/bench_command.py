@@ -265,12 +265,18 @@ def _once_more(label: str, part: Callable[[], T]) -> T:
     """Run ``part``; when it fails to start its servers or tools (a port taken by
     other work on the machine between its pick and its bind, a tool that
     exited), say so and run it once more from the start: a long ``all`` run
-    does not lose every other part to one such failure."""
+    does not lose every other part to one such failure. The first failure
+    stays in the part's result (``run_twice``), which the page's *How these
+    numbers were taken* names."""
     try:
         return part()
     except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
-        print(f"bench: {label} failed ({type(exc).__name__}: {exc}); once more", flush=True)
-        return part()
+        failure = f"{type(exc).__name__}: {exc}"
+        print(f"bench: {label} failed ({failure}); once more", flush=True)
+        result = part()
+        if isinstance(result, dict):
+            result["run_twice"] = failure
+        return result
 
 
 def run_simulate(args: argparse.Namespace, sizes_arg: str | None) -> dict[str, Any]:
@@ -320,6 +326,9 @@ def write_outputs(
         "command": shlex.join(argv),
         "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "parts": sorted(results),
+        "parts_run_twice": sorted(
+            k for k, v in results.items() if isinstance(v, dict) and v.get("run_twice")
+        ),
         "versions": versions,
         "machine": machine_info(),
     }
@@ -432,7 +441,13 @@ def meta_markdown(meta: dict[str, Any]) -> str:
     """Versions, machine and the exact command."""
     m = meta["machine"]
     lines = [
-        f"Last run: `{meta['command']}` at {meta['date']} (parts: {', '.join(meta['parts'])}).",
+        f"Last run: `{meta['command']}` at {meta['date']} (parts: {', '.join(meta['parts'])})."
+        + (
+            f" Run twice, the first try failing to start (its error in benchmarks.json, "
+            f"`run_twice`): {', '.join(meta['parts_run_twice'])}."
+            if meta.get("parts_run_twice")
+            else ""
+        ),
         "",
         f"Machine: {m['cpu']}, {m['cores']} cores, Linux {m['kernel']}, Python {m['python']}; "
         f"load average at the end {', '.join(f'{x:.2f}' for x in m['loadavg'])}. "

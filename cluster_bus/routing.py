@@ -257,7 +257,7 @@ class PeerTable:
         # CRC64 of the whole copy per delta was most of a peer's cost of a
         # remote SUBSCRIBE; then the copy and the index were two bit vectors)
         flips = bit_flips(m >> 3)
-        index = (self._chan_index if kind is FilterKind.CHANNELS else self._pat_index)[(m, pf.k)]
+        index = self._index_for(kind, m, pf.k)  # (there since set_filter made the copy)
         crc: int = index.apply_delta(slot, set_positions, cleared_positions, flips, pf.bits_crc)
         if flips is None:
             crc = crc64(bits.tobytes())

@@ -121,3 +121,20 @@ def test_convergence_quick_measures_delays(tmp_path):
         assert res["trials"] == 5 and res["timeouts"] == 0
         assert 0 < res["p50_ms"] <= res["p99_ms"] <= res["max_ms"]
     assert "## convergence" in (tmp_path / "benchmarks.md").read_text()
+
+
+def test_a_part_that_fails_to_start_runs_once_more_and_keeps_its_failure():
+    from bench.bench_command import _once_more
+
+    tries: list[int] = []
+
+    def part() -> dict[str, int]:
+        tries.append(1)
+        if len(tries) == 1:
+            raise RuntimeError("node 1 exited with 1")
+        return {"rps": 5}
+
+    result = _once_more("faults", part)
+    assert len(tries) == 2
+    assert result == {"rps": 5, "run_twice": "RuntimeError: node 1 exited with 1"}
+    assert _once_more("faults", lambda: {"rps": 6}) == {"rps": 6}  # no failure, no mark
